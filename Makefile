@@ -1,0 +1,100 @@
+# browserd build. GNU make + pkg-config; everything comes from Debian packages.
+#
+#   make run     install what is missing, build, start the server (embedded SQLite store)
+#   make test    install what is missing, build, lint, run every suite (plain and ASan+UBSan)
+#   make bench   benchmarks; figures go to docs/BENCHMARKS.md
+#   make fuzz    run every libFuzzer target for FUZZ_SECONDS each
+
+BUILD   ?= build
+CC      ?= cc
+SAN     ?=
+FUZZ_SECONDS ?= 30
+
+PKGS    := libmicrohttpd jansson sqlite3 libcrypto libpsl
+WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wvla -Werror
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS  = -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -Isrc -MMD -MP \
+              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lpthread -lm
+ALL_LDFLAGS = $(SAN) $(LDFLAGS)
+
+LIB_SRC := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+.PHONY: all deps run test unit blackbox asan lint format fuzz fuzz-smoke bench clean check-banned
+
+all: $(BUILD)/browserd
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DBROWSERD_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/libbrowserd.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/browserd: $(BUILD)/src/main.o $(BUILD)/libbrowserd.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbrowserd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS) -lcmocka
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
+
+deps:
+	@sh scripts/deps.sh
+
+run: deps all
+	$(BUILD)/browserd serve
+
+# Unit tests (cmocka) then the black-box suite against the real binary, first
+# as a plain build, then under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: deps lint
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
+	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
+	    CFLAGS='-O1 -g' build/asan/browserd $(UNIT_BIN:$(BUILD)/%=build/asan/%)
+	@$(MAKE) --no-print-directory fuzz-build
+	@sh scripts/test.sh $(BUILD) build/asan
+
+unit: all $(UNIT_BIN)
+	@sh scripts/test.sh --unit-only $(BUILD)
+
+lint: check-banned
+	@sh scripts/lint.sh
+
+check-banned:
+	@sh scripts/banned.sh
+
+format:
+	clang-format -i $$(find src tests/unit fuzz -name '*.[ch]')
+
+# libFuzzer targets: built with clang, instrumented, linked against an
+# instrumented copy of the library in build/fuzz.
+FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN='$(FUZZ_FLAGS)' CFLAGS='-O1 -g' \
+	    build/fuzz/libbrowserd.a
+	@mkdir -p build/fuzz/bin
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  clang -std=c17 -D_GNU_SOURCE $(WARN) -O1 -g -Isrc -fsanitize=fuzzer,address,undefined \
+	    $$(pkg-config --cflags $(PKGS)) -o build/fuzz/bin/$$n $$f build/fuzz/libbrowserd.a \
+	    $(LDLIBS) || exit 1; done
+
+fuzz: deps fuzz-build
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); mkdir -p build/fuzz/corpus/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  build/fuzz/bin/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	    build/fuzz/corpus/$$n fuzz/corpus/$$n || exit 1; done
+
+bench: deps all
+	@sh bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build

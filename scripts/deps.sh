@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages browserd needs, and nothing when all are present.
+set -eu
+PKGS="pkg-config gcc make clang clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
+libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+command -v node >/dev/null 2>&1 || missing="$missing nodejs npm"
+if [ -n "$missing" ]; then
+    echo "deps: installing$missing"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi

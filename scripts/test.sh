@@ -1,0 +1,64 @@
+#!/bin/sh
+# Runs every suite and ends with one line "N passed, N failed".
+#   scripts/test.sh BUILD [ASAN_BUILD]   unit + black-box on each build
+#   scripts/test.sh --unit-only BUILD    unit tests only
+set -u
+unit_only=0
+if [ "${1:-}" = "--unit-only" ]; then unit_only=1; shift; fi
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+count() { # $1: label; reads the suite's output from $log
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s).*/\1/p' "$log" | tail -n 1)
+    if [ -z "$p$f" ]; then
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+        p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+        f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    fi
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or exited non-zero
+    passed=$((passed + p))
+    failed=$((failed + f))
+    echo "== $1: $p passed, $f failed"
+}
+
+run_build() {
+    b=$1
+    for t in "$b"/tests/test_*; do
+        [ -x "$t" ] || continue
+        "$t" >"$log" 2>&1
+        rc=$?
+        cat "$log"
+        count "$t" $rc
+    done
+    [ $unit_only -eq 1 ] && return
+    BROWSERD_BIN="$b/browserd" node tests/blackbox/run.mjs >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    count "black-box ($b)" $rc
+}
+
+run_fuzz() {
+    for f in build/fuzz/bin/fuzz_*; do
+        [ -x "$f" ] || continue
+        n=$(basename "$f")
+        mkdir -p build/fuzz/corpus/"$n"
+        "$f" -max_total_time="${FUZZ_SMOKE_SECONDS:-3}" -timeout=10 build/fuzz/corpus/"$n" \
+            "fuzz/corpus/$n" >"$log" 2>&1
+        rc=$?
+        tail -n 2 "$log"
+        if [ $rc -eq 0 ]; then echo "1 passed, 0 failed" >"$log"; else echo "0 passed, 1 failed" >"$log"; fi
+        count "fuzz $n smoke" 0
+    done
+}
+
+for b in "$@"; do
+    run_build "$b"
+done
+[ $unit_only -eq 1 ] || run_fuzz
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,30 @@
+/*
+ * Every size limit applied to untrusted bytes, in one place (curl's
+ * curlx_dyn_init(buf, toobig) habit: a buffer knows its maximum at birth).
+ */
+#ifndef BD_CORE_LIMITS_H
+#define BD_CORE_LIMITS_H
+
+/* Request body cap, checked before parsing. The interface document allows a
+ * 5 MiB serialized chrome_policy, so the envelope gets 1 MiB on top. */
+#define LIM_BODY_BYTES (6u * 1024u * 1024u)
+/* Total bytes of request headers libmicrohttpd may buffer per connection. */
+#define LIM_HEADER_BYTES (32u * 1024u)
+/* Deepest JSON nesting accepted in a request body. */
+#define LIM_JSON_DEPTH 64
+/* Longest bearer token or signed URL token accepted. */
+#define LIM_TOKEN_BYTES 4096u
+/* Longest URL path accepted by the router. */
+#define LIM_PATH_BYTES 2048u
+/* Most path parameters in one route. */
+#define LIM_PATH_PARAMS 4
+/* WebSocket relay: largest reassembled message and most fragments per message. */
+#define LIM_WS_MESSAGE_BYTES (64u * 1024u * 1024u)
+#define LIM_WS_FRAGMENTS     4096u
+/* Error details kept per response; further problems are counted, not listed. */
+#define LIM_ERR_DETAILS 32
+/* Pagination. */
+#define LIM_LIST_DEFAULT 20
+#define LIM_LIST_MAX     100
+
+#endif
