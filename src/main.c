@@ -1,4 +1,511 @@
-int main(void)
+/*
+ * browserd: the command line of OPERATOR.md.
+ *
+ *   browserd serve [flags]      run the server
+ *   browserd admin ...          manage orgs and keys directly on the data folder
+ *   browserd --help | version
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "core/crypto.h"
+#include "core/jsonx.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+
+#ifndef BROWSERD_VERSION
+#define BROWSERD_VERSION "0.0.0"
+#endif
+
+static const char usage[] =
+    "usage:\n"
+    "  browserd serve [--listen HOST:PORT] [--data DIR] [--public-url URL] [--admin-token TOKEN]\n"
+    "                 [--chromium PATH] [--region REGION] [--allow-loopback HOST:PORT[,...]]\n"
+    "  browserd admin org create --name NAME [--plan PLAN]          (prints the org as JSON)\n"
+    "  browserd admin org update ORG_ID [--plan P] [--plan-status S] [--trial-plan P]\n"
+    "                            [--trial-ends-at RFC3339] [--projects-enabled true|false]\n"
+    "                            [--override PATH=JSON ...]\n"
+    "  browserd admin key create --org ORG_ID [--project PROJECT_ID] [--name NAME]   (prints the "
+    "key)\n"
+    "  browserd --help | browserd version\n"
+    "\n"
+    "Every serve flag has an environment variable: BROWSERD_LISTEN (default 127.0.0.1:8080),\n"
+    "BROWSERD_DATA (./data), BROWSERD_PUBLIC_URL (http:// + the listen address),\n"
+    "BROWSERD_ADMIN_TOKEN (unset: the admin API answers 404), BROWSERD_CHROMIUM\n"
+    "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty).\n"
+    "Also: BROWSERD_THREADS (HTTP worker threads, default 2), BROWSERD_BOOTSTRAP_API_KEY,\n"
+    "BROWSERD_LOG_LEVEL (debug|info|warn|error). admin commands take --data DIR too.\n";
+
+static void copy(char *dst, size_t cap, const char *src)
 {
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT". Returns 0 or -1. */
+static int parse_listen(const char *s, char *host, size_t cap, int *port)
+{
+    const char *colon;
+    if (s[0] == '[') {
+        const char *end = strchr(s, ']');
+        if (!end || end[1] != ':')
+            return -1;
+        snprintf(host, cap, "%.*s", (int)(end - s - 1), s + 1);
+        colon = end + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        snprintf(host, cap, "%.*s", (int)(colon - s), s);
+    }
+    char *endp;
+    long p = strtol(colon + 1, &endp, 10);
+    if (*endp || colon[1] == '\0' || p < 0 || p > 65535)
+        return -1;
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, cap, "127.0.0.1");
+    *port = (int)p;
     return 0;
+}
+
+static int flag(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return 0;
+    if (argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "browserd: %s needs a value\n", name);
+        exit(2);
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+/* ---- serve ---- */
+
+static int write_key_file(const char *dir, const char *key)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/bootstrap-api-key", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(key);
+    int ok = write(fd, key, n) == (ssize_t)n && write(fd, "\n", 1) == 1 && fchmod(fd, 0600) == 0 &&
+             fsync(fd) == 0;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/* First start on an empty data folder: org `default` on plan enterprise,
+ * project `default`, one organization-scoped key. */
+static int bootstrap(struct app *app)
+{
+    char done[8];
+    if (store_meta_get(app->store, "bootstrapped", done, sizeof done) == 0)
+        return 0;
+    struct err e;
+    err_init(&e);
+    json_t *body = json_pack("{s:s,s:s}", "name", "default", "plan", "enterprise");
+    json_t *org = NULL;
+    int rc = tenancy_org_create(app->store, body, &org, &e);
+    json_decref(body);
+    if (rc) {
+        log_error("bootstrap: %s", e.message);
+        return rc;
+    }
+    char fresh[CRYPTO_KEY_LEN + 1];
+    const char *key = getenv("BROWSERD_BOOTSTRAP_API_KEY");
+    if (!key || !*key) {
+        crypto_new_api_key(fresh);
+        key = fresh;
+    }
+    struct apikey_rec rec;
+    rc = tenancy_key_store(app->store, jsonx_str(org, "id"), "", "bootstrap", key, 0, &rec);
+    json_decref(org);
+    if (rc) {
+        log_error("bootstrap: the API key could not be stored (is it already in use?)");
+        return rc;
+    }
+    if (write_key_file(app->cfg.data_dir, key) != 0)
+        log_warn("bootstrap: cannot write %s/bootstrap-api-key", app->cfg.data_dir);
+    char out[8];
+    if (store_meta_init(app->store, "bootstrapped", "1", out, sizeof out))
+        return E_INTERNAL;
+    fprintf(
+        stderr,
+        "\nbrowserd: created organization 'default' (plan enterprise) with project "
+        "'default'.\nbrowserd: API key (shown once; also in %s/bootstrap-api-key):\n\n    %s\n\n",
+        app->cfg.data_dir, key);
+    return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    struct app app;
+    memset(&app, 0, sizeof app);
+    struct app_config *c = &app.cfg;
+    const char *listen = env_or("BROWSERD_LISTEN", "127.0.0.1:8080");
+    const char *data = env_or("BROWSERD_DATA", "./data");
+    const char *public_url = env_or("BROWSERD_PUBLIC_URL", NULL);
+    const char *admin = env_or("BROWSERD_ADMIN_TOKEN", NULL);
+    const char *chromium = env_or("BROWSERD_CHROMIUM", "/usr/bin/chromium");
+    const char *region = env_or("BROWSERD_REGION", "us-east");
+    const char *loopback = env_or("BROWSERD_ALLOW_LOOPBACK", "");
+    const char *threads = env_or("BROWSERD_THREADS", "2");
+    for (int i = 0; i < argc; i++) {
+        if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
+            flag(argc, argv, &i, "--public-url", &public_url) ||
+            flag(argc, argv, &i, "--admin-token", &admin) ||
+            flag(argc, argv, &i, "--chromium", &chromium) ||
+            flag(argc, argv, &i, "--region", &region) ||
+            flag(argc, argv, &i, "--allow-loopback", &loopback) ||
+            flag(argc, argv, &i, "--threads", &threads))
+            continue;
+        fprintf(stderr, "browserd serve: unknown argument %s\n%s", argv[i], usage);
+        return 2;
+    }
+    if (parse_listen(listen, c->listen_host, sizeof c->listen_host, &c->listen_port) != 0) {
+        fprintf(stderr, "browserd serve: --listen must be HOST:PORT, got %s\n", listen);
+        return 2;
+    }
+    if (strcmp(region, "us-east") != 0 && strcmp(region, "eu-west") != 0 &&
+        strcmp(region, "ap-southeast") != 0) {
+        fprintf(stderr, "browserd serve: --region must be us-east, eu-west or ap-southeast\n");
+        return 2;
+    }
+    char *end;
+    long nthreads = strtol(threads, &end, 10);
+    if (*end || nthreads < 1 || nthreads > 256) {
+        fprintf(stderr, "browserd serve: BROWSERD_THREADS must be 1..256\n");
+        return 2;
+    }
+    c->threads = (unsigned)nthreads;
+    copy(c->data_dir, sizeof c->data_dir, data);
+    copy(c->admin_token, sizeof c->admin_token, admin);
+    copy(c->chromium, sizeof c->chromium, chromium);
+    copy(c->region, sizeof c->region, region);
+    copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
+
+    struct err e;
+    err_init(&e);
+    if (store_open_sqlite(c->data_dir, &app.store, &e) != 0) {
+        log_error("%s", e.message);
+        return 1;
+    }
+    if (bootstrap(&app) != 0) {
+        store_close(app.store);
+        return 1;
+    }
+
+    /* Signals go to this thread only: block them before any thread starts. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct http_config hc = {
+        .host = c->listen_host,
+        .port = c->listen_port,
+        .threads = c->threads,
+        .routes = api_routes,
+        .nroutes = api_nroutes,
+        .authorize = api_authorize,
+        .cleanup = api_cleanup,
+        .app = &app,
+    };
+    struct http_server *srv;
+    if (http_start(&hc, &srv, &e) != 0) {
+        log_error("%s", e.message);
+        store_close(app.store);
+        return 1;
+    }
+    int port = http_port(srv);
+    c->listen_port = port;
+    if (public_url)
+        copy(c->public_url, sizeof c->public_url, public_url);
+    else if (strchr(c->listen_host, ':'))
+        snprintf(c->public_url, sizeof c->public_url, "http://[%s]:%d", c->listen_host, port);
+    else
+        snprintf(c->public_url, sizeof c->public_url, "http://%s:%d", c->listen_host, port);
+    log_info("browserd %s listening on %s:%d (public URL %s, data %s, %u threads)",
+             BROWSERD_VERSION, c->listen_host, port, c->public_url, c->data_dir, c->threads);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    http_stop(srv);
+    store_close(app.store);
+    log_info("stopped cleanly");
+    return 0;
+}
+
+/* ---- admin ---- */
+
+static struct store *admin_store(const char *data)
+{
+    struct err e;
+    err_init(&e);
+    struct store *st;
+    if (store_open_sqlite(data, &st, &e) != 0) {
+        fprintf(stderr, "browserd admin: %s\n", e.message);
+        exit(1);
+    }
+    return st;
+}
+
+static int admin_fail(const struct err *e)
+{
+    fprintf(stderr, "browserd admin: %s\n", e->message);
+    for (size_t i = 0; i < e->ndetails; i++)
+        fprintf(stderr, "  %s\n", e->details[i].message);
+    return 1;
+}
+
+static void print_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    printf("%s\n", s ? s : "null");
+    xfree(s);
+}
+
+/* Sets a dotted path ("limits.max_vaults") inside obj to val (stolen). */
+static int set_path(json_t *obj, const char *path, json_t *val)
+{
+    char buf[256];
+    copy(buf, sizeof buf, path);
+    char *seg = buf;
+    for (char *dot; (dot = strchr(seg, '.')) != NULL; seg = dot + 1) {
+        *dot = '\0';
+        if (!*seg)
+            break;
+        json_t *next = json_object_get(obj, seg);
+        if (!json_is_object(next)) {
+            next = json_object();
+            json_object_set_new(obj, seg, next);
+        }
+        obj = next;
+    }
+    if (!*seg) {
+        json_decref(val);
+        return -1;
+    }
+    json_object_set_new(obj, seg, val);
+    return 0;
+}
+
+static int cmd_admin(int argc, char **argv)
+{
+    const char *data = env_or("BROWSERD_DATA", "./data");
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *what = argv[0], *verb = argv[1];
+    const char *name = NULL, *plan = NULL, *status = NULL, *trial = NULL, *trial_end = NULL;
+    const char *proj_enabled = NULL, *org = NULL, *project = NULL, *id = NULL;
+    json_t *overrides = NULL;
+    int rc = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if (flag(argc, argv, &i, "--data", &data) || flag(argc, argv, &i, "--name", &name) ||
+            flag(argc, argv, &i, "--plan", &plan) ||
+            flag(argc, argv, &i, "--plan-status", &status) ||
+            flag(argc, argv, &i, "--trial-plan", &trial) ||
+            flag(argc, argv, &i, "--trial-ends-at", &trial_end) ||
+            flag(argc, argv, &i, "--projects-enabled", &proj_enabled) ||
+            flag(argc, argv, &i, "--org", &org) || flag(argc, argv, &i, "--project", &project))
+            continue;
+        if (flag(argc, argv, &i, "--override", &v)) {
+            const char *eq = strchr(v, '=');
+            json_t *val =
+                eq ? json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL) : NULL;
+            char path[256];
+            snprintf(path, sizeof path, "%.*s", eq ? (int)(eq - v) : 0, v);
+            if (!overrides)
+                overrides = json_object();
+            if (!val || set_path(overrides, path, val) != 0) {
+                fprintf(stderr, "browserd admin: --override takes PATH=JSON, got %s\n", v);
+                json_decref(overrides);
+                return 2;
+            }
+            continue;
+        }
+        if (argv[i][0] != '-' && !id) {
+            id = argv[i];
+            continue;
+        }
+        fprintf(stderr, "browserd admin: unknown argument %s\n", argv[i]);
+        json_decref(overrides);
+        return 2;
+    }
+    struct err e;
+    err_init(&e);
+    json_t *out = NULL;
+    if (strcmp(what, "org") == 0 && strcmp(verb, "create") == 0) {
+        if (!name) {
+            fprintf(stderr, "browserd admin org create: --name is required\n");
+            json_decref(overrides);
+            return 2;
+        }
+        struct store *st = admin_store(data);
+        json_t *body = json_pack("{s:s}", "name", name);
+        if (plan)
+            json_object_set_new(body, "plan", json_string(plan));
+        if (overrides)
+            json_object_set(body, "overrides", overrides);
+        rc = tenancy_org_create(st, body, &out, &e);
+        json_decref(body);
+        store_close(st);
+    } else if (strcmp(what, "org") == 0 && strcmp(verb, "update") == 0) {
+        if (!id) {
+            fprintf(stderr, "browserd admin org update: ORG_ID is required\n");
+            json_decref(overrides);
+            return 2;
+        }
+        struct store *st = admin_store(data);
+        json_t *body = json_object();
+        if (name)
+            json_object_set_new(body, "name", json_string(name));
+        if (plan)
+            json_object_set_new(body, "plan", json_string(plan));
+        if (status)
+            json_object_set_new(body, "plan_status", json_string(status));
+        if (trial)
+            json_object_set_new(body, "trial_plan", *trial ? json_string(trial) : json_null());
+        if (trial_end)
+            json_object_set_new(body, "trial_ends_at",
+                                *trial_end ? json_string(trial_end) : json_null());
+        if (proj_enabled) {
+            if (strcmp(proj_enabled, "true") != 0 && strcmp(proj_enabled, "false") != 0) {
+                fprintf(stderr, "browserd admin: --projects-enabled takes true or false\n");
+                json_decref(body);
+                json_decref(overrides);
+                store_close(st);
+                return 2;
+            }
+            json_object_set_new(body, "projects_enabled",
+                                json_boolean(strcmp(proj_enabled, "true") == 0));
+        }
+        if (overrides) {
+            /* --override edits paths of the current document. */
+            struct org_rec o;
+            memset(&o, 0, sizeof o);
+            json_t *cur = NULL;
+            if (store_org_get(st, id, &o) == 0)
+                cur = json_loads(o.overrides, 0, NULL);
+            org_rec_clear(&o);
+            if (!cur)
+                cur = json_object();
+            const char *k;
+            json_t *v;
+            json_object_foreach(overrides, k, v)
+            {
+                json_t *dst = json_object_get(cur, k);
+                if (json_is_object(dst) && json_is_object(v) && strcmp(k, "features") == 0) {
+                    const char *fk;
+                    json_t *fv;
+                    json_object_foreach(v, fk, fv)
+                    {
+                        json_t *df = json_object_get(dst, fk);
+                        if (json_is_object(df) && json_is_object(fv))
+                            json_object_update(df, fv);
+                        else
+                            json_object_set(dst, fk, fv);
+                    }
+                } else if (json_is_object(dst) && json_is_object(v)) {
+                    json_object_update(dst, v);
+                } else {
+                    json_object_set(cur, k, v);
+                }
+            }
+            json_object_set_new(body, "overrides", cur);
+        }
+        rc = tenancy_org_update(st, id, body, &out, &e);
+        json_decref(body);
+        store_close(st);
+    } else if (strcmp(what, "key") == 0 && strcmp(verb, "create") == 0) {
+        if (!org) {
+            fprintf(stderr, "browserd admin key create: --org is required\n");
+            json_decref(overrides);
+            return 2;
+        }
+        struct store *st = admin_store(data);
+        struct org_rec o;
+        memset(&o, 0, sizeof o);
+        rc = store_org_get(st, org, &o);
+        org_rec_clear(&o);
+        if (rc) {
+            err_set(&e, rc, "not_found", "organization %s not found", org);
+        } else {
+            json_t *body = json_object();
+            if (name)
+                json_object_set_new(body, "name", json_string(name));
+            if (project)
+                json_object_set_new(body, "project_id", json_string(project));
+            rc = tenancy_key_create(st, org, body, &out, &e);
+            json_decref(body);
+        }
+        store_close(st);
+        if (rc == 0) {
+            printf("%s\n", jsonx_str(out, "key"));
+            json_decref(out);
+            json_decref(overrides);
+            return 0;
+        }
+    } else {
+        fprintf(stderr, "browserd admin: unknown command %s %s\n%s", what, verb, usage);
+        json_decref(overrides);
+        return 2;
+    }
+    json_decref(overrides);
+    if (rc)
+        return admin_fail(&e);
+    print_json(out);
+    json_decref(out);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *lvl = getenv("BROWSERD_LOG_LEVEL");
+    if (lvl)
+        log_set_level(strcmp(lvl, "debug") == 0   ? LOG_DEBUG
+                      : strcmp(lvl, "warn") == 0  ? LOG_WARN
+                      : strcmp(lvl, "error") == 0 ? LOG_ERROR
+                                                  : LOG_INFO);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("browserd %s\n", BROWSERD_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "serve") == 0)
+        return cmd_serve(argc - 2, argv + 2);
+    if (strcmp(argv[1], "admin") == 0)
+        return cmd_admin(argc - 2, argv + 2);
+    fprintf(stderr, "browserd: unknown command %s\n%s", argv[1], usage);
+    return 2;
 }

@@ -1,0 +1,96 @@
+/*
+ * api: the resource handlers. Each handler reads the request through the
+ * http accessors, validates with src/domain, persists through src/store, and
+ * fills a response. The route table (routes.c) lists every endpoint.
+ */
+#ifndef BD_API_API_H
+#define BD_API_API_H
+
+#include <jansson.h>
+
+#include "http/http.h"
+#include "store/store.h"
+
+/* Server-wide settings the handlers read. */
+struct app_config {
+    char listen_host[64];
+    int listen_port;
+    char data_dir[1024];
+    char public_url[512];
+    char admin_token[LIM_TOKEN_BYTES];
+    char chromium[1024];
+    char region[32];
+    char allow_loopback[1024];
+    unsigned threads;
+};
+
+struct app {
+    struct store *store;
+    struct app_config cfg;
+};
+
+/* Route flags: who may call an endpoint. */
+#define AUTH_NONE       0u
+#define AUTH_KEY        1u /* API key; project selected by X-Kernel-Project-Id */
+#define AUTH_ADMIN      2u /* the operator's admin token */
+#define AUTH_ORG_ADMIN  4u /* with AUTH_KEY: an organization-scoped key is required */
+#define AUTH_NO_PROJECT 8u /* with AUTH_KEY: the project header is not consulted */
+
+/* What authentication established for a request (rq->auth). */
+struct auth {
+    struct org_rec org;
+    struct apikey_rec key;
+    struct project_rec project; /* the selected project (id "" with AUTH_NO_PROJECT) */
+    json_t *ent;                /* resolved entitlements, loaded on first use */
+};
+
+extern const struct route api_routes[];
+extern const size_t api_nroutes;
+
+int api_authorize(struct req *rq, unsigned flags);
+void api_cleanup(struct req *rq);
+
+static inline struct app *api_app(struct req *rq)
+{
+    return (struct app *)rq->app;
+}
+static inline struct auth *api_auth(struct req *rq)
+{
+    return (struct auth *)rq->auth;
+}
+
+/* The org's resolved entitlements (borrowed; cached for the request). */
+int api_entitlements(struct req *rq, const json_t **out) WUR;
+/* Resolves an org's entitlements outside a request (new reference). */
+int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t **out,
+                             struct err *e) WUR;
+/* 403 unless features.<feature>.enabled is true for the caller's org. */
+int api_require_feature(struct req *rq, const char *feature) WUR;
+
+/* ---- tenancy operations shared by the admin API and the admin CLI ---- */
+
+/* Creates an org from an admin body ({name, plan?, plan_status?, trial_plan?,
+ * trial_ends_at?, projects_enabled?, overrides?}); *out is the org record. */
+int tenancy_org_create(struct store *st, const json_t *body, json_t **out, struct err *e) WUR;
+/* Applies an admin PATCH body to org id; *out is the updated record. */
+int tenancy_org_update(struct store *st, const char *id, const json_t *body, json_t **out,
+                       struct err *e) WUR;
+int tenancy_org_get(struct store *st, const char *id, json_t **out, struct err *e) WUR;
+/* Creates an API key ({name?, project_id?, days_to_expire?}) for org_id; *out
+ * is the key record including the plaintext `key`. */
+int tenancy_key_create(struct store *st, const char *org_id, const json_t *body, json_t **out,
+                       struct err *e) WUR;
+/* Stores a key with a given plaintext (bootstrap); *out gets the record. */
+int tenancy_key_store(struct store *st, const char *org_id, const char *project_id,
+                      const char *name, const char *plaintext, int64_t expires_at,
+                      struct apikey_rec *out) WUR;
+/* Plan documents: the built-ins unless replaced, plus the stored ones. */
+json_t *tenancy_plan_lookup(void *store, const char *plan_id);
+int tenancy_plan_exists(struct store *st, const char *plan_id);
+
+/* Records as the API shows them (new references). */
+json_t *render_org(struct store *st, const struct org_rec *o);
+json_t *render_project(const struct project_rec *p);
+json_t *render_key(const struct apikey_rec *k);
+
+#endif

@@ -1,0 +1,327 @@
+/* /org/entitlements, /org/projects and /org/api_keys. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/org.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/xalloc.h"
+
+int org_get_entitlements(struct req *rq, struct resp *rs)
+{
+    const json_t *ent;
+    int rc = api_entitlements(rq, &ent);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, json_incref((json_t *)ent));
+    return 0;
+}
+
+/* Rejects body keys outside allowed. */
+static int known_fields(struct req *rq, const json_t *body, const char *const *allowed)
+{
+    int bad = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)body, k, v)
+    {
+        int ok = 0;
+        for (size_t i = 0; allowed[i]; i++)
+            ok |= strcmp(allowed[i], k) == 0;
+        if (!ok)
+            bad = err_field(&rq->err, k, "unknown field");
+    }
+    return bad ? E_INVALID : 0;
+}
+
+/* ---- projects ---- */
+
+static int projects_on(struct req *rq)
+{
+    if (!api_auth(rq)->org.projects_enabled)
+        return err_set(&rq->err, E_NOTFOUND, "projects_disabled",
+                       "projects are disabled for this organization");
+    return 0;
+}
+
+static int project_name(struct req *rq, const json_t *v, int required, char *out, size_t cap)
+{
+    if (!v) {
+        if (required)
+            return err_field(&rq->err, "name", "is required");
+        return 0;
+    }
+    if (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > 255)
+        return err_field(&rq->err, "name", "must be a string of 1 to 255 characters");
+    snprintf(out, cap, "%s", json_string_value(v));
+    return 0;
+}
+
+static int load_project(struct req *rq, struct project_rec *p)
+{
+    int rc = store_project_get(api_app(rq)->store, api_auth(rq)->org.id, rq->params[0], p);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "project_not_found", "project %s not found", rq->params[0]);
+    return rc;
+}
+
+int org_project_create(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"name", NULL};
+    json_t *body;
+    int rc = projects_on(rq);
+    if (rc || (rc = req_json_object(rq, 0, &body)))
+        return rc;
+    struct project_rec p;
+    memset(&p, 0, sizeof p);
+    rc = known_fields(rq, body, allowed);
+    if (project_name(rq, json_object_get(body, "name"), 1, p.name, sizeof p.name))
+        rc = E_INVALID;
+    json_decref(body);
+    if (rc)
+        return rc;
+    snprintf(p.org_id, sizeof p.org_id, "%s", api_auth(rq)->org.id);
+    rc = store_project_create(api_app(rq)->store, &p);
+    if (rc == E_CONFLICT)
+        return err_set(&rq->err, rc, "conflict", "a project named %s already exists", p.name);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, render_project(&p));
+    return 0;
+}
+
+int org_project_get(struct req *rq, struct resp *rs)
+{
+    struct project_rec p;
+    int rc = projects_on(rq);
+    if (rc || (rc = load_project(rq, &p)))
+        return rc;
+    resp_json(rs, 200, render_project(&p));
+    return 0;
+}
+
+int org_project_update(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"name", "status", NULL};
+    struct project_rec p;
+    json_t *body;
+    int rc = projects_on(rq);
+    if (rc || (rc = req_json_object(rq, 0, &body)))
+        return rc;
+    if ((rc = load_project(rq, &p))) {
+        json_decref(body);
+        return rc;
+    }
+    rc = known_fields(rq, body, allowed);
+    if (project_name(rq, json_object_get(body, "name"), 0, p.name, sizeof p.name))
+        rc = E_INVALID;
+    json_t *st = json_object_get(body, "status");
+    if (st) {
+        const char *s = json_string_value(st);
+        if (!s || (strcmp(s, "active") != 0 && strcmp(s, "archived") != 0))
+            rc = err_field(&rq->err, "status", "must be active or archived");
+        else
+            snprintf(p.status, sizeof p.status, "%s", s);
+    }
+    json_decref(body);
+    if (rc)
+        return rc;
+    p.updated_at = clock_now_ms();
+    rc = store_project_update(api_app(rq)->store, &p);
+    if (rc == E_CONFLICT)
+        return err_set(&rq->err, rc, "conflict", "a project named %s already exists", p.name);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, render_project(&p));
+    return 0;
+}
+
+int org_project_delete(struct req *rq, struct resp *rs)
+{
+    struct project_rec p;
+    int rc = projects_on(rq);
+    if (rc || (rc = load_project(rq, &p)))
+        return rc;
+    rc = store_project_delete(api_app(rq)->store, p.org_id, p.id);
+    if (rc == E_CONFLICT)
+        return err_set(&rq->err, rc, "conflict",
+                       "the organization's last project cannot be deleted");
+    if (rc)
+        return rc;
+    resp_empty(rs, 204);
+    return 0;
+}
+
+int org_project_list(struct req *rq, struct resp *rs)
+{
+    struct page pg = {0};
+    int rc = projects_on(rq);
+    if (rc || (rc = req_page(rq, &pg.limit, &pg.offset)))
+        return rc;
+    struct project_rec *rows = NULL;
+    size_t n = 0;
+    rc = store_project_list(api_app(rq)->store, api_auth(rq)->org.id, &pg, &rows, &n);
+    if (rc)
+        return rc;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, render_project(&rows[i]));
+    xfree(rows);
+    resp_json(rs, 200, arr);
+    resp_page(rs, pg.offset, n, pg.has_more);
+    return 0;
+}
+
+/* ---- API keys ---- */
+
+static int load_key(struct req *rq, struct apikey_rec *k)
+{
+    int rc = store_key_get(api_app(rq)->store, api_auth(rq)->org.id, rq->params[0], k);
+    if (rc == E_NOTFOUND || (rc == 0 && k->deleted_at))
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "API key %s not found", rq->params[0]);
+    return rc;
+}
+
+int org_key_create(struct req *rq, struct resp *rs)
+{
+    json_t *body, *out;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    if (!json_object_get(body, "name"))
+        rc = err_field(&rq->err, "name", "is required");
+    if (tenancy_key_create(api_app(rq)->store, api_auth(rq)->org.id, body, &out, &rq->err))
+        rc = rq->err.rc;
+    json_decref(body);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, out);
+    return 0;
+}
+
+int org_key_get(struct req *rq, struct resp *rs)
+{
+    struct apikey_rec k;
+    int rc = load_key(rq, &k);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, render_key(&k));
+    return 0;
+}
+
+int org_key_update(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"name", NULL};
+    struct apikey_rec k;
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    if ((rc = load_key(rq, &k))) {
+        json_decref(body);
+        return rc;
+    }
+    rc = known_fields(rq, body, allowed);
+    if (project_name(rq, json_object_get(body, "name"), 0, k.name, sizeof k.name))
+        rc = E_INVALID;
+    json_decref(body);
+    if (rc || (rc = store_key_update(api_app(rq)->store, &k)))
+        return rc;
+    resp_json(rs, 200, render_key(&k));
+    return 0;
+}
+
+int org_key_delete(struct req *rq, struct resp *rs)
+{
+    struct apikey_rec k;
+    int rc = load_key(rq, &k);
+    if (rc)
+        return rc;
+    if (strcmp(k.id, api_auth(rq)->key.id) == 0)
+        return err_set(&rq->err, E_CONFLICT, "cannot_delete_self",
+                       "an API key cannot delete itself; use another key");
+    k.deleted_at = clock_now_ms();
+    if ((rc = store_key_update(api_app(rq)->store, &k)))
+        return rc;
+    resp_empty(rs, 204);
+    return 0;
+}
+
+int org_key_list(struct req *rq, struct resp *rs)
+{
+    struct page pg = {0};
+    int rc = req_page(rq, &pg.limit, &pg.offset);
+    if (rc)
+        return rc;
+    struct apikey_rec *rows = NULL;
+    size_t n = 0;
+    rc = store_key_list(api_app(rq)->store, api_auth(rq)->org.id, &pg, &rows, &n);
+    if (rc)
+        return rc;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, render_key(&rows[i]));
+    xfree(rows);
+    resp_json(rs, 200, arr);
+    resp_page(rs, pg.offset, n, pg.has_more);
+    return 0;
+}
+
+static int days(struct req *rq, const json_t *body, const char *name, long long dflt, long long min,
+                long long *out)
+{
+    json_t *v = json_object_get(body, name);
+    *out = dflt;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > 3650)
+        return err_field(&rq->err, name, "must be an integer from %lld to 3650", min);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+int org_key_rotate(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"days_to_expire", "expire_in_days", NULL};
+    struct apikey_rec old;
+    json_t *body;
+    int rc = req_json_object(rq, 1, &body);
+    if (rc)
+        return rc;
+    if ((rc = load_key(rq, &old))) {
+        json_decref(body);
+        return rc;
+    }
+    long long life, grace;
+    rc = known_fields(rq, body, allowed);
+    if (days(rq, body, "days_to_expire", 0, 1, &life))
+        rc = E_INVALID;
+    if (days(rq, body, "expire_in_days", 7, 0, &grace))
+        rc = E_INVALID;
+    json_decref(body);
+    if (rc)
+        return rc;
+    int64_t now = clock_now_ms();
+    char plain[CRYPTO_KEY_LEN + 1];
+    crypto_new_api_key(plain);
+    struct apikey_rec fresh;
+    memset(&fresh, 0, sizeof fresh);
+    snprintf(fresh.org_id, sizeof fresh.org_id, "%s", old.org_id);
+    snprintf(fresh.project_id, sizeof fresh.project_id, "%s", old.project_id);
+    snprintf(fresh.name, sizeof fresh.name, "%s", old.name);
+    crypto_sha256_hex(plain, strlen(plain), fresh.key_hash);
+    snprintf(fresh.masked_key, sizeof fresh.masked_key, "%.5s...%s", plain,
+             plain + strlen(plain) - 4);
+    fresh.expires_at = life ? now + life * 86400000LL : 0;
+    /* The old key keeps working for the grace period (at least a moment, so
+     * that a rotation with grace 0 still ends this request cleanly). */
+    rc = store_key_rotate(api_app(rq)->store, old.org_id, old.id,
+                          grace ? now + grace * 86400000LL : now + 1, &fresh);
+    if (rc)
+        return rc;
+    json_t *out = render_key(&fresh);
+    json_object_set_new(out, "key", json_string(plain));
+    resp_json(rs, 200, out);
+    return 0;
+}

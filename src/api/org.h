@@ -1,0 +1,31 @@
+/* Handlers of /org/entitlements, /org/projects and /org/api_keys (route table in routes.c). */
+#ifndef BD_API_ORG_H
+#define BD_API_ORG_H
+
+#include "http/http.h"
+
+int org_get_entitlements(struct req *rq, struct resp *rs);
+int org_project_create(struct req *rq, struct resp *rs);
+int org_project_get(struct req *rq, struct resp *rs);
+int org_project_update(struct req *rq, struct resp *rs);
+int org_project_delete(struct req *rq, struct resp *rs);
+int org_project_list(struct req *rq, struct resp *rs);
+int org_key_create(struct req *rq, struct resp *rs);
+int org_key_get(struct req *rq, struct resp *rs);
+int org_key_update(struct req *rq, struct resp *rs);
+int org_key_delete(struct req *rq, struct resp *rs);
+int org_key_list(struct req *rq, struct resp *rs);
+int org_key_rotate(struct req *rq, struct resp *rs);
+
+/* Admin API (admin.c). */
+int admin_org_create(struct req *rq, struct resp *rs);
+int admin_org_get(struct req *rq, struct resp *rs);
+int admin_org_update(struct req *rq, struct resp *rs);
+int admin_key_create(struct req *rq, struct resp *rs);
+int admin_plan_list(struct req *rq, struct resp *rs);
+int admin_plan_put(struct req *rq, struct resp *rs);
+
+/* Endpoints of the public API that this server does not serve yet: 501. */
+int api_not_implemented(struct req *rq, struct resp *rs);
+
+#endif

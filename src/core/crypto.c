@@ -1,0 +1,69 @@
+#include "core/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void crypto_random(void *buf, size_t n)
+{
+    if (RAND_bytes(buf, (int)n) != 1) {
+        fprintf(stderr, "browserd: the random number generator failed\n");
+        abort();
+    }
+}
+
+/* Maps random bytes onto an alphabet without modulo bias by rejection. */
+static void random_chars(char *out, size_t n, const char *alphabet, unsigned size)
+{
+    unsigned limit = 256 - (256 % size);
+    size_t i = 0;
+    uint8_t bytes[64];
+    while (i < n) {
+        crypto_random(bytes, sizeof bytes);
+        for (size_t j = 0; j < sizeof bytes && i < n; j++)
+            if (bytes[j] < limit)
+                out[i++] = alphabet[bytes[j] % size];
+    }
+    out[n] = '\0';
+}
+
+void crypto_new_id(char out[CRYPTO_ID_LEN + 1])
+{
+    random_chars(out, CRYPTO_ID_LEN, "abcdefghijklmnopqrstuvwxyz0123456789", 36);
+}
+
+void crypto_new_api_key(char out[CRYPTO_KEY_LEN + 1])
+{
+    out[0] = 'b';
+    out[1] = 'd';
+    out[2] = '_';
+    random_chars(out + 3, CRYPTO_KEY_LEN - 3,
+                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 62);
+}
+
+void crypto_sha256_hex(const void *data, size_t n, char out[CRYPTO_SHA256_HEX])
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t md[SHA256_DIGEST_LENGTH];
+    SHA256(data, n, md);
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+void crypto_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t mac[32])
+{
+    unsigned len = 32;
+    HMAC(EVP_sha256(), key, (int)keylen, data, n, mac, &len);
+}
+
+int crypto_equal(const void *a, const void *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}

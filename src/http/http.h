@@ -1,0 +1,116 @@
+/*
+ * http: the transport. libmicrohttpd with a thread pool (epoll per thread),
+ * keep-alive, a router with path parameters, request bodies capped before
+ * parsing, JSON responses, and the one table that turns error codes into HTTP
+ * statuses (response.c). It knows nothing of the API's resources: routes and
+ * the authorization hook come from the caller.
+ */
+#ifndef BD_HTTP_HTTP_H
+#define BD_HTTP_HTTP_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/limits.h"
+
+struct MHD_Connection;
+struct route;
+
+#define RESP_MAX_HEADERS 8
+
+/* One request. Lives from the first byte to the completed response; every
+ * pointer in it is valid for that long. */
+struct req {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;
+    const struct route *route;
+    const char *params[LIM_PATH_PARAMS]; /* path parameters in pattern order, decoded */
+    size_t nparams;
+    char *body; /* NUL-terminated; body_len bytes */
+    size_t body_len;
+    int body_too_big;
+    struct err err; /* the handler's failure, rendered by the HTTP layer */
+    void *app;      /* from http_config.app */
+    void *auth;     /* set by the authorize hook, released by its cleanup */
+    int64_t start_us;
+    int status; /* the status finally sent, for the access log */
+};
+
+/* A response under construction. */
+struct resp {
+    int status;
+    json_t *json; /* owned; NULL = no body */
+    char *text;   /* owned raw body, used when json is NULL */
+    size_t text_len;
+    const char *content_type;
+    struct {
+        char name[40];
+        char value[128];
+    } headers[RESP_MAX_HEADERS];
+    size_t nheaders;
+};
+
+/* Returns 0 after filling resp, or an E_* code with req->err filled. */
+typedef int (*http_handler_fn)(struct req *rq, struct resp *rs);
+
+struct route {
+    const char *method;  /* "GET", "POST", ... */
+    const char *pattern; /* "/org/projects/{id}": {x} matches one non-empty segment;
+                            a final "*" matches one or more remaining segments */
+    http_handler_fn fn;
+    unsigned flags; /* passed to the authorize hook */
+};
+
+struct http_config {
+    const char *host; /* numeric IPv4 or IPv6 address */
+    int port;         /* 0 = ephemeral */
+    unsigned threads;
+    const struct route *routes;
+    size_t nroutes;
+    /* Runs before the handler; returns 0 or an E_* code with rq->err filled. */
+    int (*authorize)(struct req *rq, unsigned flags);
+    /* Releases rq->auth; may be NULL. */
+    void (*cleanup)(struct req *rq);
+    void *app;
+};
+
+struct http_server;
+
+/* Binds and starts serving. */
+int http_start(const struct http_config *cfg, struct http_server **out, struct err *e) WUR;
+/* The bound port (useful when cfg->port was 0). */
+int http_port(const struct http_server *srv);
+/* Stops accepting, lets in-flight requests finish, frees the server. */
+void http_stop(struct http_server *srv);
+
+/* Request accessors. Returned strings are borrowed for the request's life. */
+const char *req_header(struct req *rq, const char *name);
+const char *req_query(struct req *rq, const char *name);
+/* Calls fn for each query argument (repeated keys included). */
+void req_query_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
+/* Parses the body as a JSON object. An empty body is {} when empty_ok.
+ * Fails with E_INVALID (malformed, not an object) or E_TOOBIG. *out is a new
+ * reference. */
+int req_json_object(struct req *rq, int empty_ok, json_t **out) WUR;
+/* Reads limit/offset query parameters (defaults 20 / 0; limit 1..100). */
+int req_page(struct req *rq, size_t *limit, size_t *offset) WUR;
+
+/* Response builders. resp_json takes ownership of body. */
+void resp_json(struct resp *rs, int status, json_t *body);
+void resp_empty(struct resp *rs, int status);
+void resp_header(struct resp *rs, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets X-Has-More / X-Next-Offset for a list page. */
+void resp_page(struct resp *rs, size_t offset, size_t count, int has_more);
+
+/* The single mapping from E_* codes to HTTP statuses; 500 for unknown codes. */
+int http_status_for(int rc);
+/* The default Error.code for a status ("bad_request", "not_found", ...). */
+const char *http_code_for(int status);
+/* Builds the Error record JSON from e (new reference). */
+json_t *http_error_json(const struct err *e);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * store: persistence behind one const ops table (redis ConnectionType habit),
+ * so that a PostgreSQL backend can follow without touching callers. Callers use
+ * the store_* wrappers; backends fill struct store_ops.
+ *
+ * Records are plain structs with fixed-size text fields; a JSON document field
+ * (overrides, entitlements) is an owned heap string released by the *_clear
+ * function of its record. Every function may be called from any thread.
+ *
+ * Return codes: 0, E_NOTFOUND (no such row), E_CONFLICT (unique name taken,
+ * or a rule such as "last project" refused), E_INTERNAL (the backend failed;
+ * logged with detail). `e` may be NULL where the caller has no use for text.
+ */
+#ifndef BD_STORE_STORE_H
+#define BD_STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+#define STORE_ID    25
+#define STORE_NAME  256
+#define STORE_SHORT 64
+
+struct org_rec {
+    char id[STORE_ID];
+    char name[STORE_NAME];
+    char plan[STORE_SHORT];
+    char plan_status[STORE_SHORT];
+    char trial_plan[STORE_SHORT]; /* "" = none */
+    int64_t trial_ends_at;        /* ms since epoch; 0 = none */
+    int projects_enabled;
+    char *overrides; /* owned JSON object text, never NULL after a get */
+    char default_project_id[STORE_ID];
+    int64_t created_at;
+};
+
+struct project_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char name[STORE_NAME];
+    char status[16]; /* active | archived */
+    int64_t created_at, updated_at;
+};
+
+struct apikey_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID]; /* "" = organization-scoped */
+    char name[STORE_NAME];
+    char key_hash[65];   /* hex SHA-256 of the plaintext key */
+    char masked_key[32]; /* "bd_ab...wxyz" */
+    int64_t created_at;
+    int64_t expires_at; /* 0 = never */
+    int64_t deleted_at; /* 0 = live */
+};
+
+/* A page of a list: the rows plus whether more follow. */
+struct page {
+    size_t limit, offset;
+    int has_more; /* out */
+};
+
+struct store;
+
+struct store_ops {
+    const char *name;
+    void (*close)(struct store *st);
+
+    int (*meta_get)(struct store *st, const char *key, char *val, size_t cap);
+    /* Sets key to val unless it already has a value; *out receives the stored value. */
+    int (*meta_init)(struct store *st, const char *key, const char *val, char *out, size_t cap);
+
+    int (*org_count)(struct store *st, int64_t *n);
+    /* Creates the org and its default project in one transaction; fills the ids and times. */
+    int (*org_create)(struct store *st, struct org_rec *org, struct project_rec *proj);
+    int (*org_get)(struct store *st, const char *id, struct org_rec *out);
+    int (*org_update)(struct store *st, const struct org_rec *org);
+
+    int (*plan_get)(struct store *st, const char *id, char **json);
+    int (*plan_put)(struct store *st, const char *id, const char *json);
+    /* Calls fn for every stored plan, in id order. */
+    int (*plan_each)(struct store *st, void (*fn)(void *ctx, const char *id, const char *json),
+                     void *ctx);
+
+    int (*project_create)(struct store *st, struct project_rec *p);
+    /* By id, or else by exact name, within org. */
+    int (*project_get)(struct store *st, const char *org_id, const char *id_or_name,
+                       struct project_rec *out);
+    int (*project_list)(struct store *st, const char *org_id, struct page *pg,
+                        struct project_rec **rows, size_t *n);
+    int (*project_update)(struct store *st, const struct project_rec *p);
+    /* Refuses (E_CONFLICT) to delete the org's last project; moves the org's
+     * default to the oldest remaining project when the default is deleted. */
+    int (*project_delete)(struct store *st, const char *org_id, const char *id);
+
+    int (*key_create)(struct store *st, struct apikey_rec *k);
+    int (*key_get)(struct store *st, const char *org_id, const char *id, struct apikey_rec *out);
+    int (*key_by_hash)(struct store *st, const char *hash, struct apikey_rec *out);
+    int (*key_list)(struct store *st, const char *org_id, struct page *pg, struct apikey_rec **rows,
+                    size_t *n);
+    int (*key_update)(struct store *st, const struct apikey_rec *k);
+    /* Creates fresh (new) and sets old's expiry to old_expires_at, atomically. */
+    int (*key_rotate)(struct store *st, const char *org_id, const char *old_id,
+                      int64_t old_expires_at, struct apikey_rec *fresh);
+};
+
+struct store {
+    const struct store_ops *ops;
+};
+
+/* Opens the embedded SQLite store in dir (created if missing), applying
+ * pending schema migrations. */
+int store_open_sqlite(const char *dir, struct store **out, struct err *e) WUR;
+/* Closes and frees; accepts NULL. */
+void store_close(struct store *st);
+
+void org_rec_clear(struct org_rec *o);
+
+/* Thin wrappers, so call sites read as verbs. */
+#define store_meta_get(st, ...)       ((st)->ops->meta_get((st), __VA_ARGS__))
+#define store_meta_init(st, ...)      ((st)->ops->meta_init((st), __VA_ARGS__))
+#define store_org_count(st, ...)      ((st)->ops->org_count((st), __VA_ARGS__))
+#define store_org_create(st, ...)     ((st)->ops->org_create((st), __VA_ARGS__))
+#define store_org_get(st, ...)        ((st)->ops->org_get((st), __VA_ARGS__))
+#define store_org_update(st, ...)     ((st)->ops->org_update((st), __VA_ARGS__))
+#define store_plan_get(st, ...)       ((st)->ops->plan_get((st), __VA_ARGS__))
+#define store_plan_put(st, ...)       ((st)->ops->plan_put((st), __VA_ARGS__))
+#define store_plan_each(st, ...)      ((st)->ops->plan_each((st), __VA_ARGS__))
+#define store_project_create(st, ...) ((st)->ops->project_create((st), __VA_ARGS__))
+#define store_project_get(st, ...)    ((st)->ops->project_get((st), __VA_ARGS__))
+#define store_project_list(st, ...)   ((st)->ops->project_list((st), __VA_ARGS__))
+#define store_project_update(st, ...) ((st)->ops->project_update((st), __VA_ARGS__))
+#define store_project_delete(st, ...) ((st)->ops->project_delete((st), __VA_ARGS__))
+#define store_key_create(st, ...)     ((st)->ops->key_create((st), __VA_ARGS__))
+#define store_key_get(st, ...)        ((st)->ops->key_get((st), __VA_ARGS__))
+#define store_key_by_hash(st, ...)    ((st)->ops->key_by_hash((st), __VA_ARGS__))
+#define store_key_list(st, ...)       ((st)->ops->key_list((st), __VA_ARGS__))
+#define store_key_update(st, ...)     ((st)->ops->key_update((st), __VA_ARGS__))
+#define store_key_rotate(st, ...)     ((st)->ops->key_rotate((st), __VA_ARGS__))
+
+#endif
