@@ -375,7 +375,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         (unsigned)(cfg->threads ? cfg->threads : 2), MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
         srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(LIM_HEADER_BYTES * 2),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned)1, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, NULL, MHD_OPTION_END);
+        (unsigned)1, MHD_OPTION_END);
     if (!srv->d) {
         xfree(srv);
         return err_set(e, E_INTERNAL, "internal",
