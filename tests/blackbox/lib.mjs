@@ -1,0 +1,96 @@
+// Black-box helpers: start the real browserd binary on 127.0.0.1 with an
+// ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import http from 'node:http';
+
+export const BIN = process.env.BROWSERD_BIN || 'build/browserd';
+const live = new Set();
+
+// Starts `browserd serve`. Resolves once the "listening on" line appears.
+export async function startServer({ env = {}, args = [], dataDir } = {}) {
+  const dir = dataDir || mkdtempSync(join(tmpdir(), 'browserd-bb-'));
+  const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir, ...args], {
+    env: { ...process.env, BROWSERD_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  live.add(proc);
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 15000);
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = /listening on [^ ]*:(\d+) /.exec(log);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${log}`)); });
+  });
+  proc.removeAllListeners('exit');
+  proc.on('exit', () => live.delete(proc));
+  const srv = {
+    proc, port, dir, base: `http://127.0.0.1:${port}`,
+    get log() { return log; },
+    key: readFileSync(join(dir, 'bootstrap-api-key'), 'utf8').trim(),
+    // Ends the server by PID with SIGTERM and waits for it to exit.
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      const done = new Promise((r) => proc.once('exit', (code, sig) => r(code ?? sig)));
+      process.kill(proc.pid, signal);
+      return done;
+    },
+    async kill9() { return srv.stop('SIGKILL'); },
+    cleanup() { rmSync(dir, { recursive: true, force: true }); },
+  };
+  return srv;
+}
+
+// Kills every server still running (called by the runner at exit).
+export function killAll() {
+  for (const p of live) { try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ } }
+}
+
+// One HTTP request over a fresh connection (or the given agent).
+// Returns {status, headers, text, json}.
+export function request(base, method, path, { body, key, headers = {}, raw, agent } = {}) {
+  const url = new URL(path, base);
+  const h = { ...headers };
+  if (key) h.authorization = `Bearer ${key}`;
+  let payload = raw;
+  if (body !== undefined) { payload = JSON.stringify(body); h['content-type'] = 'application/json'; }
+  if (payload !== undefined) h['content-length'] = Buffer.byteLength(payload);
+  return new Promise((resolve, reject) => {
+    const rq = http.request(url, { method, headers: h, agent: agent || false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json;
+        try { json = text ? JSON.parse(text) : undefined; } catch { json = undefined; }
+        resolve({ status: res.statusCode, headers: res.headers, text, json, socket: res.socket });
+      });
+    });
+    rq.on('error', reject);
+    if (payload !== undefined) rq.write(payload);
+    rq.end();
+  });
+}
+
+export function assert(cond, msg) {
+  if (!cond) throw new Error(msg || 'assertion failed');
+}
+
+export function eq(actual, expected, msg) {
+  const a = JSON.stringify(actual), e = JSON.stringify(expected);
+  if (a !== e) throw new Error(`${msg || 'not equal'}: expected ${e}, got ${a}`);
+}
+
+// Asserts an Error record with the given status (and code, when given).
+export function isError(res, status, code) {
+  eq(res.status, status, `status of ${res.text}`);
+  assert(/^application\/json/.test(res.headers['content-type'] || ''), `content-type ${res.headers['content-type']}`);
+  assert(res.json && typeof res.json.code === 'string' && typeof res.json.message === 'string',
+    `Error record expected, got ${res.text}`);
+  if (code) eq(res.json.code, code, 'error code');
+}
