@@ -131,6 +131,7 @@ int admin_plan_put(struct req *rq, struct resp *rs)
     char *doc = jsonx_dump(plan);
     rc = store_plan_put(api_app(rq)->store, id, doc);
     xfree(doc);
+    api_plans_changed();
     if (rc) {
         json_decref(plan);
         return rc;

@@ -64,6 +64,10 @@ int api_entitlements(struct req *rq, const json_t **out) WUR;
 /* Resolves an org's entitlements outside a request (new reference). */
 int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t **out,
                              struct err *e) WUR;
+/* The same record as JSON text (owned; xfree), from a per-org cache. */
+int api_entitlements_text(struct req *rq, char **text) WUR;
+/* Invalidates cached entitlements after a plan document changed. */
+void api_plans_changed(void);
 /* 403 unless features.<feature>.enabled is true for the caller's org. */
 int api_require_feature(struct req *rq, const char *feature) WUR;
 

@@ -5,12 +5,16 @@
  * the comparison of the presented key never touches a stored secret; the
  * admin token, which is held in memory, is compared in constant time.
  */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/api.h"
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 
@@ -92,16 +96,13 @@ int api_authorize(struct req *rq, unsigned flags)
     crypto_sha256_hex(t, strlen(t), hash);
     struct auth *a = xcalloc(1, sizeof *a);
     rq->auth = a;
-    int rc = store_key_by_hash(app->store, hash, &a->key);
+    int rc = store_auth_lookup(app->store, hash, &a->key, &a->org);
     if (rc == E_NOTFOUND || (rc == 0 && a->key.deleted_at))
         return unauthorized(rq, "invalid API key");
     if (rc)
         return err_set(&rq->err, rc, "internal", "authentication failed");
     if (a->key.expires_at && a->key.expires_at <= clock_now_ms())
         return unauthorized(rq, "the API key has expired");
-    rc = store_org_get(app->store, a->key.org_id, &a->org);
-    if (rc)
-        return unauthorized(rq, "invalid API key");
     if ((flags & AUTH_ORG_ADMIN) && a->key.project_id[0])
         return err_set(&rq->err, E_FORBIDDEN, "forbidden",
                        "this operation requires an organization-scoped API key");
@@ -131,13 +132,91 @@ int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t
     return rc;
 }
 
+/*
+ * Resolved entitlements, cached per org as JSON text. An entry is valid while
+ * every input of the resolution is unchanged: the org's plan fields and
+ * overrides (read from the store on every request anyway, so changes made by
+ * `browserd admin` in another process are seen at once), the plan documents
+ * (generation bumped by api_plans_changed) and, during a trial, the clock
+ * (the entry expires when the trial does).
+ */
+#define ENT_CACHE_SLOTS 256
+
+struct ent_slot {
+    char org_id[STORE_ID];
+    char *fingerprint;
+    char *text;
+    int64_t valid_until;
+};
+
+static pthread_mutex_t ent_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ent_slot ent_cache[ENT_CACHE_SLOTS];
+static unsigned long plans_gen;
+
+void api_plans_changed(void)
+{
+    pthread_mutex_lock(&ent_mu);
+    plans_gen++;
+    pthread_mutex_unlock(&ent_mu);
+}
+
+static struct ent_slot *slot_for(const char *org_id)
+{
+    unsigned h = 2166136261u;
+    for (const char *p = org_id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return &ent_cache[h % ENT_CACHE_SLOTS];
+}
+
+int api_entitlements_text(struct req *rq, char **text)
+{
+    struct auth *a = api_auth(rq);
+    const struct org_rec *o = &a->org;
+    int64_t now = clock_now_ms();
+    pthread_mutex_lock(&ent_mu);
+    char *fp = xasprintf("%s|%s|%s|%lld|%lu|%s", o->plan, o->plan_status, o->trial_plan,
+                         (long long)o->trial_ends_at, plans_gen, o->overrides);
+    struct ent_slot *s = slot_for(o->id);
+    if (s->text && strcmp(s->org_id, o->id) == 0 && strcmp(s->fingerprint, fp) == 0 &&
+        now < s->valid_until) {
+        *text = xstrdup(s->text);
+        pthread_mutex_unlock(&ent_mu);
+        xfree(fp);
+        return 0;
+    }
+    pthread_mutex_unlock(&ent_mu);
+    json_t *ent = NULL;
+    int rc = api_resolve_entitlements(api_app(rq)->store, o, &ent, &rq->err);
+    if (rc) {
+        xfree(fp);
+        return rc;
+    }
+    *text = jsonx_dump(ent);
+    int trialing = json_is_true(json_object_get(json_object_get(ent, "plan"), "is_trialing"));
+    json_decref(ent);
+    pthread_mutex_lock(&ent_mu);
+    xfree(s->fingerprint);
+    xfree(s->text);
+    snprintf(s->org_id, sizeof s->org_id, "%s", o->id);
+    s->fingerprint = fp;
+    s->text = xstrdup(*text);
+    s->valid_until = trialing ? o->trial_ends_at : INT64_MAX;
+    pthread_mutex_unlock(&ent_mu);
+    return 0;
+}
+
 int api_entitlements(struct req *rq, const json_t **out)
 {
     struct auth *a = api_auth(rq);
     if (!a->ent) {
-        int rc = api_resolve_entitlements(api_app(rq)->store, &a->org, &a->ent, &rq->err);
+        char *text;
+        int rc = api_entitlements_text(rq, &text);
         if (rc)
             return rc;
+        a->ent = json_loads(text, 0, NULL);
+        xfree(text);
+        if (!a->ent)
+            return err_set(&rq->err, E_INTERNAL, "internal", "entitlements unreadable");
     }
     *out = a->ent;
     return 0;
@@ -145,7 +224,7 @@ int api_entitlements(struct req *rq, const json_t **out)
 
 int api_require_feature(struct req *rq, const char *feature)
 {
-    const json_t *ent;
+    const json_t *ent = NULL;
     int rc = api_entitlements(rq, &ent);
     if (rc)
         return rc;

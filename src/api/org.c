@@ -10,11 +10,11 @@
 
 int org_get_entitlements(struct req *rq, struct resp *rs)
 {
-    const json_t *ent;
-    int rc = api_entitlements(rq, &ent);
+    char *text;
+    int rc = api_entitlements_text(rq, &text);
     if (rc)
         return rc;
-    resp_json(rs, 200, json_incref((json_t *)ent));
+    resp_text(rs, 200, "application/json", text, strlen(text));
     return 0;
 }
 

@@ -26,6 +26,8 @@ int err_set(struct err *e, int rc, const char *code, const char *fmt, ...)
 }
 
 static void add_detail(struct err *e, const char *code, const char *prefix, const char *fmt,
+                       va_list ap) __attribute__((format(printf, 4, 0)));
+static void add_detail(struct err *e, const char *code, const char *prefix, const char *fmt,
                        va_list ap)
 {
     if (e->ndetails >= sizeof e->details / sizeof e->details[0]) {

@@ -101,6 +101,8 @@ int req_page(struct req *rq, size_t *limit, size_t *offset) WUR;
 /* Response builders. resp_json takes ownership of body. */
 void resp_json(struct resp *rs, int status, json_t *body);
 void resp_empty(struct resp *rs, int status);
+/* A raw body; takes ownership of text (xmalloc'd). */
+void resp_text(struct resp *rs, int status, const char *content_type, char *text, size_t len);
 void resp_header(struct resp *rs, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Sets X-Has-More / X-Next-Offset for a list page. */

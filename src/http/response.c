@@ -71,6 +71,17 @@ void resp_empty(struct resp *rs, int status)
     rs->json = NULL;
 }
 
+void resp_text(struct resp *rs, int status, const char *content_type, char *text, size_t len)
+{
+    rs->status = status;
+    json_decref(rs->json);
+    rs->json = NULL;
+    xfree(rs->text);
+    rs->text = text;
+    rs->text_len = len;
+    rs->content_type = content_type;
+}
+
 void resp_header(struct resp *rs, const char *name, const char *fmt, ...)
 {
     if (rs->nheaders >= RESP_MAX_HEADERS)

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -262,7 +263,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct http_server *srv = cls;
     struct ctx *cx = *con_cls;
     if (!cx) {
-        cx = xcalloc(1, sizeof *cx);
+        /* Not calloc: the context holds kilobytes of buffers that are
+         * written before they are read; zero only the request header. */
+        cx = xmalloc(sizeof *cx);
+        memset(&cx->rq, 0, offsetof(struct req, err));
+        cx->rq.auth = NULL;
+        cx->rq.status = 0;
+        cx->body_cap = 0;
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -335,6 +342,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -373,9 +381,11 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         flags, (uint16_t)cfg->port, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
         &mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(cfg->threads ? cfg->threads : 2), MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
-        srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(LIM_HEADER_BYTES * 2),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned)1, MHD_OPTION_END);
+        srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIM_HEADER_BYTES,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, which let a
+     * second server bind the same port and silently take half the connections.
+     * libmicrohttpd still sets SO_REUSEADDR, so a restart binds at once. */
     if (!srv->d) {
         xfree(srv);
         return err_set(e, E_INTERNAL, "internal",

@@ -98,6 +98,10 @@ struct store_ops {
     int (*key_create)(struct store *st, struct apikey_rec *k);
     int (*key_get)(struct store *st, const char *org_id, const char *id, struct apikey_rec *out);
     int (*key_by_hash)(struct store *st, const char *hash, struct apikey_rec *out);
+    /* The key with that hash and its org, in one read (the hot path of every
+     * authenticated request). The org's overrides are owned by *org. */
+    int (*auth_lookup)(struct store *st, const char *hash, struct apikey_rec *key,
+                       struct org_rec *org);
     int (*key_list)(struct store *st, const char *org_id, struct page *pg, struct apikey_rec **rows,
                     size_t *n);
     int (*key_update)(struct store *st, const struct apikey_rec *k);
@@ -136,6 +140,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_key_create(st, ...)     ((st)->ops->key_create((st), __VA_ARGS__))
 #define store_key_get(st, ...)        ((st)->ops->key_get((st), __VA_ARGS__))
 #define store_key_by_hash(st, ...)    ((st)->ops->key_by_hash((st), __VA_ARGS__))
+#define store_auth_lookup(st, ...)    ((st)->ops->auth_lookup((st), __VA_ARGS__))
 #define store_key_list(st, ...)       ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...)     ((st)->ops->key_update((st), __VA_ARGS__))
 #define store_key_rotate(st, ...)     ((st)->ops->key_rotate((st), __VA_ARGS__))

@@ -210,7 +210,12 @@ static void rollback(struct conn *c)
 static void col(sqlite3_stmt *st, int i, char *buf, size_t cap)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(buf, cap, "%s", t ? (const char *)t : "");
+    size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(buf, t, n);
+    buf[n] = '\0';
 }
 
 #define CONN(s, c)                                                                                 \
@@ -251,19 +256,25 @@ static int sq_meta_init(struct store *st_, const char *key, const char *val, cha
     "id, name, plan, plan_status, trial_plan, trial_ends_at, projects_enabled, overrides,"         \
     " default_project_id, created_at"
 
+/* Reads the ORG_COLS columns starting at column base. */
+static void org_row_at(sqlite3_stmt *st, int base, struct org_rec *o)
+{
+    col(st, base + 0, o->id, sizeof o->id);
+    col(st, base + 1, o->name, sizeof o->name);
+    col(st, base + 2, o->plan, sizeof o->plan);
+    col(st, base + 3, o->plan_status, sizeof o->plan_status);
+    col(st, base + 4, o->trial_plan, sizeof o->trial_plan);
+    o->trial_ends_at = sqlite3_column_int64(st, base + 5);
+    o->projects_enabled = sqlite3_column_int(st, base + 6);
+    const unsigned char *ov = sqlite3_column_text(st, base + 7);
+    o->overrides = xstrdup(ov ? (const char *)ov : "{}");
+    col(st, base + 8, o->default_project_id, sizeof o->default_project_id);
+    o->created_at = sqlite3_column_int64(st, base + 9);
+}
+
 static void org_row(sqlite3_stmt *st, struct org_rec *o)
 {
-    col(st, 0, o->id, sizeof o->id);
-    col(st, 1, o->name, sizeof o->name);
-    col(st, 2, o->plan, sizeof o->plan);
-    col(st, 3, o->plan_status, sizeof o->plan_status);
-    col(st, 4, o->trial_plan, sizeof o->trial_plan);
-    o->trial_ends_at = sqlite3_column_int64(st, 5);
-    o->projects_enabled = sqlite3_column_int(st, 6);
-    const unsigned char *ov = sqlite3_column_text(st, 7);
-    o->overrides = xstrdup(ov ? (const char *)ov : "{}");
-    col(st, 8, o->default_project_id, sizeof o->default_project_id);
-    o->created_at = sqlite3_column_int64(st, 9);
+    org_row_at(st, 0, o);
 }
 
 void org_rec_clear(struct org_rec *o)
@@ -306,7 +317,7 @@ static int sq_org_create(struct store *st_, struct org_rec *o, struct project_re
                     "INSERT INTO orgs (id, name, plan, plan_status, trial_plan, trial_ends_at,"
                     " projects_enabled, overrides, default_project_id, created_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    "ssssiiissi", o->id, o->name, o->plan, o->plan_status, o->trial_plan,
+                    "sssssiissi", o->id, o->name, o->plan, o->plan_status, o->trial_plan,
                     o->trial_ends_at, (int64_t)o->projects_enabled,
                     o->overrides ? o->overrides : "{}", o->default_project_id, o->created_at));
     if (ret == 0)
@@ -474,8 +485,10 @@ static int sq_project_list(struct store *st_, const char *org_id, struct page *p
         return E_INTERNAL;
     }
     COLLECT(st, rc, pg, rows, n, struct project_rec, project_row);
+    if (rc)
+        fail(c->db, "project_list");
     conn_put(s, c);
-    return rc ? fail(c->db, "project_list") : 0;
+    return rc ? E_INTERNAL : 0;
 }
 
 static int sq_project_update(struct store *st_, const struct project_rec *p)
@@ -600,6 +613,30 @@ static int sq_key_by_hash(struct store *st_, const char *hash, struct apikey_rec
     return key_get1(st_, "SELECT " KEY_COLS " FROM api_keys WHERE key_hash = ?", hash, NULL, out);
 }
 
+static void org_row_at(sqlite3_stmt *st, int base, struct org_rec *o);
+
+static int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
+                          struct org_rec *org)
+{
+    CONN(s, c);
+    sqlite3_stmt *st;
+    int rc = q(c, &st,
+               "SELECT k.id, k.org_id, k.project_id, k.name, k.key_hash, k.masked_key,"
+               " k.created_at, k.expires_at, k.deleted_at, o.id, o.name, o.plan, o.plan_status,"
+               " o.trial_plan, o.trial_ends_at, o.projects_enabled, o.overrides,"
+               " o.default_project_id, o.created_at"
+               " FROM api_keys k JOIN orgs o ON o.id = k.org_id WHERE k.key_hash = ?",
+               "s", hash);
+    int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : E_INTERNAL;
+    if (rc == SQLITE_ROW) {
+        key_row(st, key);
+        org_row_at(st, 9, org);
+        sqlite3_reset(st);
+    }
+    conn_put(s, c);
+    return ret;
+}
+
 static int sq_key_list(struct store *st_, const char *org_id, struct page *pg,
                        struct apikey_rec **rows, size_t *n)
 {
@@ -694,6 +731,7 @@ static const struct store_ops sqlite_ops = {
     .key_create = sq_key_create,
     .key_get = sq_key_get,
     .key_by_hash = sq_key_by_hash,
+    .auth_lookup = sq_auth_lookup,
     .key_list = sq_key_list,
     .key_update = sq_key_update,
     .key_rotate = sq_key_rotate,
