@@ -15,3 +15,10 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
+
+# The client-compatibility suite's npm packages (versions pinned by its lock file).
+if [ ! -f tests/compat/node_modules/.package-lock.json ] ||
+   [ tests/compat/package-lock.json -nt tests/compat/node_modules/.package-lock.json ]; then
+    echo "deps: npm ci in tests/compat"
+    (cd tests/compat && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -40,6 +40,19 @@ run_build() {
     rc=$?
     cat "$log"
     count "black-box ($b)" $rc
+    BROWSERD_BIN="$b/browserd" TEST_DIR=tests/compat node tests/blackbox/run.mjs >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    count "compat and sessions ($b)" $rc
+    # A test run leaves no Chromium behind.
+    left=$(pgrep -f 'browserd-bb-.*/sessions/' | wc -l)
+    if [ "$left" -ne 0 ]; then
+        echo "0 passed, 1 failed" >"$log"
+        echo "== $left Chromium process(es) left behind by the suites:"
+        pgrep -af 'browserd-bb-.*/sessions/' | head -5
+        pkill -9 -f 'browserd-bb-.*/sessions/'
+        count "no Chromium left behind ($b)" 1
+    fi
 }
 
 run_fuzz() {

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "proxy/relay.h"
+#include "runtime/sessmgr.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
@@ -39,8 +41,9 @@ static const char usage[] =
     "BROWSERD_DATA (./data), BROWSERD_PUBLIC_URL (http:// + the listen address),\n"
     "BROWSERD_ADMIN_TOKEN (unset: the admin API answers 404), BROWSERD_CHROMIUM\n"
     "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty).\n"
-    "Also: BROWSERD_THREADS (HTTP worker threads, default 2), BROWSERD_BOOTSTRAP_API_KEY,\n"
-    "BROWSERD_LOG_LEVEL (debug|info|warn|error). admin commands take --data DIR too.\n";
+    "Also: BROWSERD_THREADS (HTTP worker threads, default 4), BROWSERD_BOOTSTRAP_API_KEY,\n"
+    "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
+    "signed tokens in cdp_ws_url, default 86400). admin commands take --data DIR too.\n";
 
 static void copy(char *dst, size_t cap, const char *src)
 {
@@ -157,6 +160,29 @@ static int bootstrap(struct app *app)
     return 0;
 }
 
+/* The key that signs the tokens of cdp_ws_url and webdriver_ws_url: random,
+ * made once, kept in the store so that URLs survive a restart. */
+static int load_token_key(struct app *app)
+{
+    char hex[65], fresh[65];
+    unsigned char raw[32];
+    crypto_random(raw, sizeof raw);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(fresh + 2 * i, 3, "%02x", raw[i]);
+    if (store_meta_init(app->store, "token_key", fresh, hex, sizeof hex) != 0 ||
+        strlen(hex) != 64) {
+        log_error("cannot load the token key");
+        return -1;
+    }
+    for (size_t i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        app->token_key[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     struct app app;
@@ -169,7 +195,7 @@ static int cmd_serve(int argc, char **argv)
     const char *chromium = env_or("BROWSERD_CHROMIUM", "/usr/bin/chromium");
     const char *region = env_or("BROWSERD_REGION", "us-east");
     const char *loopback = env_or("BROWSERD_ALLOW_LOOPBACK", "");
-    const char *threads = env_or("BROWSERD_THREADS", "2");
+    const char *threads = env_or("BROWSERD_THREADS", "4");
     for (int i = 0; i < argc; i++) {
         if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
             flag(argc, argv, &i, "--public-url", &public_url) ||
@@ -198,6 +224,13 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     c->threads = (unsigned)nthreads;
+    const char *ttl = env_or("BROWSERD_TOKEN_TTL_SECONDS", "86400");
+    long ttl_s = strtol(ttl, &end, 10);
+    if (*end || ttl_s < 1 || ttl_s > 30L * 86400) {
+        fprintf(stderr, "browserd serve: BROWSERD_TOKEN_TTL_SECONDS must be 1..2592000\n");
+        return 2;
+    }
+    c->token_ttl_s = (int)ttl_s;
     copy(c->data_dir, sizeof c->data_dir, data);
     copy(c->admin_token, sizeof c->admin_token, admin);
     copy(c->chromium, sizeof c->chromium, chromium);
@@ -210,7 +243,7 @@ static int cmd_serve(int argc, char **argv)
         log_error("%s", e.message);
         return 1;
     }
-    if (bootstrap(&app) != 0) {
+    if (bootstrap(&app) != 0 || load_token_key(&app) != 0) {
         store_close(app.store);
         return 1;
     }
@@ -222,6 +255,17 @@ static int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    /* Browsers of a previous run that did not stop cleanly are ended
+     * before anything new starts. */
+    browsers_recover(&app);
+    struct sessmgr_hooks hooks = {.on_end = browsers_on_end, .ctx = &app};
+    if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0) {
+        log_error("%s", e.message);
+        relay_stop(app.relay);
+        store_close(app.store);
+        return 1;
+    }
 
     struct http_config hc = {
         .host = c->listen_host,
@@ -236,6 +280,8 @@ static int cmd_serve(int argc, char **argv)
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {
         log_error("%s", e.message);
+        sessmgr_stop(app.sessions);
+        relay_stop(app.relay);
         store_close(app.store);
         return 1;
     }
@@ -254,6 +300,8 @@ static int cmd_serve(int argc, char **argv)
     sigwait(&set, &sig);
     log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     http_stop(srv);
+    sessmgr_stop(app.sessions); /* ends every session, recording its usage */
+    relay_stop(app.relay);
     store_close(app.store);
     log_info("stopped cleanly");
     return 0;

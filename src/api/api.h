@@ -22,11 +22,18 @@ struct app_config {
     char region[32];
     char allow_loopback[1024];
     unsigned threads;
+    int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
+
+struct relay;
+struct sessmgr;
 
 struct app {
     struct store *store;
     struct app_config cfg;
+    struct relay *relay;      /* CDP relay engine */
+    struct sessmgr *sessions; /* live browsers */
+    unsigned char token_key[32];
 };
 
 /* Route flags: who may call an endpoint. */
@@ -91,6 +98,15 @@ int tenancy_key_store(struct store *st, const char *org_id, const char *project_
 /* Plan documents: the built-ins unless replaced, plus the stored ones. */
 json_t *tenancy_plan_lookup(void *store, const char *plan_id);
 int tenancy_plan_exists(struct store *st, const char *plan_id);
+
+/* ---- browser sessions (browsers.c) ---- */
+
+/* Ends what a previous run left behind: kills browsers and Xvfb still running
+ * under their recorded pid and start time, and ends their sessions with usage
+ * recorded. Called once at start, before serving. */
+void browsers_recover(struct app *app);
+/* sessmgr hook: a session ended on its own (timeout, browser exit, shutdown). */
+void browsers_on_end(void *app, const char *session_id, const char *reason, long long uptime_ms);
 
 /* Records as the API shows them (new references). */
 json_t *render_org(struct store *st, const struct org_rec *o);

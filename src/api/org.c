@@ -129,6 +129,11 @@ int org_project_update(struct req *rq, struct resp *rs)
         return rc;
     p.updated_at = clock_now_ms();
     rc = store_project_update(api_app(rq)->store, &p);
+    if (rc == E_CONFLICT && strcmp(p.status, "archived") == 0)
+        return err_set(&rq->err, rc, "conflict",
+                       "the organization's last active project cannot be archived (or a "
+                       "project named %s already exists)",
+                       p.name);
     if (rc == E_CONFLICT)
         return err_set(&rq->err, rc, "conflict", "a project named %s already exists", p.name);
     if (rc)
@@ -146,7 +151,7 @@ int org_project_delete(struct req *rq, struct resp *rs)
     rc = store_project_delete(api_app(rq)->store, p.org_id, p.id);
     if (rc == E_CONFLICT)
         return err_set(&rq->err, rc, "conflict",
-                       "the organization's last project cannot be deleted");
+                       "the organization's last active project cannot be deleted");
     if (rc)
         return rc;
     resp_empty(rs, 204);

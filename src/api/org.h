@@ -25,6 +25,15 @@ int admin_key_create(struct req *rq, struct resp *rs);
 int admin_plan_list(struct req *rq, struct resp *rs);
 int admin_plan_put(struct req *rq, struct resp *rs);
 
+/* Browser sessions (browsers.c). */
+int browsers_create(struct req *rq, struct resp *rs);
+int browsers_get(struct req *rq, struct resp *rs);
+int browsers_list(struct req *rq, struct resp *rs);
+int browsers_update(struct req *rq, struct resp *rs);
+int browsers_delete(struct req *rq, struct resp *rs);
+int browsers_cdp(struct req *rq, struct resp *rs);
+int browsers_webdriver(struct req *rq, struct resp *rs);
+
 /* Endpoints of the public API that this server does not serve yet: 501. */
 int api_not_implemented(struct req *rq, struct resp *rs);
 

@@ -39,6 +39,15 @@ struct req {
     int status; /* the status finally sent, for the access log */
 };
 
+/* An upgraded connection (101 Switching Protocols). */
+struct http_upgrade;
+/* Called on an HTTP thread once the 101 response was sent. fd is the client
+ * socket; extra holds bytes the client sent after its request head. The
+ * callee now owns the connection and must end it exactly once with
+ * http_upgrade_close (from any thread), never with close(fd). */
+typedef void (*http_upgrade_fn)(void *ctx, int fd, const char *extra, size_t extra_len,
+                                struct http_upgrade *up);
+
 /* A response under construction. */
 struct resp {
     int status;
@@ -51,6 +60,9 @@ struct resp {
         char value[128];
     } headers[RESP_MAX_HEADERS];
     size_t nheaders;
+    http_upgrade_fn upgrade; /* set by resp_upgrade */
+    void (*upgrade_cancel)(void *ctx);
+    void *upgrade_ctx;
 };
 
 /* Returns 0 after filling resp, or an E_* code with req->err filled. */
@@ -105,6 +117,15 @@ void resp_empty(struct resp *rs, int status);
 void resp_text(struct resp *rs, int status, const char *content_type, char *text, size_t len);
 void resp_header(struct resp *rs, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Answers 101 Switching Protocols with `Upgrade: websocket` and the given
+ * Sec-WebSocket-Accept; fn takes over the socket afterwards. Exactly one of
+ * fn and cancel is called: cancel when the upgrade cannot happen (the client
+ * went away first), so that ctx is always released. */
+void resp_upgrade(struct resp *rs, const char *accept_key, http_upgrade_fn fn,
+                  void (*cancel)(void *ctx), void *ctx);
+/* Ends an upgraded connection. Thread-safe; call exactly once. */
+void http_upgrade_close(struct http_upgrade *up);
+
 /* Sets X-Has-More / X-Next-Offset for a list page. */
 void resp_page(struct resp *rs, size_t offset, size_t count, int has_more);
 

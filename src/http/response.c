@@ -94,6 +94,19 @@ void resp_header(struct resp *rs, const char *name, const char *fmt, ...)
     rs->nheaders++;
 }
 
+void resp_upgrade(struct resp *rs, const char *accept_key, http_upgrade_fn fn,
+                  void (*cancel)(void *ctx), void *ctx)
+{
+    rs->upgrade_cancel = cancel;
+    rs->status = 101;
+    json_decref(rs->json);
+    rs->json = NULL;
+    rs->upgrade = fn;
+    rs->upgrade_ctx = ctx;
+    resp_header(rs, "Upgrade", "websocket");
+    resp_header(rs, "Sec-WebSocket-Accept", "%s", accept_key);
+}
+
 void resp_page(struct resp *rs, size_t offset, size_t count, int has_more)
 {
     resp_header(rs, "X-Has-More", "%s", has_more ? "true" : "false");

@@ -73,8 +73,16 @@ static int match(const char *pattern, const char *path, char *buf, size_t cap, c
     return 1;
 }
 
+struct upgrade_ctx {
+    http_upgrade_fn fn;
+    void (*cancel)(void *ctx);
+    void *ctx;
+    int done;
+};
+
 struct ctx {
     struct req rq;
+    struct upgrade_ctx upgrade; /* fn == NULL: no upgrade queued */
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
     size_t body_cap;
@@ -170,10 +178,28 @@ int req_page(struct req *rq, size_t *limit, size_t *offset)
     return bad ? E_INVALID : 0;
 }
 
+/* ---- upgrades ---- */
+
+void http_upgrade_close(struct http_upgrade *up)
+{
+    MHD_upgrade_action((struct MHD_UpgradeResponseHandle *)up, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra,
+                        size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    (void)c;
+    (void)req_cls;
+    struct upgrade_ctx *u = cls;
+    u->done = 1;
+    u->fn(u->ctx, sock, extra, extra_len, (struct http_upgrade *)urh);
+}
+
 /* ---- dispatch ---- */
 
 static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struct resp *rs)
 {
+    struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
     char *body = NULL;
     size_t len = 0;
     const char *ctype = rs->content_type;
@@ -186,9 +212,19 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
         rs->text = NULL;
         len = rs->text_len;
     }
-    struct MHD_Response *r =
-        body ? MHD_create_response_from_buffer_with_free_callback(len, body, &xfree)
-             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r;
+    if (rs->upgrade) {
+        cx->upgrade.fn = rs->upgrade;
+        cx->upgrade.cancel = rs->upgrade_cancel;
+        cx->upgrade.ctx = rs->upgrade_ctx;
+        cx->upgrade.done = 0;
+        r = MHD_create_response_for_upgrade(on_upgraded, &cx->upgrade);
+        xfree(body);
+        body = NULL;
+    } else {
+        r = body ? MHD_create_response_from_buffer_with_free_callback(len, body, &xfree)
+                 : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
     if (ctype)
         MHD_add_response_header(r, "Content-Type", ctype);
     for (size_t i = 0; i < rs->nheaders; i++)
@@ -209,7 +245,9 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
                 http_code_for(http_status_for(rc)));
     int status = http_status_for(rq->err.rc ? rq->err.rc : rc);
     resp_json(rs, status, http_error_json(&rq->err));
-    if (status == 409)
+    /* The SDK retries 409 and >= 500; a name conflict or an endpoint this
+     * server does not implement will not go away on a retry. */
+    if (status == 409 || status == 501)
         resp_header(rs, "x-should-retry", "false");
     if (status == 429 && rq->err.retry_after > 0)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
@@ -269,6 +307,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         memset(&cx->rq, 0, offsetof(struct req, err));
         cx->rq.auth = NULL;
         cx->rq.status = 0;
+        cx->upgrade.fn = NULL;
         cx->body_cap = 0;
         cx->srv = srv;
         cx->rq.conn = c;
@@ -279,13 +318,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         err_init(&cx->rq.err);
         *con_cls = cx;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        size_t n;
-        if (cl && parse_size(cl, &n) == 0 && n > LIM_BODY_BYTES) {
+        size_t n, digits = cl ? strspn(cl, "0123456789") : 0;
+        /* All digits and either too long for parse_size (10+ digits, so at
+         * least 1 GB) or above the limit. */
+        if (digits && !cl[digits] &&
+            (digits > 9 || (parse_size(cl, &n) == 0 && n > LIM_BODY_BYTES))) {
             /* Refuse before reading a byte of the body. */
             struct resp rs = {0};
             cx->rq.body_too_big = 1;
             err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
-                    "request body of %zu bytes exceeds the limit of %u bytes", n, LIM_BODY_BYTES);
+                    "request body of %.32s bytes exceeds the limit of %u bytes", cl,
+                    LIM_BODY_BYTES);
             error_resp(&cx->rq, &rs, E_TOOBIG);
             return send_resp(c, &cx->rq, &rs);
         }
@@ -335,6 +378,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int64_t us = clock_mono_us() - cx->rq.start_us;
     log_info("access %s %s %d %lldus%s", cx->rq.method, cx->rq.path, cx->rq.status, (long long)us,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
+        cx->upgrade.cancel(cx->upgrade.ctx);
     if (srv->cfg.cleanup)
         srv->cfg.cleanup(&cx->rq);
     xfree(cx->rq.body);

@@ -56,6 +56,39 @@ struct apikey_rec {
     int64_t deleted_at; /* 0 = live */
 };
 
+/* A browser session. The record's settings live in `data`, a JSON object
+ * (headless, stealth, timeout_seconds, region, memory, viewport, tags, proxy,
+ * network, telemetry, chrome_policy, kiosk_mode, gpu, start_url, ...); the
+ * columns are what queries filter on and what crash recovery needs. */
+struct session_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME]; /* "" = none */
+    char status[16];       /* active | deleted */
+    int64_t created_at;
+    int64_t deleted_at;    /* 0 while active */
+    int64_t uptime_ms;     /* final once usage_status is ready */
+    char usage_status[16]; /* "" while active; pending | ready once deleted */
+    char end_reason[128];
+    int pid; /* browser process, 0 = none */
+    unsigned long long pid_start;
+    int xvfb_pid;
+    unsigned long long xvfb_start;
+    char *data; /* owned JSON object text */
+};
+
+void session_rec_clear(struct session_rec *s);
+
+/* Filters of GET /browsers. */
+struct session_filter {
+    const char *status; /* active | deleted | all */
+    const char *query;  /* substring of name, NULL = any */
+    const char *tag_keys[16];
+    const char *tag_values[16];
+    size_t ntags;
+};
+
 /* A page of a list: the rows plus whether more follow. */
 struct page {
     size_t limit, offset;
@@ -91,8 +124,10 @@ struct store_ops {
     int (*project_list)(struct store *st, const char *org_id, struct page *pg,
                         struct project_rec **rows, size_t *n);
     int (*project_update)(struct store *st, const struct project_rec *p);
-    /* Refuses (E_CONFLICT) to delete the org's last project; moves the org's
-     * default to the oldest remaining project when the default is deleted. */
+    /* Refuses (E_CONFLICT) to delete the org's last active project; moves the
+     * org's default to the oldest remaining active project when the default is
+     * deleted. project_update likewise refuses to archive the last active
+     * project and moves the default off an archived one. */
     int (*project_delete)(struct store *st, const char *org_id, const char *id);
 
     int (*key_create)(struct store *st, struct apikey_rec *k);
@@ -108,6 +143,20 @@ struct store_ops {
     /* Creates fresh (new) and sets old's expiry to old_expires_at, atomically. */
     int (*key_rotate)(struct store *st, const char *org_id, const char *old_id,
                       int64_t old_expires_at, struct apikey_rec *fresh);
+
+    /* Sessions. Insert fails with E_CONFLICT when an active session of the
+     * project already has the (non-empty) name. */
+    int (*session_insert)(struct store *st, const struct session_rec *s);
+    /* By id, or else by name among the project's active sessions. */
+    int (*session_get)(struct store *st, const char *org_id, const char *project_id,
+                       const char *id_or_name, int include_deleted, struct session_rec *out);
+    int (*session_list)(struct store *st, const char *org_id, const char *project_id,
+                        const struct session_filter *f, struct page *pg, struct session_rec **rows,
+                        size_t *n);
+    /* Writes every column of s (by id). E_CONFLICT on a duplicate active name. */
+    int (*session_update)(struct store *st, const struct session_rec *s);
+    /* Active sessions of every org (crash recovery at start). */
+    int (*session_list_active)(struct store *st, struct session_rec **rows, size_t *n);
 };
 
 struct store {
@@ -123,26 +172,31 @@ void store_close(struct store *st);
 void org_rec_clear(struct org_rec *o);
 
 /* Thin wrappers, so call sites read as verbs. */
-#define store_meta_get(st, ...)       ((st)->ops->meta_get((st), __VA_ARGS__))
-#define store_meta_init(st, ...)      ((st)->ops->meta_init((st), __VA_ARGS__))
-#define store_org_count(st, ...)      ((st)->ops->org_count((st), __VA_ARGS__))
-#define store_org_create(st, ...)     ((st)->ops->org_create((st), __VA_ARGS__))
-#define store_org_get(st, ...)        ((st)->ops->org_get((st), __VA_ARGS__))
-#define store_org_update(st, ...)     ((st)->ops->org_update((st), __VA_ARGS__))
-#define store_plan_get(st, ...)       ((st)->ops->plan_get((st), __VA_ARGS__))
-#define store_plan_put(st, ...)       ((st)->ops->plan_put((st), __VA_ARGS__))
-#define store_plan_each(st, ...)      ((st)->ops->plan_each((st), __VA_ARGS__))
-#define store_project_create(st, ...) ((st)->ops->project_create((st), __VA_ARGS__))
-#define store_project_get(st, ...)    ((st)->ops->project_get((st), __VA_ARGS__))
-#define store_project_list(st, ...)   ((st)->ops->project_list((st), __VA_ARGS__))
-#define store_project_update(st, ...) ((st)->ops->project_update((st), __VA_ARGS__))
-#define store_project_delete(st, ...) ((st)->ops->project_delete((st), __VA_ARGS__))
-#define store_key_create(st, ...)     ((st)->ops->key_create((st), __VA_ARGS__))
-#define store_key_get(st, ...)        ((st)->ops->key_get((st), __VA_ARGS__))
-#define store_key_by_hash(st, ...)    ((st)->ops->key_by_hash((st), __VA_ARGS__))
-#define store_auth_lookup(st, ...)    ((st)->ops->auth_lookup((st), __VA_ARGS__))
-#define store_key_list(st, ...)       ((st)->ops->key_list((st), __VA_ARGS__))
-#define store_key_update(st, ...)     ((st)->ops->key_update((st), __VA_ARGS__))
-#define store_key_rotate(st, ...)     ((st)->ops->key_rotate((st), __VA_ARGS__))
+#define store_meta_get(st, ...)            ((st)->ops->meta_get((st), __VA_ARGS__))
+#define store_meta_init(st, ...)           ((st)->ops->meta_init((st), __VA_ARGS__))
+#define store_org_count(st, ...)           ((st)->ops->org_count((st), __VA_ARGS__))
+#define store_org_create(st, ...)          ((st)->ops->org_create((st), __VA_ARGS__))
+#define store_org_get(st, ...)             ((st)->ops->org_get((st), __VA_ARGS__))
+#define store_org_update(st, ...)          ((st)->ops->org_update((st), __VA_ARGS__))
+#define store_plan_get(st, ...)            ((st)->ops->plan_get((st), __VA_ARGS__))
+#define store_plan_put(st, ...)            ((st)->ops->plan_put((st), __VA_ARGS__))
+#define store_plan_each(st, ...)           ((st)->ops->plan_each((st), __VA_ARGS__))
+#define store_project_create(st, ...)      ((st)->ops->project_create((st), __VA_ARGS__))
+#define store_project_get(st, ...)         ((st)->ops->project_get((st), __VA_ARGS__))
+#define store_project_list(st, ...)        ((st)->ops->project_list((st), __VA_ARGS__))
+#define store_project_update(st, ...)      ((st)->ops->project_update((st), __VA_ARGS__))
+#define store_project_delete(st, ...)      ((st)->ops->project_delete((st), __VA_ARGS__))
+#define store_key_create(st, ...)          ((st)->ops->key_create((st), __VA_ARGS__))
+#define store_key_get(st, ...)             ((st)->ops->key_get((st), __VA_ARGS__))
+#define store_key_by_hash(st, ...)         ((st)->ops->key_by_hash((st), __VA_ARGS__))
+#define store_auth_lookup(st, ...)         ((st)->ops->auth_lookup((st), __VA_ARGS__))
+#define store_session_insert(st, ...)      ((st)->ops->session_insert((st), __VA_ARGS__))
+#define store_session_get(st, ...)         ((st)->ops->session_get((st), __VA_ARGS__))
+#define store_session_list(st, ...)        ((st)->ops->session_list((st), __VA_ARGS__))
+#define store_session_update(st, ...)      ((st)->ops->session_update((st), __VA_ARGS__))
+#define store_session_list_active(st, ...) ((st)->ops->session_list_active((st), __VA_ARGS__))
+#define store_key_list(st, ...)            ((st)->ops->key_list((st), __VA_ARGS__))
+#define store_key_update(st, ...)          ((st)->ops->key_update((st), __VA_ARGS__))
+#define store_key_rotate(st, ...)          ((st)->ops->key_rotate((st), __VA_ARGS__))
 
 #endif

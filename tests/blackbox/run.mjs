@@ -1,12 +1,13 @@
-// Runs every tests/blackbox/*.test.mjs file. Each exports `tests`, an array of
+// Runs every *.test.mjs file of a folder (tests/blackbox by default, or the
+// folder named by TEST_DIR, e.g. tests/compat). Each exports `tests`, an array of
 // {name, fn, timeout?}. Prints one line per test and ends with
 // "N passed, N failed". Servers the tests start are killed by PID at exit.
 import { readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { killAll } from './lib.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
+const here = process.env.TEST_DIR ? resolve(process.env.TEST_DIR) : dirname(fileURLToPath(import.meta.url));
 const filter = process.argv[2] ? new RegExp(process.argv[2]) : null;
 let passed = 0, failed = 0;
 process.on('exit', killAll);

@@ -1,0 +1,819 @@
+/*
+ * Browser sessions: POST/GET/PATCH/DELETE /browsers and the CDP WebSocket
+ * endpoint /browser/cdp.
+ *
+ * A session is a row in the store (its settings in a JSON document) plus,
+ * while it is active, a live browser in the session manager. The handlers
+ * validate with src/domain/session_rules, launch and stop through
+ * src/runtime, and relay CDP through src/proxy.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "api/org.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/jsonx.h"
+#include "core/log.h"
+#include "core/token.h"
+#include "core/xalloc.h"
+#include "domain/entitlements.h"
+#include "domain/session_rules.h"
+#include "domain/telemetry_cfg.h"
+#include "proxy/cdp_client.h"
+#include "proxy/relay.h"
+#include "proxy/ws.h"
+#include "runtime/chromium.h"
+#include "runtime/sessmgr.h"
+
+#define LAUNCH_TIMEOUT_MS   20000
+#define TOKEN_LIFETIME_S    (24 * 3600)
+#define CDP_CALL_TIMEOUT_MS 5000
+
+/* ---- records ---- */
+
+static void session_dir(const struct app *app, const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/sessions/%s", app->cfg.data_dir, id);
+}
+
+/* ws:// or wss:// form of the public URL plus path and a fresh token. */
+static json_t *signed_url(const struct app *app, const struct session_rec *s, const char *aud,
+                          const char *path)
+{
+    struct token_claims c = {.exp = clock_now_ms() / 1000 + (app->cfg.token_ttl_s > 0
+                                                                 ? app->cfg.token_ttl_s
+                                                                 : TOKEN_LIFETIME_S)};
+    snprintf(c.sub, sizeof c.sub, "%s", s->id);
+    snprintf(c.org, sizeof c.org, "%s", s->org_id);
+    snprintf(c.aud, sizeof c.aud, "%s", aud);
+    char tok[TOKEN_MAX];
+    if (token_sign(app->token_key, sizeof app->token_key, &c, tok, sizeof tok) != 0)
+        tok[0] = '\0';
+    const char *pub = app->cfg.public_url;
+    const char *scheme = "ws://";
+    if (strncmp(pub, "https://", 8) == 0) {
+        scheme = "wss://";
+        pub += 8;
+    } else if (strncmp(pub, "http://", 7) == 0) {
+        pub += 7;
+    }
+    size_t n = strlen(pub);
+    while (n && pub[n - 1] == '/')
+        n--;
+    char *url = xasprintf("%s%.*s%s?jwt=%s", scheme, (int)n, pub, path, tok);
+    json_t *v = json_string(url);
+    xfree(url);
+    return v;
+}
+
+/* The Browser record of the interface document. */
+static json_t *render_session(struct app *app, const struct session_rec *s)
+{
+    char t[40];
+    json_t *d = json_loads(s->data, 0, NULL);
+    if (!d)
+        d = json_object();
+    json_t *r = json_object();
+    json_object_set_new(r, "session_id", json_string(s->id));
+    json_object_set_new(r, "created_at",
+                        json_string(clock_fmt_rfc3339(s->created_at, t, sizeof t)));
+    json_object_set_new(r, "cdp_ws_url", signed_url(app, s, "cdp", "/browser/cdp"));
+    json_object_set_new(r, "webdriver_ws_url",
+                        signed_url(app, s, "webdriver", "/browser/webdriver"));
+    static const char *const copied[] = {"region",          "stealth",    "headless",  "memory",
+                                         "timeout_seconds", "kiosk_mode", "gpu",       "viewport",
+                                         "chrome_policy",   "network",    "start_url", NULL};
+    for (size_t i = 0; copied[i]; i++) {
+        json_t *v = json_object_get(d, copied[i]);
+        if (v)
+            json_object_set(r, copied[i], v);
+    }
+    if (s->name[0])
+        json_object_set_new(r, "name", json_string(s->name));
+    json_t *tags = json_object_get(d, "tags");
+    if (json_is_object(tags))
+        json_object_set(r, "tags", tags);
+    json_t *proxy = json_object_get(d, "proxy");
+    if (proxy)
+        json_object_set(r, "proxy", proxy);
+    const char *legacy = jsonx_str(proxy, "id");
+    if (legacy)
+        json_object_set_new(r, "proxy_id", json_string(legacy));
+    json_t *tel = json_object_get(d, "telemetry");
+    json_object_set_new(r, "telemetry",
+                        tel && !json_is_null(tel) ? telcfg_to_record(tel) : json_null());
+    long long up = s->uptime_ms;
+    if (strcmp(s->status, "active") == 0) {
+        struct live *l = sessmgr_get(app->sessions, s->id);
+        if (l) {
+            up = live_uptime_ms(l);
+            sessmgr_put(l);
+        }
+    } else {
+        json_object_set_new(r, "deleted_at",
+                            json_string(clock_fmt_rfc3339(s->deleted_at, t, sizeof t)));
+        json_object_set_new(r, "usage_status",
+                            json_string(s->usage_status[0] ? s->usage_status : "pending"));
+    }
+    json_object_set_new(r, "usage", json_pack("{s:I}", "uptime_ms", (json_int_t)up));
+    json_decref(d);
+    return r;
+}
+
+/* ---- lookups ---- */
+
+static int load_session(struct req *rq, int include_deleted, struct session_rec *s)
+{
+    struct auth *a = api_auth(rq);
+    memset(s, 0, sizeof *s);
+    int rc = store_session_get(api_app(rq)->store, a->org.id, a->project.id, rq->params[0],
+                               include_deleted, s);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+    return rc;
+}
+
+static int bool_query(struct req *rq, const char *name, int *out)
+{
+    const char *v = req_query(rq, name);
+    *out = 0;
+    if (!v)
+        return 0;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+        *out = 1;
+    else if (strcmp(v, "false") != 0 && strcmp(v, "0") != 0)
+        return err_field(&rq->err, name, "must be true or false");
+    return 0;
+}
+
+/* ---- create ---- */
+
+/* Gates of fields this server does not serve yet: a clear 501, never a
+ * silent drop. */
+static int unsupported_create_fields(struct req *rq, const struct sessrules_create *c)
+{
+    if (c->profile)
+        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                       "profile: profiles are not implemented by this server yet");
+    if (c->extensions && json_array_size(c->extensions) > 0)
+        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                       "extensions: extensions are not implemented by this server yet");
+    if (c->vaults && json_array_size(c->vaults) > 0)
+        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                       "vaults: vaults are not implemented by this server yet");
+    if (c->telemetry_destination)
+        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                       "telemetry.export: OTLP destinations are not implemented by this server "
+                       "yet");
+    if (c->proxy.kind == PROXYSEL_ID || c->proxy.kind == PROXYSEL_NAME)
+        return err_set(&rq->err, E_NOTFOUND, "proxy_not_found",
+                       "proxy %s not found in this project", c->proxy.ref);
+    return 0;
+}
+
+static long long memory_bytes(const char *m)
+{
+    long long gib = 0;
+    for (; *m >= '0' && *m <= '9'; m++)
+        gib = gib * 10 + (*m - '0');
+    return gib << 30;
+}
+
+static json_t *proxy_record(const struct proxysel *p)
+{
+    return json_pack("{s:s}", "mode", p->kind == PROXYSEL_DIRECT ? "direct" : "default");
+}
+
+/* The settings document stored with the session. */
+static json_t *settings_doc(const struct sessrules_create *c)
+{
+    json_t *d = json_object();
+    json_object_set_new(d, "headless", json_boolean(c->headless));
+    json_object_set_new(d, "stealth", json_boolean(c->stealth));
+    json_object_set_new(d, "kiosk_mode", json_boolean(c->kiosk_mode));
+    json_object_set_new(d, "gpu", json_boolean(c->gpu));
+    json_object_set_new(d, "timeout_seconds", json_integer(c->timeout_seconds));
+    json_object_set_new(d, "region", json_string(c->region));
+    json_object_set_new(d, "memory", json_string(c->memory));
+    json_object_set_new(d, "viewport", viewport_to_json(&c->viewport));
+    if (c->tags)
+        json_object_set(d, "tags", c->tags);
+    if (c->chrome_policy)
+        json_object_set(d, "chrome_policy", c->chrome_policy);
+    if (c->network)
+        json_object_set(d, "network", c->network);
+    if (c->start_url[0])
+        json_object_set_new(d, "start_url", json_string(c->start_url));
+    json_object_set(d, "telemetry", c->telemetry ? c->telemetry : json_null());
+    json_object_set_new(d, "proxy", proxy_record(&c->proxy));
+    return d;
+}
+
+static int check_limits(struct req *rq, const struct sessrules_create *c, long long *limit)
+{
+    const json_t *ent;
+    int rc = api_entitlements(rq, &ent);
+    if (rc)
+        return rc;
+    if (strcmp(c->region, api_app(rq)->cfg.region) != 0)
+        return err_field(&rq->err, "region", "this server serves only region %s",
+                         api_app(rq)->cfg.region);
+    if (c->gpu && !ent_feature_on(ent, "gpu"))
+        return err_set(&rq->err, E_FORBIDDEN, "feature_not_enabled",
+                       "gpu: features.gpu is not enabled for this organization's plan");
+    if (c->gpu)
+        return err_field(&rq->err, "gpu", "this node has no GPU; create the session without gpu");
+    int64_t lim;
+    *limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    return 0;
+}
+
+int browsers_create(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    struct auth *a = api_auth(rq);
+    json_t *body;
+    int rc = req_json_object(rq, 1, &body);
+    if (rc)
+        return rc;
+    struct sessrules_create c;
+    rc = sessrules_validate_create(body, &c, &rq->err);
+    json_decref(body);
+    if (rc)
+        return rc;
+    long long limit = -1;
+    if ((rc = unsupported_create_fields(rq, &c)) || (rc = check_limits(rq, &c, &limit))) {
+        sessrules_create_clear(&c);
+        return rc;
+    }
+    if (sessmgr_reserve(app->sessions, a->org.id, limit) != 0) {
+        sessrules_create_clear(&c);
+        rq->err.retry_after = 5;
+        return err_set(&rq->err, E_LIMIT, "rate_limited",
+                       "limits.max_concurrent_browsers (%lld) reached for this organization",
+                       limit);
+    }
+    struct session_rec s;
+    memset(&s, 0, sizeof s);
+    crypto_new_id(s.id);
+    snprintf(s.org_id, sizeof s.org_id, "%s", a->org.id);
+    snprintf(s.project_id, sizeof s.project_id, "%s", a->project.id);
+    snprintf(s.name, sizeof s.name, "%s", c.name);
+    snprintf(s.status, sizeof s.status, "active");
+    s.created_at = clock_now_ms();
+    json_t *doc = settings_doc(&c);
+    s.data = jsonx_dump(doc);
+    json_decref(doc);
+
+    char dir[1200];
+    session_dir(app, s.id, dir, sizeof dir);
+    char *policy =
+        c.chrome_policy && json_object_size(c.chrome_policy) ? jsonx_dump(c.chrome_policy) : NULL;
+    struct chromium_opts o = {
+        .binary = app->cfg.chromium,
+        .user_data_dir = dir,
+        .headless = c.headless,
+        .stealth = c.stealth,
+        .kiosk = c.kiosk_mode,
+        .width = c.viewport.width,
+        .height = c.viewport.height,
+        .policy_json = policy,
+        .start_url = c.start_url[0] ? c.start_url : NULL,
+        .memory_max_bytes = memory_bytes(c.memory),
+    };
+    /* Name first: a duplicate is refused before a browser is started. */
+    rc = store_session_insert(app->store, &s);
+    struct chromium *browser = NULL;
+    if (rc == E_CONFLICT)
+        err_set(&rq->err, rc, "conflict", "an active session named %s already exists", s.name);
+    else if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, &rq->err)) != 0) {
+        log_error("session %s: launch failed: %s", s.id, rq->err.message);
+        snprintf(s.status, sizeof s.status, "deleted");
+        s.deleted_at = clock_now_ms();
+        snprintf(s.usage_status, sizeof s.usage_status, "ready");
+        snprintf(s.end_reason, sizeof s.end_reason, "launch failed");
+        if (store_session_update(app->store, &s) != 0)
+            log_error("session %s: could not record the failed launch", s.id);
+        if (rc != E_INVALID)
+            err_set(&rq->err, E_UNAVAIL, "browser_unavailable", "the browser did not start: %s",
+                    rq->err.message);
+        rc = rc == E_INVALID ? rc : E_UNAVAIL;
+    }
+    xfree(policy);
+    if (rc) {
+        sessmgr_unreserve(app->sessions, a->org.id);
+        session_rec_clear(&s);
+        sessrules_create_clear(&c);
+        return rc;
+    }
+    s.pid = chromium_pid(browser);
+    s.pid_start = chromium_start_ticks(browser);
+    s.xvfb_pid = chromium_xvfb_pid(browser);
+    s.xvfb_start = chromium_xvfb_start_ticks(browser);
+    if (store_session_update(app->store, &s) != 0)
+        log_error("session %s: could not record the browser's pid", s.id);
+    sessmgr_add(app->sessions, s.id, s.org_id, browser, (int)c.timeout_seconds, 1);
+    log_info("session %s started (pid %d)", s.id, s.pid);
+    resp_json(rs, 200, render_session(app, &s));
+    session_rec_clear(&s);
+    sessrules_create_clear(&c);
+    return 0;
+}
+
+/* ---- read ---- */
+
+int browsers_get(struct req *rq, struct resp *rs)
+{
+    int inc = 0;
+    if (bool_query(rq, "include_deleted", &inc))
+        return E_INVALID;
+    struct session_rec s;
+    int rc = load_session(rq, inc, &s);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, render_session(api_app(rq), &s));
+    session_rec_clear(&s);
+    return 0;
+}
+
+struct tag_filter {
+    struct session_filter *f;
+    int bad;
+    struct req *rq;
+};
+
+static void collect_tags(void *ctx, const char *k, const char *v)
+{
+    struct tag_filter *tf = ctx;
+    size_t n = strlen(k);
+    if (strncmp(k, "tags[", 5) != 0 || n < 7 || k[n - 1] != ']')
+        return;
+    if (tf->f->ntags >= 16) {
+        tf->bad = err_field(&tf->rq->err, "tags", "at most 16 tag filters");
+        return;
+    }
+    /* The key is kept inside the query string MHD owns; copy it out. */
+    tf->f->tag_keys[tf->f->ntags] = xstrndup(k + 5, n - 6);
+    tf->f->tag_values[tf->f->ntags] = v;
+    tf->f->ntags++;
+}
+
+int browsers_list(struct req *rq, struct resp *rs)
+{
+    struct page pg = {0};
+    int rc = req_page(rq, &pg.limit, &pg.offset);
+    struct session_filter f = {0};
+    f.status = req_query(rq, "status");
+    if (!f.status)
+        f.status = "active";
+    if (strcmp(f.status, "active") != 0 && strcmp(f.status, "deleted") != 0 &&
+        strcmp(f.status, "all") != 0)
+        rc = err_field(&rq->err, "status", "must be active, deleted or all");
+    f.query = req_query(rq, "query");
+    struct tag_filter tf = {&f, 0, rq};
+    req_query_each(rq, collect_tags, &tf);
+    if (tf.bad)
+        rc = E_INVALID;
+    struct session_rec *rows = NULL;
+    size_t n = 0;
+    struct auth *a = api_auth(rq);
+    if (rc == 0)
+        rc = store_session_list(api_app(rq)->store, a->org.id, a->project.id, &f, &pg, &rows, &n);
+    for (size_t i = 0; i < f.ntags; i++)
+        xfree((void *)f.tag_keys[i]);
+    if (rc)
+        return rc;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(arr, render_session(api_app(rq), &rows[i]));
+        session_rec_clear(&rows[i]);
+    }
+    xfree(rows);
+    resp_json(rs, 200, arr);
+    resp_page(rs, pg.offset, n, pg.has_more);
+    return 0;
+}
+
+/* ---- end ---- */
+
+/* Records the end of a session in the store. */
+static void record_end(struct app *app, struct session_rec *s, const char *reason,
+                       long long uptime_ms)
+{
+    snprintf(s->status, sizeof s->status, "deleted");
+    s->deleted_at = clock_now_ms();
+    s->uptime_ms = uptime_ms;
+    snprintf(s->usage_status, sizeof s->usage_status, "ready");
+    snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
+    s->pid = 0;
+    s->xvfb_pid = 0;
+    if (store_session_update(app->store, s) != 0)
+        log_error("session %s: could not record its end (%s)", s->id, reason);
+}
+
+int browsers_delete(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    struct session_rec s;
+    int rc = load_session(rq, 0, &s);
+    if (rc)
+        return rc;
+    long long up = 0;
+    if (sessmgr_end(app->sessions, s.id, &up) != 0)
+        up = s.uptime_ms;
+    record_end(app, &s, "deleted", up);
+    session_rec_clear(&s);
+    resp_empty(rs, 204);
+    return 0;
+}
+
+void browsers_on_end(void *ctx, const char *id, const char *reason, long long uptime_ms)
+{
+    struct app *app = ctx;
+    struct session_rec s;
+    memset(&s, 0, sizeof s);
+    /* The hook runs outside any request: look the session up by id alone. */
+    struct session_rec *rows = NULL;
+    size_t n = 0;
+    if (store_session_list_active(app->store, &rows, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i].id, id) == 0)
+            record_end(app, &rows[i], reason, uptime_ms);
+        session_rec_clear(&rows[i]);
+    }
+    xfree(rows);
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *child = xasprintf("%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(child);
+        else
+            unlink(child);
+        xfree(child);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+void browsers_recover(struct app *app)
+{
+    struct session_rec *rows = NULL;
+    size_t n = 0;
+    if (store_session_list_active(app->store, &rows, &n) != 0) {
+        log_error("recovery: cannot list active sessions");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct session_rec *s = &rows[i];
+        long long up = 0;
+        if (s->pid > 0) {
+            unsigned long long now_ticks = chromium_proc_start_ticks(s->pid);
+            if (now_ticks == s->pid_start) {
+                long hz = sysconf(_SC_CLK_TCK);
+                struct timespec ts;
+                clock_gettime(CLOCK_BOOTTIME, &ts);
+                long long age_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
+                                   (long long)(s->pid_start * 1000ULL / (unsigned long long)hz);
+                up = age_ms > 0 ? age_ms : 0;
+            }
+            if (chromium_kill_stale(s->pid, s->pid_start))
+                log_info("recovery: killed browser %d of session %s", s->pid, s->id);
+        }
+        if (s->xvfb_pid > 0 && chromium_kill_stale(s->xvfb_pid, s->xvfb_start))
+            log_info("recovery: killed Xvfb %d of session %s", s->xvfb_pid, s->id);
+        if (!up)
+            up = clock_now_ms() - s->created_at; /* upper bound: the browser is gone */
+        char dir[1200];
+        session_dir(app, s->id, dir, sizeof dir);
+        remove_tree(dir);
+        record_end(app, s, "server restarted", up);
+        session_rec_clear(s);
+    }
+    if (n)
+        log_info("recovery: ended %zu session(s) of the previous run", n);
+    xfree(rows);
+}
+
+/* ---- update ---- */
+
+static void state_from(const struct session_rec *s, const json_t *d, struct sessrules_state *st)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->name, sizeof st->name, "%s", s->name);
+    json_t *tags = json_object_get(d, "tags");
+    st->tags = json_is_object(tags) ? json_incref(tags) : NULL;
+    json_t *tel = json_object_get(d, "telemetry");
+    st->telemetry = tel && !json_is_null(tel) ? json_incref(tel) : NULL;
+    json_t *vp = json_object_get(d, "viewport");
+    st->viewport.width = (int)json_integer_value(json_object_get(vp, "width"));
+    st->viewport.height = (int)json_integer_value(json_object_get(vp, "height"));
+    st->viewport.refresh_rate = (int)json_integer_value(json_object_get(vp, "refresh_rate"));
+    st->gpu = jsonx_bool(d, "gpu", 0);
+    st->stealth = jsonx_bool(d, "stealth", 0);
+    st->headless = jsonx_bool(d, "headless", 0);
+    const char *mode = jsonx_str(json_object_get(d, "proxy"), "mode");
+    st->proxy.kind = mode && strcmp(mode, "direct") == 0 ? PROXYSEL_DIRECT : PROXYSEL_DEFAULT;
+    const char *su = jsonx_str(d, "start_url");
+    snprintf(st->start_url, sizeof st->start_url, "%s", su ? su : "");
+}
+
+/* The first page target's id, over the browser's DevTools connection. */
+static int first_page(struct cdp_client *cc, char *out, size_t cap, struct err *e)
+{
+    json_t *res = NULL;
+    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, CDP_CALL_TIMEOUT_MS, &res, e);
+    if (rc)
+        return rc;
+    json_t *infos = json_object_get(res, "targetInfos");
+    size_t i;
+    json_t *t;
+    rc = E_NOTFOUND;
+    json_array_foreach(infos, i, t)
+    {
+        if (strcmp(jsonx_str(t, "type") ? jsonx_str(t, "type") : "", "page") == 0) {
+            snprintf(out, cap, "%s", jsonx_str(t, "targetId"));
+            rc = 0;
+            break;
+        }
+    }
+    json_decref(res);
+    return rc;
+}
+
+/* Resizes the browser window over CDP (and the Xvfb screen when headful). */
+static int apply_resize(const char *ws_url, const struct viewport *vp, struct err *e)
+{
+    struct cdp_client *cc;
+    int rc = cdp_client_open(ws_url, CDP_CALL_TIMEOUT_MS, &cc, e);
+    if (rc)
+        return rc;
+    char target[128];
+    json_t *res = NULL;
+    if ((rc = first_page(cc, target, sizeof target, e)) == 0) {
+        json_t *p = json_pack("{s:s}", "targetId", target);
+        rc = cdp_client_call(cc, NULL, "Browser.getWindowForTarget", p, 1, CDP_CALL_TIMEOUT_MS,
+                             &res, e);
+        json_decref(p);
+    }
+    if (rc == 0) {
+        json_t *p =
+            json_pack("{s:O,s:{s:i,s:i,s:s}}", "windowId", json_object_get(res, "windowId"),
+                      "bounds", "width", vp->width, "height", vp->height, "windowState", "normal");
+        json_t *r2 = NULL;
+        rc =
+            cdp_client_call(cc, NULL, "Browser.setWindowBounds", p, 1, CDP_CALL_TIMEOUT_MS, &r2, e);
+        json_decref(p);
+        json_decref(r2);
+    }
+    json_decref(res);
+    cdp_client_close(cc);
+    return rc;
+}
+
+/* Navigates the first page to url without waiting for the load; failures are
+ * dropped, as the interface document says. */
+static void apply_navigate(const char *ws_url, const char *url)
+{
+    struct err e;
+    err_init(&e);
+    struct cdp_client *cc;
+    if (cdp_client_open(ws_url, CDP_CALL_TIMEOUT_MS, &cc, &e) != 0)
+        return;
+    char target[128];
+    json_t *res = NULL;
+    if (first_page(cc, target, sizeof target, &e) == 0) {
+        json_t *p = json_pack("{s:s,s:b}", "targetId", target, "flatten", 1);
+        if (cdp_client_call(cc, NULL, "Target.attachToTarget", p, 1, CDP_CALL_TIMEOUT_MS, &res,
+                            &e) == 0) {
+            json_t *np = json_pack("{s:s}", "url", url);
+            json_t *ignored = NULL;
+            if (cdp_client_call(cc, jsonx_str(res, "sessionId"), "Page.navigate", np, 0, 0,
+                                &ignored, &e) != 0)
+                log_debug("navigate %s: %s", url, e.message);
+            json_decref(ignored);
+            json_decref(np);
+        }
+        json_decref(p);
+    }
+    json_decref(res);
+    cdp_client_close(cc);
+}
+
+struct screen_resize {
+    int w, h;
+    struct err *e;
+};
+
+static int resize_screen(void *ctx, struct chromium *c)
+{
+    struct screen_resize *r = ctx;
+    if (chromium_xvfb_pid(c) <= 0)
+        return 0;
+    return chromium_resize_screen(c, r->w, r->h, r->e);
+}
+
+int browsers_update(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    struct session_rec s;
+    if ((rc = load_session(rq, 0, &s))) {
+        json_decref(body);
+        return rc;
+    }
+    json_t *d = json_loads(s.data, 0, NULL);
+    struct sessrules_state cur;
+    state_from(&s, d, &cur);
+    struct sessrules_plan plan;
+    memset(&plan, 0, sizeof plan);
+    rc = sessrules_plan_update(&cur, body, &plan, &rq->err);
+    json_decref(body);
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_LOAD_PROFILE))
+        rc = err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                     "profile: profiles are not implemented by this server yet");
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_SWITCH_EGRESS) &&
+        (plan.next.proxy.kind == PROXYSEL_ID || plan.next.proxy.kind == PROXYSEL_NAME))
+        rc = err_set(&rq->err, E_NOTFOUND, "proxy_not_found", "proxy %s not found in this project",
+                     plan.next.proxy.ref);
+    struct live *l = rc == 0 ? sessmgr_get(app->sessions, s.id) : NULL;
+    char ws[512] = "";
+    if (rc == 0 && (!l || live_ws_url(l, ws, sizeof ws) != 0))
+        rc = err_set(&rq->err, E_CONFLICT, "session_ended",
+                     "browser session %s has ended; its browser is not running", s.id);
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_RESIZE)) {
+        struct screen_resize sr = {plan.next.viewport.width, plan.next.viewport.height, &rq->err};
+        rc = live_with_browser(l, resize_screen, &sr);
+        if (rc == 0)
+            rc = apply_resize(ws, &plan.next.viewport, &rq->err);
+        if (rc)
+            rc = err_set(&rq->err, E_INTERNAL, "internal", "the window could not be resized: %s",
+                         rq->err.message);
+    }
+    if (rc == 0) {
+        snprintf(s.name, sizeof s.name, "%s", plan.next.name);
+        if (plan.next.tags)
+            json_object_set(d, "tags", plan.next.tags);
+        else
+            json_object_del(d, "tags");
+        json_object_set(d, "telemetry", plan.next.telemetry ? plan.next.telemetry : json_null());
+        json_object_set_new(d, "viewport", viewport_to_json(&plan.next.viewport));
+        json_object_set_new(d, "proxy", proxy_record(&plan.next.proxy));
+        if (plan.next.start_url[0])
+            json_object_set_new(d, "start_url", json_string(plan.next.start_url));
+        xfree(s.data);
+        s.data = jsonx_dump(d);
+        rc = store_session_update(app->store, &s);
+        if (rc == E_CONFLICT)
+            err_set(&rq->err, rc, "conflict", "an active session named %s already exists", s.name);
+    }
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_NAVIGATE))
+        apply_navigate(ws, plan.next.start_url);
+    if (rc == 0)
+        resp_json(rs, 200, render_session(app, &s));
+    sessmgr_put(l);
+    json_decref(d);
+    sessrules_plan_clear(&plan);
+    sessrules_state_clear(&cur);
+    session_rec_clear(&s);
+    return rc;
+}
+
+/* ---- the CDP WebSocket ---- */
+
+struct cdp_conn {
+    struct app *app;
+    struct live *live;
+    struct http_upgrade *up;
+    int upstream_fd;
+    char *leftover;
+    size_t leftover_len;
+};
+
+static void cdp_close_client(void *ctx)
+{
+    struct cdp_conn *cc = ctx;
+    http_upgrade_close(cc->up);
+}
+
+static void cdp_on_close(void *ctx, const char *reason)
+{
+    struct cdp_conn *cc = ctx;
+    (void)reason;
+    live_client_detached(cc->live);
+    sessmgr_put(cc->live);
+    xfree(cc->leftover);
+    xfree(cc);
+}
+
+static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
+                         struct http_upgrade *up)
+{
+    struct cdp_conn *cc = ctx;
+    cc->up = up;
+    struct relay_hooks hooks = {
+        .on_client_message = NULL,
+        .on_close = cdp_on_close,
+        .close_client = cdp_close_client,
+        .ctx = cc,
+    };
+    struct err e;
+    err_init(&e);
+    live_client_attached(cc->live);
+    if (relay_attach(cc->app->relay, fd, extra, extra_len, cc->upstream_fd, cc->leftover,
+                     cc->leftover_len, &hooks, &e) != 0) {
+        log_warn("cdp relay: %s", e.message);
+        close(cc->upstream_fd);
+        http_upgrade_close(up);
+        cdp_on_close(cc, "attach failed");
+    }
+}
+
+static void cdp_cancel(void *ctx)
+{
+    struct cdp_conn *cc = ctx;
+    close(cc->upstream_fd);
+    sessmgr_put(cc->live);
+    xfree(cc->leftover);
+    xfree(cc);
+}
+
+int browsers_cdp(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "cdp",
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    /* The token is ours (signed) and names the session: only a live one
+     * answers; a deleted or ended session is 404. */
+    struct live *l = sessmgr_get(app->sessions, c.sub);
+    if (!l)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found or ended",
+                       c.sub);
+    const char *key = req_header(rq, "Sec-WebSocket-Key");
+    const char *upg = req_header(rq, "Upgrade");
+    char accept[29];
+    if (!upg || strcasecmp(upg, "websocket") != 0 || !key || ws_accept_key(key, accept) != 0) {
+        sessmgr_put(l);
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "this endpoint speaks WebSocket: send Upgrade: websocket with a "
+                       "Sec-WebSocket-Key");
+    }
+    char url[512];
+    struct cdp_conn *cc = xcalloc(1, sizeof *cc);
+    cc->app = app;
+    cc->live = l;
+    cc->upstream_fd = -1;
+    if (live_ws_url(l, url, sizeof url) != 0 ||
+        ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
+                   &rq->err) != 0) {
+        sessmgr_put(l);
+        xfree(cc);
+        return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",
+                       "the session's browser is not answering");
+    }
+    resp_upgrade(rs, accept, cdp_upgraded, cdp_cancel, cc);
+    return 0;
+}
+
+int browsers_webdriver(struct req *rq, struct resp *rs)
+{
+    (void)rs;
+    struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "webdriver",
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    struct live *l = sessmgr_get(app->sessions, c.sub);
+    if (!l)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found or ended",
+                       c.sub);
+    sessmgr_put(l);
+    return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+                   "WebDriver BiDi is not implemented by this server yet; use cdp_ws_url");
+}

@@ -1,0 +1,34 @@
+/*
+ * cdp_client: a small blocking CDP client for browserd's own commands to a
+ * browser (navigate, resize, list targets), over the browser's DevTools
+ * WebSocket. One caller at a time: a cdp_client is not thread-safe.
+ */
+#ifndef BD_PROXY_CDP_CLIENT_H
+#define BD_PROXY_CDP_CLIENT_H
+
+#include <jansson.h>
+
+#include "core/err.h"
+
+struct cdp_client;
+
+/* Connects to ws_url (a loopback ws:// DevTools URL, see ws_connect) within
+ * timeout_ms. Returns 0 and *out (owned, cdp_client_close), or E_INVALID
+ * (bad URL, refused handshake) / E_UNAVAIL (cannot connect, timeout). */
+int cdp_client_open(const char *ws_url, int timeout_ms, struct cdp_client **out, struct err *e) WUR;
+
+/* Sends {"id":N,"method":method,"params":params,"sessionId"?:session}
+ * (params borrowed, may be NULL: then omitted; session may be NULL). When
+ * wait is 1, waits up to timeout_ms for the response with that id, skipping
+ * events and other responses, and returns its "result" in *result (new ref;
+ * an empty object when the response has none) or E_INTERNAL with the CDP
+ * error message; when wait is 0 returns right after sending (result may be
+ * NULL then). E_UNAVAIL on timeout or when the browser closed the
+ * connection; after that the client is unusable except for close. */
+int cdp_client_call(struct cdp_client *c, const char *session, const char *method, json_t *params,
+                    int wait, int timeout_ms, json_t **result, struct err *e) WUR;
+
+/* Closes the connection (a close frame, best effort) and frees; accepts NULL. */
+void cdp_client_close(struct cdp_client *c);
+
+#endif

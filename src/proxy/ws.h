@@ -1,0 +1,60 @@
+/*
+ * ws: the WebSocket handshake pieces browserd needs around wslay (which only
+ * does framing): the server's Sec-WebSocket-Accept, a client handshake to a
+ * browser's DevTools endpoint on loopback, the parser for the 101 response,
+ * and a cheap extractor of a CDP command's "method" for telemetry.
+ *
+ * Every parser here reads untrusted bytes and is fuzzed (fuzz/fuzz_ws_*.c).
+ */
+#ifndef BD_PROXY_WS_H
+#define BD_PROXY_WS_H
+
+#include <stddef.h>
+
+#include "core/err.h"
+
+/* RFC 6455 section 1.3: the GUID appended to the key before hashing. */
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+/* Length of a Sec-WebSocket-Key (base64 of 16 bytes) and of an accept value. */
+#define WS_KEY_LEN    24
+#define WS_ACCEPT_LEN 28
+
+/* Sec-WebSocket-Accept for a client's Sec-WebSocket-Key (base64 of
+ * SHA-1(key + GUID)); out >= 29 bytes, NUL-terminated. Returns 0, or
+ * E_INVALID if key is not a 16-byte base64 nonce (24 characters of the base64
+ * alphabet ending in "=="), leaving out as "". */
+int ws_accept_key(const char *client_key, char out[29]) WUR;
+
+/* Opens a TCP connection to a ws://HOST:PORT/PATH URL (HOST must be a numeric
+ * loopback address, 127.0.0.0/8 or [::1], or "localhost"), performs the client
+ * handshake (GET with Upgrade, a random Sec-WebSocket-Key, checks 101 and
+ * Sec-WebSocket-Accept) within timeout_ms, and returns the connected
+ * non-blocking fd with TCP_NODELAY set. Bytes the server sent after the 101
+ * head are returned in *leftover (owned, xfree; NULL when none) /
+ * *leftover_len. Fails with E_INVALID (bad URL, refused handshake) or
+ * E_UNAVAIL (cannot connect, timeout, peer closed); nothing is left open. */
+int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t *leftover_len,
+               struct err *e) WUR;
+
+/* Parses an HTTP/1.1 101 response head (untrusted bytes): returns 0 when
+ * complete and valid for expect_accept, E_INVALID when malformed or refused,
+ * and 1 when more bytes are needed; *head_len = bytes of the head (through
+ * the blank line) when 0 is returned. Header names are case-insensitive,
+ * obsolete line folding is unfolded; Upgrade must be "websocket", Connection
+ * must list "upgrade", Sec-WebSocket-Accept must equal expect_accept (not
+ * checked when expect_accept is NULL), and no extension or subprotocol may
+ * be selected (we offer none). A head longer than LIM_HEADER_BYTES is
+ * E_INVALID. */
+int ws_parse_upgrade_response(const char *buf, size_t len, const char *expect_accept,
+                              size_t *head_len);
+
+/* Extracts the "method" string of a CDP command message (a JSON object text,
+ * untrusted) into out (cap bytes, NUL-terminated). Returns 1 if found, 0 if
+ * not. Only the top-level key counts ("method" nested in params does not);
+ * escapes in the key and the value are decoded; with duplicate keys the last
+ * one wins (as in Chromium's parser). Malformed or truncated text, a
+ * non-string value and a method longer than cap - 1 bytes all count as not
+ * found. One pass over the bytes, no allocation. */
+int ws_cdp_method(const char *msg, size_t len, char *out, size_t cap);
+
+#endif

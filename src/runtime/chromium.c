@@ -1,0 +1,1177 @@
+#include "runtime/chromium.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "runtime/xvfb.h"
+
+extern char **environ;
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define CR_MAX_SIDE        16384
+#define CR_CGROUP_ROOT     "/sys/fs/cgroup"
+#define CR_CGROUP_PARENT   CR_CGROUP_ROOT "/browserd"
+#define CR_DEVTOOLS_PREFIX "DevTools listening on "
+/* Bytes of stderr kept while waiting for the DevTools line (older lines are dropped). */
+#define CR_STARTUP_BUF (64 * 1024)
+/* Chromium's stderr log is capped; beyond this the pipe is still drained but discarded. */
+#define CR_LOG_MAX          (8LL * 1024 * 1024)
+#define CR_XVFB_TIMEOUT_MS  10000
+#define CR_PROBE_TIMEOUT_MS 10000
+
+/* Flags that keep Chromium quiet and predictable on a closed network: no
+ * component/variations/safe-browsing/translate/metrics traffic, no first-run
+ * UI, no keyring, no crash uploads, no throttling of background tabs (agents
+ * drive tabs that are not focused). docs/runtime.md gives the reason for each. */
+static const char *const cr_fixed_flags[] = {
+    "--no-sandbox",
+    "--remote-debugging-port=0",
+    "--remote-debugging-address=127.0.0.1",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-breakpad",
+    "--disable-field-trial-config",
+    "--metrics-recording-only",
+    "--no-pings",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--mute-audio",
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
+    "--disable-hang-monitor",
+    "--disable-features=Translate,OptimizationHints,OptimizationGuideModelDownloading,"
+    "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
+    "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
+    "PrivacySandboxSettings4,SafeBrowsingEnhancedProtection,NetworkTimeServiceQuerying,"
+    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies",
+};
+
+struct chromium {
+    pid_t pid;
+    unsigned long long start_ticks;
+    int exit_fd; /* pidfd, or -1 */
+    int reaped;
+    int status;
+    int64_t started_us, ended_us;
+
+    char *ws_url;
+    int port;
+
+    char *user_data_dir;
+    char *policy_dir; /* NULL without policy */
+    char *log_path;
+    char *xvfb_log_path;
+
+    struct xvfb xvfb;
+    unsigned long long xvfb_start_ticks;
+
+    char *cgroup_dir; /* NULL when memory is not enforced */
+
+    /* stderr drain thread */
+    int err_fd;
+    int stop_fd; /* eventfd */
+    int log_fd;
+    long long log_written;
+    pthread_t drain;
+    int drain_running;
+};
+
+/* ---- small helpers ---- */
+
+struct strvec {
+    char **v;
+    size_t n, cap;
+};
+
+static void sv_push(struct strvec *s, char *owned)
+{
+    if (s->n + 2 > s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 32;
+        s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = owned;
+    s->v[s->n] = NULL;
+}
+
+static void sv_free(struct strvec *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        xfree(s->v[i]);
+    xfree(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes text to path (truncating). Returns 0 or -errno. */
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -errno;
+    int rc = write_all(fd, text, strlen(text)) == 0 ? 0 : -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* mkdir -p: parents 0755, the last component `mode`. Returns 0 or -errno. */
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char *p = xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            rc = -errno;
+            break;
+        }
+        *s = '/';
+    }
+    if (rc == 0 && mkdir(p, mode) != 0 && errno != EEXIST)
+        rc = -errno;
+    xfree(p);
+    return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    (void)remove(path);
+    return 0;
+}
+
+/* rm -rf path (does not follow symlinks). */
+static void rm_tree(const char *path)
+{
+    if (path && path[0] == '/' && path[1] != '\0')
+        (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+unsigned long long chromium_proc_start_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    if (pid <= 0 || snprintf(path, sizeof path, "/proc/%d/stat", (int)pid) >= (int)sizeof path)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* comm (field 2) may hold spaces and ')': fields resume after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p)
+            return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p + 1, &end, 10);
+    if (errno || end == p + 1)
+        return 0;
+    return v;
+}
+
+/* The state letter of /proc/PID/stat field 3, or 0 when unreadable. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    if (snprintf(path, sizeof path, "/proc/%d/stat", (int)pid) >= (int)sizeof path)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+static int pidfd_open_compat(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* ---- the child between fork and exec ---- */
+
+enum spawn_stage {
+    STAGE_SETSID = 1,
+    STAGE_CGROUP,
+    STAGE_UNSHARE,
+    STAGE_PRIVATE,
+    STAGE_BIND,
+    STAGE_RDONLY,
+    STAGE_DUP,
+    STAGE_EXEC,
+};
+
+struct spawn {
+    char *const *argv;
+    char *const *envp;         /* NULL = environ */
+    int in_fd, out_fd, err_fd; /* become 0, 1, 2 */
+    int new_session;
+    int cg_fd;              /* -1, or an open cgroup.procs to join */
+    const char *policy_src; /* NULL, or a folder bound onto CHROMIUM_POLICY_DIR */
+    int report_fd;          /* CLOEXEC pipe: {stage, errno} on failure, EOF on exec */
+};
+
+static void spawn_fail(const struct spawn *s, int stage)
+{
+    int msg[2] = {stage, errno};
+    (void)!write(s->report_fd, msg, sizeof msg);
+    _exit(127);
+}
+
+static int move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0);
+    return dup2(from, to) < 0 ? -1 : 0;
+}
+
+/* Runs in the forked child of a possibly multithreaded server: only
+ * async-signal-safe system calls, every string prepared by the parent. */
+static void spawn_child(const struct spawn *s)
+{
+    sigset_t none;
+    struct sigaction dfl;
+
+    if (s->new_session && setsid() < 0)
+        spawn_fail(s, STAGE_SETSID);
+    /* The server blocks SIGTERM/SIGINT and may ignore SIGPIPE; masks and
+     * ignored dispositions survive exec, so reset both. */
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)sigaction(sig, &dfl, NULL);
+
+    if (s->cg_fd >= 0 && write(s->cg_fd, "0", 1) != 1)
+        spawn_fail(s, STAGE_CGROUP);
+    if (s->policy_src) {
+        if (unshare(CLONE_NEWNS) != 0)
+            spawn_fail(s, STAGE_UNSHARE);
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+            spawn_fail(s, STAGE_PRIVATE);
+        if (mount(s->policy_src, CHROMIUM_POLICY_DIR, NULL, MS_BIND, NULL) != 0)
+            spawn_fail(s, STAGE_BIND);
+        if (mount(NULL, CHROMIUM_POLICY_DIR, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
+            spawn_fail(s, STAGE_RDONLY);
+    }
+    if (move_fd(s->in_fd, 0) < 0 || move_fd(s->out_fd, 1) < 0 || move_fd(s->err_fd, 2) < 0)
+        spawn_fail(s, STAGE_DUP);
+    /* Mark everything else close-on-exec (the report pipe must survive until exec). */
+    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+        for (int fd = 3; fd < 65536; fd++)
+            if (fd != s->report_fd)
+                (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
+    spawn_fail(s, STAGE_EXEC);
+}
+
+static const char *stage_text(int stage)
+{
+    switch (stage) {
+    case STAGE_SETSID:
+        return "setsid";
+    case STAGE_CGROUP:
+        return "joining the memory cgroup (write cgroup.procs)";
+    case STAGE_UNSHARE:
+        return "unshare(CLONE_NEWNS) for the per-session policy folder";
+    case STAGE_PRIVATE:
+        return "making mounts private (mount MS_REC|MS_PRIVATE /)";
+    case STAGE_BIND:
+        return "bind-mounting the policy folder onto " CHROMIUM_POLICY_DIR;
+    case STAGE_RDONLY:
+        return "remounting " CHROMIUM_POLICY_DIR " read-only";
+    case STAGE_DUP:
+        return "dup2 of standard descriptors";
+    case STAGE_EXEC:
+        return "execve";
+    }
+    return "spawn";
+}
+
+/* Forks and execs. Returns the pid, or -1 with e filled (the child is reaped). */
+static pid_t spawn_run(struct spawn *s, struct err *e)
+{
+    int rp[2];
+    if (pipe2(rp, O_CLOEXEC) != 0) {
+        (void)err_set(e, E_INTERNAL, "internal", "pipe: %s", strerror(errno));
+        return -1;
+    }
+    s->report_fd = rp[1];
+    pid_t pid = fork();
+    if (pid == 0)
+        spawn_child(s);
+    int fork_errno = errno;
+    close(rp[1]);
+    if (pid < 0) {
+        close(rp[0]);
+        (void)err_set(e, E_INTERNAL, "internal", "fork: %s", strerror(fork_errno));
+        return -1;
+    }
+    int msg[2];
+    ssize_t n;
+    do
+        n = read(rp[0], msg, sizeof msg);
+    while (n < 0 && errno == EINTR);
+    close(rp[0]);
+    if (n != (ssize_t)sizeof msg)
+        return pid; /* EOF: exec succeeded */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    int rc = (msg[0] >= STAGE_UNSHARE && msg[0] <= STAGE_RDONLY) ? E_UNAVAIL : E_INTERNAL;
+    (void)err_set(e, rc, rc == E_UNAVAIL ? "unavailable" : "internal", "starting %s: %s failed: %s",
+                  s->argv[0], stage_text(msg[0]), strerror(msg[1]));
+    return -1;
+}
+
+/* ---- stealth user agent ---- */
+
+static pthread_mutex_t ua_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *ua_binary; /* binary whose version is cached */
+static int ua_major;
+
+/* Runs `binary --version` once per binary and returns the major version, or 0. */
+static int chromium_major_version(const char *binary)
+{
+    pthread_mutex_lock(&ua_lock);
+    if (ua_binary && strcmp(ua_binary, binary) == 0) {
+        int v = ua_major;
+        pthread_mutex_unlock(&ua_lock);
+        return v;
+    }
+    pthread_mutex_unlock(&ua_lock);
+
+    int major = 0;
+    int out[2] = {-1, -1};
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd >= 0 && pipe2(out, O_CLOEXEC) == 0) {
+        char *argv[] = {(char *)binary, (char *)"--version", NULL};
+        struct spawn s = {.argv = argv,
+                          .in_fd = null_fd,
+                          .out_fd = out[1],
+                          .err_fd = null_fd,
+                          .new_session = 1,
+                          .cg_fd = -1};
+        struct err e;
+        err_init(&e);
+        pid_t pid = spawn_run(&s, &e);
+        close(out[1]);
+        out[1] = -1;
+        if (pid > 0) {
+            char buf[256];
+            size_t used = 0;
+            int64_t deadline = clock_mono_us() + CR_PROBE_TIMEOUT_MS * 1000LL;
+            for (;;) {
+                int64_t left = (deadline - clock_mono_us()) / 1000;
+                struct pollfd p = {.fd = out[0], .events = POLLIN};
+                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                    break;
+                ssize_t r = read(out[0], buf + used, sizeof buf - 1 - used);
+                if (r <= 0)
+                    break;
+                used += (size_t)r;
+                if (used == sizeof buf - 1)
+                    break;
+            }
+            buf[used] = '\0';
+            (void)kill(-pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            /* "Chromium 156.0.8078.79 built on ...": the first number followed by '.'. */
+            for (char *p = buf; *p; p++) {
+                if (*p >= '0' && *p <= '9' && (p == buf || p[-1] == ' ')) {
+                    char *end;
+                    long v = strtol(p, &end, 10);
+                    if (*end == '.' && v > 0 && v < 100000) {
+                        major = (int)v;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if (out[0] >= 0)
+        close(out[0]);
+    if (out[1] >= 0)
+        close(out[1]);
+    if (null_fd >= 0)
+        close(null_fd);
+
+    pthread_mutex_lock(&ua_lock);
+    xfree(ua_binary);
+    ua_binary = xstrdup(binary);
+    ua_major = major;
+    pthread_mutex_unlock(&ua_lock);
+    return major;
+}
+
+/* ---- cgroup v2 memory limit ---- */
+
+static int cg_warned;
+
+static void cg_warn_once(const char *why, int err_no)
+{
+    if (__atomic_exchange_n(&cg_warned, 1, __ATOMIC_RELAXED))
+        return;
+    log_warn("chromium: memory limits are not enforced: %s%s%s", why, err_no ? ": " : "",
+             err_no ? strerror(err_no) : "");
+}
+
+/* Enables +memory for the children of dir unless it is already on. */
+static int cg_enable_memory(const char *dir)
+{
+    char *path = xasprintf("%s/cgroup.subtree_control", dir);
+    int rc = 0;
+    char buf[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    if (!strstr(buf, "memory"))
+        rc = write_file(path, "+memory", 0644);
+    xfree(path);
+    return rc;
+}
+
+/* Creates CR_CGROUP_PARENT/<name> with memory.max and returns an open
+ * cgroup.procs for the child to join, or -1 (logged once) when the host does
+ * not allow it. */
+static int cg_setup(struct chromium *c, long long max_bytes)
+{
+    struct statfs sf;
+    if (statfs(CR_CGROUP_ROOT, &sf) != 0) {
+        cg_warn_once("statfs " CR_CGROUP_ROOT, errno);
+        return -1;
+    }
+    if (sf.f_type != CGROUP2_SUPER_MAGIC) {
+        cg_warn_once(CR_CGROUP_ROOT " is not a cgroup v2 mount (cgroup v1 or hybrid host)", 0);
+        return -1;
+    }
+    char ctl[512];
+    int fd = open(CR_CGROUP_ROOT "/cgroup.controllers", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, ctl, sizeof ctl - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    ctl[n > 0 ? n : 0] = '\0';
+    if (!strstr(ctl, "memory")) {
+        cg_warn_once("the memory controller is not available in " CR_CGROUP_ROOT, 0);
+        return -1;
+    }
+    int rc;
+    if (mkdir(CR_CGROUP_PARENT, 0755) != 0 && errno != EEXIST) {
+        cg_warn_once("mkdir " CR_CGROUP_PARENT, errno);
+        return -1;
+    }
+    if ((rc = cg_enable_memory(CR_CGROUP_ROOT)) != 0 ||
+        (rc = cg_enable_memory(CR_CGROUP_PARENT)) != 0) {
+        cg_warn_once("enabling +memory in cgroup.subtree_control", -rc);
+        return -1;
+    }
+
+    /* Name the cgroup after the user-data folder: unique per live session,
+     * and recognisable when cleaning up after a crash. */
+    const char *base = strrchr(c->user_data_dir, '/');
+    base = base ? base + 1 : c->user_data_dir;
+    char name[128];
+    size_t k = 0;
+    for (; base[k] && k < sizeof name - 2; k++) {
+        char ch = base[k];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || (ch == '.' && k > 0);
+        name[k] = ok ? ch : '_';
+    }
+    if (k == 0)
+        name[k++] = '_';
+    name[k] = '\0';
+
+    char *dir = xasprintf("%s/%s", CR_CGROUP_PARENT, name);
+    if (mkdir(dir, 0755) != 0) {
+        /* A leftover from a crashed server: empty cgroups can be removed. */
+        if (errno != EEXIST || rmdir(dir) != 0 || mkdir(dir, 0755) != 0) {
+            cg_warn_once("mkdir of the session cgroup", errno);
+            xfree(dir);
+            return -1;
+        }
+    }
+    char *path = xasprintf("%s/memory.max", dir);
+    char val[32];
+    (void)snprintf(val, sizeof val, "%lld", max_bytes);
+    rc = write_file(path, val, 0644);
+    xfree(path);
+    if (rc != 0) {
+        cg_warn_once("writing memory.max", -rc);
+        (void)rmdir(dir);
+        xfree(dir);
+        return -1;
+    }
+    /* Without this the limit only pushes the browser into swap. */
+    path = xasprintf("%s/memory.swap.max", dir);
+    (void)write_file(path, "0", 0644);
+    xfree(path);
+
+    path = xasprintf("%s/cgroup.procs", dir);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    xfree(path);
+    if (fd < 0) {
+        cg_warn_once("opening cgroup.procs", errno);
+        (void)rmdir(dir);
+        xfree(dir);
+        return -1;
+    }
+    c->cgroup_dir = dir;
+    return fd;
+}
+
+/* Kills whatever is still in the cgroup (crashpad handlers leave the process
+ * group but not the cgroup) and removes it. */
+static void cg_remove(struct chromium *c)
+{
+    if (!c->cgroup_dir)
+        return;
+    char *path = xasprintf("%s/cgroup.kill", c->cgroup_dir);
+    (void)write_file(path, "1", 0644);
+    xfree(path);
+    /* rmdir fails with EBUSY until the last member is reaped (by init for
+     * orphans); give it a moment, then leave it for the next launch. */
+    for (int i = 0; i < 200; i++) {
+        if (rmdir(c->cgroup_dir) == 0 || errno == ENOENT)
+            break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    xfree(c->cgroup_dir);
+    c->cgroup_dir = NULL;
+}
+
+/* ---- stderr drain ---- */
+
+static void log_append(struct chromium *c, const char *p, size_t n)
+{
+    if (c->log_fd < 0 || c->log_written >= CR_LOG_MAX)
+        return;
+    if ((long long)n > CR_LOG_MAX - c->log_written)
+        n = (size_t)(CR_LOG_MAX - c->log_written);
+    if (write_all(c->log_fd, p, n) == 0)
+        c->log_written += (long long)n;
+}
+
+/* Copies Chromium's stderr into the log until EOF or until stop_fd fires, so
+ * that Chromium never blocks on a full pipe. */
+static void *drain_main(void *arg)
+{
+    struct chromium *c = arg;
+    char buf[16384];
+    for (;;) {
+        struct pollfd p[2] = {{.fd = c->err_fd, .events = POLLIN},
+                              {.fd = c->stop_fd, .events = POLLIN}};
+        int n = poll(p, 2, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || (p[1].revents & POLLIN))
+            break;
+        ssize_t r = read(c->err_fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        log_append(c, buf, (size_t)r);
+    }
+    return NULL;
+}
+
+static void drain_stop(struct chromium *c)
+{
+    if (c->drain_running) {
+        uint64_t one = 1;
+        (void)!write(c->stop_fd, &one, sizeof one);
+        pthread_join(c->drain, NULL);
+        c->drain_running = 0;
+    }
+    if (c->err_fd >= 0)
+        close(c->err_fd);
+    if (c->stop_fd >= 0)
+        close(c->stop_fd);
+    if (c->log_fd >= 0)
+        close(c->log_fd);
+    c->err_fd = c->stop_fd = c->log_fd = -1;
+}
+
+/* ---- exit handling ---- */
+
+/* If the browser has exited: kills the rest of its process group while the
+ * zombie leader still pins the group id (so the kill cannot reach a new
+ * process that reused the number), then reaps it. Returns 1 once reaped. */
+static int reap_if_exited(struct chromium *c)
+{
+    if (c->reaped)
+        return 1;
+    if (c->pid <= 0)
+        return 1;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno == EINTR)
+            return 0;
+        /* ECHILD: someone else reaped it (SIGCHLD ignored or waitpid(-1)). */
+        c->reaped = 1;
+        c->status = 0;
+        c->ended_us = clock_mono_us();
+        return 1;
+    }
+    if (si.si_pid == 0)
+        return 0;
+    (void)kill(-c->pid, SIGKILL);
+    int st = 0;
+    while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    c->status = st;
+    c->reaped = 1;
+    c->ended_us = clock_mono_us();
+    return 1;
+}
+
+/* Waits up to ms (< 0: forever) for the browser to exit; 1 once reaped. */
+static int wait_exit(struct chromium *c, int ms)
+{
+    int64_t deadline = clock_mono_us() + (int64_t)ms * 1000;
+    for (;;) {
+        if (reap_if_exited(c))
+            return 1;
+        int64_t left = ms < 0 ? 50 : (deadline - clock_mono_us()) / 1000;
+        if (left <= 0)
+            return 0;
+        if (left > 50)
+            left = 50;
+        if (c->exit_fd >= 0) {
+            struct pollfd p = {.fd = c->exit_fd, .events = POLLIN};
+            (void)poll(&p, 1, (int)left);
+        } else {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* ---- launch ---- */
+
+static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e)
+{
+    const char *d = o->user_data_dir;
+    if (!d || !*d)
+        (void)err_field(e, "user_data_dir", "is required");
+    else if (d[0] != '/' || strcmp(d, "/") == 0)
+        (void)err_field(e, "user_data_dir", "must be an absolute path other than /");
+    else if (strstr(d, "/../") || strstr(d, "/./") || strstr(d, "//") ||
+             (strlen(d) >= 3 && strcmp(d + strlen(d) - 3, "/..") == 0) ||
+             (strlen(d) >= 2 && strcmp(d + strlen(d) - 2, "/.") == 0) || d[strlen(d) - 1] == '/')
+        (void)err_field(e, "user_data_dir",
+                        "must be a normalized path (no ., .., // or trailing /)");
+    else if (strlen(d) > PATH_MAX - 32)
+        (void)err_field(e, "user_data_dir", "is longer than %d bytes", PATH_MAX - 32);
+    if (o->width < 1 || o->width > CR_MAX_SIDE)
+        (void)err_field(e, "width", "must be an integer from 1 to %d", CR_MAX_SIDE);
+    if (o->height < 1 || o->height > CR_MAX_SIDE)
+        (void)err_field(e, "height", "must be an integer from 1 to %d", CR_MAX_SIDE);
+    if (o->start_url && (o->start_url[0] == '-' || o->start_url[0] == '\0'))
+        (void)err_field(e, "start_url", "must be non-empty and must not start with '-'");
+    if (o->proxy_server && o->proxy_server[0] == '\0')
+        (void)err_field(e, "proxy_server", "must be NULL or non-empty");
+    if (o->memory_max_bytes < 0)
+        (void)err_field(e, "memory_max_bytes", "must be >= 0");
+    if (timeout_ms < 1)
+        (void)err_field(e, "timeout_ms", "must be >= 1");
+    if (o->policy_json) {
+        json_error_t je;
+        json_t *j = json_loads(o->policy_json, JSON_REJECT_DUPLICATES, &je);
+        if (!j || !json_is_object(j))
+            (void)err_field(e, "policy_json", "must be a JSON object");
+        json_decref(j);
+    }
+    return err_has_fields(e) ? E_INVALID : 0;
+}
+
+static void build_argv(const struct chromium_opts *o, struct chromium *c, struct strvec *av)
+{
+    sv_push(av, xstrdup(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY));
+    for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
+        sv_push(av, xstrdup(cr_fixed_flags[i]));
+    sv_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
+    sv_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
+    if (o->headless) {
+        sv_push(av, xstrdup("--headless=new"));
+    } else {
+        sv_push(av, xstrdup("--ozone-platform=x11"));
+        sv_push(av, xstrdup("--window-position=0,0"));
+    }
+    if (o->kiosk)
+        sv_push(av, xstrdup("--kiosk"));
+    if (o->stealth) {
+        sv_push(av, xstrdup("--disable-blink-features=AutomationControlled"));
+        /* Headful Chromium already says "Chrome/N"; headless says "HeadlessChrome/N". */
+        if (o->headless) {
+            int major = chromium_major_version(av->v[0]);
+            sv_push(av, xasprintf("--user-agent=Mozilla/5.0 (X11; Linux x86_64) "
+                                  "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%d.0.0.0 "
+                                  "Safari/537.36",
+                                  major > 0 ? major : 156));
+        }
+    }
+    if (o->proxy_server) {
+        sv_push(av, xasprintf("--proxy-server=%s", o->proxy_server));
+        sv_push(av, xstrdup("--proxy-bypass-list=<-loopback>"));
+    }
+    for (size_t i = 0; o->extra_args && o->extra_args[i]; i++)
+        sv_push(av, xstrdup(o->extra_args[i]));
+    sv_push(av, xstrdup(o->start_url ? o->start_url : "about:blank"));
+}
+
+/* The server's environment without display variables, plus DISPLAY=:N for headful. */
+static void build_env(int display, struct strvec *ev)
+{
+    for (char **p = environ; p && *p; p++) {
+        if (strncmp(*p, "DISPLAY=", 8) == 0 || strncmp(*p, "WAYLAND_DISPLAY=", 16) == 0)
+            continue;
+        sv_push(ev, xstrdup(*p));
+    }
+    if (display >= 0)
+        sv_push(ev, xasprintf("DISPLAY=:%d", display));
+}
+
+/* Writes <user_data_dir>.policy/policy.json and makes sure the mount target exists. */
+static int policy_prepare(struct chromium *c, const char *json, struct err *e)
+{
+    int rc = mkdir_p(CHROMIUM_POLICY_DIR, 0755);
+    if (rc != 0)
+        return err_set(e, E_INTERNAL, "internal", "mkdir %s: %s", CHROMIUM_POLICY_DIR,
+                       strerror(-rc));
+    c->policy_dir = xasprintf("%s.policy", c->user_data_dir);
+    rm_tree(c->policy_dir); /* a leftover from a crashed server may hold other files */
+    if (mkdir(c->policy_dir, 0755) != 0)
+        return err_set(e, E_INTERNAL, "internal", "mkdir %s: %s", c->policy_dir, strerror(errno));
+    char *file = xasprintf("%s/policy.json", c->policy_dir);
+    rc = write_file(file, json, 0644);
+    if (rc != 0)
+        (void)err_set(e, E_INTERNAL, "internal", "write %s: %s", file, strerror(-rc));
+    xfree(file);
+    return rc ? E_INTERNAL : 0;
+}
+
+/* Looks for the complete DevTools line in buf; fills c->ws_url and c->port. */
+static int parse_devtools(struct chromium *c, const char *buf)
+{
+    const char *p = strstr(buf, CR_DEVTOOLS_PREFIX);
+    if (!p)
+        return 0;
+    p += strlen(CR_DEVTOOLS_PREFIX);
+    const char *nl = strchr(p, '\n');
+    if (!nl)
+        return 0;
+    size_t len = (size_t)(nl - p);
+    while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' '))
+        len--;
+    static const char want[] = "ws://127.0.0.1:";
+    if (len <= sizeof want - 1 || strncmp(p, want, sizeof want - 1) != 0)
+        return -1;
+    char *end;
+    long port = strtol(p + sizeof want - 1, &end, 10);
+    if (port < 1 || port > 65535 || strncmp(end, "/devtools/browser/", 18) != 0)
+        return -1;
+    c->ws_url = xstrndup(p, len);
+    c->port = (int)port;
+    return 1;
+}
+
+/* Reads stderr until the DevTools line, exit, or the deadline. */
+static int wait_devtools(struct chromium *c, int timeout_ms, struct err *e)
+{
+    char *buf = xmalloc(CR_STARTUP_BUF + 1);
+    size_t used = 0;
+    int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000;
+    int rc = 0;
+    for (;;) {
+        int64_t left = (deadline - clock_mono_us()) / 1000;
+        if (left <= 0) {
+            rc = err_set(e, E_UNAVAIL, "unavailable",
+                         "browser did not open its DevTools endpoint within %d ms; see %s",
+                         timeout_ms, c->log_path);
+            break;
+        }
+        struct pollfd p = {.fd = c->err_fd, .events = POLLIN};
+        int n = poll(&p, 1, (int)left);
+        if (n < 0 && errno != EINTR) {
+            rc = err_set(e, E_INTERNAL, "internal", "poll: %s", strerror(errno));
+            break;
+        }
+        if (n <= 0)
+            continue;
+        if (used == CR_STARTUP_BUF) {
+            /* Keep the last partial line only. */
+            char *nl = memrchr(buf, '\n', used);
+            size_t keep = nl ? used - (size_t)(nl + 1 - buf) : 0;
+            memmove(buf, buf + used - keep, keep);
+            used = keep == CR_STARTUP_BUF ? 0 : keep;
+        }
+        ssize_t r = read(c->err_fd, buf + used, CR_STARTUP_BUF - used);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            (void)wait_exit(c, 2000);
+            buf[used] = '\0';
+            char *tail = buf;
+            while (strlen(tail) > 300 && strchr(tail, '\n'))
+                tail = strchr(tail, '\n') + 1;
+            rc = err_set(e, E_UNAVAIL, "unavailable",
+                         "browser exited before its DevTools endpoint was ready (wait status %d): "
+                         "%.300s",
+                         c->reaped ? c->status : -1, tail);
+            break;
+        }
+        log_append(c, buf + used, (size_t)r);
+        used += (size_t)r;
+        buf[used] = '\0';
+        int got = parse_devtools(c, buf);
+        if (got < 0) {
+            rc = err_set(e, E_INTERNAL, "internal", "unexpected DevTools line from the browser");
+            break;
+        }
+        if (got > 0)
+            break;
+    }
+    xfree(buf);
+    return rc;
+}
+
+int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromium **out,
+                    struct err *e)
+{
+    *out = NULL;
+    int rc = validate(o, timeout_ms, e);
+    if (rc)
+        return rc;
+
+    struct chromium *c = xcalloc(1, sizeof *c);
+    c->exit_fd = c->err_fd = c->stop_fd = c->log_fd = -1;
+    c->xvfb.display = -1;
+    c->user_data_dir = xstrdup(o->user_data_dir);
+    c->log_path = xasprintf("%s.log", c->user_data_dir);
+    c->started_us = clock_mono_us();
+    int cg_fd = -1, null_fd = -1, ep[2] = {-1, -1};
+    struct strvec av = {0}, ev = {0};
+
+    rc = mkdir_p(c->user_data_dir, 0700);
+    if (rc != 0) {
+        rc = err_set(e, E_INTERNAL, "internal", "mkdir %s: %s", c->user_data_dir, strerror(-rc));
+        goto fail;
+    }
+    c->log_fd = open(c->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (c->log_fd < 0) {
+        rc = err_set(e, E_INTERNAL, "internal", "open %s: %s", c->log_path, strerror(errno));
+        goto fail;
+    }
+    if (o->policy_json && (rc = policy_prepare(c, o->policy_json, e)) != 0)
+        goto fail;
+    if (o->memory_max_bytes > 0)
+        cg_fd = cg_setup(c, o->memory_max_bytes);
+    if (!o->headless) {
+        c->xvfb_log_path = xasprintf("%s.xvfb.log", c->user_data_dir);
+        rc = xvfb_start(NULL, o->width, o->height, c->xvfb_log_path,
+                        timeout_ms < CR_XVFB_TIMEOUT_MS ? timeout_ms : CR_XVFB_TIMEOUT_MS, &c->xvfb,
+                        e);
+        if (rc)
+            goto fail;
+        c->xvfb_start_ticks = chromium_proc_start_ticks(c->xvfb.pid);
+    }
+
+    build_argv(o, c, &av);
+    build_env(c->xvfb.display, &ev);
+    null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0 || pipe2(ep, O_CLOEXEC) != 0) {
+        rc = err_set(e, E_INTERNAL, "internal", "open /dev/null or pipe: %s", strerror(errno));
+        goto fail;
+    }
+    struct spawn s = {.argv = av.v,
+                      .envp = ev.v,
+                      .in_fd = null_fd,
+                      .out_fd = null_fd,
+                      .err_fd = ep[1],
+                      .new_session = 1,
+                      .cg_fd = cg_fd,
+                      .policy_src = c->policy_dir};
+    c->started_us = clock_mono_us();
+    pid_t pid = spawn_run(&s, e);
+    close(ep[1]);
+    ep[1] = -1;
+    c->err_fd = ep[0];
+    ep[0] = -1;
+    if (pid < 0) {
+        rc = e->rc ? e->rc : E_INTERNAL;
+        goto fail;
+    }
+    c->pid = pid;
+    c->start_ticks = chromium_proc_start_ticks(pid);
+    c->exit_fd = pidfd_open_compat(pid);
+    if (c->exit_fd >= 0)
+        (void)fcntl(c->exit_fd, F_SETFD, FD_CLOEXEC);
+
+    if ((rc = wait_devtools(c, timeout_ms, e)) != 0)
+        goto fail;
+
+    c->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (c->stop_fd < 0) {
+        rc = err_set(e, E_INTERNAL, "internal", "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    int perr = pthread_create(&c->drain, NULL, drain_main, c);
+    if (perr != 0) {
+        rc = err_set(e, E_INTERNAL, "internal", "pthread_create: %s", strerror(perr));
+        goto fail;
+    }
+    c->drain_running = 1;
+
+    if (cg_fd >= 0)
+        close(cg_fd);
+    close(null_fd);
+    sv_free(&av);
+    sv_free(&ev);
+    *out = c;
+    return 0;
+
+fail:
+    if (cg_fd >= 0)
+        close(cg_fd);
+    if (null_fd >= 0)
+        close(null_fd);
+    if (ep[0] >= 0)
+        close(ep[0]);
+    if (ep[1] >= 0)
+        close(ep[1]);
+    sv_free(&av);
+    sv_free(&ev);
+    chromium_stop(c, 0, 0);
+    chromium_free(c);
+    return rc;
+}
+
+/* ---- accessors ---- */
+
+const char *chromium_ws_url(const struct chromium *c)
+{
+    return c->ws_url;
+}
+
+int chromium_port(const struct chromium *c)
+{
+    return c->port;
+}
+
+pid_t chromium_pid(const struct chromium *c)
+{
+    return c->pid;
+}
+
+unsigned long long chromium_start_ticks(const struct chromium *c)
+{
+    return c->start_ticks;
+}
+
+pid_t chromium_xvfb_pid(const struct chromium *c)
+{
+    return c->xvfb.pid;
+}
+
+unsigned long long chromium_xvfb_start_ticks(const struct chromium *c)
+{
+    return c->xvfb.pid > 0 ? c->xvfb_start_ticks : 0;
+}
+
+int chromium_display(const struct chromium *c)
+{
+    return c->xvfb.pid > 0 ? c->xvfb.display : -1;
+}
+
+long long chromium_uptime_ms(const struct chromium *c)
+{
+    int64_t end = c->reaped ? c->ended_us : clock_mono_us();
+    return (long long)((end - c->started_us) / 1000);
+}
+
+int chromium_memory_enforced(const struct chromium *c)
+{
+    return c->cgroup_dir != NULL;
+}
+
+const char *chromium_cgroup_path(const struct chromium *c)
+{
+    return c->cgroup_dir;
+}
+
+int chromium_exit_fd(const struct chromium *c)
+{
+    return c->exit_fd;
+}
+
+/* ---- lifecycle ---- */
+
+int chromium_exited(struct chromium *c, int *status)
+{
+    int done = reap_if_exited(c);
+    if (done && status)
+        *status = c->status;
+    return done;
+}
+
+int chromium_resize_screen(struct chromium *c, int width, int height, struct err *e)
+{
+    if (width < 1 || height < 1)
+        return err_set(e, E_INVALID, "bad_request", "screen size %dx%d is invalid", width, height);
+    if (c->xvfb.pid <= 0)
+        return 0;
+    if (width <= c->xvfb.width && height <= c->xvfb.height)
+        return 0;
+    return err_set(e, E_NOTIMPL, "not_implemented",
+                   "the Xvfb screen (%dx%d) cannot grow to %dx%d at runtime; relaunch the browser",
+                   c->xvfb.width, c->xvfb.height, width, height);
+}
+
+void chromium_stop(struct chromium *c, int grace_ms, int remove_dir)
+{
+    if (!c)
+        return;
+    if (c->pid > 0 && !c->reaped) {
+        if (!reap_if_exited(c)) {
+            (void)kill(-c->pid, SIGTERM);
+            if (!wait_exit(c, grace_ms > 0 ? grace_ms : 0)) {
+                (void)kill(-c->pid, SIGKILL);
+                (void)wait_exit(c, -1);
+            }
+        }
+    }
+    cg_remove(c);
+    drain_stop(c);
+    xvfb_stop(&c->xvfb, grace_ms > 0 ? grace_ms : 0);
+    if (c->policy_dir) {
+        rm_tree(c->policy_dir);
+        xfree(c->policy_dir);
+        c->policy_dir = NULL;
+    }
+    if (remove_dir) {
+        rm_tree(c->user_data_dir);
+        (void)unlink(c->log_path);
+        if (c->xvfb_log_path)
+            (void)unlink(c->xvfb_log_path);
+    }
+}
+
+void chromium_free(struct chromium *c)
+{
+    if (!c)
+        return;
+    chromium_stop(c, 0, 0);
+    if (c->exit_fd >= 0)
+        close(c->exit_fd);
+    xfree(c->ws_url);
+    xfree(c->user_data_dir);
+    xfree(c->log_path);
+    xfree(c->xvfb_log_path);
+    xfree(c);
+}
+
+int chromium_kill_stale(pid_t pid, unsigned long long start_ticks)
+{
+    if (pid <= 1 || start_ticks == 0)
+        return 0;
+    /* Holding a pidfd pins the process: the signal below cannot reach a
+     * newcomer that reused the number after the check. */
+    int pfd = pidfd_open_compat(pid);
+    if (pfd < 0 && errno != ENOSYS)
+        return 0;
+    int killed = 0;
+    char st = proc_state(pid);
+    if (chromium_proc_start_ticks(pid) == start_ticks && st != 'Z' && st != 'X' && st != 0) {
+        (void)kill(-pid, SIGKILL); /* the group: browsers are group leaders */
+#ifdef SYS_pidfd_send_signal
+        if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) != 0)
+            (void)kill(pid, SIGKILL);
+#else
+        (void)kill(pid, SIGKILL);
+#endif
+        killed = 1;
+    }
+    if (pfd >= 0)
+        close(pfd);
+    return killed;
+}

@@ -1,0 +1,391 @@
+#include "runtime/sessmgr.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+
+#define STOP_GRACE_MS 2000
+
+struct live {
+    struct sessmgr *m;
+    char id[32];
+    char org_id[32];
+    struct chromium *browser; /* NULL once ended */
+    int remove_dir;
+    int refs;    /* the manager's list holds one while listed */
+    int clients; /* attached CDP clients */
+    int64_t idle_since_ms;
+    int timeout_s;
+    long long final_uptime_ms;
+    struct live *next;
+};
+
+struct reservation {
+    char org_id[32];
+    int n;
+    struct reservation *next;
+};
+
+struct sessmgr {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct live *head;
+    struct reservation *res;
+    struct sessmgr_hooks hooks;
+    pthread_t thread;
+    int stopping;
+};
+
+/* ---- references ---- */
+
+static void live_unref_locked(struct live *l)
+{
+    if (--l->refs > 0)
+        return;
+    chromium_free(l->browser);
+    xfree(l);
+}
+
+void sessmgr_put(struct live *l)
+{
+    if (!l)
+        return;
+    struct sessmgr *m = l->m;
+    pthread_mutex_lock(&m->mu);
+    live_unref_locked(l);
+    pthread_mutex_unlock(&m->mu);
+}
+
+struct live *sessmgr_get(struct sessmgr *m, const char *id)
+{
+    pthread_mutex_lock(&m->mu);
+    struct live *l = m->head;
+    while (l && strcmp(l->id, id) != 0)
+        l = l->next;
+    if (l)
+        l->refs++;
+    pthread_mutex_unlock(&m->mu);
+    return l;
+}
+
+/* Unlinks l from the list (the caller then owns the list's reference). */
+static void unlink_locked(struct sessmgr *m, struct live *l)
+{
+    for (struct live **pp = &m->head; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            return;
+        }
+}
+
+int live_ws_url(struct live *l, char *out, size_t cap)
+{
+    int rc = -1;
+    pthread_mutex_lock(&l->m->mu);
+    if (l->browser) {
+        snprintf(out, cap, "%s", chromium_ws_url(l->browser));
+        rc = 0;
+    }
+    pthread_mutex_unlock(&l->m->mu);
+    return rc;
+}
+
+long long live_uptime_ms(struct live *l)
+{
+    pthread_mutex_lock(&l->m->mu);
+    long long ms = l->browser ? chromium_uptime_ms(l->browser) : l->final_uptime_ms;
+    pthread_mutex_unlock(&l->m->mu);
+    return ms;
+}
+
+void live_client_attached(struct live *l)
+{
+    pthread_mutex_lock(&l->m->mu);
+    l->clients++;
+    pthread_mutex_unlock(&l->m->mu);
+}
+
+void live_client_detached(struct live *l)
+{
+    pthread_mutex_lock(&l->m->mu);
+    if (l->clients > 0)
+        l->clients--;
+    l->idle_since_ms = clock_now_ms();
+    pthread_mutex_unlock(&l->m->mu);
+}
+
+void live_set_timeout(struct live *l, int timeout_s)
+{
+    pthread_mutex_lock(&l->m->mu);
+    l->timeout_s = timeout_s;
+    pthread_mutex_unlock(&l->m->mu);
+}
+
+int live_with_browser(struct live *l, int (*fn)(void *, struct chromium *), void *ctx)
+{
+    pthread_mutex_lock(&l->m->mu);
+    int rc = l->browser ? fn(ctx, l->browser) : E_NOTFOUND;
+    pthread_mutex_unlock(&l->m->mu);
+    return rc;
+}
+
+/* ---- reservations ---- */
+
+static struct reservation *res_for(struct sessmgr *m, const char *org_id)
+{
+    for (struct reservation *r = m->res; r; r = r->next)
+        if (strcmp(r->org_id, org_id) == 0)
+            return r;
+    return NULL;
+}
+
+static int count_locked(struct sessmgr *m, const char *org_id)
+{
+    int n = 0;
+    for (struct live *l = m->head; l; l = l->next)
+        n += strcmp(l->org_id, org_id) == 0;
+    return n;
+}
+
+int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit)
+{
+    pthread_mutex_lock(&m->mu);
+    struct reservation *r = res_for(m, org_id);
+    int used = count_locked(m, org_id) + (r ? r->n : 0);
+    if (limit >= 0 && used >= limit) {
+        pthread_mutex_unlock(&m->mu);
+        return E_LIMIT;
+    }
+    if (!r) {
+        r = xcalloc(1, sizeof *r);
+        snprintf(r->org_id, sizeof r->org_id, "%s", org_id);
+        r->next = m->res;
+        m->res = r;
+    }
+    r->n++;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static void unreserve_locked(struct sessmgr *m, const char *org_id)
+{
+    struct reservation *r = res_for(m, org_id);
+    if (r && r->n > 0)
+        r->n--;
+}
+
+void sessmgr_unreserve(struct sessmgr *m, const char *org_id)
+{
+    pthread_mutex_lock(&m->mu);
+    unreserve_locked(m, org_id);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void sessmgr_add(struct sessmgr *m, const char *id, const char *org_id, struct chromium *c,
+                 int timeout_s, int remove_dir)
+{
+    struct live *l = xcalloc(1, sizeof *l);
+    l->m = m;
+    snprintf(l->id, sizeof l->id, "%s", id);
+    snprintf(l->org_id, sizeof l->org_id, "%s", org_id);
+    l->browser = c;
+    l->remove_dir = remove_dir;
+    l->refs = 1;
+    l->timeout_s = timeout_s;
+    l->idle_since_ms = clock_now_ms();
+    pthread_mutex_lock(&m->mu);
+    unreserve_locked(m, org_id);
+    l->next = m->head;
+    m->head = l;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int sessmgr_count(struct sessmgr *m, const char *org_id)
+{
+    pthread_mutex_lock(&m->mu);
+    int n = count_locked(m, org_id);
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+/* Takes the browser out of l (under the lock) so that it can be stopped
+ * without holding the lock; records its final uptime. */
+static struct chromium *take_browser_locked(struct live *l)
+{
+    struct chromium *c = l->browser;
+    l->browser = NULL;
+    if (c)
+        l->final_uptime_ms = chromium_uptime_ms(c);
+    return c;
+}
+
+static long long stop_browser(struct chromium *c, int remove_dir)
+{
+    if (!c)
+        return 0;
+    chromium_stop(c, STOP_GRACE_MS, remove_dir);
+    long long up = chromium_uptime_ms(c);
+    chromium_free(c);
+    return up;
+}
+
+int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms)
+{
+    pthread_mutex_lock(&m->mu);
+    struct live *l = m->head;
+    while (l && strcmp(l->id, id) != 0)
+        l = l->next;
+    if (!l) {
+        pthread_mutex_unlock(&m->mu);
+        return E_NOTFOUND;
+    }
+    unlink_locked(m, l);
+    struct chromium *c = take_browser_locked(l);
+    int remove_dir = l->remove_dir;
+    pthread_mutex_unlock(&m->mu);
+    long long up = stop_browser(c, remove_dir);
+    if (uptime_ms)
+        *uptime_ms = up;
+    sessmgr_put(l); /* the list's reference */
+    return 0;
+}
+
+int sessmgr_replace(struct sessmgr *m, const char *id, struct chromium *c)
+{
+    struct live *l = sessmgr_get(m, id);
+    if (!l)
+        return E_NOTFOUND;
+    pthread_mutex_lock(&m->mu);
+    struct chromium *old = l->browser;
+    l->browser = c;
+    pthread_mutex_unlock(&m->mu);
+    stop_browser(old, 0);
+    sessmgr_put(l);
+    return 0;
+}
+
+/* ---- supervisor ---- */
+
+struct ended {
+    char id[32];
+    char reason[128];
+    long long uptime_ms;
+    struct chromium *browser;
+    int remove_dir;
+    struct live *l;
+};
+
+static void *supervise(void *arg)
+{
+    struct sessmgr *m = arg;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        if (m->stopping)
+            break;
+        int64_t now = clock_now_ms();
+        /* Collect what must end, then end it without holding the lock. */
+        struct ended ends[64];
+        size_t nend = 0;
+        for (struct live *l = m->head, *next; l && nend < 64; l = next) {
+            next = l->next;
+            int status = 0;
+            const char *why = NULL;
+            char buf[128];
+            if (l->browser && chromium_exited(l->browser, &status)) {
+                if (WIFSIGNALED(status))
+                    snprintf(buf, sizeof buf, "browser exited: killed by signal %d",
+                             WTERMSIG(status));
+                else
+                    snprintf(buf, sizeof buf, "browser exited: status %d", WEXITSTATUS(status));
+                why = buf;
+            } else if (l->clients == 0 && l->timeout_s > 0 &&
+                       now - l->idle_since_ms >= (int64_t)l->timeout_s * 1000) {
+                why = "timeout";
+            }
+            if (!why)
+                continue;
+            struct ended *e = &ends[nend++];
+            snprintf(e->id, sizeof e->id, "%s", l->id);
+            snprintf(e->reason, sizeof e->reason, "%s", why);
+            e->remove_dir = l->remove_dir;
+            unlink_locked(m, l);
+            e->browser = take_browser_locked(l);
+            e->uptime_ms = l->final_uptime_ms;
+            e->l = l;
+        }
+        pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < nend; i++) {
+            long long up = stop_browser(ends[i].browser, ends[i].remove_dir);
+            if (up)
+                ends[i].uptime_ms = up;
+            log_info("session %s ended: %s", ends[i].id, ends[i].reason);
+            if (m->hooks.on_end)
+                m->hooks.on_end(m->hooks.ctx, ends[i].id, ends[i].reason, ends[i].uptime_ms);
+            sessmgr_put(ends[i].l);
+        }
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struct err *e)
+{
+    struct sessmgr *m = xcalloc(1, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    if (hooks)
+        m->hooks = *hooks;
+    if (pthread_create(&m->thread, NULL, supervise, m) != 0) {
+        xfree(m);
+        return err_set(e, E_INTERNAL, "internal", "cannot start the session supervisor");
+    }
+    *out = m;
+    return 0;
+}
+
+void sessmgr_stop(struct sessmgr *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->stopping = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    for (;;) {
+        pthread_mutex_lock(&m->mu);
+        struct live *l = m->head;
+        if (!l) {
+            pthread_mutex_unlock(&m->mu);
+            break;
+        }
+        unlink_locked(m, l);
+        struct chromium *c = take_browser_locked(l);
+        int remove_dir = l->remove_dir;
+        long long up = l->final_uptime_ms;
+        pthread_mutex_unlock(&m->mu);
+        long long total = stop_browser(c, remove_dir);
+        if (m->hooks.on_end)
+            m->hooks.on_end(m->hooks.ctx, l->id, "server stopped", total ? total : up);
+        sessmgr_put(l);
+    }
+    while (m->res) {
+        struct reservation *r = m->res;
+        m->res = r->next;
+        xfree(r);
+    }
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cv);
+    xfree(m);
+}

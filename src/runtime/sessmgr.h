@@ -1,0 +1,71 @@
+/*
+ * sessmgr: the live browsers of this node.
+ *
+ * Each active session with a running browser has one entry here: the
+ * browser, how many CDP clients are attached, when the last one left, and its
+ * idle timeout. A supervisor thread wakes every second to notice browsers that
+ * exited on their own and sessions idle past their timeout, and ends them
+ * through the on_end hook (which records the end in the store).
+ *
+ * Entries are reference counted: sessmgr_get returns a reference that stays
+ * valid (its browser possibly stopped) until sessmgr_put, so a relay thread
+ * can hold one for the life of a WebSocket connection.
+ */
+#ifndef BD_RUNTIME_SESSMGR_H
+#define BD_RUNTIME_SESSMGR_H
+
+#include "core/err.h"
+#include "runtime/chromium.h"
+
+struct sessmgr;
+struct live;
+
+struct sessmgr_hooks {
+    /* A session ended on its own (reason "timeout", "browser exited: ...").
+     * Called on the supervisor thread after the browser was stopped and its
+     * folders removed; uptime_ms is the browser's total running time. */
+    void (*on_end)(void *ctx, const char *session_id, const char *reason, long long uptime_ms);
+    void *ctx;
+};
+
+int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struct err *e) WUR;
+/* Stops the supervisor and every browser, calling on_end for each with the
+ * reason "server stopped" (a clean shutdown ends its sessions and records their
+ * usage). Frees the manager. */
+void sessmgr_stop(struct sessmgr *m);
+
+/* Reserves a slot for org before launching (live + reserved must stay <= limit;
+ * limit < 0 means unlimited). Returns 0 or E_LIMIT. */
+int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit) WUR;
+void sessmgr_unreserve(struct sessmgr *m, const char *org_id);
+/* Turns a reservation into a live entry owning browser c. */
+void sessmgr_add(struct sessmgr *m, const char *session_id, const char *org_id, struct chromium *c,
+                 int timeout_s, int remove_dir);
+/* Live sessions (not reservations) of org. */
+int sessmgr_count(struct sessmgr *m, const char *org_id);
+
+/* A reference to the live entry of session_id, or NULL. */
+struct live *sessmgr_get(struct sessmgr *m, const char *session_id);
+void sessmgr_put(struct live *l);
+/* The browser's DevTools URL (copied into out), or -1 when it has ended. */
+int live_ws_url(struct live *l, char *out, size_t cap);
+/* The browser's running time so far. */
+long long live_uptime_ms(struct live *l);
+/* CDP client bookkeeping for the idle timeout. */
+void live_client_attached(struct live *l);
+void live_client_detached(struct live *l);
+void live_set_timeout(struct live *l, int timeout_s);
+/* Runs fn with the browser while holding the entry's lock (e.g. resize the
+ * Xvfb screen). Returns fn's result, or E_NOTFOUND if the browser ended. */
+int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), void *ctx);
+
+/* Ends session_id now (deletion): stops the browser (SIGTERM, then SIGKILL
+ * after grace) and removes it. *uptime_ms receives the total running time.
+ * Returns E_NOTFOUND when it is not live here. on_end is not called. */
+int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms) WUR;
+
+/* Replaces the browser of a live session (profile load restarts Chromium):
+ * stops the old one and installs c. Returns E_NOTFOUND if not live. */
+int sessmgr_replace(struct sessmgr *m, const char *session_id, struct chromium *c) WUR;
+
+#endif
