@@ -80,6 +80,11 @@ struct session_rec {
 
 void session_rec_clear(struct session_rec *s);
 
+/* records: profiles */
+/* records: pools */
+/* records: proxies */
+/* records: telemetry */
+
 /* Filters of GET /browsers. */
 struct session_filter {
     const char *status; /* active | deleted | all */
@@ -157,6 +162,11 @@ struct store_ops {
     int (*session_update)(struct store *st, const struct session_rec *s);
     /* Active sessions of every org (crash recovery at start). */
     int (*session_list_active)(struct store *st, struct session_rec **rows, size_t *n);
+
+    /* ops: profiles */
+    /* ops: pools */
+    /* ops: proxies */
+    /* ops: telemetry */
 };
 
 struct store {
@@ -195,8 +205,12 @@ void org_rec_clear(struct org_rec *o);
 #define store_session_list(st, ...)        ((st)->ops->session_list((st), __VA_ARGS__))
 #define store_session_update(st, ...)      ((st)->ops->session_update((st), __VA_ARGS__))
 #define store_session_list_active(st, ...) ((st)->ops->session_list_active((st), __VA_ARGS__))
-#define store_key_list(st, ...)            ((st)->ops->key_list((st), __VA_ARGS__))
-#define store_key_update(st, ...)          ((st)->ops->key_update((st), __VA_ARGS__))
-#define store_key_rotate(st, ...)          ((st)->ops->key_rotate((st), __VA_ARGS__))
+/* wrappers: profiles */
+/* wrappers: pools */
+/* wrappers: proxies */
+/* wrappers: telemetry */
+#define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
+#define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))
+#define store_key_rotate(st, ...) ((st)->ops->key_rotate((st), __VA_ARGS__))
 
 #endif

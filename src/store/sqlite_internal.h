@@ -1,0 +1,135 @@
+/*
+ * Internals shared by the SQLite backend's files (store_sqlite.c and one
+ * sqlite_<resource>.c per resource). Not part of the store contract: callers
+ * use store/store.h only.
+ */
+#ifndef BD_STORE_SQLITE_INTERNAL_H
+#define BD_STORE_SQLITE_INTERNAL_H
+
+#include <sqlite3.h>
+#include <pthread.h>
+
+#include "store/store.h"
+
+#define STMT_CACHE 64
+
+struct conn {
+    sqlite3 *db;
+    struct {
+        const char *sql;
+        sqlite3_stmt *st;
+    } cache[STMT_CACHE];
+    size_t ncache;
+    struct conn *next;
+};
+
+struct sq {
+    struct store base;
+    char *path;
+    pthread_mutex_t mu;
+    struct conn *idle; /* connections not in use */
+};
+
+/* A named schema migration; applied once, in array order, recorded by name. */
+struct sq_migration {
+    const char *name;
+    const char *sql;
+};
+
+/* Logs the connection's error for `what` and returns E_INTERNAL. */
+int sqx_fail(sqlite3 *db, const char *what);
+/* A connection from the pool (opened on demand), or NULL after logging. */
+struct conn *sqx_conn_get(struct sq *s);
+void sqx_conn_put(struct sq *s, struct conn *c);
+/* The connection's cached statement for sql (a static string: the cache is
+ * keyed by its address), reset and unbound; NULL after logging. */
+sqlite3_stmt *sqx_prep(struct conn *c, const char *sql);
+/* Prepares sql, binds arguments by fmt ('s' text, NULL binds NULL; 'i'
+ * int64_t) and steps once. Returns SQLITE_ROW (the statement is left in *out
+ * for reading; reset it when done), SQLITE_DONE, -2 on a constraint
+ * violation, or -1 on another failure (logged). */
+int sqx_q(struct conn *c, sqlite3_stmt **out, const char *sql, const char *fmt, ...);
+/* Maps sqx_q's failures: -2 -> E_CONFLICT, -1 -> E_INTERNAL, else 0. */
+int sqx_qrc(int rc);
+int sqx_begin(struct conn *c);
+int sqx_commit(struct conn *c);
+void sqx_rollback(struct conn *c);
+/* Copies column i as text into buf (truncated to cap - 1 bytes). */
+void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap);
+
+/* Opens the function's connection: declares s and c, returns E_INTERNAL when
+ * no connection can be had. Pair with sqx_conn_put(s, c) on every path. */
+#define CONN(s, c)                                                                                 \
+    struct sq *s = (struct sq *)st_;                                                               \
+    struct conn *c = sqx_conn_get(s);                                                              \
+    if (!c)                                                                                        \
+    return E_INTERNAL
+
+/* Steps a list query that asked for limit + 1 rows, keeping at most limit. */
+#define COLLECT(st, rc, pg, rows, n, type, rowfn)                                                  \
+    do {                                                                                           \
+        size_t cap_ = (pg)->limit ? (pg)->limit : 1;                                               \
+        *(rows) = xcalloc(cap_, sizeof(type));                                                     \
+        *(n) = 0;                                                                                  \
+        (pg)->has_more = 0;                                                                        \
+        while ((rc) == SQLITE_ROW) {                                                               \
+            if (*(n) == (pg)->limit) {                                                             \
+                (pg)->has_more = 1;                                                                \
+                break;                                                                             \
+            }                                                                                      \
+            rowfn((st), &(*(rows))[(*(n))++]);                                                     \
+            (rc) = sqlite3_step(st);                                                               \
+        }                                                                                          \
+        if ((rc) == SQLITE_ROW || (rc) == SQLITE_DONE)                                             \
+            (rc) = 0;                                                                              \
+        sqlite3_reset(st);                                                                         \
+    } while (0)
+
+/* Schemas of the resource files, listed in store_sqlite.c. */
+extern const char sq_schema_tenancy[];
+extern const char sq_schema_sessions[];
+
+/* ---- tenancy (sqlite_tenancy.c) ---- */
+int sq_meta_get(struct store *st_, const char *key, char *val, size_t cap);
+int sq_meta_init(struct store *st_, const char *key, const char *val, char *out, size_t cap);
+int sq_org_count(struct store *st_, int64_t *n);
+int sq_org_create(struct store *st_, struct org_rec *o, struct project_rec *p);
+int sq_org_get(struct store *st_, const char *id, struct org_rec *o);
+int sq_org_update(struct store *st_, const struct org_rec *o);
+int sq_plan_get(struct store *st_, const char *id, char **json);
+int sq_plan_put(struct store *st_, const char *id, const char *json);
+int sq_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx);
+int sq_project_create(struct store *st_, struct project_rec *p);
+int sq_project_get(struct store *st_, const char *org_id, const char *id_or_name,
+                   struct project_rec *out);
+int sq_project_list(struct store *st_, const char *org_id, struct page *pg,
+                    struct project_rec **rows, size_t *n);
+int sq_project_update(struct store *st_, const struct project_rec *p);
+int sq_project_delete(struct store *st_, const char *org_id, const char *id);
+int sq_key_create(struct store *st_, struct apikey_rec *k);
+int sq_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out);
+int sq_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
+int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
+                   struct org_rec *org);
+int sq_key_list(struct store *st_, const char *org_id, struct page *pg, struct apikey_rec **rows,
+                size_t *n);
+int sq_key_update(struct store *st_, const struct apikey_rec *k);
+int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
+                  struct apikey_rec *fresh);
+
+/* ---- sessions (sqlite_sessions.c) ---- */
+int sq_session_insert(struct store *st_, const struct session_rec *r);
+int sq_session_get(struct store *st_, const char *org_id, const char *project_id,
+                   const char *id_or_name, int include_deleted, struct session_rec *out);
+int sq_session_list(struct store *st_, const char *org_id, const char *project_id,
+                    const struct session_filter *f, struct page *pg, struct session_rec **rows,
+                    size_t *n);
+int sq_session_update(struct store *st_, const struct session_rec *r);
+int sq_session_list_active(struct store *st_, struct session_rec **rows, size_t *n);
+
+/* ---- profiles (sqlite_profiles.c) ---- */
+/* ---- pools (sqlite_pools.c) ---- */
+/* ---- proxies (sqlite_proxies.c) ---- */
+/* ---- telemetry (sqlite_telemetry.c) ---- */
+
+#endif

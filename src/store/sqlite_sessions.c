@@ -1,0 +1,177 @@
+/* SQLite backend: browser sessions. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "store/sqlite_internal.h"
+
+const char sq_schema_sessions[] =
+    "CREATE TABLE sessions (id TEXT PRIMARY KEY, org_id TEXT NOT NULL, project_id TEXT NOT NULL,"
+    " name TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, created_at INTEGER NOT NULL,"
+    " deleted_at INTEGER NOT NULL DEFAULT 0, uptime_ms INTEGER NOT NULL DEFAULT 0,"
+    " usage_status TEXT NOT NULL DEFAULT '', end_reason TEXT NOT NULL DEFAULT '',"
+    " pid INTEGER NOT NULL DEFAULT 0, pid_start INTEGER NOT NULL DEFAULT 0,"
+    " xvfb_pid INTEGER NOT NULL DEFAULT 0, xvfb_start INTEGER NOT NULL DEFAULT 0,"
+    " data TEXT NOT NULL);"
+    "CREATE UNIQUE INDEX sessions_active_name ON sessions (project_id, name)"
+    " WHERE status = 'active' AND name != '';"
+    "CREATE INDEX sessions_project ON sessions (org_id, project_id, created_at);";
+
+/* ---- sessions ---- */
+
+#define SESSION_COLS                                                                               \
+    "id, org_id, project_id, name, status, created_at, deleted_at, uptime_ms, usage_status,"       \
+    " end_reason, pid, pid_start, xvfb_pid, xvfb_start, data"
+
+static void session_row(sqlite3_stmt *st, struct session_rec *r)
+{
+    sqx_col(st, 0, r->id, sizeof r->id);
+    sqx_col(st, 1, r->org_id, sizeof r->org_id);
+    sqx_col(st, 2, r->project_id, sizeof r->project_id);
+    sqx_col(st, 3, r->name, sizeof r->name);
+    sqx_col(st, 4, r->status, sizeof r->status);
+    r->created_at = sqlite3_column_int64(st, 5);
+    r->deleted_at = sqlite3_column_int64(st, 6);
+    r->uptime_ms = sqlite3_column_int64(st, 7);
+    sqx_col(st, 8, r->usage_status, sizeof r->usage_status);
+    sqx_col(st, 9, r->end_reason, sizeof r->end_reason);
+    r->pid = sqlite3_column_int(st, 10);
+    r->pid_start = (unsigned long long)sqlite3_column_int64(st, 11);
+    r->xvfb_pid = sqlite3_column_int(st, 12);
+    r->xvfb_start = (unsigned long long)sqlite3_column_int64(st, 13);
+    const unsigned char *d = sqlite3_column_text(st, 14);
+    r->data = xstrdup(d ? (const char *)d : "{}");
+}
+
+void session_rec_clear(struct session_rec *s)
+{
+    xfree(s->data);
+    s->data = NULL;
+}
+
+int sq_session_insert(struct store *st_, const struct session_rec *r)
+{
+    CONN(s, c);
+    int rc =
+        sqx_q(c, NULL,
+              "INSERT INTO sessions (" SESSION_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+              " ?, ?, ?, ?)",
+              "sssssiiisiiiiis", r->id, r->org_id, r->project_id, r->name, r->status, r->created_at,
+              r->deleted_at, r->uptime_ms, r->usage_status, r->end_reason, (int64_t)r->pid,
+              (int64_t)r->pid_start, (int64_t)r->xvfb_pid, (int64_t)r->xvfb_start,
+              r->data ? r->data : "{}");
+    sqx_conn_put(s, c);
+    return sqx_qrc(rc);
+}
+
+int sq_session_get(struct store *st_, const char *org_id, const char *project_id,
+                   const char *id_or_name, int include_deleted, struct session_rec *out)
+{
+    CONN(s, c);
+    sqlite3_stmt *st;
+    int rc = sqx_q(c, &st,
+                   "SELECT " SESSION_COLS " FROM sessions WHERE org_id = ? AND project_id = ?"
+                   " AND (id = ? OR (name = ? AND name != '' AND status = 'active'))"
+                   " AND (? OR status = 'active') ORDER BY id = ? DESC LIMIT 1",
+                   "ssssis", org_id, project_id, id_or_name, id_or_name, (int64_t)include_deleted,
+                   id_or_name);
+    int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : E_INTERNAL;
+    if (rc == SQLITE_ROW) {
+        session_row(st, out);
+        sqlite3_reset(st);
+    }
+    sqx_conn_put(s, c);
+    return ret;
+}
+
+int sq_session_list(struct store *st_, const char *org_id, const char *project_id,
+                    const struct session_filter *f, struct page *pg, struct session_rec **rows,
+                    size_t *n)
+{
+    CONN(s, c);
+    /* Tag filters are matched in SQL with json_extract, one placeholder pair
+     * per tag; the statement text therefore depends on the count, so it is
+     * prepared per call rather than cached. */
+    char sql[2048];
+    int off = snprintf(sql, sizeof sql,
+                       "SELECT " SESSION_COLS " FROM sessions WHERE org_id = ?1 AND project_id = ?2"
+                       " AND (?3 = 'all' OR status = ?3) AND (?4 IS NULL OR instr(name, ?4) > 0)");
+    for (size_t i = 0; i < f->ntags && off > 0 && (size_t)off < sizeof sql; i++)
+        off += snprintf(sql + off, sizeof sql - (size_t)off,
+                        " AND json_extract(data, '$.tags.' || json_quote(?%zu)) = ?%zu", 7 + 2 * i,
+                        8 + 2 * i);
+    if (off > 0 && (size_t)off < sizeof sql)
+        snprintf(sql + off, sizeof sql - (size_t)off,
+                 " ORDER BY created_at, id LIMIT ?5 OFFSET ?6");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        int ret = sqx_fail(c->db, "session_list");
+        sqx_conn_put(s, c);
+        return ret;
+    }
+    sqlite3_bind_text(st, 1, org_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, project_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, f->status ? f->status : "active", -1, SQLITE_TRANSIENT);
+    if (f->query && *f->query)
+        sqlite3_bind_text(st, 4, f->query, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, (int64_t)pg->limit + 1);
+    sqlite3_bind_int64(st, 6, (int64_t)pg->offset);
+    for (size_t i = 0; i < f->ntags; i++) {
+        sqlite3_bind_text(st, (int)(7 + 2 * i), f->tag_keys[i], -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, (int)(8 + 2 * i), f->tag_values[i], -1, SQLITE_TRANSIENT);
+    }
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        int ret = sqx_fail(c->db, "session_list");
+        sqlite3_finalize(st);
+        sqx_conn_put(s, c);
+        return ret;
+    }
+    COLLECT(st, rc, pg, rows, n, struct session_rec, session_row);
+    sqlite3_finalize(st);
+    sqx_conn_put(s, c);
+    return rc ? E_INTERNAL : 0;
+}
+
+int sq_session_update(struct store *st_, const struct session_rec *r)
+{
+    CONN(s, c);
+    sqlite3_stmt *st;
+    int rc = sqx_q(c, &st,
+                   "UPDATE sessions SET name = ?, status = ?, deleted_at = ?, uptime_ms = ?,"
+                   " usage_status = ?, end_reason = ?, pid = ?, pid_start = ?, xvfb_pid = ?,"
+                   " xvfb_start = ?, data = ? WHERE id = ? RETURNING id",
+                   "ssiissiiiiss", r->name, r->status, r->deleted_at, r->uptime_ms, r->usage_status,
+                   r->end_reason, (int64_t)r->pid, (int64_t)r->pid_start, (int64_t)r->xvfb_pid,
+                   (int64_t)r->xvfb_start, r->data ? r->data : "{}", r->id);
+    int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : sqx_qrc(rc);
+    if (rc == SQLITE_ROW)
+        sqlite3_reset(st);
+    sqx_conn_put(s, c);
+    return ret;
+}
+
+int sq_session_list_active(struct store *st_, struct session_rec **rows, size_t *n)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    size_t cap = 16;
+    *rows = xcalloc(cap, sizeof **rows);
+    *n = 0;
+    int rc = sqx_q(c, &st, "SELECT " SESSION_COLS " FROM sessions WHERE status = 'active'", "");
+    while (rc == SQLITE_ROW) {
+        if (*n == cap) {
+            cap *= 2;
+            *rows = xrealloc(*rows, cap * sizeof **rows);
+        }
+        session_row(st, &(*rows)[(*n)++]);
+        rc = sqlite3_step(st);
+    }
+    if (st)
+        sqlite3_reset(st);
+    sqx_conn_put(s, c);
+    return rc == SQLITE_DONE ? 0 : E_INTERNAL;
+}
