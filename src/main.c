@@ -256,6 +256,14 @@ static int cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Modules that take part in sessions register here (api/session_ext.h),
+     * before recovery, so that their ending hooks run for recovered sessions. */
+    /* init: profiles */
+    /* init: proxies */
+    /* init: telemetry */
+    /* init: webdriver */
+    /* init: pools */
+
     /* Browsers of a previous run that did not stop cleanly are ended
      * before anything new starts. */
     browsers_recover(&app);
@@ -300,7 +308,12 @@ static int cmd_serve(int argc, char **argv)
     sigwait(&set, &sig);
     log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     http_stop(srv);
+    /* fini: pools */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */
+    /* fini: webdriver */
+    /* fini: telemetry */
+    /* fini: proxies */
+    /* fini: profiles */
     relay_stop(app.relay);
     store_close(app.store);
     log_info("stopped cleanly");

@@ -17,6 +17,7 @@
 
 #include "api/api.h"
 #include "api/org.h"
+#include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -123,6 +124,12 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
                             json_string(s->usage_status[0] ? s->usage_status : "pending"));
     }
     json_object_set_new(r, "usage", json_pack("{s:I}", "uptime_ms", (json_int_t)up));
+    char dir[1200];
+    session_dir(app, s->id, dir, sizeof dir);
+    struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->render)
+            (*x)->render(&sc, r);
     json_decref(d);
     return r;
 }
@@ -159,20 +166,21 @@ static int bool_query(struct req *rq, const char *name, int *out)
  * silent drop. */
 static int unsupported_create_fields(struct req *rq, const struct sessrules_create *c)
 {
-    if (c->profile)
+    if (c->profile && !session_ext_claims("profile", 0))
         return err_set(&rq->err, E_NOTIMPL, "not_implemented",
                        "profile: profiles are not implemented by this server yet");
-    if (c->extensions && json_array_size(c->extensions) > 0)
+    if (c->extensions && json_array_size(c->extensions) > 0 && !session_ext_claims("extensions", 0))
         return err_set(&rq->err, E_NOTIMPL, "not_implemented",
                        "extensions: extensions are not implemented by this server yet");
-    if (c->vaults && json_array_size(c->vaults) > 0)
+    if (c->vaults && json_array_size(c->vaults) > 0 && !session_ext_claims("vaults", 0))
         return err_set(&rq->err, E_NOTIMPL, "not_implemented",
                        "vaults: vaults are not implemented by this server yet");
-    if (c->telemetry_destination)
+    if (c->telemetry_destination && !session_ext_claims("telemetry.export", 0))
         return err_set(&rq->err, E_NOTIMPL, "not_implemented",
                        "telemetry.export: OTLP destinations are not implemented by this server "
                        "yet");
-    if (c->proxy.kind == PROXYSEL_ID || c->proxy.kind == PROXYSEL_NAME)
+    if ((c->proxy.kind == PROXYSEL_ID || c->proxy.kind == PROXYSEL_NAME) &&
+        !session_ext_claims("proxy", 0))
         return err_set(&rq->err, E_NOTFOUND, "proxy_not_found",
                        "proxy %s not found in this project", c->proxy.ref);
     return 0;
@@ -235,6 +243,11 @@ static int check_limits(struct req *rq, const struct sessrules_create *c, long l
     return 0;
 }
 
+/* Runs the ending hooks of every module, removes the session's folders and
+ * records the end in the store. The browser has stopped. */
+static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
+                           long long uptime_ms);
+
 int browsers_create(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
@@ -244,17 +257,19 @@ int browsers_create(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     struct sessrules_create c;
-    rc = sessrules_validate_create(body, &c, &rq->err);
-    json_decref(body);
-    if (rc)
+    if ((rc = sessrules_validate_create(body, &c, &rq->err))) {
+        json_decref(body);
         return rc;
+    }
     long long limit = -1;
     if ((rc = unsupported_create_fields(rq, &c)) || (rc = check_limits(rq, &c, &limit))) {
         sessrules_create_clear(&c);
+        json_decref(body);
         return rc;
     }
     if (sessmgr_reserve(app->sessions, a->org.id, limit) != 0) {
         sessrules_create_clear(&c);
+        json_decref(body);
         rq->err.retry_after = 5;
         return err_set(&rq->err, E_LIMIT, "rate_limited",
                        "limits.max_concurrent_browsers (%lld) reached for this organization",
@@ -270,7 +285,6 @@ int browsers_create(struct req *rq, struct resp *rs)
     s.created_at = clock_now_ms();
     json_t *doc = settings_doc(&c);
     s.data = jsonx_dump(doc);
-    json_decref(doc);
 
     char dir[1200];
     session_dir(app, s.id, dir, sizeof dir);
@@ -288,27 +302,31 @@ int browsers_create(struct req *rq, struct resp *rs)
         .start_url = c.start_url[0] ? c.start_url : NULL,
         .memory_max_bytes = memory_bytes(c.memory),
     };
-    /* Name first: a duplicate is refused before a browser is started. */
+    struct session_ctx sc = {app, &s, doc, body, dir, &o};
+    /* Name first: a duplicate is refused before anything is prepared. */
     rc = store_session_insert(app->store, &s);
-    struct chromium *browser = NULL;
     if (rc == E_CONFLICT)
         err_set(&rq->err, rc, "conflict", "an active session named %s already exists", s.name);
-    else if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, &rq->err)) != 0) {
+    int inserted = rc == 0;
+    for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
+        if ((*x)->prepare)
+            rc = (*x)->prepare(&sc, &rq->err);
+    struct chromium *browser = NULL;
+    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, &rq->err)) != 0) {
         log_error("session %s: launch failed: %s", s.id, rq->err.message);
-        snprintf(s.status, sizeof s.status, "deleted");
-        s.deleted_at = clock_now_ms();
-        snprintf(s.usage_status, sizeof s.usage_status, "ready");
-        snprintf(s.end_reason, sizeof s.end_reason, "launch failed");
-        if (store_session_update(app->store, &s) != 0)
-            log_error("session %s: could not record the failed launch", s.id);
-        if (rc != E_INVALID)
+        if (rc != E_INVALID) {
             err_set(&rq->err, E_UNAVAIL, "browser_unavailable", "the browser did not start: %s",
                     rq->err.message);
-        rc = rc == E_INVALID ? rc : E_UNAVAIL;
+            rc = E_UNAVAIL;
+        }
     }
     xfree(policy);
     if (rc) {
         sessmgr_unreserve(app->sessions, a->org.id);
+        if (inserted)
+            session_finish(app, &s, doc, "launch failed", 0);
+        json_decref(doc);
+        json_decref(body);
         session_rec_clear(&s);
         sessrules_create_clear(&c);
         return rc;
@@ -317,11 +335,18 @@ int browsers_create(struct req *rq, struct resp *rs)
     s.pid_start = chromium_start_ticks(browser);
     s.xvfb_pid = chromium_xvfb_pid(browser);
     s.xvfb_start = chromium_xvfb_start_ticks(browser);
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->started)
+            (*x)->started(&sc, chromium_ws_url(browser));
+    xfree(s.data);
+    s.data = jsonx_dump(doc); /* with what the modules added */
     if (store_session_update(app->store, &s) != 0)
         log_error("session %s: could not record the browser's pid", s.id);
-    sessmgr_add(app->sessions, s.id, s.org_id, browser, (int)c.timeout_seconds, 1);
+    sessmgr_add(app->sessions, s.id, s.org_id, browser, (int)c.timeout_seconds, 0);
     log_info("session %s started (pid %d)", s.id, s.pid);
     resp_json(rs, 200, render_session(app, &s));
+    json_decref(doc);
+    json_decref(body);
     session_rec_clear(&s);
     sessrules_create_clear(&c);
     return 0;
@@ -428,7 +453,9 @@ int browsers_delete(struct req *rq, struct resp *rs)
     long long up = 0;
     if (sessmgr_end(app->sessions, s.id, &up) != 0)
         up = s.uptime_ms;
-    record_end(app, &s, "deleted", up);
+    json_t *doc = json_loads(s.data, 0, NULL);
+    session_finish(app, &s, doc, "deleted", up);
+    json_decref(doc);
     session_rec_clear(&s);
     resp_empty(rs, 204);
     return 0;
@@ -437,16 +464,17 @@ int browsers_delete(struct req *rq, struct resp *rs)
 void browsers_on_end(void *ctx, const char *id, const char *reason, long long uptime_ms)
 {
     struct app *app = ctx;
-    struct session_rec s;
-    memset(&s, 0, sizeof s);
     /* The hook runs outside any request: look the session up by id alone. */
     struct session_rec *rows = NULL;
     size_t n = 0;
     if (store_session_list_active(app->store, &rows, &n) != 0)
         return;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(rows[i].id, id) == 0)
-            record_end(app, &rows[i], reason, uptime_ms);
+        if (strcmp(rows[i].id, id) == 0) {
+            json_t *doc = json_loads(rows[i].data, 0, NULL);
+            session_finish(app, &rows[i], doc, reason, uptime_ms);
+            json_decref(doc);
+        }
         session_rec_clear(&rows[i]);
     }
     xfree(rows);
@@ -473,6 +501,29 @@ static void remove_tree(const char *path)
     }
     closedir(d);
     rmdir(path);
+}
+
+static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
+                           long long uptime_ms)
+{
+    char dir[1200];
+    session_dir(app, s->id, dir, sizeof dir);
+    json_t *d = doc ? doc : json_object();
+    struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->ending)
+            (*x)->ending(&sc, reason);
+    if (d != doc)
+        json_decref(d);
+    remove_tree(dir);
+    /* Chromium writes its log beside the folder (chromium.h). */
+    char *log = xasprintf("%s.log", dir);
+    unlink(log);
+    xfree(log);
+    log = xasprintf("%s.xvfb.log", dir);
+    unlink(log);
+    xfree(log);
+    record_end(app, s, reason, uptime_ms);
 }
 
 void browsers_recover(struct app *app)
@@ -503,10 +554,9 @@ void browsers_recover(struct app *app)
             log_info("recovery: killed Xvfb %d of session %s", s->xvfb_pid, s->id);
         if (!up)
             up = clock_now_ms() - s->created_at; /* upper bound: the browser is gone */
-        char dir[1200];
-        session_dir(app, s->id, dir, sizeof dir);
-        remove_tree(dir);
-        record_end(app, s, "server restarted", up);
+        json_t *doc = json_loads(s->data, 0, NULL);
+        session_finish(app, s, doc, "server restarted", up);
+        json_decref(doc);
         session_rec_clear(s);
     }
     if (n)
@@ -650,12 +700,13 @@ int browsers_update(struct req *rq, struct resp *rs)
     struct sessrules_plan plan;
     memset(&plan, 0, sizeof plan);
     rc = sessrules_plan_update(&cur, body, &plan, &rq->err);
-    json_decref(body);
-    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_LOAD_PROFILE))
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_LOAD_PROFILE) &&
+        !session_ext_claims("profile", 1))
         rc = err_set(&rq->err, E_NOTIMPL, "not_implemented",
                      "profile: profiles are not implemented by this server yet");
     if (rc == 0 && sessrules_plan_has(&plan, SESSACT_SWITCH_EGRESS) &&
-        (plan.next.proxy.kind == PROXYSEL_ID || plan.next.proxy.kind == PROXYSEL_NAME))
+        (plan.next.proxy.kind == PROXYSEL_ID || plan.next.proxy.kind == PROXYSEL_NAME) &&
+        !session_ext_claims("proxy", 1))
         rc = err_set(&rq->err, E_NOTFOUND, "proxy_not_found", "proxy %s not found in this project",
                      plan.next.proxy.ref);
     struct live *l = rc == 0 ? sessmgr_get(app->sessions, s.id) : NULL;
@@ -683,6 +734,14 @@ int browsers_update(struct req *rq, struct resp *rs)
         json_object_set_new(d, "proxy", proxy_record(&plan.next.proxy));
         if (plan.next.start_url[0])
             json_object_set_new(d, "start_url", json_string(plan.next.start_url));
+        char dir[1200];
+        session_dir(app, s.id, dir, sizeof dir);
+        struct session_ctx sc = {app, &s, d, body, dir, NULL};
+        for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
+            if ((*x)->update)
+                rc = (*x)->update(&sc, ws, &rq->err);
+    }
+    if (rc == 0) {
         xfree(s.data);
         s.data = jsonx_dump(d);
         rc = store_session_update(app->store, &s);
@@ -695,6 +754,7 @@ int browsers_update(struct req *rq, struct resp *rs)
         resp_json(rs, 200, render_session(app, &s));
     sessmgr_put(l);
     json_decref(d);
+    json_decref(body);
     sessrules_plan_clear(&plan);
     sessrules_state_clear(&cur);
     session_rec_clear(&s);
@@ -704,6 +764,7 @@ int browsers_update(struct req *rq, struct resp *rs)
 /* ---- the CDP WebSocket ---- */
 
 struct cdp_conn {
+    char session_id[64];
     struct app *app;
     struct live *live;
     struct http_upgrade *up;
@@ -711,6 +772,21 @@ struct cdp_conn {
     char *leftover;
     size_t leftover_len;
 };
+
+static void cdp_message(void *ctx, const char *method, size_t len)
+{
+    struct cdp_conn *cc = ctx;
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->cdp_message)
+            (*x)->cdp_message(cc->session_id, method, len);
+}
+
+static void cdp_client_hooks(struct cdp_conn *cc, int attached)
+{
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->cdp_client)
+            (*x)->cdp_client(cc->session_id, attached);
+}
 
 static void cdp_close_client(void *ctx)
 {
@@ -722,6 +798,7 @@ static void cdp_on_close(void *ctx, const char *reason)
 {
     struct cdp_conn *cc = ctx;
     (void)reason;
+    cdp_client_hooks(cc, 0);
     live_client_detached(cc->live);
     sessmgr_put(cc->live);
     xfree(cc->leftover);
@@ -734,7 +811,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     struct cdp_conn *cc = ctx;
     cc->up = up;
     struct relay_hooks hooks = {
-        .on_client_message = NULL,
+        .on_client_message = cdp_message,
         .on_close = cdp_on_close,
         .close_client = cdp_close_client,
         .ctx = cc,
@@ -742,6 +819,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     struct err e;
     err_init(&e);
     live_client_attached(cc->live);
+    cdp_client_hooks(cc, 1);
     if (relay_attach(cc->app->relay, fd, extra, extra_len, cc->upstream_fd, cc->leftover,
                      cc->leftover_len, &hooks, &e) != 0) {
         log_warn("cdp relay: %s", e.message);
@@ -788,6 +866,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     cc->app = app;
     cc->live = l;
     cc->upstream_fd = -1;
+    snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    &rq->err) != 0) {

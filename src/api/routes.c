@@ -77,11 +77,16 @@ const struct route api_routes[] = {
     {"DELETE", "/browsers/{id}", browsers_delete, KEY},
     {"GET", "/browser/cdp", browsers_cdp, AUTH_NONE},
     {"GET", "/browser/webdriver", browsers_webdriver, AUTH_NONE},
+    /* routes: telemetry */
+    /* routes: webdriver */
     NI("/browsers/{id}/*"),
+    /* routes: pools */
     NI("/browser_pools"),
     NI("/browser_pools/*"),
+    /* routes: profiles */
     NI("/profiles"),
     NI("/profiles/*"),
+    /* routes: proxies */
     NI("/proxies"),
     NI("/proxies/*"),
     NI("/extensions"),

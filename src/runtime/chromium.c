@@ -855,12 +855,11 @@ static int parse_devtools(struct chromium *c, const char *buf)
     return 1;
 }
 
-/* Reads stderr until the DevTools line, exit, or the deadline. */
-static int wait_devtools(struct chromium *c, int timeout_ms, struct err *e)
+/* Reads stderr until the DevTools line, exit, or the deadline (monotonic us). */
+static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, struct err *e)
 {
     char *buf = xmalloc(CR_STARTUP_BUF + 1);
     size_t used = 0;
-    int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000;
     int rc = 0;
     for (;;) {
         int64_t left = (deadline - clock_mono_us()) / 1000;
@@ -929,6 +928,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     c->user_data_dir = xstrdup(o->user_data_dir);
     c->log_path = xasprintf("%s.log", c->user_data_dir);
     c->started_us = clock_mono_us();
+    int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000; /* Xvfb included */
     int cg_fd = -1, null_fd = -1, ep[2] = {-1, -1};
     struct strvec av = {0}, ev = {0};
 
@@ -987,7 +987,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     if (c->exit_fd >= 0)
         (void)fcntl(c->exit_fd, F_SETFD, FD_CLOEXEC);
 
-    if ((rc = wait_devtools(c, timeout_ms, e)) != 0)
+    if ((rc = wait_devtools(c, deadline, timeout_ms, e)) != 0)
         goto fail;
 
     c->stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -1154,8 +1154,9 @@ int chromium_kill_stale(pid_t pid, unsigned long long start_ticks)
 {
     if (pid <= 1 || start_ticks == 0)
         return 0;
-    /* Holding a pidfd pins the process: the signal below cannot reach a
-     * newcomer that reused the number after the check. */
+    /* The pidfd is taken before the check, so the final SIGKILL through it
+     * cannot reach a newcomer that reused the number after the check. The
+     * group kill keeps a tiny window (the group id is a plain number). */
     int pfd = pidfd_open_compat(pid);
     if (pfd < 0 && errno != ENOSYS)
         return 0;

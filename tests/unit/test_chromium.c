@@ -40,9 +40,15 @@ static char root[64];
 static struct chromium *live[MAX_LIVE];
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Every browser process group ever started here, checked at the end. */
+static pid_t groups[64];
+static int ngroups;
+
 static void track(struct chromium *c)
 {
     pthread_mutex_lock(&live_lock);
+    if (ngroups < 64)
+        groups[ngroups++] = chromium_pid(c);
     for (int i = 0; i < MAX_LIVE; i++) {
         if (!live[i]) {
             live[i] = c;
@@ -363,6 +369,118 @@ static void launch_variants(void **state)
     close(leak_fd);
     xfree(marker);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- the child's starting state, seen through a fake browser ---- */
+
+#define FAKE_ENV         "BD_TEST_FAKE_CHROMIUM"
+#define FAKE_STDERR_SIZE (1024 * 1024)
+
+/* This test binary re-executed as a browser (FAKE_ENV set): it announces a
+ * DevTools endpoint, floods stderr far beyond a pipe's capacity, marks
+ * <user-data-dir>.done and waits for a signal, changing nothing it inherited. */
+static int fake_browser(int argc, char **argv)
+{
+    const char *udd = NULL;
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--user-data-dir=", 16) == 0)
+            udd = argv[i] + 16;
+    fprintf(stderr, "\nDevTools listening on ws://127.0.0.1:9/devtools/browser/fake\n");
+    fflush(stderr);
+    char line[1024];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\n';
+    for (int i = 0; i < FAKE_STDERR_SIZE / (int)sizeof line; i++)
+        if (write(2, line, sizeof line) != (ssize_t)sizeof line)
+            return 3;
+    if (udd) {
+        char done[4096];
+        snprintf(done, sizeof done, "%s.done", udd);
+        int fd = open(done, O_CREAT | O_WRONLY, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
+    for (;;)
+        pause();
+}
+
+static void child_starts_clean(void **state)
+{
+    (void)state;
+    /* The server's state: SIGTERM/SIGINT blocked, SIGPIPE ignored, and a
+     * descriptor without O_CLOEXEC. */
+    sigset_t block, oldmask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &oldmask);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, oldpipe;
+    sigaction(SIGPIPE, &ign, &oldpipe);
+    char *marker = xasprintf("%s/marker-fake", root);
+    int leak_fd = open(marker, O_CREAT | O_RDWR, 0600);
+    assert_true(leak_fd >= 0);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+
+    struct chromium_opts o = base_opts("fake");
+    o.binary = self;
+    setenv(FAKE_ENV, "1", 1);
+    struct chromium *c = launch_ok(&o, "fake browser");
+    unsetenv(FAKE_ENV);
+    pid_t pid = chromium_pid(c);
+
+    assert_int_equal(chromium_port(c), 9);
+    if (blocked_signals(pid) != 0)
+        fail_msg("the child inherited the server's signal mask");
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    char *st = read_text(path);
+    char *ig = st ? strstr(st, "\nSigIgn:") : NULL;
+    assert_non_null(ig);
+    if (strtoull(ig + 8, NULL, 16) & (1ULL << (SIGPIPE - 1)))
+        fail_msg("the child inherited an ignored SIGPIPE");
+    xfree(st);
+    if (has_fd_to(pid, marker))
+        fail_msg("a server descriptor leaked into the child");
+    assert_int_equal(getsid(pid), pid);
+    assert_int_equal(getpgid(pid), pid);
+
+    /* stderr keeps being drained after the DevTools line. */
+    char *done = xasprintf("%s.done", o.user_data_dir);
+    for (int i = 0; i < 200 && !path_exists(done); i++) {
+        struct timespec ts = {0, 25 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (!path_exists(done))
+        fail_msg("the browser blocked writing its stderr");
+    char *logpath = xasprintf("%s.log", o.user_data_dir);
+    struct stat lst;
+    for (int i = 0; i < 200; i++) {
+        if (stat(logpath, &lst) == 0 && lst.st_size >= FAKE_STDERR_SIZE)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(stat(logpath, &lst) == 0 && lst.st_size >= FAKE_STDERR_SIZE);
+
+    /* SIGTERM reaches it (not blocked), so the grace period is enough. */
+    chromium_stop(c, 3000, 1);
+    int status = 0;
+    assert_int_equal(chromium_exited(c, &status), 1);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGTERM)
+        fail_msg("expected death by SIGTERM, wait status %d", status);
+    release(c);
+    assert_true(gone(pid));
+    (void)unlink(done);
+    xfree(done);
+    xfree(logpath);
+    xfree((char *)o.user_data_dir);
+    close(leak_fd);
+    xfree(marker);
+    sigaction(SIGPIPE, &oldpipe, NULL);
+    pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 }
 
 /* ---- bad options and failed launches ---- */
@@ -762,6 +880,15 @@ static int count_ours(void)
     return n;
 }
 
+/* Browser process groups that still have a member (zombies included). */
+static int groups_alive(void)
+{
+    int n = 0;
+    for (int i = 0; i < ngroups; i++)
+        n += kill(-groups[i], 0) == 0 || errno != ESRCH;
+    return n;
+}
+
 static void nothing_left_running(void **state)
 {
     (void)state;
@@ -771,11 +898,21 @@ static void nothing_left_running(void **state)
         nanosleep(&ts, NULL);
     }
     assert_int_equal(n, 0);
+    /* Orphaned helpers are zombies until PID 1 reaps them; wait for that so
+     * that `pgrep -f chromium` is empty once the suite ends. */
+    for (int i = 0; i < 200 && (n = groups_alive()) != 0; i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(n, 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (getenv(FAKE_ENV))
+        return fake_browser(argc, argv);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(child_starts_clean, stop_all),
         cmocka_unit_test(invalid_options),
         cmocka_unit_test_teardown(launch_failures, stop_all),
         cmocka_unit_test_teardown(launch_variants, stop_all),

@@ -1,0 +1,35 @@
+#include "api/session_ext.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_EXT 8
+
+static const struct session_ext *exts[MAX_EXT + 1];
+static size_t nexts;
+
+void session_ext_register(const struct session_ext *x)
+{
+    if (nexts >= MAX_EXT) {
+        fprintf(stderr, "browserd: too many session modules (at most %d)\n", MAX_EXT);
+        abort();
+    }
+    exts[nexts++] = x;
+}
+
+const struct session_ext *const *session_ext_all(void)
+{
+    return exts;
+}
+
+int session_ext_claims(const char *field, int update)
+{
+    for (size_t i = 0; i < nexts; i++) {
+        const char *const *f = update ? exts[i]->update_fields : exts[i]->create_fields;
+        for (; f && *f; f++)
+            if (strcmp(*f, field) == 0)
+                return 1;
+    }
+    return 0;
+}
