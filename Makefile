@@ -30,20 +30,26 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 all: $(BUILD)/browserd
 
+# V=1 shows the full commands.
+Q := $(if $(V),,@)
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DBROWSERD_VERSION='"$(VERSION)"' -c $< -o $@
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -DBROWSERD_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/libbrowserd.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/browserd: $(BUILD)/src/main.o $(BUILD)/libbrowserd.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbrowserd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS) -lcmocka
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS) -lcmocka
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
 

@@ -69,4 +69,9 @@ out=docs/BENCHMARKS.md
     echo "\`admin\` commands change keys and orgs from another process; a cross-process change"
     echo "signal would let the key lookup be cached too (see the issue notes)."
 } >"$out"
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+pid=""
+echo >>"$out"
+BROWSERD_BIN="$BIN" node bench/sessions.mjs >>"$out"
 cat "$out"

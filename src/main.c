@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/webdriver.h"
+#include "api/org.h"
+#include "api/profiles.h"
+#include "api/proxies.h"
+#include "api/telemetry.h"
+#include "telemetry/telemetry.h"
 #include "proxy/relay.h"
 #include "runtime/sessmgr.h"
 #include "core/crypto.h"
@@ -43,7 +49,11 @@ static const char usage[] =
     "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty).\n"
     "Also: BROWSERD_THREADS (HTTP worker threads, default 4), BROWSERD_BOOTSTRAP_API_KEY,\n"
     "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
-    "signed tokens in cdp_ws_url, default 86400). admin commands take --data DIR too.\n";
+    "signed tokens in cdp_ws_url, default 86400). admin commands take --data DIR too.\n"
+    "Proxies: --managed-proxies FILE / BROWSERD_MANAGED_PROXIES (JSON {\"datacenter\": {\"host\",\n"
+    "\"port\", \"username\"?, \"password\"?}, ...}), --default-proxy [USER:PASS@]HOST:PORT /\n"
+    "BROWSERD_DEFAULT_PROXY (the default stealth proxy; unset: direct). Test mode only:\n"
+    "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
 static void copy(char *dst, size_t cap, const char *src)
 {
@@ -187,6 +197,7 @@ static int cmd_serve(int argc, char **argv)
 {
     struct app app;
     memset(&app, 0, sizeof app);
+    pthread_rwlock_init(&app.relay_gate, NULL);
     struct app_config *c = &app.cfg;
     const char *listen = env_or("BROWSERD_LISTEN", "127.0.0.1:8080");
     const char *data = env_or("BROWSERD_DATA", "./data");
@@ -195,6 +206,8 @@ static int cmd_serve(int argc, char **argv)
     const char *chromium = env_or("BROWSERD_CHROMIUM", "/usr/bin/chromium");
     const char *region = env_or("BROWSERD_REGION", "us-east");
     const char *loopback = env_or("BROWSERD_ALLOW_LOOPBACK", "");
+    const char *managed = env_or("BROWSERD_MANAGED_PROXIES", "");
+    const char *dproxy = env_or("BROWSERD_DEFAULT_PROXY", "");
     const char *threads = env_or("BROWSERD_THREADS", "4");
     for (int i = 0; i < argc; i++) {
         if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
@@ -203,6 +216,8 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--chromium", &chromium) ||
             flag(argc, argv, &i, "--region", &region) ||
             flag(argc, argv, &i, "--allow-loopback", &loopback) ||
+            flag(argc, argv, &i, "--managed-proxies", &managed) ||
+            flag(argc, argv, &i, "--default-proxy", &dproxy) ||
             flag(argc, argv, &i, "--threads", &threads))
             continue;
         fprintf(stderr, "browserd serve: unknown argument %s\n%s", argv[i], usage);
@@ -236,6 +251,8 @@ static int cmd_serve(int argc, char **argv)
     copy(c->chromium, sizeof c->chromium, chromium);
     copy(c->region, sizeof c->region, region);
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
+    copy(c->managed_proxies, sizeof c->managed_proxies, managed);
+    copy(c->default_proxy, sizeof c->default_proxy, dproxy);
 
     struct err e;
     err_init(&e);
@@ -258,17 +275,33 @@ static int cmd_serve(int argc, char **argv)
 
     /* Modules that take part in sessions register here (api/session_ext.h),
      * before recovery, so that their ending hooks run for recovered sessions. */
+    profiles_init(&app);
     /* init: profiles */
+    if (proxies_init(&app, &e) != 0) {
+        log_error("%s", e.message);
+        store_close(app.store);
+        return 1;
+    }
     /* init: proxies */
+    struct telemetry_opts topts;
+    if (telemetry_opts_from_env(&topts, &e) != 0 || telemetry_start(app.store, &topts, &e) != 0) {
+        log_error("%s", e.message);
+        store_close(app.store);
+        return 1;
+    }
+    session_ext_register(&telemetry_session_ext);
     /* init: telemetry */
+    webdriver_init(&app);
     /* init: webdriver */
+    pools_init(&app);
     /* init: pools */
 
     /* Browsers of a previous run that did not stop cleanly are ended
      * before anything new starts. */
     browsers_recover(&app);
     struct sessmgr_hooks hooks = {.on_end = browsers_on_end, .ctx = &app};
-    if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0) {
+    if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||
+        pools_start(&app) != 0) {
         log_error("%s", e.message);
         relay_stop(app.relay);
         store_close(app.store);
@@ -307,14 +340,23 @@ static int cmd_serve(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* Upgraded connections are closed through the HTTP daemon, so they end
+     * before it stops: no new connections, no pending BiDi openings, every
+     * relayed WebSocket closed, then the daemon. */
+    pools_drain();
+    http_quiesce(srv);
+    webdriver_fini();
+    /* fini: webdriver */
+    api_relay_shutdown(&app);
     http_stop(srv);
+    pools_stop();
     /* fini: pools */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */
-    /* fini: webdriver */
+    telemetry_stop();
     /* fini: telemetry */
+    proxies_fini();
     /* fini: proxies */
     /* fini: profiles */
-    relay_stop(app.relay);
     store_close(app.store);
     log_info("stopped cleanly");
     return 0;

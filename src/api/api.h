@@ -7,6 +7,7 @@
 #define BD_API_API_H
 
 #include <jansson.h>
+#include <pthread.h>
 
 #include "http/http.h"
 #include "store/store.h"
@@ -21,6 +22,8 @@ struct app_config {
     char chromium[1024];
     char region[32];
     char allow_loopback[1024];
+    char managed_proxies[1024]; /* --managed-proxies FILE ("" = none) */
+    char default_proxy[512];    /* --default-proxy [USER:PASS@]HOST:PORT ("" = none) */
     unsigned threads;
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
@@ -31,7 +34,9 @@ struct sessmgr;
 struct app {
     struct store *store;
     struct app_config cfg;
-    struct relay *relay;      /* CDP relay engine */
+    struct relay *relay; /* CDP relay engine; use through api_relay_attach */
+    pthread_rwlock_t relay_gate;
+    int relay_closed;
     struct sessmgr *sessions; /* live browsers */
     unsigned char token_key[32];
 };
@@ -99,12 +104,51 @@ int tenancy_key_store(struct store *st, const char *org_id, const char *project_
 json_t *tenancy_plan_lookup(void *store, const char *plan_id);
 int tenancy_plan_exists(struct store *st, const char *plan_id);
 
+/* ---- the relay gate (relaygate.c) ---- */
+
+struct relay_hooks;
+/* relay_attach unless the relay is being shut down (then E_UNAVAIL and the
+ * caller closes both sockets itself). Safe against api_relay_shutdown running
+ * at the same time on another thread. */
+int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
+                     size_t client_extra_len, int upstream_fd, const char *upstream_extra,
+                     size_t upstream_extra_len, const struct relay_hooks *hooks, struct err *e) WUR;
+/* Closes every relayed connection and stops the relay, while the HTTP daemon
+ * still runs (an upgraded socket is closed through it). Attaches after this
+ * fail with E_UNAVAIL. */
+void api_relay_shutdown(struct app *app);
+
 /* ---- browser sessions (browsers.c) ---- */
 
 /* Ends what a previous run left behind: kills browsers and Xvfb still running
  * under their recorded pid and start time, and ends their sessions with usage
  * recorded. Called once at start, before serving. */
 void browsers_recover(struct app *app);
+/* Creates a session from a POST /browsers body for org/project: validates,
+ * checks the entitlements ent (region, gpu, max_concurrent_browsers less
+ * pool_capacity for standalone sessions), runs the modules' prepare hooks,
+ * launches Chromium and records the row in *out (cleared by the caller).
+ * extra: keys merged into the settings document (the pool reference). pooled:
+ * a pool's browser (not counted against standalone sessions, no idle timeout
+ * until leased). */
+int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
+                   const json_t *body, const json_t *extra, int pooled, long long pool_capacity,
+                   struct session_rec *out, struct err *e) WUR;
+/* Restarts a live session's browser on a profile's saved state: the old
+ * browser closes cleanly, the session folder is replaced by the archive's
+ * contents (none: an empty profile), Chromium starts again with the session's
+ * settings and modules see `started` again. The session id and cdp_ws_url
+ * stay valid; clients reconnect. */
+int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
+                                  const char *archive_path, struct err *e) WUR;
+/* The Browser record of a session (new reference). */
+json_t *browsers_render(struct app *app, const struct session_rec *s);
+/* Ends a live session now: stops its browser, runs the modules' ending hooks
+ * and records the end with reason. */
+int browsers_end(struct app *app, const char *session_id, const char *reason);
+/* The summed size of the org's pools (pools.c). */
+long long pools_capacity(struct app *app, const char *org_id);
+
 /* sessmgr hook: a session ended on its own (timeout, browser exit, shutdown). */
 void browsers_on_end(void *app, const char *session_id, const char *reason, long long uptime_ms);
 

@@ -31,11 +31,14 @@
 #include "proxy/relay.h"
 #include "proxy/ws.h"
 #include "runtime/chromium.h"
+#include "runtime/profile_archive.h"
 #include "runtime/sessmgr.h"
 
 #define LAUNCH_TIMEOUT_MS   20000
 #define TOKEN_LIFETIME_S    (24 * 3600)
 #define CDP_CALL_TIMEOUT_MS 5000
+
+static void remove_tree(const char *path);
 
 /* ---- records ---- */
 
@@ -88,9 +91,10 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
     json_object_set_new(r, "cdp_ws_url", signed_url(app, s, "cdp", "/browser/cdp"));
     json_object_set_new(r, "webdriver_ws_url",
                         signed_url(app, s, "webdriver", "/browser/webdriver"));
-    static const char *const copied[] = {"region",          "stealth",    "headless",  "memory",
-                                         "timeout_seconds", "kiosk_mode", "gpu",       "viewport",
-                                         "chrome_policy",   "network",    "start_url", NULL};
+    static const char *const copied[] = {
+        "region",     "stealth", "headless", "memory",        "timeout_seconds",
+        "kiosk_mode", "gpu",     "viewport", "chrome_policy", "network",
+        "start_url",  "pool",    NULL};
     for (size_t i = 0; copied[i]; i++) {
         json_t *v = json_object_get(d, copied[i]);
         if (v)
@@ -164,25 +168,25 @@ static int bool_query(struct req *rq, const char *name, int *out)
 
 /* Gates of fields this server does not serve yet: a clear 501, never a
  * silent drop. */
-static int unsupported_create_fields(struct req *rq, const struct sessrules_create *c)
+static int unsupported_create_fields(struct err *e, const struct sessrules_create *c)
 {
     if (c->profile && !session_ext_claims("profile", 0))
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+        return err_set(e, E_NOTIMPL, "not_implemented",
                        "profile: profiles are not implemented by this server yet");
     if (c->extensions && json_array_size(c->extensions) > 0 && !session_ext_claims("extensions", 0))
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+        return err_set(e, E_NOTIMPL, "not_implemented",
                        "extensions: extensions are not implemented by this server yet");
     if (c->vaults && json_array_size(c->vaults) > 0 && !session_ext_claims("vaults", 0))
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+        return err_set(e, E_NOTIMPL, "not_implemented",
                        "vaults: vaults are not implemented by this server yet");
     if (c->telemetry_destination && !session_ext_claims("telemetry.export", 0))
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
+        return err_set(e, E_NOTIMPL, "not_implemented",
                        "telemetry.export: OTLP destinations are not implemented by this server "
                        "yet");
     if ((c->proxy.kind == PROXYSEL_ID || c->proxy.kind == PROXYSEL_NAME) &&
         !session_ext_claims("proxy", 0))
-        return err_set(&rq->err, E_NOTFOUND, "proxy_not_found",
-                       "proxy %s not found in this project", c->proxy.ref);
+        return err_set(e, E_NOTFOUND, "proxy_not_found", "proxy %s not found in this project",
+                       c->proxy.ref);
     return 0;
 }
 
@@ -224,22 +228,16 @@ static json_t *settings_doc(const struct sessrules_create *c)
     return d;
 }
 
-static int check_limits(struct req *rq, const struct sessrules_create *c, long long *limit)
+static int check_limits(struct app *app, const json_t *ent, const struct sessrules_create *c,
+                        struct err *e)
 {
-    const json_t *ent;
-    int rc = api_entitlements(rq, &ent);
-    if (rc)
-        return rc;
-    if (strcmp(c->region, api_app(rq)->cfg.region) != 0)
-        return err_field(&rq->err, "region", "this server serves only region %s",
-                         api_app(rq)->cfg.region);
+    if (strcmp(c->region, app->cfg.region) != 0)
+        return err_field(e, "region", "this server serves only region %s", app->cfg.region);
     if (c->gpu && !ent_feature_on(ent, "gpu"))
-        return err_set(&rq->err, E_FORBIDDEN, "feature_not_enabled",
+        return err_set(e, E_FORBIDDEN, "feature_not_enabled",
                        "gpu: features.gpu is not enabled for this organization's plan");
     if (c->gpu)
-        return err_field(&rq->err, "gpu", "this node has no GPU; create the session without gpu");
-    int64_t lim;
-    *limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+        return err_field(e, "gpu", "this node has no GPU; create the session without gpu");
     return 0;
 }
 
@@ -248,46 +246,45 @@ static int check_limits(struct req *rq, const struct sessrules_create *c, long l
 static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
                            long long uptime_ms);
 
-int browsers_create(struct req *rq, struct resp *rs)
+int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
+                   const json_t *body, const json_t *extra, int pooled, long long pool_capacity,
+                   struct session_rec *out, struct err *e)
 {
-    struct app *app = api_app(rq);
-    struct auth *a = api_auth(rq);
-    json_t *body;
-    int rc = req_json_object(rq, 1, &body);
+    memset(out, 0, sizeof *out);
+    struct sessrules_create c;
+    int rc = sessrules_validate_create(body, &c, e);
     if (rc)
         return rc;
-    struct sessrules_create c;
-    if ((rc = sessrules_validate_create(body, &c, &rq->err))) {
-        json_decref(body);
+    if ((rc = unsupported_create_fields(e, &c)) || (rc = check_limits(app, ent, &c, e))) {
+        sessrules_create_clear(&c);
         return rc;
     }
-    long long limit = -1;
-    if ((rc = unsupported_create_fields(rq, &c)) || (rc = check_limits(rq, &c, &limit))) {
+    /* Standalone sessions share the org's limit with every pool's capacity. */
+    int64_t lim;
+    long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    long long room = limit < 0 ? -1 : (limit > pool_capacity ? limit - pool_capacity : 0);
+    if (!pooled && sessmgr_reserve(app->sessions, org_id, room)) {
         sessrules_create_clear(&c);
-        json_decref(body);
-        return rc;
+        e->retry_after = 5;
+        return err_set(e, E_LIMIT, "rate_limited",
+                       "limits.max_concurrent_browsers (%lld, of which %lld held by pools) "
+                       "reached for this organization",
+                       limit, pool_capacity);
     }
-    if (sessmgr_reserve(app->sessions, a->org.id, limit) != 0) {
-        sessrules_create_clear(&c);
-        json_decref(body);
-        rq->err.retry_after = 5;
-        return err_set(&rq->err, E_LIMIT, "rate_limited",
-                       "limits.max_concurrent_browsers (%lld) reached for this organization",
-                       limit);
-    }
-    struct session_rec s;
-    memset(&s, 0, sizeof s);
-    crypto_new_id(s.id);
-    snprintf(s.org_id, sizeof s.org_id, "%s", a->org.id);
-    snprintf(s.project_id, sizeof s.project_id, "%s", a->project.id);
-    snprintf(s.name, sizeof s.name, "%s", c.name);
-    snprintf(s.status, sizeof s.status, "active");
-    s.created_at = clock_now_ms();
+    struct session_rec *s = out;
+    crypto_new_id(s->id);
+    snprintf(s->org_id, sizeof s->org_id, "%s", org_id);
+    snprintf(s->project_id, sizeof s->project_id, "%s", project_id);
+    snprintf(s->name, sizeof s->name, "%s", c.name);
+    snprintf(s->status, sizeof s->status, "active");
+    s->created_at = clock_now_ms();
     json_t *doc = settings_doc(&c);
-    s.data = jsonx_dump(doc);
+    if (extra)
+        json_object_update(doc, (json_t *)extra);
+    s->data = jsonx_dump(doc);
 
     char dir[1200];
-    session_dir(app, s.id, dir, sizeof dir);
+    session_dir(app, s->id, dir, sizeof dir);
     char *policy =
         c.chrome_policy && json_object_size(c.chrome_policy) ? jsonx_dump(c.chrome_policy) : NULL;
     struct chromium_opts o = {
@@ -302,54 +299,154 @@ int browsers_create(struct req *rq, struct resp *rs)
         .start_url = c.start_url[0] ? c.start_url : NULL,
         .memory_max_bytes = memory_bytes(c.memory),
     };
-    struct session_ctx sc = {app, &s, doc, body, dir, &o};
+    struct session_ctx sc = {app, s, doc, body, dir, &o};
     /* Name first: a duplicate is refused before anything is prepared. */
-    rc = store_session_insert(app->store, &s);
+    rc = store_session_insert(app->store, s);
     if (rc == E_CONFLICT)
-        err_set(&rq->err, rc, "conflict", "an active session named %s already exists", s.name);
+        err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
     int inserted = rc == 0;
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)
-            rc = (*x)->prepare(&sc, &rq->err);
+            rc = (*x)->prepare(&sc, e);
     struct chromium *browser = NULL;
-    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, &rq->err)) != 0) {
-        log_error("session %s: launch failed: %s", s.id, rq->err.message);
+    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0) {
+        log_error("session %s: launch failed: %s", s->id, e->message);
         if (rc != E_INVALID) {
-            err_set(&rq->err, E_UNAVAIL, "browser_unavailable", "the browser did not start: %s",
-                    rq->err.message);
+            err_set(e, E_UNAVAIL, "browser_unavailable", "the browser did not start: %s",
+                    e->message);
             rc = E_UNAVAIL;
         }
     }
     xfree(policy);
     if (rc) {
-        sessmgr_unreserve(app->sessions, a->org.id);
+        if (!pooled)
+            sessmgr_unreserve(app->sessions, org_id);
         if (inserted)
-            session_finish(app, &s, doc, "launch failed", 0);
+            session_finish(app, s, doc, "launch failed", 0);
         json_decref(doc);
-        json_decref(body);
-        session_rec_clear(&s);
+        session_rec_clear(s);
         sessrules_create_clear(&c);
         return rc;
     }
-    s.pid = chromium_pid(browser);
-    s.pid_start = chromium_start_ticks(browser);
-    s.xvfb_pid = chromium_xvfb_pid(browser);
-    s.xvfb_start = chromium_xvfb_start_ticks(browser);
+    s->pid = chromium_pid(browser);
+    s->pid_start = chromium_start_ticks(browser);
+    s->xvfb_pid = chromium_xvfb_pid(browser);
+    s->xvfb_start = chromium_xvfb_start_ticks(browser);
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->started)
             (*x)->started(&sc, chromium_ws_url(browser));
-    xfree(s.data);
-    s.data = jsonx_dump(doc); /* with what the modules added */
-    if (store_session_update(app->store, &s) != 0)
-        log_error("session %s: could not record the browser's pid", s.id);
-    sessmgr_add(app->sessions, s.id, s.org_id, browser, (int)c.timeout_seconds, 0);
-    log_info("session %s started (pid %d)", s.id, s.pid);
-    resp_json(rs, 200, render_session(app, &s));
+    xfree(s->data);
+    s->data = jsonx_dump(doc); /* with what the modules added */
+    if (store_session_update(app->store, s) != 0)
+        log_error("session %s: could not record the browser's pid", s->id);
+    /* Pool browsers are not timed out while available: the pool sets the
+     * timeout when it leases one. */
+    sessmgr_add(app->sessions, s->id, s->org_id, browser, pooled ? 0 : (int)c.timeout_seconds,
+                pooled);
+    log_info("session %s started (pid %d)%s", s->id, s->pid, pooled ? " for a pool" : "");
     json_decref(doc);
-    json_decref(body);
-    session_rec_clear(&s);
     sessrules_create_clear(&c);
     return 0;
+}
+
+int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
+                                  const char *archive_path, struct err *e)
+{
+    json_t *d = json_loads(s->data, 0, NULL);
+    if (!d)
+        return err_set(e, E_INTERNAL, "internal", "session %s has no settings", s->id);
+    char dir[1200];
+    session_dir(app, s->id, dir, sizeof dir);
+    json_t *vp = json_object_get(d, "viewport");
+    json_t *pol = json_object_get(d, "chrome_policy");
+    char *policy = json_object_size(pol) ? jsonx_dump(pol) : NULL;
+    const char *egress = jsonx_str(d, "egress_url");
+    struct chromium_opts o = {
+        .binary = app->cfg.chromium,
+        .user_data_dir = dir,
+        .headless = jsonx_bool(d, "headless", 1),
+        .stealth = jsonx_bool(d, "stealth", 0),
+        .kiosk = jsonx_bool(d, "kiosk_mode", 0),
+        .width = (int)json_integer_value(json_object_get(vp, "width")),
+        .height = (int)json_integer_value(json_object_get(vp, "height")),
+        .policy_json = policy,
+        .proxy_server = egress,
+        .memory_max_bytes = memory_bytes(jsonx_str(d, "memory") ? jsonx_str(d, "memory") : "8"),
+    };
+    /* The old browser closes cleanly (it may be saving to its own profile),
+     * then its folder is replaced by the profile's state. */
+    struct live *l = sessmgr_get(app->sessions, s->id);
+    if (!l) {
+        xfree(policy);
+        json_decref(d);
+        return err_set(e, E_CONFLICT, "session_ended", "browser session %s has ended", s->id);
+    }
+    struct chromium *fresh = NULL;
+    int rc = sessmgr_replace(app->sessions, s->id, NULL);
+    remove_tree(dir);
+    if (rc == 0 && archive_path)
+        rc = profile_archive_extract(archive_path, dir, e);
+    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0) {
+        err_set(e, E_UNAVAIL, "browser_unavailable", "the browser did not restart: %s", e->message);
+        rc = E_UNAVAIL;
+    }
+    if (rc == 0) {
+        rc = sessmgr_replace(app->sessions, s->id, fresh);
+        struct session_rec row = *s;
+        row.data = s->data;
+        row.pid = chromium_pid(fresh);
+        row.pid_start = chromium_start_ticks(fresh);
+        row.xvfb_pid = chromium_xvfb_pid(fresh);
+        row.xvfb_start = chromium_xvfb_start_ticks(fresh);
+        if (store_session_update(app->store, &row) != 0)
+            log_error("session %s: could not record the restarted browser's pid", s->id);
+        for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+            if ((*x)->started) {
+                struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+                (*x)->started(&sc, chromium_ws_url(fresh));
+            }
+    }
+    sessmgr_put(l);
+    xfree(policy);
+    json_decref(d);
+    return rc;
+}
+
+json_t *browsers_render(struct app *app, const struct session_rec *s)
+{
+    return render_session(app, s);
+}
+
+int browsers_create(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    struct auth *a = api_auth(rq);
+    json_t *body;
+    const json_t *ent;
+    int rc = req_json_object(rq, 1, &body);
+    if (rc)
+        return rc;
+    if ((rc = api_entitlements(rq, &ent))) {
+        json_decref(body);
+        return rc;
+    }
+    struct session_rec s;
+    rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0,
+                        pools_capacity(app, a->org.id), &s, &rq->err);
+    json_decref(body);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, render_session(app, &s));
+    session_rec_clear(&s);
+    return 0;
+}
+
+int browsers_end(struct app *app, const char *session_id, const char *reason)
+{
+    long long up = 0;
+    int rc = sessmgr_end(app->sessions, session_id, &up);
+    browsers_on_end(app, session_id, reason, up);
+    return rc;
 }
 
 /* ---- read ---- */
@@ -585,6 +682,7 @@ static void state_from(const struct session_rec *s, const json_t *d, struct sess
     st->proxy.kind = mode && strcmp(mode, "direct") == 0 ? PROXYSEL_DIRECT : PROXYSEL_DEFAULT;
     const char *su = jsonx_str(d, "start_url");
     snprintf(st->start_url, sizeof st->start_url, "%s", su ? su : "");
+    st->profile_loaded = json_object_get(d, "profile") != NULL;
 }
 
 /* The first page target's id, over the browser's DevTools connection. */
@@ -748,7 +846,9 @@ int browsers_update(struct req *rq, struct resp *rs)
         if (rc == E_CONFLICT)
             err_set(&rq->err, rc, "conflict", "an active session named %s already exists", s.name);
     }
-    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_NAVIGATE))
+    /* A profile load restarted the browser: navigate the new one. */
+    if (rc == 0 && sessrules_plan_has(&plan, SESSACT_NAVIGATE) &&
+        live_ws_url(l, ws, sizeof ws) == 0)
         apply_navigate(ws, plan.next.start_url);
     if (rc == 0)
         resp_json(rs, 200, render_session(app, &s));
@@ -820,8 +920,8 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     err_init(&e);
     live_client_attached(cc->live);
     cdp_client_hooks(cc, 1);
-    if (relay_attach(cc->app->relay, fd, extra, extra_len, cc->upstream_fd, cc->leftover,
-                     cc->leftover_len, &hooks, &e) != 0) {
+    if (api_relay_attach(cc->app, fd, extra, extra_len, cc->upstream_fd, cc->leftover,
+                         cc->leftover_len, &hooks, &e) != 0) {
         log_warn("cdp relay: %s", e.message);
         close(cc->upstream_fd);
         http_upgrade_close(up);
@@ -877,22 +977,4 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     }
     resp_upgrade(rs, accept, cdp_upgraded, cdp_cancel, cc);
     return 0;
-}
-
-int browsers_webdriver(struct req *rq, struct resp *rs)
-{
-    (void)rs;
-    struct app *app = api_app(rq);
-    struct token_claims c;
-    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "webdriver",
-                          clock_now_ms() / 1000, &c, &rq->err);
-    if (rc)
-        return rc;
-    struct live *l = sessmgr_get(app->sessions, c.sub);
-    if (!l)
-        return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found or ended",
-                       c.sub);
-    sessmgr_put(l);
-    return err_set(&rq->err, E_NOTIMPL, "not_implemented",
-                   "WebDriver BiDi is not implemented by this server yet; use cdp_ws_url");
 }

@@ -166,7 +166,8 @@ int org_project_list(struct req *rq, struct resp *rs)
         return rc;
     struct project_rec *rows = NULL;
     size_t n = 0;
-    rc = store_project_list(api_app(rq)->store, api_auth(rq)->org.id, &pg, &rows, &n);
+    struct name_filter f = {req_query(rq, "name"), req_query(rq, "query"), NULL, 0, 0};
+    rc = store_project_list(api_app(rq)->store, api_auth(rq)->org.id, &f, &pg, &rows, &n);
     if (rc)
         return rc;
     json_t *arr = json_array();
@@ -179,6 +180,24 @@ int org_project_list(struct req *rq, struct resp *rs)
 }
 
 /* ---- API keys ---- */
+
+/* A true/false query flag (absent = false). */
+static int flag_query(struct req *rq, const char *name, int *out)
+{
+    const char *v = req_query(rq, name);
+    *out = v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+    if (v && !*out && strcmp(v, "false") != 0 && strcmp(v, "0") != 0)
+        return err_field(&rq->err, name, "must be true or false");
+    return 0;
+}
+
+static int load_key_any(struct req *rq, struct apikey_rec *k, int include_deleted)
+{
+    int rc = store_key_get(api_app(rq)->store, api_auth(rq)->org.id, rq->params[0], k);
+    if (rc == E_NOTFOUND || (rc == 0 && k->deleted_at && !include_deleted))
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "API key %s not found", rq->params[0]);
+    return rc;
+}
 
 static int load_key(struct req *rq, struct apikey_rec *k)
 {
@@ -208,7 +227,10 @@ int org_key_create(struct req *rq, struct resp *rs)
 int org_key_get(struct req *rq, struct resp *rs)
 {
     struct apikey_rec k;
-    int rc = load_key(rq, &k);
+    int inc = 0;
+    int rc = flag_query(rq, "include_deleted", &inc);
+    if (rc == 0)
+        rc = load_key_any(rq, &k, inc);
     if (rc)
         return rc;
     resp_json(rs, 200, render_key(&k));
@@ -261,7 +283,25 @@ int org_key_list(struct req *rq, struct resp *rs)
         return rc;
     struct apikey_rec *rows = NULL;
     size_t n = 0;
-    rc = store_key_list(api_app(rq)->store, api_auth(rq)->org.id, &pg, &rows, &n);
+    struct name_filter f = {req_query(rq, "name"), req_query(rq, "query"), req_query(rq, "status"),
+                            0, 0};
+    int inc = 0;
+    if (flag_query(rq, "include_deleted", &inc))
+        return E_INVALID;
+    if (f.status && strcmp(f.status, "active") != 0 && strcmp(f.status, "deleted") != 0 &&
+        strcmp(f.status, "all") != 0)
+        return err_field(&rq->err, "status", "must be active, deleted or all");
+    if (inc && !f.status)
+        f.status = "all";
+    const char *by = req_query(rq, "sort_by"), *dir = req_query(rq, "sort_direction");
+    if (by && strcmp(by, "created_at") != 0 && strcmp(by, "name") != 0 &&
+        strcmp(by, "expires_at") != 0)
+        return err_field(&rq->err, "sort_by", "must be created_at, name or expires_at");
+    if (dir && strcmp(dir, "asc") != 0 && strcmp(dir, "desc") != 0)
+        return err_field(&rq->err, "sort_direction", "must be asc or desc");
+    f.sort_by = !by || strcmp(by, "created_at") == 0 ? 0 : strcmp(by, "name") == 0 ? 1 : 2;
+    f.descending = dir && strcmp(dir, "desc") == 0;
+    rc = store_key_list(api_app(rq)->store, api_auth(rq)->org.id, &f, &pg, &rows, &n);
     if (rc)
         return rc;
     json_t *arr = json_array();

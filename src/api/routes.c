@@ -4,6 +4,10 @@
 
 #include "api/api.h"
 #include "api/org.h"
+#include "api/telemetry.h"
+#include "api/webdriver.h"
+#include "api/profiles.h"
+#include "api/proxies.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -25,14 +29,37 @@ int api_not_implemented(struct req *rq, struct resp *rs)
         {"/auth", "managed auth"},
         {"/credentials", "credentials"},
         {"/credential_providers", "credential providers"},
+        {"/org/credential_providers", "credential providers"},
         {"/search", "search"},
         {"/org/audit_logs", "audit logs"},
+        {"/audit-logs", "audit logs"},
         {"/org/config", "config registry"},
+        {"/org/limits", "organization limits"},
+        {"/org/projects", "project limits"},
+    };
+    /* Sub-resources of a session: /browsers/{id}/<area>/... */
+    static const struct {
+        const char *area, *feature;
+    } areas[] = {
+        {"fs", "browser filesystem"},       {"computer", "browser computer controls"},
+        {"process", "browser processes"},   {"replays", "browser replays"},
+        {"logs", "browser logs"},           {"playwright", "browser playwright"},
+        {"curl", "browser curl"},    {"extensions", "browser extensions"},
+        {"repl", "browser repl"},           {"webmcp", "browser webmcp"},
+        {"telemetry", "browser telemetry"},
     };
     const char *feature = "this endpoint";
     for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
         if (strncmp(rq->path, features[i].prefix, strlen(features[i].prefix)) == 0)
             feature = features[i].feature;
+    if (strncmp(rq->path, "/browsers/", 10) == 0) {
+        const char *sub = strchr(rq->path + 10, '/');
+        for (size_t i = 0; sub && i < sizeof areas / sizeof areas[0]; i++) {
+            size_t n = strlen(areas[i].area);
+            if (strncmp(sub + 1, areas[i].area, n) == 0 && (sub[1 + n] == '/' || !sub[1 + n]))
+                feature = areas[i].feature;
+        }
+    }
     return err_set(&rq->err, E_NOTIMPL, "not_implemented",
                    "%s: not implemented by this server yet (%s %s)", feature, rq->method, rq->path);
 }
@@ -76,19 +103,40 @@ const struct route api_routes[] = {
     {"PATCH", "/browsers/{id}", browsers_update, KEY},
     {"DELETE", "/browsers/{id}", browsers_delete, KEY},
     {"GET", "/browser/cdp", browsers_cdp, AUTH_NONE},
-    {"GET", "/browser/webdriver", browsers_webdriver, AUTH_NONE},
+    {"GET", "/browsers/{id}/telemetry/events", telemetry_events_get, KEY},
+    {"GET", "/browsers/{id}/telemetry/stream", telemetry_stream_get, KEY},
+    {"POST", "/org/telemetry/destinations", telemetry_dest_create, ORGADM},
+    {"GET", "/org/telemetry/destinations", telemetry_dest_list, ORG},
+    {"GET", "/org/telemetry/destinations/{id}", telemetry_dest_get, ORG},
+    {"PATCH", "/org/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
+    {"DELETE", "/org/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
     /* routes: telemetry */
+    {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),
+    {"POST", "/browser_pools", pools_create, KEY},
+    {"GET", "/browser_pools", pools_list, KEY},
+    {"GET", "/browser_pools/{id}", pools_get, KEY},
+    {"PATCH", "/browser_pools/{id}", pools_update, KEY},
+    {"DELETE", "/browser_pools/{id}", pools_delete, KEY},
+    {"POST", "/browser_pools/{id}/acquire", pools_acquire, KEY},
+    {"POST", "/browser_pools/{id}/release", pools_release, KEY},
+    {"POST", "/browser_pools/{id}/flush", pools_flush, KEY},
     /* routes: pools */
-    NI("/browser_pools"),
-    NI("/browser_pools/*"),
+    {"POST", "/profiles", profiles_create, KEY},
+    {"GET", "/profiles", profiles_list, KEY},
+    {"GET", "/profiles/{id}", profiles_get, KEY},
+    {"PATCH", "/profiles/{id}", profiles_update, KEY},
+    {"DELETE", "/profiles/{id}", profiles_delete, KEY},
+    {"GET", "/profiles/{id}/download", profiles_download, KEY},
     /* routes: profiles */
-    NI("/profiles"),
-    NI("/profiles/*"),
+    {"POST", "/proxies", proxies_create, KEY},
+    {"GET", "/proxies", proxies_list, KEY},
+    {"GET", "/proxies/{id}", proxies_get, KEY},
+    {"PATCH", "/proxies/{id}", proxies_update, KEY},
+    {"DELETE", "/proxies/{id}", proxies_delete, KEY},
+    {"POST", "/proxies/{id}/check", proxies_check, KEY},
     /* routes: proxies */
-    NI("/proxies"),
-    NI("/proxies/*"),
     NI("/extensions"),
     NI("/extensions/*"),
     NI("/apps"),
@@ -104,6 +152,12 @@ const struct route api_routes[] = {
     NI("/credential_providers/*"),
     NI("/search/*"),
     NI("/org/audit_logs"),
+    NI("/audit-logs"),
+    NI("/audit-logs/*"),
+    NI("/org/credential_providers"),
+    NI("/org/credential_providers/*"),
+    NI("/org/limits"),
+    NI("/org/projects/{id}/limits"),
     NI("/org/config/*"),
 };
 

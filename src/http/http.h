@@ -16,6 +16,7 @@
 #include "core/limits.h"
 
 struct MHD_Connection;
+struct resp;
 struct route;
 
 #define RESP_MAX_HEADERS 8
@@ -37,6 +38,11 @@ struct req {
     void *auth;     /* set by the authorize hook, released by its cleanup */
     int64_t start_us;
     int status; /* the status finally sent, for the access log */
+    /* Asynchronous requests (req_suspend): */
+    void (*resume_fn)(struct req *rq, struct resp *rs); /* builds the response on resume */
+    void (*done_fn)(struct req *rq, int delivered);     /* after the exchange ended */
+    void *async_ctx;
+    int suspended;
 };
 
 /* An upgraded connection (101 Switching Protocols). */
@@ -63,6 +69,7 @@ struct resp {
     http_upgrade_fn upgrade; /* set by resp_upgrade */
     void (*upgrade_cancel)(void *ctx);
     void *upgrade_ctx;
+    struct http_stream *stream; /* set by resp_stream */
 };
 
 /* Returns 0 after filling resp, or an E_* code with req->err filled. */
@@ -95,8 +102,28 @@ struct http_server;
 int http_start(const struct http_config *cfg, struct http_server **out, struct err *e) WUR;
 /* The bound port (useful when cfg->port was 0). */
 int http_port(const struct http_server *srv);
-/* Stops accepting, lets in-flight requests finish, frees the server. */
+/* Stops accepting new connections; requests in flight and open connections
+ * (including upgraded ones) go on. Idempotent. */
+void http_quiesce(struct http_server *srv);
+/* Stops accepting, lets in-flight requests finish, frees the server. Upgraded
+ * connections must have been closed (http_upgrade_close) before. */
 void http_stop(struct http_server *srv);
+
+/* A handler returns HTTP_SUSPEND (after req_suspend) to answer later. */
+#define HTTP_SUSPEND 1
+
+/* Parks the request: no response is sent until req_resume. When resumed,
+ * resume_fn fills the response on an HTTP thread. done_fn (optional) runs once
+ * the exchange is over, with delivered = 1 when the response reached the
+ * client's socket and 0 when the client went away first, so that a handler can
+ * undo what the response announced. Returns HTTP_SUSPEND for the handler to
+ * return. */
+int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
+                void (*done_fn)(struct req *, int), void *ctx);
+/* Wakes a suspended request. Thread-safe; call exactly once. */
+void req_resume(struct req *rq);
+/* 1 when the client of a suspended request has closed its connection. */
+int req_client_gone(struct req *rq);
 
 /* Request accessors. Returned strings are borrowed for the request's life. */
 const char *req_header(struct req *rq, const char *name);
@@ -125,6 +152,29 @@ void resp_upgrade(struct resp *rs, const char *accept_key, http_upgrade_fn fn,
                   void (*cancel)(void *ctx), void *ctx);
 /* Ends an upgraded connection. Thread-safe; call exactly once. */
 void http_upgrade_close(struct http_upgrade *up);
+
+/*
+ * Streamed bodies (Server-Sent Events): a long-lived response whose bytes a
+ * producer hands over as they come, without a thread per client.
+ *
+ * read fills buf (cap bytes) and returns how many bytes it wrote (> 0); 0
+ * when nothing is ready: the connection is then parked (no thread, no
+ * polling) until http_stream_wake; or -1 to end the body. It runs on an HTTP
+ * thread and must not block for long. free_cb(ctx) runs exactly once when the
+ * response is finished, the client went away (noticed on the next write) or
+ * the server stops; from the moment free_cb starts, the producer must not call
+ * http_stream_wake again (guard both with the producer's own lock).
+ */
+struct http_stream;
+typedef long (*http_stream_read_fn)(void *ctx, char *buf, size_t cap);
+/* Answers status with a body streamed from read (chunked when the client
+ * speaks HTTP/1.1). *handle (may be NULL) receives the handle to wake the
+ * stream with; it stays valid until free_cb returns. */
+void resp_stream(struct resp *rs, int status, const char *content_type, http_stream_read_fn read,
+                 void (*free_cb)(void *ctx), void *ctx, struct http_stream **handle);
+/* Tells a parked stream that read has bytes again (any thread; cheap when
+ * the stream is not parked). */
+void http_stream_wake(struct http_stream *st);
 
 /* Sets X-Has-More / X-Next-Offset for a list page. */
 void resp_page(struct resp *rs, size_t offset, size_t count, int has_more);

@@ -9,8 +9,10 @@
  * connection alive for the next request.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,10 +25,17 @@
 #include "core/xalloc.h"
 #include "http/http.h"
 
+struct http_stream;
+
 struct http_server {
     struct MHD_Daemon *d;
     struct http_config cfg;
     int port;
+    pthread_mutex_t streams_mu;  /* guards streams and stopping */
+    struct http_stream *streams; /* every streamed response not yet freed */
+    int stopping;
+    int quiesced;
+    MHD_socket listen_fd; /* returned by MHD_quiesce_daemon, closed by http_stop */
 };
 
 /* ---- routing ---- */
@@ -195,6 +204,175 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
     u->fn(u->ctx, sock, extra, extra_len, (struct http_upgrade *)urh);
 }
 
+/* ---- asynchronous requests ---- */
+
+int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
+                void (*done_fn)(struct req *, int), void *ctx)
+{
+    rq->resume_fn = resume_fn;
+    rq->done_fn = done_fn;
+    rq->async_ctx = ctx;
+    return HTTP_SUSPEND;
+}
+
+void req_resume(struct req *rq)
+{
+    MHD_resume_connection(rq->conn);
+}
+
+int req_client_gone(struct req *rq)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return 1;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    /* 0: orderly close; an error other than "nothing to read" counts too. A
+     * client that sent more bytes (a pipelined request) is still there. */
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* ---- streamed bodies ----
+ *
+ * A stream with nothing to send suspends its connection from inside the
+ * content reader (the one place libmicrohttpd allows it besides the access
+ * handler) and is resumed by http_stream_wake. `parked` and `pending` under
+ * the stream's mutex close the race between a producer's wake and a reader
+ * that is about to park: a wake that finds the stream running leaves
+ * `pending`, and the reader reads again instead of parking. libmicrohttpd
+ * must not be stopped with suspended connections, so http_stop first ends
+ * every stream and waits for them (bounded). */
+
+struct http_stream {
+    pthread_mutex_t mu;
+    struct MHD_Connection *conn; /* set when the response is queued */
+    struct http_server *srv;
+    http_stream_read_fn read;
+    void (*free_cb)(void *ctx);
+    void *ctx;
+    int parked, pending, ended;
+    struct http_stream *next; /* srv->streams */
+};
+
+static struct http_stream *http_stream_new(http_stream_read_fn read, void (*free_cb)(void *),
+                                           void *ctx)
+{
+    struct http_stream *st = xcalloc(1, sizeof *st);
+    pthread_mutex_init(&st->mu, NULL);
+    st->read = read;
+    st->free_cb = free_cb;
+    st->ctx = ctx;
+    return st;
+}
+
+void resp_stream(struct resp *rs, int status, const char *content_type, http_stream_read_fn read,
+                 void (*free_cb)(void *ctx), void *ctx, struct http_stream **handle)
+{
+    rs->status = status;
+    json_decref(rs->json);
+    rs->json = NULL;
+    xfree(rs->text);
+    rs->text = NULL;
+    rs->content_type = content_type;
+    rs->stream = http_stream_new(read, free_cb, ctx);
+    if (handle)
+        *handle = rs->stream;
+}
+
+void http_stream_wake(struct http_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    if (st->parked) {
+        st->parked = 0;
+        MHD_resume_connection(st->conn);
+    } else {
+        st->pending = 1;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct http_stream *st = cls;
+    for (;;) {
+        pthread_mutex_lock(&st->mu);
+        st->pending = 0;
+        int stop = st->ended;
+        pthread_mutex_unlock(&st->mu);
+        if (!stop) {
+            pthread_mutex_lock(&st->srv->streams_mu);
+            stop = st->srv->stopping;
+            pthread_mutex_unlock(&st->srv->streams_mu);
+        }
+        long n = stop ? -1 : st->read(st->ctx, buf, max);
+        if (n < 0) {
+            pthread_mutex_lock(&st->mu);
+            st->ended = 1;
+            pthread_mutex_unlock(&st->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (n > 0)
+            return (ssize_t)n;
+        pthread_mutex_lock(&st->mu);
+        if (st->pending || st->ended) {
+            pthread_mutex_unlock(&st->mu);
+            continue;
+        }
+        st->parked = 1;
+        MHD_suspend_connection(st->conn);
+        pthread_mutex_unlock(&st->mu);
+        return 0;
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct http_stream *st = cls;
+    struct http_server *srv = st->srv;
+    if (st->free_cb)
+        st->free_cb(st->ctx);
+    if (srv) {
+        pthread_mutex_lock(&srv->streams_mu);
+        for (struct http_stream **p = &srv->streams; *p; p = &(*p)->next)
+            if (*p == st) {
+                *p = st->next;
+                break;
+            }
+        pthread_mutex_unlock(&srv->streams_mu);
+    }
+    pthread_mutex_destroy(&st->mu);
+    xfree(st);
+}
+
+/* Ends every stream (a parked one is resumed to notice) and waits up to
+ * 3 s for libmicrohttpd to finish them. */
+static void streams_stop(struct http_server *srv)
+{
+    pthread_mutex_lock(&srv->streams_mu);
+    srv->stopping = 1;
+    for (struct http_stream *st = srv->streams; st; st = st->next) {
+        pthread_mutex_lock(&st->mu);
+        st->ended = 1;
+        if (st->parked) {
+            st->parked = 0;
+            MHD_resume_connection(st->conn);
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    pthread_mutex_unlock(&srv->streams_mu);
+    for (int i = 0; i < 300; i++) {
+        pthread_mutex_lock(&srv->streams_mu);
+        int left = srv->streams != NULL;
+        pthread_mutex_unlock(&srv->streams_mu);
+        if (!left)
+            return;
+        usleep(10000);
+    }
+    log_warn("http: streamed responses still open at shutdown");
+}
+
 /* ---- dispatch ---- */
 
 static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struct resp *rs)
@@ -221,6 +399,19 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
         r = MHD_create_response_for_upgrade(on_upgraded, &cx->upgrade);
         xfree(body);
         body = NULL;
+    } else if (rs->stream) {
+        struct http_stream *st = rs->stream;
+        rs->stream = NULL;
+        st->conn = c;
+        st->srv = cx->srv;
+        pthread_mutex_lock(&cx->srv->streams_mu);
+        st->next = cx->srv->streams;
+        cx->srv->streams = st;
+        pthread_mutex_unlock(&cx->srv->streams_mu);
+        xfree(body);
+        body = NULL;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, st,
+                                              stream_free);
     } else {
         r = body ? MHD_create_response_from_buffer_with_free_callback(len, body, &xfree)
                  : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -253,7 +444,9 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
 }
 
-static void dispatch(struct ctx *cx, struct resp *rs)
+/* Routes and runs the handler. Returns HTTP_SUSPEND when the handler parked
+ * the request, 0 otherwise (rs then holds the response). */
+static int dispatch(struct ctx *cx, struct resp *rs)
 {
     struct req *rq = &cx->rq;
     struct http_server *srv = cx->srv;
@@ -262,7 +455,7 @@ static void dispatch(struct ctx *cx, struct resp *rs)
     if (strlen(rq->path) >= LIM_PATH_BYTES) {
         err_set(&rq->err, E_NOTFOUND, "not_found", "no such endpoint");
         error_resp(rq, rs, E_NOTFOUND);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < srv->cfg.nroutes; i++) {
         const struct route *r = &srv->cfg.routes[i];
@@ -283,14 +476,17 @@ static void dispatch(struct ctx *cx, struct resp *rs)
         else
             err_set(&rq->err, rc, "not_found", "no endpoint %s %s", rq->method, rq->path);
         error_resp(rq, rs, rc);
-        return;
+        return 0;
     }
     rq->route = found;
     int rc = srv->cfg.authorize ? srv->cfg.authorize(rq, found->flags) : 0;
     if (rc == 0)
         rc = found->fn(rq, rs);
+    if (rc == HTTP_SUSPEND)
+        return HTTP_SUSPEND;
     if (rc)
         error_resp(rq, rs, rc);
+    return 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -308,6 +504,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.auth = NULL;
         cx->rq.status = 0;
         cx->upgrade.fn = NULL;
+        cx->rq.resume_fn = NULL;
+        cx->rq.done_fn = NULL;
+        cx->rq.async_ctx = NULL;
+        cx->rq.suspended = 0;
         cx->body_cap = 0;
         cx->srv = srv;
         cx->rq.conn = c;
@@ -357,12 +557,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     struct resp rs = {0};
     rs.status = 200;
-    if (cx->rq.body_too_big) {
+    if (cx->rq.suspended) {
+        /* Resumed: the handler's continuation builds the response. */
+        cx->rq.suspended = 0;
+        cx->rq.resume_fn(&cx->rq, &rs);
+    } else if (cx->rq.body_too_big) {
         err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
                 "request body exceeds the limit of %u bytes", LIM_BODY_BYTES);
         error_resp(&cx->rq, &rs, E_TOOBIG);
-    } else {
-        dispatch(cx, &rs);
+    } else if (dispatch(cx, &rs) == HTTP_SUSPEND) {
+        cx->rq.suspended = 1;
+        MHD_suspend_connection(c);
+        return MHD_YES;
     }
     return send_resp(c, &cx->rq, &rs);
 }
@@ -378,6 +584,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int64_t us = clock_mono_us() - cx->rq.start_us;
     log_info("access %s %s %d %lldus%s", cx->rq.method, cx->rq.path, cx->rq.status, (long long)us,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (cx->rq.done_fn)
+        cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
         cx->upgrade.cancel(cx->upgrade.ctx);
     if (srv->cfg.cleanup)
@@ -404,6 +612,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     *out = NULL;
     struct http_server *srv = xcalloc(1, sizeof *srv);
     srv->cfg = *cfg;
+    pthread_mutex_init(&srv->streams_mu, NULL);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
@@ -453,13 +662,23 @@ int http_port(const struct http_server *srv)
     return srv->port;
 }
 
+void http_quiesce(struct http_server *srv)
+{
+    if (!srv || srv->quiesced)
+        return;
+    srv->listen_fd = MHD_quiesce_daemon(srv->d);
+    srv->quiesced = 1;
+}
+
 void http_stop(struct http_server *srv)
 {
     if (!srv)
         return;
-    MHD_socket s = MHD_quiesce_daemon(srv->d);
+    http_quiesce(srv);
+    streams_stop(srv);
     MHD_stop_daemon(srv->d); /* joins the workers once in-flight requests finish */
-    if (s != MHD_INVALID_SOCKET)
-        close(s);
+    if (srv->listen_fd != MHD_INVALID_SOCKET)
+        close(srv->listen_fd);
+    pthread_mutex_destroy(&srv->streams_mu);
     xfree(srv);
 }

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "proxy/cdp_client.h"
 
 #define STOP_GRACE_MS 2000
 
@@ -18,6 +19,7 @@ struct live {
     char org_id[32];
     struct chromium *browser; /* NULL once ended */
     int remove_dir;
+    int pooled;  /* a pool's browser: not counted against standalone sessions */
     int refs;    /* the manager's list holds one while listed */
     int clients; /* attached CDP clients */
     int64_t idle_since_ms;
@@ -124,6 +126,7 @@ void live_set_timeout(struct live *l, int timeout_s)
 {
     pthread_mutex_lock(&l->m->mu);
     l->timeout_s = timeout_s;
+    l->idle_since_ms = clock_now_ms();
     pthread_mutex_unlock(&l->m->mu);
 }
 
@@ -149,7 +152,7 @@ static int count_locked(struct sessmgr *m, const char *org_id)
 {
     int n = 0;
     for (struct live *l = m->head; l; l = l->next)
-        n += strcmp(l->org_id, org_id) == 0;
+        n += !l->pooled && strcmp(l->org_id, org_id) == 0;
     return n;
 }
 
@@ -188,19 +191,21 @@ void sessmgr_unreserve(struct sessmgr *m, const char *org_id)
 }
 
 void sessmgr_add(struct sessmgr *m, const char *id, const char *org_id, struct chromium *c,
-                 int timeout_s, int remove_dir)
+                 int timeout_s, int pooled)
 {
     struct live *l = xcalloc(1, sizeof *l);
     l->m = m;
     snprintf(l->id, sizeof l->id, "%s", id);
     snprintf(l->org_id, sizeof l->org_id, "%s", org_id);
     l->browser = c;
-    l->remove_dir = remove_dir;
+    l->remove_dir = 0; /* browsers.c removes folders after the modules' ending hooks */
+    l->pooled = pooled;
     l->refs = 1;
     l->timeout_s = timeout_s;
     l->idle_since_ms = clock_now_ms();
     pthread_mutex_lock(&m->mu);
-    unreserve_locked(m, org_id);
+    if (!pooled)
+        unreserve_locked(m, org_id);
     l->next = m->head;
     m->head = l;
     pthread_mutex_unlock(&m->mu);
@@ -225,10 +230,38 @@ static struct chromium *take_browser_locked(struct live *l)
     return c;
 }
 
+/*
+ * Asks Chromium to close itself over DevTools (Browser.close) and waits up to
+ * grace_ms for it to exit. A clean close is what makes the browser write its
+ * cookies and other state to the profile folder: signals to the process group
+ * kill the process that holds them before it flushes (Chromium writes cookies
+ * to disk only every 30 s otherwise). The signals of chromium_stop follow for
+ * whatever did not exit.
+ */
+static void close_gracefully(struct chromium *c, int grace_ms)
+{
+    struct err e;
+    err_init(&e);
+    struct cdp_client *cc;
+    int status;
+    if (chromium_exited(c, &status) || cdp_client_open(chromium_ws_url(c), 1000, &cc, &e) != 0)
+        return;
+    json_t *ignored = NULL;
+    int rc = cdp_client_call(cc, NULL, "Browser.close", NULL, 0, 0, &ignored, &e);
+    cdp_client_close(cc);
+    for (int waited = 0; rc == 0 && waited < grace_ms; waited += 20) {
+        if (chromium_exited(c, &status))
+            return;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static long long stop_browser(struct chromium *c, int remove_dir)
 {
     if (!c)
         return 0;
+    close_gracefully(c, STOP_GRACE_MS);
     chromium_stop(c, STOP_GRACE_MS, remove_dir);
     long long up = chromium_uptime_ms(c);
     chromium_free(c);

@@ -54,6 +54,7 @@ long long live_uptime_ms(struct live *l);
 /* CDP client bookkeeping for the idle timeout. */
 void live_client_attached(struct live *l);
 void live_client_detached(struct live *l);
+/* Sets the idle timeout (0 = none) and restarts the idle clock. */
 void live_set_timeout(struct live *l, int timeout_s);
 /* Runs fn with the browser while holding the entry's lock (e.g. resize the
  * Xvfb screen). Returns fn's result, or E_NOTFOUND if the browser ended. */
@@ -65,7 +66,8 @@ int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), 
 int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms) WUR;
 
 /* Replaces the browser of a live session (profile load restarts Chromium):
- * stops the old one and installs c. Returns E_NOTFOUND if not live. */
+ * stops the old one (gracefully) and installs c, which may be NULL while the
+ * caller prepares the next browser. Returns E_NOTFOUND if not live. */
 int sessmgr_replace(struct sessmgr *m, const char *session_id, struct chromium *c) WUR;
 
 #endif

@@ -102,8 +102,8 @@ int sq_plan_each(struct store *st_, void (*fn)(void *, const char *, const char 
 int sq_project_create(struct store *st_, struct project_rec *p);
 int sq_project_get(struct store *st_, const char *org_id, const char *id_or_name,
                    struct project_rec *out);
-int sq_project_list(struct store *st_, const char *org_id, struct page *pg,
-                    struct project_rec **rows, size_t *n);
+int sq_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                    struct page *pg, struct project_rec **rows, size_t *n);
 int sq_project_update(struct store *st_, const struct project_rec *p);
 int sq_project_delete(struct store *st_, const char *org_id, const char *id);
 int sq_key_create(struct store *st_, struct apikey_rec *k);
@@ -111,8 +111,8 @@ int sq_key_get(struct store *st_, const char *org_id, const char *id, struct api
 int sq_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
 int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
                    struct org_rec *org);
-int sq_key_list(struct store *st_, const char *org_id, struct page *pg, struct apikey_rec **rows,
-                size_t *n);
+int sq_key_list(struct store *st_, const char *org_id, const struct name_filter *f, struct page *pg,
+                struct apikey_rec **rows, size_t *n);
 int sq_key_update(struct store *st_, const struct apikey_rec *k);
 int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
                   struct apikey_rec *fresh);
@@ -128,8 +128,53 @@ int sq_session_update(struct store *st_, const struct session_rec *r);
 int sq_session_list_active(struct store *st_, struct session_rec **rows, size_t *n);
 
 /* ---- profiles (sqlite_profiles.c) ---- */
+extern const char sq_schema_profiles[];
+int sq_profile_create(struct store *st_, struct profile_rec *p);
+int sq_profile_get(struct store *st_, const char *org_id, const char *project_id,
+                   const char *id_or_name, struct profile_rec *out);
+int sq_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out);
+int sq_profile_list(struct store *st_, const char *org_id, const char *project_id,
+                    const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
+                    size_t *n);
+int sq_profile_update(struct store *st_, const struct profile_rec *p);
+int sq_profile_touch(struct store *st_, const char *id, int64_t last_used_at, int64_t updated_at);
+int sq_profile_delete(struct store *st_, const char *org_id, const char *project_id,
+                      const char *id);
 /* ---- pools (sqlite_pools.c) ---- */
+extern const char sq_schema_pools[];
+int sq_pool_insert(struct store *st_, const struct pool_rec *p);
+int sq_pool_get(struct store *st_, const char *org_id, const char *project_id,
+                const char *id_or_name, struct pool_rec *out);
+int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                 const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+int sq_pool_update(struct store *st_, const struct pool_rec *p);
+int sq_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
+/* proxies: sqlite_proxies.c */
+extern const char sq_schema_proxies[];
+int sq_proxy_insert(struct store *st_, const struct proxy_rec *r);
+int sq_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
+                 struct proxy_rec *out);
+int sq_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,
+                  size_t *n);
+int sq_proxy_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                  const char *query, struct page *pg, struct proxy_rec **rows, size_t *n);
+int sq_proxy_update(struct store *st_, const struct proxy_rec *r);
+int sq_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 /* ---- proxies (sqlite_proxies.c) ---- */
 /* ---- telemetry (sqlite_telemetry.c) ---- */
+extern const char sq_schema_telemetry[];
+int sq_telem_events_insert(struct store *st_, const char *session_id,
+                           const struct telem_event_rec *rows, size_t n);
+int sq_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,
+                         struct page *pg, struct telem_event_rec **rows, size_t *n);
+int sq_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
+int sq_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
+int sq_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d);
+int sq_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
+                     struct otlp_dest_rec *out);
+int sq_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
+                      struct otlp_dest_rec **rows, size_t *n);
+int sq_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
+int sq_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
 
 #endif

@@ -253,15 +253,18 @@ int sq_project_get(struct store *st_, const char *org_id, const char *id_or_name
     return ret;
 }
 
-int sq_project_list(struct store *st_, const char *org_id, struct page *pg,
-                    struct project_rec **rows, size_t *n)
+int sq_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                    struct page *pg, struct project_rec **rows, size_t *n)
 {
     CONN(s, c);
     sqlite3_stmt *st = NULL;
     int rc = sqx_q(c, &st,
                    "SELECT " PROJECT_COLS " FROM projects WHERE org_id = ?"
-                   " ORDER BY created_at, id LIMIT ? OFFSET ?",
-                   "sii", org_id, (int64_t)pg->limit + 1, (int64_t)pg->offset);
+                   " AND (?2 IS NULL OR name = ?2 COLLATE NOCASE)"
+                   " AND (?3 IS NULL OR instr(lower(name), lower(?3)) > 0)"
+                   " ORDER BY created_at, id LIMIT ?4 OFFSET ?5",
+                   "sssii", org_id, f ? f->name : NULL, f ? f->query : NULL, (int64_t)pg->limit + 1,
+                   (int64_t)pg->offset);
     if (rc < 0) {
         sqx_conn_put(s, c);
         return E_INTERNAL;
@@ -448,15 +451,43 @@ int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key, 
     return ret;
 }
 
-int sq_key_list(struct store *st_, const char *org_id, struct page *pg, struct apikey_rec **rows,
-                size_t *n)
+int sq_key_list(struct store *st_, const char *org_id, const struct name_filter *f, struct page *pg,
+                struct apikey_rec **rows, size_t *n)
 {
     CONN(s, c);
+    /* The ORDER BY column comes from a fixed set (never from the request's
+     * text), so the statement is one of six static strings. */
+    static const char *const sql[3][2] = {
+        {"SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY created_at, id LIMIT ?5 OFFSET ?6",
+         "SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY created_at DESC, id DESC LIMIT ?5 OFFSET ?6"},
+        {"SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY name COLLATE NOCASE, id LIMIT ?5 OFFSET ?6",
+         "SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY name COLLATE NOCASE DESC, id DESC LIMIT ?5 OFFSET ?6"},
+        {"SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY expires_at = 0, expires_at, id LIMIT ?5 OFFSET ?6",
+         "SELECT " KEY_COLS " FROM api_keys WHERE org_id = ?1 AND (?2 = 'all' OR (?2 = 'deleted')"
+         " = (deleted_at != 0)) AND (?3 IS NULL OR name = ?3 COLLATE NOCASE) AND (?4 IS NULL OR"
+         " instr(lower(name), lower(?4)) > 0 OR id = ?4 OR masked_key LIKE ?4 || '%')"
+         " ORDER BY expires_at = 0 DESC, expires_at DESC, id DESC LIMIT ?5 OFFSET ?6"},
+    };
+    int by = f && f->sort_by >= 0 && f->sort_by < 3 ? f->sort_by : 0;
     sqlite3_stmt *st = NULL;
-    int rc = sqx_q(c, &st,
-                   "SELECT " KEY_COLS " FROM api_keys WHERE org_id = ? AND deleted_at = 0"
-                   " ORDER BY created_at, id LIMIT ? OFFSET ?",
-                   "sii", org_id, (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    int rc = sqx_q(c, &st, sql[by][f && f->descending ? 1 : 0], "ssssii", org_id,
+                   f && f->status ? f->status : "active", f ? f->name : NULL, f ? f->query : NULL,
+                   (int64_t)pg->limit + 1, (int64_t)pg->offset);
     if (rc < 0) {
         sqx_conn_put(s, c);
         return E_INTERNAL;

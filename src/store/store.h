@@ -80,9 +80,81 @@ struct session_rec {
 
 void session_rec_clear(struct session_rec *s);
 
+/* A saved browser state (the archive itself lives in the data folder, see
+ * api/profiles.h). Scoped to a project; the name is unique within it. */
+struct profile_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME]; /* "" = none */
+    int64_t created_at;
+    int64_t updated_at;
+    int64_t last_used_at; /* 0 = never used by a session */
+};
+
+/* Filters of GET /profiles. */
+struct profile_filter {
+    const char *name;  /* exact name, NULL = any */
+    const char *query; /* substring of name, NULL = any */
+};
+
 /* records: profiles */
+/* A browser pool; `config` is its browser_pool_config JSON text (owned). */
+struct pool_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME]; /* "" = none */
+    char status[16];       /* active | deleted */
+    int64_t created_at;
+    char *config;
+};
+
+void pool_rec_clear(struct pool_rec *p);
 /* records: pools */
+/* A proxy of a project. Settings that need no query (protocol, bypass_hosts,
+ * config, the sealed password) live in `data`, a JSON object. */
+struct proxy_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME]; /* "" = none */
+    char type[16];         /* datacenter | isp | residential | mobile | custom */
+    char status[16];       /* "" = never checked | available | unavailable */
+    int64_t last_checked;  /* ms since epoch; 0 = never */
+    int64_t created_at;
+    char *data; /* owned JSON object text */
+};
+
+void proxy_rec_clear(struct proxy_rec *p);
+
 /* records: proxies */
+/* A persisted telemetry event (text is the event's JSON object, owned). */
+struct telem_event_rec {
+    int64_t seq;
+    int64_t ts; /* ms since epoch */
+    char category[16];
+    char *text;
+};
+/* What a telemetry event list selects. */
+struct telem_query {
+    const char *categories[16]; /* empty = every category */
+    size_t ncategories;
+    int64_t since_ms, until_ms; /* inclusive bounds on ts; 0 = open */
+    int64_t after_seq;          /* seq > after_seq */
+    int desc;                   /* newest first */
+};
+/* An organization's OTLP destination. */
+struct otlp_dest_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char name[STORE_NAME];
+    char endpoint[2048];
+    char *headers; /* owned JSON object text of string values */
+    int64_t created_at, updated_at;
+};
+void telem_event_rec_clear(struct telem_event_rec *r);
+void otlp_dest_rec_clear(struct otlp_dest_rec *d);
 /* records: telemetry */
 
 /* Filters of GET /browsers. */
@@ -92,6 +164,15 @@ struct session_filter {
     const char *tag_keys[16];
     const char *tag_values[16];
     size_t ntags;
+};
+
+/* List filters of projects and API keys (every field optional). */
+struct name_filter {
+    const char *name;   /* exact, case-insensitive */
+    const char *query;  /* case-insensitive substring */
+    const char *status; /* keys: active (default) | deleted | all */
+    int sort_by;        /* keys: 0 created_at, 1 name, 2 expires_at */
+    int descending;
 };
 
 /* A page of a list: the rows plus whether more follow. */
@@ -126,8 +207,8 @@ struct store_ops {
     /* By id, or else by exact name, within org. */
     int (*project_get)(struct store *st, const char *org_id, const char *id_or_name,
                        struct project_rec *out);
-    int (*project_list)(struct store *st, const char *org_id, struct page *pg,
-                        struct project_rec **rows, size_t *n);
+    int (*project_list)(struct store *st, const char *org_id, const struct name_filter *f,
+                        struct page *pg, struct project_rec **rows, size_t *n);
     int (*project_update)(struct store *st, const struct project_rec *p);
     /* Refuses (E_CONFLICT) to delete the org's last active project; moves the
      * org's default to the oldest remaining active project when the default is
@@ -142,8 +223,8 @@ struct store_ops {
      * authenticated request). The org's overrides are owned by *org. */
     int (*auth_lookup)(struct store *st, const char *hash, struct apikey_rec *key,
                        struct org_rec *org);
-    int (*key_list)(struct store *st, const char *org_id, struct page *pg, struct apikey_rec **rows,
-                    size_t *n);
+    int (*key_list)(struct store *st, const char *org_id, const struct name_filter *f,
+                    struct page *pg, struct apikey_rec **rows, size_t *n);
     int (*key_update)(struct store *st, const struct apikey_rec *k);
     /* Creates fresh (new) and sets old's expiry to old_expires_at, atomically. */
     int (*key_rotate)(struct store *st, const char *org_id, const char *old_id,
@@ -163,9 +244,71 @@ struct store_ops {
     /* Active sessions of every org (crash recovery at start). */
     int (*session_list_active)(struct store *st, struct session_rec **rows, size_t *n);
 
+    /* Profiles. Create fills id and times; E_CONFLICT when the project
+     * already has a profile with that (non-empty) name. */
+    int (*profile_create)(struct store *st, struct profile_rec *p);
+    /* By id, or else by exact name, within the org's project. */
+    int (*profile_get)(struct store *st, const char *org_id, const char *project_id,
+                       const char *id_or_name, struct profile_rec *out);
+    /* A profile by id alone (session hooks, outside any request). */
+    int (*profile_get_by_id)(struct store *st, const char *id, struct profile_rec *out);
+    int (*profile_list)(struct store *st, const char *org_id, const char *project_id,
+                        const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
+                        size_t *n);
+    /* Writes name and updated_at (by id). E_CONFLICT on a duplicate name. */
+    int (*profile_update)(struct store *st, const struct profile_rec *p);
+    /* Moves last_used_at and/or updated_at to the given times (0 leaves a
+     * column unchanged), without reading first. E_NOTFOUND when deleted. */
+    int (*profile_touch)(struct store *st, const char *id, int64_t last_used_at,
+                         int64_t updated_at);
+    int (*profile_delete)(struct store *st, const char *org_id, const char *project_id,
+                          const char *id);
     /* ops: profiles */
+    /* Pools. Insert/update fail with E_CONFLICT on a duplicate active name in
+     * the project. get finds active pools by id, or else by name. */
+    int (*pool_insert)(struct store *st, const struct pool_rec *p);
+    int (*pool_get)(struct store *st, const char *org_id, const char *project_id,
+                    const char *id_or_name, struct pool_rec *out);
+    int (*pool_list)(struct store *st, const char *org_id, const char *project_id, const char *name,
+                     const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+    int (*pool_update)(struct store *st, const struct pool_rec *p);
+    int (*pool_list_active)(struct store *st, struct pool_rec **rows, size_t *n);
     /* ops: pools */
+    /* Proxies. Names are not unique. get/delete/update address one proxy by
+     * id (get and delete within a project); find returns every proxy of the
+     * org whose id or name equals ref (at most 100), for session selection. */
+    int (*proxy_insert)(struct store *st, const struct proxy_rec *p);
+    int (*proxy_get)(struct store *st, const char *org_id, const char *project_id, const char *id,
+                     struct proxy_rec *out);
+    int (*proxy_find)(struct store *st, const char *org_id, const char *ref,
+                      struct proxy_rec **rows, size_t *n);
+    /* name: exact name or NULL; query: substring of the name or NULL. */
+    int (*proxy_list)(struct store *st, const char *org_id, const char *project_id,
+                      const char *name, const char *query, struct page *pg, struct proxy_rec **rows,
+                      size_t *n);
+    /* Writes name, status, last_checked and data (by id and org). */
+    int (*proxy_update)(struct store *st, const struct proxy_rec *p);
+    int (*proxy_delete)(struct store *st, const char *org_id, const char *project_id,
+                        const char *id);
     /* ops: proxies */
+    /* Telemetry events: insert n rows of one session in one transaction
+     * (an existing (session, seq) is kept); list a page; the newest seq (0
+     * when none); delete events older than before_ms. */
+    int (*telem_events_insert)(struct store *st, const char *session_id,
+                               const struct telem_event_rec *rows, size_t n);
+    int (*telem_events_list)(struct store *st, const char *session_id, const struct telem_query *q,
+                             struct page *pg, struct telem_event_rec **rows, size_t *n);
+    int (*telem_events_max_seq)(struct store *st, const char *session_id, int64_t *out);
+    int (*telem_events_purge)(struct store *st, int64_t before_ms, int64_t *deleted);
+    /* OTLP destinations: names unique per org (E_CONFLICT); get by id, or
+     * else by exact name, within org. */
+    int (*otlp_dest_create)(struct store *st, struct otlp_dest_rec *d);
+    int (*otlp_dest_get)(struct store *st, const char *org_id, const char *id_or_name,
+                         struct otlp_dest_rec *out);
+    int (*otlp_dest_list)(struct store *st, const char *org_id, struct page *pg,
+                          struct otlp_dest_rec **rows, size_t *n);
+    int (*otlp_dest_update)(struct store *st, const struct otlp_dest_rec *d);
+    int (*otlp_dest_delete)(struct store *st, const char *org_id, const char *id);
     /* ops: telemetry */
 };
 
@@ -205,9 +348,36 @@ void org_rec_clear(struct org_rec *o);
 #define store_session_list(st, ...)        ((st)->ops->session_list((st), __VA_ARGS__))
 #define store_session_update(st, ...)      ((st)->ops->session_update((st), __VA_ARGS__))
 #define store_session_list_active(st, ...) ((st)->ops->session_list_active((st), __VA_ARGS__))
+#define store_profile_create(st, ...)      ((st)->ops->profile_create((st), __VA_ARGS__))
+#define store_profile_get(st, ...)         ((st)->ops->profile_get((st), __VA_ARGS__))
+#define store_profile_get_by_id(st, ...)   ((st)->ops->profile_get_by_id((st), __VA_ARGS__))
+#define store_profile_list(st, ...)        ((st)->ops->profile_list((st), __VA_ARGS__))
+#define store_profile_update(st, ...)      ((st)->ops->profile_update((st), __VA_ARGS__))
+#define store_profile_touch(st, ...)       ((st)->ops->profile_touch((st), __VA_ARGS__))
+#define store_profile_delete(st, ...)      ((st)->ops->profile_delete((st), __VA_ARGS__))
 /* wrappers: profiles */
+#define store_pool_insert(st, ...)      ((st)->ops->pool_insert((st), __VA_ARGS__))
+#define store_pool_get(st, ...)         ((st)->ops->pool_get((st), __VA_ARGS__))
+#define store_pool_list(st, ...)        ((st)->ops->pool_list((st), __VA_ARGS__))
+#define store_pool_update(st, ...)      ((st)->ops->pool_update((st), __VA_ARGS__))
+#define store_pool_list_active(st, ...) ((st)->ops->pool_list_active((st), __VA_ARGS__))
 /* wrappers: pools */
+#define store_proxy_insert(st, ...) ((st)->ops->proxy_insert((st), __VA_ARGS__))
+#define store_proxy_get(st, ...)    ((st)->ops->proxy_get((st), __VA_ARGS__))
+#define store_proxy_find(st, ...)   ((st)->ops->proxy_find((st), __VA_ARGS__))
+#define store_proxy_list(st, ...)   ((st)->ops->proxy_list((st), __VA_ARGS__))
+#define store_proxy_update(st, ...) ((st)->ops->proxy_update((st), __VA_ARGS__))
+#define store_proxy_delete(st, ...) ((st)->ops->proxy_delete((st), __VA_ARGS__))
 /* wrappers: proxies */
+#define store_telem_events_insert(st, ...)  ((st)->ops->telem_events_insert((st), __VA_ARGS__))
+#define store_telem_events_list(st, ...)    ((st)->ops->telem_events_list((st), __VA_ARGS__))
+#define store_telem_events_max_seq(st, ...) ((st)->ops->telem_events_max_seq((st), __VA_ARGS__))
+#define store_telem_events_purge(st, ...)   ((st)->ops->telem_events_purge((st), __VA_ARGS__))
+#define store_otlp_dest_create(st, ...)     ((st)->ops->otlp_dest_create((st), __VA_ARGS__))
+#define store_otlp_dest_get(st, ...)        ((st)->ops->otlp_dest_get((st), __VA_ARGS__))
+#define store_otlp_dest_list(st, ...)       ((st)->ops->otlp_dest_list((st), __VA_ARGS__))
+#define store_otlp_dest_update(st, ...)     ((st)->ops->otlp_dest_update((st), __VA_ARGS__))
+#define store_otlp_dest_delete(st, ...)     ((st)->ops->otlp_dest_delete((st), __VA_ARGS__))
 /* wrappers: telemetry */
 #define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))

@@ -223,9 +223,36 @@ static const struct store_ops sqlite_ops = {
     .session_list = sq_session_list,
     .session_update = sq_session_update,
     .session_list_active = sq_session_list_active,
+    .profile_create = sq_profile_create,
+    .profile_get = sq_profile_get,
+    .profile_get_by_id = sq_profile_get_by_id,
+    .profile_list = sq_profile_list,
+    .profile_update = sq_profile_update,
+    .profile_touch = sq_profile_touch,
+    .profile_delete = sq_profile_delete,
     /* ops: profiles */
+    .pool_insert = sq_pool_insert,
+    .pool_get = sq_pool_get,
+    .pool_list = sq_pool_list,
+    .pool_update = sq_pool_update,
+    .pool_list_active = sq_pool_list_active,
     /* ops: pools */
+    .proxy_insert = sq_proxy_insert,
+    .proxy_get = sq_proxy_get,
+    .proxy_find = sq_proxy_find,
+    .proxy_list = sq_proxy_list,
+    .proxy_update = sq_proxy_update,
+    .proxy_delete = sq_proxy_delete,
     /* ops: proxies */
+    .telem_events_insert = sq_telem_events_insert,
+    .telem_events_list = sq_telem_events_list,
+    .telem_events_max_seq = sq_telem_events_max_seq,
+    .telem_events_purge = sq_telem_events_purge,
+    .otlp_dest_create = sq_otlp_dest_create,
+    .otlp_dest_get = sq_otlp_dest_get,
+    .otlp_dest_list = sq_otlp_dest_list,
+    .otlp_dest_update = sq_otlp_dest_update,
+    .otlp_dest_delete = sq_otlp_dest_delete,
     /* ops: telemetry */
 };
 
@@ -233,10 +260,15 @@ static const struct store_ops sqlite_ops = {
  * recorded by name in schema_migrations once applied, so resources can be
  * added in any order without renumbering. */
 static const struct sq_migration migrations[] = {
-    {"0001_tenancy", sq_schema_tenancy}, {"0002_sessions", sq_schema_sessions},
+    {"0001_tenancy", sq_schema_tenancy},
+    {"0002_sessions", sq_schema_sessions},
+    {"0003_profiles", sq_schema_profiles},
     /* migrations: profiles */
+    {"0004_pools", sq_schema_pools},
     /* migrations: pools */
+    {"0005_proxies", sq_schema_proxies},
     /* migrations: proxies */
+    {"0010_telemetry", sq_schema_telemetry},
     /* migrations: telemetry */
 };
 

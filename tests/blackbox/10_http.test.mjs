@@ -184,7 +184,7 @@ export const tests = [
         [await request(s.base, 'PATCH', '/org/entitlements', { key: s.key, body: {} }), 405],
         [await request(s.base, 'POST', '/org/projects', { key: s.key, body: {} }), 400],
         [await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'default' } }), 409],
-        [await request(s.base, 'GET', '/profiles', { key: s.key }), 501],
+        [await request(s.base, 'GET', '/apps', { key: s.key }), 501],
       ];
       for (const [r, st] of cases) checkError(r, st);
     }),
@@ -228,12 +228,9 @@ export const tests = [
     name: 'SDK endpoints not served yet -> 501 Error naming the feature after auth (401 without a key)',
     fn: () => withServer(async (s) => {
       const cases = [
-        ['GET', '/browsers/abc/fs/list', 'browser sessions'],
-        ['GET', '/browser_pools', 'browser pools'],
-        ['POST', '/browser_pools', 'browser pools'],
-        ['POST', '/browser_pools/p1/acquire', 'browser pools'],
-        ['GET', '/profiles', 'profiles'],
-        ['GET', '/proxies/x', 'proxies'],
+        ['GET', '/browsers/abc/fs/list', 'browser filesystem'],
+        ['GET', '/apps', 'apps'],
+        ['GET', '/audit-logs', 'audit logs'],
       ];
       for (const [method, path, feature] of cases) {
         const body = method === 'GET' ? undefined : {};

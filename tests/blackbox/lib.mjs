@@ -41,9 +41,20 @@ export async function startServer({ env = {}, args = [], dataDir } = {}) {
       return done;
     },
     async kill9() { return srv.stop('SIGKILL'); },
-    cleanup() { rmSync(dir, { recursive: true, force: true }); },
+    // Retries: a browser's last child may still be closing files as the server exits.
+    cleanup() { rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 }); },
   };
   return srv;
+}
+
+// A site of the test's own on 127.0.0.1 (ephemeral port). Pages may reach it
+// only when the server lists it in --allow-loopback (OPERATOR.md): pass
+// site.allow as the server's args.
+export async function startSite(handler) {
+  const srv = http.createServer(handler);
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const hostport = `127.0.0.1:${srv.address().port}`;
+  return { url: `http://${hostport}`, hostport, allow: ['--allow-loopback', hostport], close: () => srv.close() };
 }
 
 // Kills every server still running (called by the runner at exit).

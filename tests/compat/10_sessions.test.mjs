@@ -6,24 +6,30 @@ import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
-import { startServer, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError } from '../blackbox/lib.mjs';
 
 // A loopback site: / has a button that changes the heading when clicked.
-async function site() {
-  const srv = http.createServer((rq, rs) => {
+function site() {
+  return startSite((rq, rs) => {
     rs.setHeader('content-type', 'text/html');
     if (rq.url.startsWith('/other')) return rs.end('<title>other</title><h1>other page</h1>');
     rs.end(`<title>home</title><h1 id="h">before</h1>
       <button id="b" onclick="document.getElementById('h').textContent='clicked'">go</button>
       <input id="i">`);
   });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => srv.close() };
 }
 
 async function withServer(fn, opts) {
   const s = await startServer(opts);
   try { await fn(s); } finally { await s.stop(); s.cleanup(); }
+}
+
+// A server whose pages may reach a fresh loopback site (--allow-loopback).
+async function withSite(fn, opts = {}) {
+  const w = await site();
+  try {
+    await withServer((s) => fn(s, w), { ...opts, args: [...(opts.args || []), ...w.allow] });
+  } finally { w.close(); }
 }
 
 const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
@@ -79,8 +85,7 @@ export const tests = [
   {
     name: 'Playwright connectOverCDP(cdp_ws_url) opens a loopback page, clicks a button, types, reads the DOM, takes a screenshot',
     timeout: 90000,
-    fn: () => withServer(async (s) => {
-      const w = await site();
+    fn: () => withSite(async (s, w) => {
       const b = await create(s);
       const browser = await chromium.connectOverCDP(b.cdp_ws_url);
       try {
@@ -95,7 +100,6 @@ export const tests = [
         eq(png.subarray(1, 4).toString(), 'PNG');
       } finally {
         await browser.close();
-        w.close();
       }
       eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
     }),
@@ -103,8 +107,7 @@ export const tests = [
   {
     name: 'Puppeteer connect({browserWSEndpoint}) and a second client attached to the same session at once',
     timeout: 90000,
-    fn: () => withServer(async (s) => {
-      const w = await site();
+    fn: () => withSite(async (s, w) => {
       const b = await create(s);
       const pw = await chromium.connectOverCDP(b.cdp_ws_url);
       const pp = await puppeteer.connect({ browserWSEndpoint: b.cdp_ws_url, defaultViewport: null });
@@ -117,7 +120,6 @@ export const tests = [
       } finally {
         pp.disconnect();
         await pw.close();
-        w.close();
       }
       eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
     }),
@@ -125,8 +127,7 @@ export const tests = [
   {
     name: 'CDP relay: a client reconnects after a drop and finds the same browser',
     timeout: 90000,
-    fn: () => withServer(async (s) => {
-      const w = await site();
+    fn: () => withSite(async (s, w) => {
       const b = await create(s);
       let browser = await chromium.connectOverCDP(b.cdp_ws_url);
       const page = await browser.contexts()[0].newPage();
@@ -135,7 +136,7 @@ export const tests = [
       browser = await chromium.connectOverCDP(b.cdp_ws_url);
       try {
         assert(browser.contexts()[0].pages().some((p) => p.url().endsWith('/other')), 'page survived the reconnect');
-      } finally { await browser.close(); w.close(); }
+      } finally { await browser.close(); }
       eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
     }),
   },
@@ -174,8 +175,7 @@ export const tests = [
   {
     name: 'PATCH start_url navigates the page (observed over CDP); viewport resizes the window; tags replace; name "" clears and frees the name',
     timeout: 90000,
-    fn: () => withServer(async (s) => {
-      const w = await site();
+    fn: () => withSite(async (s, w) => {
       const b = await create(s, { name: 'patchme', tags: { a: '1' } });
       const browser = await chromium.connectOverCDP(b.cdp_ws_url);
       try {
@@ -197,7 +197,7 @@ export const tests = [
         const other = await create(s, { name: 'patchme' });
         eq(other.name, 'patchme', 'the old name is free again');
         eq((await api(s, 'DELETE', `/browsers/${other.session_id}`)).status, 204);
-      } finally { await browser.close(); w.close(); }
+      } finally { await browser.close(); }
       eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
     }),
   },

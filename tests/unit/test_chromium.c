@@ -704,7 +704,7 @@ static void policy_is_per_session(void **state)
     struct chromium *c[2];
     char *dirs[2];
     for (int i = 0; i < 2; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "policy%d", i);
         struct chromium_opts o = base_opts(name);
         o.policy_json = policies[i];

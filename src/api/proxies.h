@@ -1,0 +1,51 @@
+/*
+ * proxies: the /proxies resource (custom and managed proxies of a project),
+ * the server-wide egress proxy engine (proxy/egress.h) and the session module
+ * that gives every browser its own egress listener (api/session_ext.h).
+ *
+ * Passwords of custom proxies are sealed with core/secretbox under the store's
+ * meta key "secret_key" and never leave the server in a response or a log line
+ * (records show has_password). Managed types map to upstreams the operator
+ * lists in the --managed-proxies file; --default-proxy is the default stealth
+ * proxy. Design note: docs/egress-proxy.md.
+ */
+#ifndef BD_API_PROXIES_H
+#define BD_API_PROXIES_H
+
+#include "api/api.h"
+#include "http/http.h"
+#include "proxy/egress.h"
+
+/* Handlers (routes.c). */
+int proxies_create(struct req *rq, struct resp *rs);
+int proxies_get(struct req *rq, struct resp *rs);
+int proxies_list(struct req *rq, struct resp *rs);
+int proxies_update(struct req *rq, struct resp *rs);
+int proxies_delete(struct req *rq, struct resp *rs);
+int proxies_check(struct req *rq, struct resp *rs);
+
+/* Loads the secret key (made once, kept in the store), the managed-proxies
+ * file (app->cfg.managed_proxies) and the default proxy
+ * (app->cfg.default_proxy), starts the egress engine and registers the
+ * session module. Call once before browsers_recover. app is borrowed for the
+ * life of the process. Returns 0, or E_INVALID / E_INTERNAL with e filled
+ * (the server must not start). */
+int proxies_init(struct app *app, struct err *e) WUR;
+
+/* Stops the egress engine (every listener and tunnel); after sessions ended. */
+void proxies_fini(void);
+
+/* The running engine (NULL before proxies_init). */
+struct egress *proxies_egress(void);
+
+/* For pools (proxy_id of POST/PATCH /browser_pools): checks that ref is the
+ * id of a proxy of org/project and copies the id to id_out. 0, or E_NOTFOUND
+ * with code proxy_not_found. */
+int proxies_resolve_ref(const char *org_id, const char *project_id, const char *ref, char *id_out,
+                        size_t cap, struct err *e) WUR;
+
+/* Bytes a live session's pages sent and received through its egress.
+ * E_NOTFOUND when the session has no listener. */
+int proxies_session_bytes(const char *session_id, uint64_t *sent, uint64_t *received) WUR;
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * Telemetry endpoints (events list, SSE stream, OTLP destinations) and the
+ * telemetry module's part in a session's life (session_ext). See
+ * docs/telemetry.md.
+ */
+#ifndef BD_API_TELEMETRY_H
+#define BD_API_TELEMETRY_H
+
+#include "api/session_ext.h"
+#include "http/http.h"
+
+/* GET /browsers/{id}/telemetry/events: a page of the session's events
+ * (query category, order=asc|desc, since, until, limit, offset). */
+int telemetry_events_get(struct req *rq, struct resp *rs);
+/* GET /browsers/{id}/telemetry/stream: Server-Sent Events (Last-Event-ID,
+ * replay=all, category). */
+int telemetry_stream_get(struct req *rq, struct resp *rs);
+
+/* /org/telemetry/destinations CRUD (records never show header values). */
+int telemetry_dest_create(struct req *rq, struct resp *rs);
+int telemetry_dest_list(struct req *rq, struct resp *rs);
+int telemetry_dest_get(struct req *rq, struct resp *rs);
+int telemetry_dest_update(struct req *rq, struct resp *rs);
+int telemetry_dest_delete(struct req *rq, struct resp *rs);
+
+/* The session hooks; register with session_ext_register after
+ * telemetry_start. */
+extern const struct session_ext telemetry_session_ext;
+
+/* A platform event for a management action of the server on a session
+ * (name e.g. "viewport_resize", data stolen, may be NULL). */
+void telemetry_platform(const char *session_id, const char *name, json_t *data);
+
+#endif

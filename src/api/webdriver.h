@@ -1,0 +1,29 @@
+/*
+ * webdriver: the WebDriver BiDi endpoint behind webdriver_ws_url
+ * (GET /browser/webdriver?jwt=TOKEN). Each session gets, on its first BiDi
+ * connection, a ChromeDriver attached to its running Chromium
+ * (runtime/chromedriver.h); client WebSockets are relayed to that driver's
+ * BiDi socket by the CDP relay engine. The client's first session.new is
+ * answered here with the driver's session (the driver already made it).
+ * See docs/webdriver-bidi.md.
+ */
+#ifndef BD_API_WEBDRIVER_H
+#define BD_API_WEBDRIVER_H
+
+#include "api/api.h"
+
+/* Registers the module's session_ext (started: remember the session;
+ * ending: stop its driver). Call once in main.c before browsers_recover. */
+void webdriver_init(struct app *app);
+
+/* After sessmgr_stop and before relay_stop: waits for connections still in
+ * their opening exchange (at most ~1 s), then stops any driver left. */
+void webdriver_fini(void);
+
+/* GET /browser/webdriver (AUTH_NONE; the signed token is the credential):
+ * 401 for a missing, tampered or expired token (audience "webdriver"), 404
+ * when the session is deleted or ended, 400 without a WebSocket upgrade, 503
+ * when the driver cannot start; otherwise 101 and the relay. */
+int webdriver_upgrade(struct req *rq, struct resp *rs);
+
+#endif

@@ -1,0 +1,475 @@
+#include "runtime/chromedriver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "runtime/chromium.h"
+
+extern char **environ;
+
+#define START_ATTEMPTS   3
+#define POLL_STEP_MS     100
+#define HTTP_REPLY_LIMIT (1u << 20)
+
+struct chromedriver {
+    pid_t pid;
+    unsigned long long start_ticks;
+    int exited;
+    int port;
+    char prefix[24];   /* "/bd" + 16 hex digits: the --url-base */
+    char debugger[64]; /* "127.0.0.1:PORT" */
+    char *session_id;
+    char *bidi_url;
+    json_t *caps;
+};
+
+static int64_t mono_ms(void)
+{
+    return clock_mono_us() / 1000;
+}
+
+/* ---- a tiny blocking HTTP/1.1 client for the driver's loopback API ---- */
+
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, (int)left);
+        if (n > 0)
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Parses "HTTP/1.1 NNN ...\r\n...\r\n\r\nBODY": the status and where the body
+ * starts. Returns 0, or -1 when the head is incomplete or malformed. */
+static int parse_reply(const char *buf, size_t len, int *status, size_t *body_at, long *clen)
+{
+    const char *end = memmem(buf, len, "\r\n\r\n", 4);
+    if (!end || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0)
+        return -1;
+    int st = 0;
+    for (size_t i = 9; i < 12; i++) {
+        if (buf[i] < '0' || buf[i] > '9')
+            return -1;
+        st = st * 10 + (buf[i] - '0');
+    }
+    *status = st;
+    *body_at = (size_t)(end - buf) + 4;
+    *clen = -1;
+    for (const char *p = buf; p < end;) {
+        const char *nl = memmem(p, (size_t)(end - p), "\r\n", 2);
+        if (!nl)
+            nl = end;
+        if ((size_t)(nl - p) > 15 && strncasecmp(p, "Content-Length:", 15) == 0)
+            *clen = strtol(p + 15, NULL, 10);
+        p = nl + 2;
+    }
+    return 0;
+}
+
+/* METHOD path on 127.0.0.1:port with an optional JSON body. Returns 0 with
+ * the status and the parsed JSON body (*reply, new reference, NULL when the
+ * body is not JSON), or -1 when the driver did not answer in time. */
+static int http_call(int port, const char *method, const char *path, const char *body,
+                     int64_t deadline, int *status, json_t **reply)
+{
+    *reply = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = -1;
+    char *req = NULL, *buf = NULL;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0)
+            goto out;
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
+            goto out;
+    }
+    req =
+        xasprintf("%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
+                  "Content-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n\r\n%s",
+                  method, path, port, body ? strlen(body) : 0, body ? body : "");
+    size_t len = strlen(req), off = 0;
+    while (off < len) {
+        ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (wait_fd(fd, POLLOUT, deadline) != 0)
+                goto out;
+        } else {
+            goto out;
+        }
+    }
+    size_t cap = 4096, have = 0;
+    buf = xmalloc(cap + 1);
+    int st = 0;
+    size_t body_at = 0;
+    long clen = -1;
+    for (;;) {
+        if (have == cap) {
+            if (cap >= HTTP_REPLY_LIMIT)
+                goto out;
+            cap *= 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+        ssize_t n = recv(fd, buf + have, cap - have, 0);
+        if (n > 0) {
+            have += (size_t)n;
+            if (parse_reply(buf, have, &st, &body_at, &clen) == 0 && clen >= 0 &&
+                have >= body_at + (size_t)clen)
+                break;
+            continue;
+        }
+        if (n == 0)
+            break; /* Connection: close */
+        if (errno != EAGAIN && errno != EINTR)
+            goto out;
+        if (wait_fd(fd, POLLIN, deadline) != 0)
+            goto out;
+    }
+    buf[have] = '\0';
+    if (parse_reply(buf, have, &st, &body_at, &clen) != 0)
+        goto out;
+    size_t blen = have - body_at;
+    if (clen >= 0 && (size_t)clen < blen)
+        blen = (size_t)clen;
+    *status = st;
+    *reply = json_loadb(buf + body_at, blen, 0, NULL);
+    rc = 0;
+out:
+    xfree(buf);
+    xfree(req);
+    close(fd);
+    return rc;
+}
+
+/* ---- process ---- */
+
+/* A port nobody listens on right now (bind port 0, read it, close). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Forks and execs argv in a new session with default signals, stdin/stdout/
+ * stderr on /dev/null and every other descriptor closed. Returns the pid or
+ * -1 (errno-based message in e). */
+static pid_t spawn(char *const *argv, struct err *e)
+{
+    int rp[2];
+    if (pipe2(rp, O_CLOEXEC) != 0) {
+        (void)err_set(e, E_INTERNAL, "internal", "pipe: %s", strerror(errno));
+        return -1;
+    }
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) {
+        (void)err_set(e, E_INTERNAL, "internal", "open /dev/null: %s", strerror(errno));
+        close(rp[0]);
+        close(rp[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Child of a multithreaded server: async-signal-safe calls only. */
+        sigset_t none;
+        struct sigaction dfl;
+        int err_no;
+        if (setsid() < 0)
+            goto fail;
+        sigemptyset(&none);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            (void)sigaction(sig, &dfl, NULL);
+        if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+            goto fail;
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+            for (int fd = 3; fd < 65536; fd++)
+                if (fd != rp[1])
+                    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+        execve(argv[0], argv, environ);
+    fail:
+        err_no = errno;
+        (void)!write(rp[1], &err_no, sizeof err_no);
+        _exit(127);
+    }
+    int fork_errno = errno;
+    close(rp[1]);
+    close(null);
+    if (pid < 0) {
+        close(rp[0]);
+        (void)err_set(e, E_INTERNAL, "internal", "fork: %s", strerror(fork_errno));
+        return -1;
+    }
+    int child_errno = 0;
+    ssize_t n;
+    do
+        n = read(rp[0], &child_errno, sizeof child_errno);
+    while (n < 0 && errno == EINTR);
+    close(rp[0]);
+    if (n != (ssize_t)sizeof child_errno)
+        return pid; /* EOF: exec succeeded */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    (void)err_set(e, E_UNAVAIL, "unavailable", "starting %s: %s", argv[0], strerror(child_errno));
+    return -1;
+}
+
+/* Reaps the driver if it exited; kills what is left of its group. */
+static int reap_if_exited(struct chromedriver *d)
+{
+    if (d->exited)
+        return 1;
+    int st;
+    pid_t r = waitpid(d->pid, &st, WNOHANG);
+    if (r == 0)
+        return 0;
+    if (r < 0 && errno == EINTR)
+        return 0;
+    d->exited = 1; /* r == pid, or ECHILD: reaped elsewhere */
+    (void)kill(-d->pid, SIGKILL);
+    return 1;
+}
+
+int chromedriver_exited(struct chromedriver *d)
+{
+    return reap_if_exited(d);
+}
+
+void chromedriver_stop(struct chromedriver *d, int grace_ms)
+{
+    if (!d || d->pid <= 0 || reap_if_exited(d))
+        return;
+    (void)kill(-d->pid, SIGTERM);
+    int64_t deadline = mono_ms() + (grace_ms > 0 ? grace_ms : 0);
+    while (!reap_if_exited(d) && mono_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!d->exited) {
+        (void)kill(-d->pid, SIGKILL);
+        (void)kill(d->pid, SIGKILL);
+        while (waitpid(d->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        d->exited = 1;
+    }
+}
+
+void chromedriver_free(struct chromedriver *d)
+{
+    if (!d)
+        return;
+    chromedriver_stop(d, 0);
+    xfree(d->session_id);
+    xfree(d->bidi_url);
+    json_decref(d->caps);
+    xfree(d);
+}
+
+/* ---- start ---- */
+
+static int validate(const struct chromedriver_opts *o, int timeout_ms, struct err *e)
+{
+    const char *da = o->debugger_address;
+    if (!da || strncmp(da, "127.0.0.1:", 10) != 0 || strlen(da) > 20 || !da[10] ||
+        strspn(da + 10, "0123456789") != strlen(da + 10))
+        (void)err_field(e, "debugger_address", "must be 127.0.0.1:PORT");
+    if (!o->log_path || !o->log_path[0])
+        (void)err_field(e, "log_path", "is required");
+    if (timeout_ms <= 0)
+        (void)err_field(e, "timeout_ms", "must be > 0");
+    if (err_has_fields(e))
+        return err_set(e, E_INVALID, "bad_request", "invalid chromedriver options");
+    return 0;
+}
+
+/* Polls GET PREFIX/status until it says ready, the driver exits (returns 1:
+ * try another port) or the deadline passes (-1). */
+static int wait_ready(struct chromedriver *d, int64_t deadline)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/status", d->prefix);
+    while (mono_ms() < deadline) {
+        if (reap_if_exited(d))
+            return 1;
+        int st = 0;
+        json_t *r = NULL;
+        int64_t step = mono_ms() + 1000;
+        if (http_call(d->port, "GET", path, NULL, step < deadline ? step : deadline, &st, &r) ==
+                0 &&
+            st == 200) {
+            int ready = json_is_true(json_object_get(json_object_get(r, "value"), "ready"));
+            json_decref(r);
+            if (ready)
+                return 0;
+        }
+        json_decref(r);
+        struct timespec ts = {0, POLL_STEP_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* POST PREFIX/session attached to the browser; fills session_id, bidi_url,
+ * caps. */
+static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
+{
+    json_t *body = json_pack("{s:{s:{s:b,s:{s:s}}}}", "capabilities", "alwaysMatch", "webSocketUrl",
+                             1, "goog:chromeOptions", "debuggerAddress", d->debugger);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char path[64];
+    snprintf(path, sizeof path, "%s/session", d->prefix);
+    int st = 0;
+    json_t *r = NULL;
+    int rc = http_call(d->port, "POST", path, text, deadline, &st, &r);
+    xfree(text);
+    json_t *v = json_object_get(r, "value");
+    const char *sid = json_string_value(json_object_get(v, "sessionId"));
+    json_t *caps = json_object_get(v, "capabilities");
+    const char *ws = json_string_value(json_object_get(caps, "webSocketUrl"));
+    if (rc != 0 || st != 200 || !sid || !ws) {
+        const char *msg = json_string_value(json_object_get(v, "message"));
+        rc = err_set(e, E_UNAVAIL, "browser_unavailable",
+                     "chromedriver did not create a WebDriver session (HTTP %d): %.200s", st,
+                     msg  ? msg
+                     : rc ? "no answer"
+                          : "no webSocketUrl in the answer");
+        json_decref(r);
+        return rc;
+    }
+    /* The driver names itself "localhost"; use the address it listens on. */
+    const char *after = strncmp(ws, "ws://localhost:", 15) == 0 ? ws + 15 : NULL;
+    if (after)
+        d->bidi_url = xasprintf("ws://127.0.0.1:%s", after);
+    else
+        d->bidi_url = xstrdup(ws);
+    d->session_id = xstrdup(sid);
+    d->caps = json_incref(caps);
+    json_decref(r);
+    return 0;
+}
+
+int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct chromedriver **out,
+                       struct err *e)
+{
+    *out = NULL;
+    int rc = validate(o, timeout_ms, e);
+    if (rc)
+        return rc;
+    int64_t deadline = mono_ms() + timeout_ms;
+    const char *bin = o->binary ? o->binary : CHROMEDRIVER_DEFAULT_BINARY;
+    for (int attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
+        struct chromedriver *d = xcalloc(1, sizeof *d);
+        snprintf(d->debugger, sizeof d->debugger, "%s", o->debugger_address);
+        unsigned char rnd[8];
+        crypto_random(rnd, sizeof rnd);
+        int off = snprintf(d->prefix, sizeof d->prefix, "/bd");
+        for (size_t i = 0; i < sizeof rnd; i++)
+            off += snprintf(d->prefix + off, sizeof d->prefix - (size_t)off, "%02x", rnd[i]);
+        d->port = free_port();
+        if (d->port <= 0) {
+            xfree(d);
+            return err_set(e, E_INTERNAL, "internal", "no free loopback port: %s", strerror(errno));
+        }
+        char *a_port = xasprintf("--port=%d", d->port);
+        char *a_base = xasprintf("--url-base=%s", d->prefix);
+        char *a_log = xasprintf("--log-path=%s", o->log_path);
+        char *argv[] = {(char *)bin, a_port, a_base, a_log, NULL};
+        d->pid = spawn(argv, e);
+        xfree(a_port);
+        xfree(a_base);
+        xfree(a_log);
+        if (d->pid < 0) {
+            xfree(d);
+            return E_UNAVAIL;
+        }
+        d->start_ticks = chromium_proc_start_ticks(d->pid);
+        int w = wait_ready(d, deadline);
+        if (w == 0 && (rc = new_session(d, deadline, e)) == 0) {
+            log_info("chromedriver %d on 127.0.0.1:%d attached to %s (WebDriver session %s)",
+                     d->pid, d->port, d->debugger, d->session_id);
+            *out = d;
+            return 0;
+        }
+        int port = d->port;
+        chromedriver_free(d);
+        if (w == 0)
+            return rc;
+        if (w < 0)
+            return err_set(e, E_UNAVAIL, "browser_unavailable",
+                           "chromedriver did not become ready within %d ms", timeout_ms);
+        log_warn("chromedriver exited before it was ready (port %d taken?), attempt %d of %d", port,
+                 attempt, START_ATTEMPTS);
+    }
+    return err_set(e, E_UNAVAIL, "browser_unavailable",
+                   "chromedriver exited at start %d times (see its log)", START_ATTEMPTS);
+}
+
+const char *chromedriver_bidi_url(const struct chromedriver *d)
+{
+    return d->bidi_url;
+}
+
+const char *chromedriver_session_id(const struct chromedriver *d)
+{
+    return d->session_id;
+}
+
+const json_t *chromedriver_capabilities(const struct chromedriver *d)
+{
+    return d->caps;
+}
+
+const char *chromedriver_debugger_address(const struct chromedriver *d)
+{
+    return d->debugger;
+}
+
+pid_t chromedriver_pid(const struct chromedriver *d)
+{
+    return d->pid;
+}
+
+unsigned long long chromedriver_start_ticks(const struct chromedriver *d)
+{
+    return d->start_ticks;
+}
