@@ -44,7 +44,7 @@ int api_not_implemented(struct req *rq, struct resp *rs)
         {"fs", "browser filesystem"},       {"computer", "browser computer controls"},
         {"process", "browser processes"},   {"replays", "browser replays"},
         {"logs", "browser logs"},           {"playwright", "browser playwright"},
-        {"curl", "browser curl"},    {"extensions", "browser extensions"},
+        {"curl", "browser curl"},           {"extensions", "browser extensions"},
         {"repl", "browser repl"},           {"webmcp", "browser webmcp"},
         {"telemetry", "browser telemetry"},
     };
