@@ -878,14 +878,14 @@ static void cdp_message(void *ctx, const char *method, size_t len)
     struct cdp_conn *cc = ctx;
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_message)
-            (*x)->cdp_message(cc->session_id, method, len);
+            (*x)->cdp_message(cc->session_id, cc, method, len);
 }
 
 static void cdp_client_hooks(struct cdp_conn *cc, int attached)
 {
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_client)
-            (*x)->cdp_client(cc->session_id, attached);
+            (*x)->cdp_client(cc->session_id, cc, attached);
 }
 
 static void cdp_close_client(void *ctx)

@@ -55,12 +55,13 @@ struct session_ext {
     void (*ending)(struct session_ctx *sc, const char *reason);
     /* Adds the module's fields to a Browser record (live or deleted). */
     void (*render)(struct session_ctx *sc, json_t *record);
-    /* One CDP client message relayed to the browser (relay thread; must not
-     * block). session_id identifies the session. */
-    void (*cdp_message)(const char *session_id, const char *method, size_t len);
+    /* One CDP (or BiDi) client message relayed to the browser (relay thread;
+     * must not block). session_id identifies the session, conn the client
+     * connection (an opaque identity, the same in cdp_client). */
+    void (*cdp_message)(const char *session_id, const void *conn, const char *method, size_t len);
     /* A CDP client attached or detached (relay/HTTP thread). excluded: see
      * telemetry; attached=1 on attach, 0 on detach. */
-    void (*cdp_client)(const char *session_id, int attached);
+    void (*cdp_client)(const char *session_id, const void *conn, int attached);
 };
 
 /* Registers x (borrowed for the life of the process). At most 8 modules. */

@@ -528,14 +528,15 @@ static void tel_ending(struct session_ctx *sc, const char *reason)
     telemetry_session_close(sc->rec->id);
 }
 
-static void tel_cdp_message(const char *session_id, const char *method, size_t len)
+static void tel_cdp_message(const char *session_id, const void *conn, const char *method,
+                            size_t len)
 {
-    telemetry_cdp_command(session_id, method, len);
+    telemetry_cdp_command(session_id, conn, method, len);
 }
 
-static void tel_cdp_client(const char *session_id, int attached)
+static void tel_cdp_client(const char *session_id, const void *conn, int attached)
 {
-    telemetry_cdp_client(session_id, attached);
+    telemetry_cdp_client(session_id, conn, attached);
 }
 
 static const char *const create_fields[] = {"telemetry.export", NULL};

@@ -264,11 +264,11 @@ static void conn_free(struct wd_conn *c)
     xfree(c);
 }
 
-static void client_hooks(const char *session_id, int attached)
+static void client_hooks(const char *session_id, const void *conn, int attached)
 {
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_client)
-            (*x)->cdp_client(session_id, attached);
+            (*x)->cdp_client(session_id, conn, attached);
 }
 
 static void on_client_message(void *ctx, const char *method, size_t len)
@@ -276,14 +276,14 @@ static void on_client_message(void *ctx, const char *method, size_t len)
     struct wd_conn *c = ctx;
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_message)
-            (*x)->cdp_message(c->session_id, method, len);
+            (*x)->cdp_message(c->session_id, c, method, len);
 }
 
 static void on_close(void *ctx, const char *reason)
 {
     struct wd_conn *c = ctx;
     log_debug("session %s: BiDi client left (%s)", c->session_id, reason);
-    client_hooks(c->session_id, 0);
+    client_hooks(c->session_id, c, 0);
     live_client_detached(c->live);
     sessmgr_put(c->live);
     conn_free(c);
@@ -517,7 +517,7 @@ static void on_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         c->extra_len = extra_len;
     }
     live_client_attached(c->live);
-    client_hooks(c->session_id, 1);
+    client_hooks(c->session_id, c, 1);
     pthread_mutex_lock(&conn_lock);
     int stop = stopping;
     if (!stop)

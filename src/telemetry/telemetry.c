@@ -48,9 +48,10 @@ struct tsess {
     size_t ring_head, ring_n; /* oldest at ring_head */
     uint64_t excluded, commands;
     struct {
+        const void *conn; /* the client connection */
         uint64_t excluded, commands;
         int64_t at_ms;
-    } attach[MAX_CLIENTS]; /* FIFO of counters at each client's attach */
+    } attach[MAX_CLIENTS]; /* each attached client's own counters */
     size_t nclients;
     struct telem_sub *subs;
     struct otlp_target *exp;
@@ -403,31 +404,47 @@ void telemetry_session_close(const char *session_id)
 
 static const struct telem_src relay_src = {"kernel_api", "cdp_proxy", 0};
 
-void telemetry_cdp_command(const char *session_id, const char *method, size_t len)
+/* The attached client conn of s, or NULL (T.mu held). */
+static size_t client_slot(struct tsess *s, const void *conn)
+{
+    for (size_t i = 0; i < s->nclients; i++)
+        if (s->attach[i].conn == conn)
+            return i;
+    return (size_t)-1;
+}
+
+void telemetry_cdp_command(const char *session_id, const void *conn, const char *method, size_t len)
 {
     pthread_mutex_lock(&T.mu);
     struct tsess *s = find(session_id);
     if (s) {
+        size_t i = client_slot(s, conn);
         s->commands++;
+        if (i != (size_t)-1)
+            s->attach[i].commands++;
         if (method && telcfg_is_cdp_method(method)) {
-            if (telcfg_method_excluded(s->cfg, method))
+            if (telcfg_method_excluded(s->cfg, method)) {
                 s->excluded++;
-            else if ((s->mask >> TELEM_CONTROL) & 1u)
+                if (i != (size_t)-1)
+                    s->attach[i].excluded++;
+            } else if ((s->mask >> TELEM_CONTROL) & 1u) {
                 record(s, TELEM_CONTROL, "cdp_command", &relay_src,
                        json_pack("{s:s,s:I}", "method", method, "size", (json_int_t)len));
+            }
         }
     }
     pthread_mutex_unlock(&T.mu);
 }
 
-void telemetry_cdp_client(const char *session_id, int attached)
+void telemetry_cdp_client(const char *session_id, const void *conn, int attached)
 {
     pthread_mutex_lock(&T.mu);
     struct tsess *s = find(session_id);
     if (s && attached) {
         if (s->nclients < MAX_CLIENTS) {
-            s->attach[s->nclients].excluded = s->excluded;
-            s->attach[s->nclients].commands = s->commands;
+            s->attach[s->nclients].conn = conn;
+            s->attach[s->nclients].excluded = 0;
+            s->attach[s->nclients].commands = 0;
             s->attach[s->nclients].at_ms = clock_now_ms();
             s->nclients++;
         }
@@ -435,22 +452,22 @@ void telemetry_cdp_client(const char *session_id, int attached)
             record(s, TELEM_CONNECTION, "cdp_connect", &relay_src,
                    json_pack("{s:I}", "clients", (json_int_t)s->nclients));
     } else if (s) {
-        /* The relay hooks name the session, not the connection: the oldest
-         * attach is taken as the leaving client's (exact with one client). */
+        /* The leaving client's own counts: telemetry_excluded is the number
+         * of its commands the exclusion list left out of cdp_command. */
         uint64_t ex = 0, cmds = 0;
         int64_t at = clock_now_ms();
-        if (s->nclients) {
-            ex = s->attach[0].excluded;
-            cmds = s->attach[0].commands;
-            at = s->attach[0].at_ms;
-            memmove(s->attach, s->attach + 1, (s->nclients - 1) * sizeof s->attach[0]);
+        size_t i = client_slot(s, conn);
+        if (i != (size_t)-1) {
+            ex = s->attach[i].excluded;
+            cmds = s->attach[i].commands;
+            at = s->attach[i].at_ms;
+            memmove(s->attach + i, s->attach + i + 1, (s->nclients - i - 1) * sizeof s->attach[0]);
             s->nclients--;
         }
         if ((s->mask >> TELEM_CONNECTION) & 1u)
             record(s, TELEM_CONNECTION, "cdp_disconnect", &relay_src,
-                   json_pack("{s:I,s:I,s:I,s:s,s:I}", "telemetry_excluded",
-                             (json_int_t)(s->excluded - ex), "message_count",
-                             (json_int_t)(s->commands - cmds), "duration_ms",
+                   json_pack("{s:I,s:I,s:I,s:s,s:I}", "telemetry_excluded", (json_int_t)ex,
+                             "message_count", (json_int_t)cmds, "duration_ms",
                              (json_int_t)(clock_now_ms() - at), "reason", "client_close", "clients",
                              (json_int_t)s->nclients));
     }

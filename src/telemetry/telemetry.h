@@ -125,10 +125,11 @@ uint64_t telemetry_emit(const char *session_id, enum telem_cat cat, const char *
 /* A client CDP command through the relay: a cdp_command event when control is
  * on and method is a BrowserCdpCommandMethod not excluded; an excluded one
  * is counted for cdp_disconnect. method may be NULL (not a command). */
-void telemetry_cdp_command(const char *session_id, const char *method, size_t len);
+void telemetry_cdp_command(const char *session_id, const void *conn, const char *method,
+                           size_t len);
 /* A CDP client attached (1) or detached (0): cdp_connect / cdp_disconnect
  * (connection category), the latter with telemetry_excluded. */
-void telemetry_cdp_client(const char *session_id, int attached);
+void telemetry_cdp_client(const char *session_id, const void *conn, int attached);
 
 /* Waits up to timeout_ms until every event of the session emitted so far is
  * in the store. Returns 0, or -1 on timeout. */
