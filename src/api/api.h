@@ -141,6 +141,8 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
  * stay valid; clients reconnect. */
 int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
                                   const char *archive_path, struct err *e) WUR;
+/* "ws[s]://PUBLIC" + path + "?jwt=" + token, from the public URL (owned). */
+char *api_public_ws_url(const struct app *app, const char *path, const char *token);
 /* The Browser record of a session (new reference). */
 json_t *browsers_render(struct app *app, const struct session_rec *s);
 /* Ends a live session now: stops its browser, runs the modules' ending hooks

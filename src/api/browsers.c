@@ -47,6 +47,22 @@ static void session_dir(const struct app *app, const char *id, char *out, size_t
     snprintf(out, cap, "%s/sessions/%s", app->cfg.data_dir, id);
 }
 
+char *api_public_ws_url(const struct app *app, const char *path, const char *token)
+{
+    const char *pub = app->cfg.public_url;
+    const char *scheme = "ws://";
+    if (strncmp(pub, "https://", 8) == 0) {
+        scheme = "wss://";
+        pub += 8;
+    } else if (strncmp(pub, "http://", 7) == 0) {
+        pub += 7;
+    }
+    size_t n = strlen(pub);
+    while (n && pub[n - 1] == '/')
+        n--;
+    return xasprintf("%s%.*s%s?jwt=%s", scheme, (int)n, pub, path, token);
+}
+
 /* ws:// or wss:// form of the public URL plus path and a fresh token. */
 static json_t *signed_url(const struct app *app, const struct session_rec *s, const char *aud,
                           const char *path)
@@ -60,18 +76,7 @@ static json_t *signed_url(const struct app *app, const struct session_rec *s, co
     char tok[TOKEN_MAX];
     if (token_sign(app->token_key, sizeof app->token_key, &c, tok, sizeof tok) != 0)
         tok[0] = '\0';
-    const char *pub = app->cfg.public_url;
-    const char *scheme = "ws://";
-    if (strncmp(pub, "https://", 8) == 0) {
-        scheme = "wss://";
-        pub += 8;
-    } else if (strncmp(pub, "http://", 7) == 0) {
-        pub += 7;
-    }
-    size_t n = strlen(pub);
-    while (n && pub[n - 1] == '/')
-        n--;
-    char *url = xasprintf("%s%.*s%s?jwt=%s", scheme, (int)n, pub, path, tok);
+    char *url = api_public_ws_url(app, path, tok);
     json_t *v = json_string(url);
     xfree(url);
     return v;

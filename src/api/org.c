@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/xalloc.h"
+#include "domain/fields.h"
 
 int org_get_entitlements(struct req *rq, struct resp *rs)
 {
@@ -18,21 +19,10 @@ int org_get_entitlements(struct req *rq, struct resp *rs)
     return 0;
 }
 
-/* Rejects body keys outside allowed. */
+/* Rejects body keys outside allowed (the domain layer's rule). */
 static int known_fields(struct req *rq, const json_t *body, const char *const *allowed)
 {
-    int bad = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)body, k, v)
-    {
-        int ok = 0;
-        for (size_t i = 0; allowed[i]; i++)
-            ok |= strcmp(allowed[i], k) == 0;
-        if (!ok)
-            bad = err_field(&rq->err, k, "unknown field");
-    }
-    return bad ? E_INVALID : 0;
+    return fields_check_known("", body, allowed, &rq->err);
 }
 
 /* ---- projects ---- */

@@ -559,18 +559,7 @@ static void on_cancel(void *ctx)
 /* The URL the client used, as webSocketUrl of the session.new answer. */
 static char *public_ws_url(const struct app *app, const char *token)
 {
-    const char *pub = app->cfg.public_url;
-    const char *scheme = "ws://";
-    if (strncmp(pub, "https://", 8) == 0) {
-        scheme = "wss://";
-        pub += 8;
-    } else if (strncmp(pub, "http://", 7) == 0) {
-        pub += 7;
-    }
-    size_t n = strlen(pub);
-    while (n && pub[n - 1] == '/')
-        n--;
-    return xasprintf("%s%.*s/browser/webdriver?jwt=%s", scheme, (int)n, pub, token);
+    return api_public_ws_url(app, "/browser/webdriver", token);
 }
 
 int webdriver_upgrade(struct req *rq, struct resp *rs)
