@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages browserd needs, and nothing when all are present.
 set -eu
-PKGS="pkg-config gcc make clang clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
+PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb"
 missing=""
 for p in $PKGS; do
