@@ -45,6 +45,7 @@ struct wd_sess {
     char pid_path[1300];
     pthread_mutex_t lock; /* serializes starting and stopping the driver */
     int dead;             /* the session ended: never start a driver again */
+    int ended;            /* a client sent session.end (atomic; set on a relay thread) */
     struct chromedriver *drv;
     int refs; /* under reg_lock */
     struct wd_sess *next;
@@ -171,7 +172,11 @@ static int driver_ensure(struct wd_sess *s, const char *debugger, int restart,
         rc = err_set(e, E_NOTFOUND, "not_found", "browser session %s not found or ended", s->id);
         goto out;
     }
-    if (s->drv && (restart || chromedriver_exited(s->drv) ||
+    /* A client's session.end ended the driver's WebDriver session; the
+     * driver may still accept the old socket for a moment, so the flag (not a
+     * failed handshake) is what makes the next client get a fresh session. */
+    int ended = __atomic_exchange_n(&s->ended, 0, __ATOMIC_ACQ_REL);
+    if (s->drv && (restart || ended || chromedriver_exited(s->drv) ||
                    strcmp(chromedriver_debugger_address(s->drv), debugger) != 0))
         driver_drop(s);
     if (!s->drv) {
@@ -274,6 +279,13 @@ static void client_hooks(const char *session_id, const void *conn, int attached)
 static void on_client_message(void *ctx, const char *method, size_t len)
 {
     struct wd_conn *c = ctx;
+    if (method && strcmp(method, "session.end") == 0) {
+        struct wd_sess *ws = sess_get(c->session_id);
+        if (ws) {
+            __atomic_store_n(&ws->ended, 1, __ATOMIC_RELEASE);
+            sess_put(ws);
+        }
+    }
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_message)
             (*x)->cdp_message(c->session_id, c, method, len);
