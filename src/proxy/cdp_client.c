@@ -23,10 +23,8 @@
 #include "proxy/ws.h"
 
 struct cdp_client {
-    int fd;
+    struct ws_sock sock; /* the socket, and the bytes after the 101 head fed to wslay first */
     wslay_event_context_ptr ws;
-    char *extra; /* bytes after the 101 head, fed to wslay first */
-    size_t extra_len, extra_off;
     json_int_t next_id;
     json_int_t want_id; /* id being awaited, 0 = none */
     json_t *reply;      /* the awaited response, once it arrived */
@@ -37,45 +35,13 @@ static ssize_t cdp_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len,
                            void *user)
 {
     (void)flags;
-    struct cdp_client *c = user;
-    if (c->extra_off < c->extra_len) {
-        size_t n = c->extra_len - c->extra_off;
-        if (n > len)
-            n = len;
-        memcpy(buf, c->extra + c->extra_off, n);
-        c->extra_off += n;
-        return (ssize_t)n;
-    }
-    ssize_t n = recv(c->fd, buf, len, 0);
-    if (n > 0)
-        return n;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
-    else
-        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
+    return ws_sock_recv(ws, &((struct cdp_client *)user)->sock, buf, len);
 }
 
 static ssize_t cdp_send_cb(wslay_event_context_ptr ws, const uint8_t *data, size_t len, int flags,
                            void *user)
 {
-    struct cdp_client *c = user;
-    ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
-    if (n >= 0)
-        return n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
-    else
-        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
-}
-
-static int cdp_genmask_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, void *user)
-{
-    (void)ws;
-    (void)user;
-    crypto_random(buf, len);
-    return 0;
+    return ws_sock_send(ws, &((struct cdp_client *)user)->sock, data, len, flags);
 }
 
 static void cdp_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg,
@@ -104,21 +70,21 @@ static void cdp_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_m
 static const struct wslay_event_callbacks cdp_callbacks = {
     .recv_callback = cdp_recv_cb,
     .send_callback = cdp_send_cb,
-    .genmask_callback = cdp_genmask_cb,
+    .genmask_callback = ws_genmask_cb,
     .on_msg_recv_callback = cdp_msg_cb,
 };
 
 int cdp_client_open(const char *ws_url, int timeout_ms, struct cdp_client **out, struct err *e)
 {
     struct cdp_client *c = xcalloc(1, sizeof(*c));
-    int rc = ws_connect(ws_url, timeout_ms, &c->fd, &c->extra, &c->extra_len, e);
+    int rc = ws_connect(ws_url, timeout_ms, &c->sock.fd, &c->sock.extra, &c->sock.extra_len, e);
     if (rc != 0) {
         xfree(c);
         return rc;
     }
     if (wslay_event_context_client_init(&c->ws, &cdp_callbacks, c) != 0) {
-        close(c->fd);
-        xfree(c->extra);
+        close(c->sock.fd);
+        xfree(c->sock.extra);
         xfree(c);
         return err_set(e, E_INTERNAL, "internal", "cdp client: cannot create a WebSocket context");
     }
@@ -143,11 +109,11 @@ static int cdp_pump(struct cdp_client *c, int64_t deadline)
         c->broken = 1;
         return -1;
     }
-    if (c->extra_off >= c->extra_len) {
+    if (c->sock.extra_off >= c->sock.extra_len) {
         int64_t left = deadline - clock_mono_us();
         if (left <= 0)
             return -1;
-        struct pollfd pfd = {.fd = c->fd, .events = events};
+        struct pollfd pfd = {.fd = c->sock.fd, .events = events};
         int r = poll(&pfd, 1, (int)((left + 999) / 1000));
         if (r < 0 && errno != EINTR)
             c->broken = 1;
@@ -226,7 +192,7 @@ void cdp_client_close(struct cdp_client *c)
     if (!c->broken && wslay_event_queue_close(c->ws, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0) == 0)
         (void)wslay_event_send(c->ws); /* best effort: a non-blocking write */
     wslay_event_context_free(c->ws);
-    close(c->fd);
-    xfree(c->extra);
+    close(c->sock.fd);
+    xfree(c->sock.extra);
     xfree(c);
 }

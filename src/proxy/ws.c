@@ -642,3 +642,44 @@ int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t
     *fd = s;
     return 0;
 }
+
+ssize_t ws_sock_recv(wslay_event_context_ptr ws, struct ws_sock *s, uint8_t *buf, size_t len)
+{
+    if (s->extra_off < s->extra_len) {
+        size_t n = s->extra_len - s->extra_off;
+        if (n > len)
+            n = len;
+        memcpy(buf, s->extra + s->extra_off, n);
+        s->extra_off += n;
+        return (ssize_t)n;
+    }
+    ssize_t n = recv(s->fd, buf, len, 0);
+    if (n > 0)
+        return n;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
+    else
+        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
+    return -1;
+}
+
+ssize_t ws_sock_send(wslay_event_context_ptr ws, struct ws_sock *s, const uint8_t *data, size_t len,
+                     int flags)
+{
+    ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
+    else
+        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
+    return -1;
+}
+
+int ws_genmask_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, void *user)
+{
+    (void)ws;
+    (void)user;
+    crypto_random(buf, len);
+    return 0;
+}

@@ -10,6 +10,9 @@
 #define BD_PROXY_WS_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <wslay/wslay.h>
 
 #include "core/err.h"
 
@@ -56,5 +59,23 @@ int ws_parse_upgrade_response(const char *buf, size_t len, const char *expect_ac
  * non-string value and a method longer than cap - 1 bytes all count as not
  * found. One pass over the bytes, no allocation. */
 int ws_cdp_method(const char *msg, size_t len, char *out, size_t cap);
+
+/* The transport of a blocking-style WebSocket client over a socket from
+ * ws_connect, for wslay's callbacks: the server's bytes that arrived with its
+ * 101 (the leftover) are read first, then the socket. Both the server's own
+ * CDP client (cdp_client.c) and telemetry's capture connection use it. */
+struct ws_sock {
+    int fd;
+    char *extra; /* owned leftover from ws_connect */
+    size_t extra_len, extra_off;
+};
+
+/* wslay recv/send callback bodies over s (EAGAIN becomes WSLAY_ERR_WOULDBLOCK,
+ * other failures WSLAY_ERR_CALLBACK_FAILURE). */
+ssize_t ws_sock_recv(wslay_event_context_ptr ws, struct ws_sock *s, uint8_t *buf, size_t len);
+ssize_t ws_sock_send(wslay_event_context_ptr ws, struct ws_sock *s, const uint8_t *data, size_t len,
+                     int flags);
+/* A wslay genmask callback drawing masking keys from the CSPRNG. */
+int ws_genmask_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, void *user);
 
 #endif

@@ -83,10 +83,8 @@ struct capture {
     unsigned mask;
     int shot_ms;
     /* thread-local state */
-    int fd;
+    struct ws_sock sock;
     wslay_event_context_ptr ws;
-    char *extra;
-    size_t extra_len, extra_off;
     int broken;
     json_int_t next_id;
     struct pending pend[CAP_PENDING];
@@ -107,46 +105,13 @@ static int on(const struct capture *c, enum telem_cat k)
 static ssize_t recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, int flags, void *user)
 {
     (void)flags;
-    struct capture *c = user;
-    if (c->extra_off < c->extra_len) {
-        size_t n = c->extra_len - c->extra_off;
-        if (n > len)
-            n = len;
-        memcpy(buf, c->extra + c->extra_off, n);
-        c->extra_off += n;
-        return (ssize_t)n;
-    }
-    ssize_t n = recv(c->fd, buf, len, 0);
-    if (n > 0)
-        return n;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
-    else
-        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
+    return ws_sock_recv(ws, &((struct capture *)user)->sock, buf, len);
 }
 
 static ssize_t send_cb(wslay_event_context_ptr ws, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
-    (void)flags;
-    struct capture *c = user;
-    ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
-    if (n >= 0)
-        return n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-        wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
-    else
-        wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
-}
-
-static int genmask_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, void *user)
-{
-    (void)ws;
-    (void)user;
-    crypto_random(buf, len);
-    return 0;
+    return ws_sock_send(ws, &((struct capture *)user)->sock, data, len, flags);
 }
 
 /* Sends a command (params stolen, may be NULL). */
@@ -610,7 +575,7 @@ static void msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_msg_r
 static const struct wslay_event_callbacks callbacks = {
     .recv_callback = recv_cb,
     .send_callback = send_cb,
-    .genmask_callback = genmask_cb,
+    .genmask_callback = ws_genmask_cb,
     .on_msg_recv_callback = msg_cb,
 };
 
@@ -629,13 +594,13 @@ static void *run(void *arg)
     struct capture *c = arg;
     struct err e;
     err_init(&e);
-    c->fd = -1;
-    if (ws_connect(c->ws_url, 10000, &c->fd, &c->extra, &c->extra_len, &e) != 0) {
+    c->sock.fd = -1;
+    if (ws_connect(c->ws_url, 10000, &c->sock.fd, &c->sock.extra, &c->sock.extra_len, &e) != 0) {
         log_warn("telemetry %s: capture cannot connect: %s", c->session_id, e.message);
         return NULL;
     }
     if (wslay_event_context_client_init(&c->ws, &callbacks, c) != 0) {
-        close(c->fd);
+        close(c->sock.fd);
         return NULL;
     }
     wslay_event_config_set_max_recv_msg_length(c->ws, LIM_WS_MESSAGE_BYTES);
@@ -652,7 +617,8 @@ static void *run(void *arg)
         }
         if (wslay_event_send(c->ws) != 0)
             break;
-        struct pollfd pf[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->efd, .events = POLLIN}};
+        struct pollfd pf[2] = {{.fd = c->sock.fd, .events = POLLIN},
+                               {.fd = c->efd, .events = POLLIN}};
         if (wslay_event_want_write(c->ws))
             pf[0].events |= POLLOUT;
         int timeout = 1000;
@@ -660,14 +626,15 @@ static void *run(void *arg)
             int64_t left = (next_shot - now) / 1000;
             timeout = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
         }
-        if (c->extra_off < c->extra_len)
+        if (c->sock.extra_off < c->sock.extra_len)
             timeout = 0;
         int r = poll(pf, 2, timeout);
         if (r < 0 && errno != EINTR)
             break;
         if (pf[1].revents)
             break;
-        if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) || c->extra_off < c->extra_len) {
+        if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) ||
+            c->sock.extra_off < c->sock.extra_len) {
             if (wslay_event_recv(c->ws) != 0)
                 break;
         }
@@ -685,7 +652,7 @@ static void *run(void *arg)
     if (!c->broken && wslay_event_queue_close(c->ws, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0) == 0)
         (void)wslay_event_send(c->ws);
     wslay_event_context_free(c->ws);
-    close(c->fd);
+    close(c->sock.fd);
     return NULL;
 }
 
@@ -718,7 +685,7 @@ void capture_stop(struct capture *c)
         log_warn("telemetry %s: cannot signal capture", c->session_id);
     pthread_join(c->th, NULL);
     close(c->efd);
-    xfree(c->extra);
+    xfree(c->sock.extra);
     xfree(c->ws_url);
     xfree(c);
 }
