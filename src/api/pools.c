@@ -21,6 +21,7 @@
 
 #include "api/api.h"
 #include "api/org.h"
+#include "api/profiles.h"
 #include "api/proxies.h"
 #include "telemetry/telemetry.h"
 #include "api/session_ext.h"
@@ -159,9 +160,14 @@ static json_t *render_pool(const struct pool *p)
     /* Extensions are not served yet (a pool with extensions is refused), so
      * the resolved list is always empty; profile_id resolves the selector. */
     json_object_set_new(r, "extension_ids", json_array());
-    const char *pid = jsonx_str(json_object_get(p->config, "profile"), "id");
-    if (pid && *pid)
-        json_object_set_new(r, "profile_id", json_string(pid));
+    /* profile_id is the resolved id, whether the selector named an id or a
+     * name; omitted when no profile is attached (or it was deleted since). */
+    struct profile_rec pr;
+    struct err e;
+    err_init(&e);
+    json_t *sel = json_object_get(json_object_get(r, "browser_pool_config"), "profile");
+    if (sel && profiles_resolve(P.app, p->org_id, p->project_id, sel, &pr, &e) == 0)
+        json_object_set_new(r, "profile_id", json_string(pr.id));
     return r;
 }
 
@@ -594,11 +600,13 @@ static int unsupported_config(struct req *rq, const json_t *cfg)
     json_t *ext = json_object_get(cfg, "extensions");
     if (json_array_size(ext) > 0)
         return err_set(&rq->err, E_NOTIMPL, "not_implemented",
-                       "extensions: extensions are not implemented by this server yet");
+                       "extensions: extensions are not served by this server");
+    /* The profile must exist now, not only when a browser is warmed. */
     json_t *prof = json_object_get(cfg, "profile");
-    if (prof && !session_ext_claims("profile", 0))
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
-                       "profile: profiles are not implemented by this server yet");
+    struct profile_rec pr;
+    if (prof && profiles_resolve(api_app(rq), api_auth(rq)->org.id, api_auth(rq)->project.id, prof,
+                                 &pr, &rq->err) != 0)
+        return rq->err.rc;
     const char *proxy = jsonx_str(cfg, "proxy_id");
     char id[64];
     if (proxy && *proxy)

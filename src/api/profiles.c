@@ -462,12 +462,8 @@ static void hook_render(struct session_ctx *sc, json_t *record)
                         json_boolean(jsonx_bool(sc->doc, "profile_save_changes", 0)));
 }
 
-static const char *const profile_fields[] = {"profile", NULL};
-
 static const struct session_ext profiles_ext = {
     .name = "profiles",
-    .create_fields = profile_fields,
-    .update_fields = profile_fields,
     .prepare = hook_prepare,
     .update = hook_update,
     .ending = hook_ending,

@@ -744,12 +744,8 @@ static void ext_ending(struct session_ctx *sc, const char *reason)
         egress_unprotect_port(M.eg, (int)json_integer_value(dp));
 }
 
-static const char *const ext_fields[] = {"proxy", NULL};
-
 static const struct session_ext proxies_ext = {
     .name = "proxies",
-    .create_fields = ext_fields,
-    .update_fields = ext_fields,
     .prepare = ext_prepare,
     .started = ext_started,
     .update = ext_update,

@@ -22,14 +22,3 @@ const struct session_ext *const *session_ext_all(void)
 {
     return exts;
 }
-
-int session_ext_claims(const char *field, int update)
-{
-    for (size_t i = 0; i < nexts; i++) {
-        const char *const *f = update ? exts[i]->update_fields : exts[i]->create_fields;
-        for (; f && *f; f++)
-            if (strcmp(*f, field) == 0)
-                return 1;
-    }
-    return 0;
-}

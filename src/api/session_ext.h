@@ -33,12 +33,6 @@ struct session_ctx {
 
 struct session_ext {
     const char *name;
-    /* Body fields of POST /browsers this module serves (NULL-terminated; e.g.
-     * "profile"). Without a module claiming them, browsers.c answers 501 for
-     * fields it does not serve itself. */
-    const char *const *create_fields;
-    /* PATCH body fields this module serves. */
-    const char *const *update_fields;
     /* POST /browsers, after validation and before launch: resolve and check
      * the module's fields (403/404/400 via e), prepare the profile folder,
      * set launch options (opts->proxy_server, ...), store its state in doc.
@@ -68,7 +62,5 @@ struct session_ext {
 void session_ext_register(const struct session_ext *x);
 /* The registered modules, NULL-terminated. */
 const struct session_ext *const *session_ext_all(void);
-/* 1 when a registered module serves this create (or update) field. */
-int session_ext_claims(const char *field, int update);
 
 #endif

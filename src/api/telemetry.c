@@ -539,11 +539,8 @@ static void tel_cdp_client(const char *session_id, const void *conn, int attache
     telemetry_cdp_client(session_id, conn, attached);
 }
 
-static const char *const create_fields[] = {"telemetry.export", NULL};
-
 const struct session_ext telemetry_session_ext = {
     .name = "telemetry",
-    .create_fields = create_fields,
     .prepare = tel_prepare,
     .started = tel_started,
     .update = tel_update,

@@ -65,6 +65,18 @@ export const tests = [
     }),
   },
   {
+    name: 'pool record: profile_id is the resolved profile ID (the config echoes the selector as sent); an unknown profile is 404 at create',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const prof = (await api(s, 'POST', '/profiles', { name: 'pp' })).json;
+      const p = await makePool(s, { size: 1, fill_rate_per_minute: 0, profile: { name: 'pp' } });
+      eq(p.profile_id, prof.id, 'resolved from a name selector');
+      eq(p.browser_pool_config.profile, { name: 'pp' }, 'selector echoed as sent');
+      isError(await api(s, 'POST', '/browser_pools', { size: 1, profile: { name: 'nope' } }), 404);
+      eq((await api(s, 'DELETE', `/browser_pools/${p.id}`, { force: true })).status, 204);
+    }),
+  },
+  {
     name: 'filler: a pool of 3 fills to 3 at its rate; counts in GET always equal the browsers that run',
     timeout: 120000,
     fn: () => withServer(async (s) => {
