@@ -51,6 +51,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbrowserd.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS) -lcmocka
 
+# Benchmark programs: linked like the unit tests, without cmocka.
+$(BUILD)/bench/egress: bench/egress.c $(BUILD)/libbrowserd.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS)
+
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
 
 deps:
@@ -79,7 +85,7 @@ check-banned:
 	@sh scripts/banned.sh
 
 format:
-	clang-format -i $$(find src tests/unit fuzz -name '*.[ch]')
+	clang-format -i $$(find src tests/unit fuzz bench -name '*.[ch]')
 
 # libFuzzer targets: built with clang, instrumented, linked against an
 # instrumented copy of the library in build/fuzz.
@@ -99,7 +105,7 @@ fuzz: deps fuzz-build
 	  build/fuzz/bin/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    build/fuzz/corpus/$$n fuzz/corpus/$$n || exit 1; done
 
-bench: deps all
+bench: deps all $(BUILD)/bench/egress
 	@sh bench/run.sh $(BUILD)
 
 clean:

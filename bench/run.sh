@@ -74,4 +74,6 @@ wait "$pid" 2>/dev/null
 pid=""
 echo >>"$out"
 BROWSERD_BIN="$BIN" node bench/sessions.mjs >>"$out"
+echo >>"$out"
+"$BUILD/bench/egress" >>"$out"
 cat "$out"

@@ -4,7 +4,7 @@
 set -u
 bad=0
 pat='\b(sprintf|vsprintf|strcpy|strcat|strncpy|strtok|atoi|atol|gets|alloca)[[:space:]]*\('
-if grep -rnE "$pat" src tests/unit fuzz --include='*.c' --include='*.h'; then
+if grep -rnE "$pat" src tests/unit fuzz bench --include='*.c' --include='*.h'; then
     echo "banned: the calls above are not allowed (use snprintf, memcpy with lengths, strtol)"
     bad=1
 fi

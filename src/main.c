@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,6 +194,20 @@ static int load_token_key(struct app *app)
     return 0;
 }
 
+/* Every tunnel of the egress proxy holds six descriptors (two sockets, two
+ * pipes), every browser a few more: lift the soft limit to the hard one. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        log_info("open files limit raised from %llu to %llu", (unsigned long long)was,
+                 (unsigned long long)rl.rlim_max);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     struct app app;
@@ -272,6 +287,7 @@ static int cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
 
     /* Modules that take part in sessions register here (api/session_ext.h),
      * before recovery, so that their ending hooks run for recovered sessions. */

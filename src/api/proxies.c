@@ -738,6 +738,12 @@ static int ext_update(struct session_ctx *sc, const char *ws, struct err *e)
 static void ext_ending(struct session_ctx *sc, const char *reason)
 {
     (void)reason;
+    /* The session's egress traffic, for usage accounting (not yet part of
+     * BrowserUsage, which has uptime_ms only). */
+    uint64_t sent = 0, received = 0;
+    if (egress_bytes(M.eg, sc->rec->id, &sent, &received) == 0)
+        log_info("session %s: egress sent %llu bytes, received %llu bytes", sc->rec->id,
+                 (unsigned long long)sent, (unsigned long long)received);
     egress_close(M.eg, sc->rec->id);
     json_t *dp = json_object_get(sc->doc, "devtools_port");
     if (json_is_integer(dp))

@@ -15,8 +15,11 @@
  * the one connected to (no DNS rebinding window). Design note:
  * docs/egress-proxy.md.
  *
- * Threading: one acceptor thread for every listener, one thread per proxied
- * connection (blocking I/O, poll-based splice). Every function is
+ * Threading: a few epoll worker threads (one per core, at most 4) hold every
+ * listener and every connection as a non-blocking state machine; tunnels
+ * move bytes with splice(2) through a pipe per direction, so payload never
+ * crosses user space. Lookups that may block (DNS names, the resolve hook
+ * of a proxy) run on a small pool of lookup threads. Every function is
  * thread-safe.
  */
 #ifndef BD_PROXY_EGRESS_H
@@ -113,7 +116,19 @@ struct egress_request {
  * fuzz/fuzz_egress_head.c. */
 int egress_parse_request(const char *head, size_t len, struct egress_request *out) WUR;
 
-/* ---- the engine ---- */
+/* Lower-cases host, strips IPv6 brackets and trailing dots, into out (cap
+ * bytes, truncated). Pure. */
+void egress_host_norm(const char *host, char *out, size_t cap);
+
+/* Parses "host:port" or "[v6]:port" (n bytes; port dflt when absent, 0 =
+ * required) into host (cap bytes) and *port. 0, or -1 when malformed. Pure. */
+int egress_parse_authority(const char *s, size_t n, char *host, size_t cap, int *port, int dflt);
+
+/* Splits "HOST[:PORT]" or "[V6][:PORT]" (a bare IPv6 literal is all host)
+ * into the normalized host (cap bytes) and *port (0 = none). 0 or -1. */
+int egress_split_hostport(const char *s, char *host, size_t cap, int *port);
+
+/* ---- the engine (egress_engine.c) ---- */
 
 /* An upstream proxy as the resolve hook returns it. */
 struct egress_upstream {
@@ -143,11 +158,13 @@ struct egress_config {
     int (*resolve)(void *ctx, const char *org_id, const char *project_id, const char *ref,
                    struct egress_upstream *out);
     void *ctx;
+    /* Worker threads; 0 = one per core, at most 4. */
+    int workers;
 };
 
 struct egress;
 
-/* Parses the config and starts the acceptor thread. E_INVALID when
+/* Parses the config and starts the worker threads. E_INVALID when
  * allow_loopback or host_rules cannot be parsed. */
 int egress_start(const struct egress_config *cfg, struct egress **out, struct err *e) WUR;
 /* Closes every listener and connection, waits for the threads; accepts NULL. */
@@ -193,11 +210,5 @@ void egress_unprotect_port(struct egress *eg, int port);
  * check of the proxy address). */
 int egress_probe(struct egress *eg, const struct egress_upstream *up, const char *url,
                  int timeout_ms, struct err *e) WUR;
-
-/* Benchmark hook: connect latency and throughput of nbytes through the
- * session-less tunnel path versus direct, to a loopback sink the function
- * runs itself. Fills microseconds and MB/s. 0 or E_INTERNAL. */
-int egress_bench(size_t nbytes, double *direct_connect_us, double *proxied_connect_us,
-                 double *direct_mbps, double *proxied_mbps) WUR;
 
 #endif

@@ -231,6 +231,14 @@ export const tests = [
       assert(u1.log.some((x) => x.target.startsWith('a.test:') && x.auth && x.auth.startsWith('Basic ')), 'through the selected proxy, with Basic auth');
       isError(await api(s, 'POST', '/browsers', { headless: true, proxy: { id: 'nosuchproxy' } }), 404, 'proxy_not_found');
       for (const b of [plain, st, stDirect, sel]) await api(s, 'DELETE', `/browsers/${b.session_id}`);
+      // item 6: bytes sent and received are counted per session (logged when it ends).
+      let m = null;
+      for (let i = 0; i < 50 && !m; i++) {
+        m = new RegExp(`session ${plain.session_id}: egress sent (\\d+) bytes, received (\\d+) bytes`).exec(s.log);
+        if (!m) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert(m, 'the ended session logs its egress byte counts');
+      assert(Number(m[1]) > 0 && Number(m[2]) > 0, `the page's request and answer were counted: ${m[0]}`);
     }),
   },
   {

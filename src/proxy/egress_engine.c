@@ -1,0 +1,1882 @@
+/*
+ * egress engine: listeners, workers, isolation and upstream proxies (see
+ * egress.h and docs/egress-proxy.md).
+ *
+ * Life of a connection (struct econn, owned by the worker whose epoll holds
+ * its session's listener):
+ *   HEAD     read the request head (at most EGRESS_HEAD_MAX bytes, 30 s);
+ *   LOOKUP   decide and resolve on a lookup thread when that may block (a
+ *            DNS name, a proxy's record); a direct decision for a literal or
+ *            test-mapped address skips it;
+ *   CONNECT  non-blocking connect to each checked address in turn (10 s each);
+ *   UPHEAD   through an upstream proxy: send CONNECT (+ Basic auth), read its
+ *            answer (30 s);
+ *   RELAY    answer the browser, then move bytes both ways with splice(2)
+ *            through one pipe per direction until both directions ended or
+ *            either side fails.
+ * Plain HTTP requests are rewritten to origin form with "Connection: close",
+ * so every proxied HTTP request has its own connection and its own decision.
+ *
+ * Sockets are non-blocking and registered edge-triggered once; an event on a
+ * socket pumps the direction that reads from it or writes to it until it
+ * would block (or its fair share is used: then it is pumped again after the
+ * batch).
+ *
+ * Locking: eg->mu guards the session list, each session's top-level egress,
+ * connection lists, reference counts, the protected ports and c->dfd. Other
+ * threads touch a connection only with shutdown(2) under eg->mu (switch,
+ * close); its worker sees the hang-up. Only the worker closes a connection's
+ * descriptors, after unlinking it under eg->mu; it frees the connection after
+ * the current batch of events, which may still name it.
+ */
+#include "proxy/egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/xalloc.h"
+
+#define EGRESS_HEAD_MAX      (16 * 1024) /* request or upstream response head */
+#define EGRESS_CONNECT_MS    10000       /* TCP connect, per address */
+#define EGRESS_HEAD_MS       30000       /* time a client or upstream has to send its head */
+#define EGRESS_LOCALS_TTL_MS 5000        /* how long the host's interface addresses are cached */
+#define EGRESS_WORKERS_MAX   4
+#define EGRESS_LOOKUPS_MAX   16        /* lookup threads, started on demand */
+#define EGRESS_ADDRS_MAX     8         /* resolved addresses tried per connection */
+#define EGRESS_CHUNK         (1 << 20) /* most bytes one splice asks for */
+#define EGRESS_PUMP_ROUNDS   16        /* pipe fills per direction per turn */
+#define EGRESS_SCAN_MS       1000      /* deadline granularity */
+
+static const char EST[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+/* -------------------------------------------------------------- the state */
+
+enum cstate { C_HEAD, C_LOOKUP, C_CONNECT, C_UPHEAD, C_RELAY, C_DEAD };
+
+/* One direction of a tunnel: pre (a head, bytes read during setup) goes to
+ * `to` first, then whatever `from` sends, through the pipe. */
+struct dir {
+    int from, to;
+    int pr, pw;
+    size_t inpipe;
+    char *pre;
+    size_t prelen, preoff, skip; /* the first skip bytes of pre are not payload */
+    int eof, done;               /* from ended; to shut down for writing */
+    uint64_t *count;
+};
+
+struct eaddr {
+    socklen_t len;
+    struct sockaddr_storage sa;
+};
+
+struct worker;
+
+struct econn {
+    struct worker *w;
+    struct esess *s;
+    enum cstate st;
+    int cfd, dfd;
+    int uses_top;
+    int hup;      /* the browser side hung up while LOOKUP ran */
+    int in_setup; /* on w->setup */
+    int again;    /* on w->again */
+    int64_t deadline;
+    char *buf; /* the request head and any bytes after it */
+    size_t len, hl;
+    struct egress_request rq;
+    char hn[300]; /* the normalized host */
+    /* the plan */
+    int rc;
+    const char *why;
+    struct egress_decision d;
+    int via_proxy;
+    struct eaddr *addrs;
+    int naddr, ai;
+    char *uphead; /* CONNECT for the upstream (holds credentials: wiped) */
+    size_t uplen, upoff;
+    char *resp; /* the upstream's answer */
+    size_t resplen;
+    struct dir up, down;         /* browser -> destination, destination -> browser */
+    struct econn *next;          /* the session's list (eg->mu) */
+    struct econn *sprev, *snext; /* w->setup */
+    struct econn *qnext;         /* lookup queue, w->done, w->grave */
+    struct econn *anext;         /* w->again */
+};
+
+struct esess {
+    char id[64], org[32], project[32];
+    int lfd, port;
+    struct worker *w; /* whose epoll holds the listener */
+    struct netcfg *nc;
+    struct egress_top top;
+    int routes_on;           /* proxy_routes apply (after setup) */
+    uint64_t sent, received; /* __atomic */
+    int refs;                /* the session list + one per connection */
+    int closed;
+    struct econn *conns;
+    struct esess *next;
+};
+
+struct worker {
+    struct egress *eg;
+    pthread_t t;
+    int epfd, evfd;
+    int quit; /* __atomic */
+    pthread_mutex_t qmu;
+    struct econn *done; /* lookups finished (qmu) */
+    struct econn *setup, *grave, *again;
+    int64_t next_scan;
+};
+
+struct allow_ent {
+    int fam;
+    uint8_t addr[16];
+    int port;
+};
+
+struct host_rule {
+    char *pattern; /* fnmatch pattern, lower case */
+    char *target;  /* numeric address; NULL = EXCLUDE */
+};
+
+struct port_ref {
+    int port, count;
+};
+
+struct egress {
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    int nconns;
+    int stopping;
+    struct esess *sessions;
+    struct worker *w;
+    int nw, next_w;
+    /* lookup threads */
+    pthread_mutex_t lkmu;
+    pthread_cond_t lkcv;
+    struct econn *lkq, **lkq_tail;
+    pthread_t lkt[EGRESS_LOOKUPS_MAX];
+    int nlk, lkidle, lkstop;
+    /* configuration */
+    struct allow_ent *allow;
+    size_t nallow;
+    struct host_rule *rules;
+    size_t nrules;
+    struct port_ref *ports;
+    size_t nports;
+    const int *server_port;
+    int (*resolve)(void *, const char *, const char *, const char *, struct egress_upstream *);
+    void *ctx;
+    /* The host's own addresses, refreshed every EGRESS_LOCALS_TTL_MS. */
+    pthread_mutex_t lmu;
+    struct allow_ent *locals;
+    size_t nlocals;
+    int64_t locals_at;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int sa_bytes(const struct sockaddr *sa, int *fam, uint8_t out[16], int *port)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        *fam = 4;
+        memcpy(out, &s4->sin_addr, 4);
+        if (port)
+            *port = ntohs(s4->sin_port);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        *fam = 6;
+        memcpy(out, &s6->sin6_addr, 16);
+        if (port)
+            *port = ntohs(s6->sin6_port);
+        return 0;
+    }
+    return -1;
+}
+
+/* Same address, IPv4-mapped IPv6 compared as IPv4. */
+static int addr_eq(int fa, const uint8_t *a, int fb, const uint8_t *b)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (fa == 6 && memcmp(a, mapped, 12) == 0) {
+        fa = 4;
+        a += 12;
+    }
+    if (fb == 6 && memcmp(b, mapped, 12) == 0) {
+        fb = 4;
+        b += 12;
+    }
+    return fa == fb && memcmp(a, b, fa == 4 ? 4 : 16) == 0;
+}
+
+static void refresh_locals(struct egress *eg)
+{
+    pthread_mutex_lock(&eg->lmu);
+    int64_t now = mono_ms();
+    if (eg->locals && now - eg->locals_at < EGRESS_LOCALS_TTL_MS) {
+        pthread_mutex_unlock(&eg->lmu);
+        return;
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) == 0) {
+        size_t n = 0;
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            n++;
+        xfree(eg->locals);
+        eg->locals = xcalloc(n + 1, sizeof *eg->locals);
+        eg->nlocals = 0;
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+            struct allow_ent *a = &eg->locals[eg->nlocals];
+            if (i->ifa_addr && sa_bytes(i->ifa_addr, &a->fam, a->addr, NULL) == 0)
+                eg->nlocals++;
+        }
+        freeifaddrs(ifs);
+        eg->locals_at = now;
+    }
+    pthread_mutex_unlock(&eg->lmu);
+}
+
+static int is_local_addr(struct egress *eg, int fam, const uint8_t *a)
+{
+    refresh_locals(eg);
+    pthread_mutex_lock(&eg->lmu);
+    int hit = 0;
+    for (size_t i = 0; i < eg->nlocals && !hit; i++)
+        hit = addr_eq(eg->locals[i].fam, eg->locals[i].addr, fam, a);
+    pthread_mutex_unlock(&eg->lmu);
+    return hit;
+}
+
+/* A port that stays unreachable on local addresses even when listed. */
+static int port_protected(struct egress *eg, int port)
+{
+    int sp = eg->server_port ? __atomic_load_n(eg->server_port, __ATOMIC_RELAXED) : 0;
+    if (sp > 0 && port == sp)
+        return 1;
+    int hit = 0;
+    pthread_mutex_lock(&eg->mu);
+    for (size_t i = 0; i < eg->nports && !hit; i++)
+        hit = eg->ports[i].port == port && eg->ports[i].count > 0;
+    for (struct esess *s = eg->sessions; s && !hit; s = s->next)
+        hit = s->port == port;
+    pthread_mutex_unlock(&eg->mu);
+    return hit;
+}
+
+/* The isolation rule for one resolved destination. Returns NULL when a page
+ * may connect there, else the reason. */
+static const char *addr_refused(struct egress *eg, int fam, const uint8_t *a, int port)
+{
+    enum egress_addr_class cls = egress_addr_classify(fam, a);
+    if (cls == EGRESS_ADDR_PUBLIC && !is_local_addr(eg, fam, a))
+        return NULL;
+    if (port_protected(eg, port))
+        return "a port of this server (API, egress proxy or DevTools)";
+    for (size_t i = 0; i < eg->nallow; i++)
+        if (eg->allow[i].port == port && addr_eq(eg->allow[i].fam, eg->allow[i].addr, fam, a))
+            return NULL;
+    switch (cls) {
+    case EGRESS_ADDR_METADATA:
+        return "a cloud metadata address";
+    case EGRESS_ADDR_LINKLOCAL:
+        return "a link-local address";
+    case EGRESS_ADDR_UNSPEC:
+        return "an unspecified address";
+    default:
+        return "a loopback or host address not in --allow-loopback";
+    }
+}
+
+/* ---- config parsing ---- */
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    return s;
+}
+
+static int parse_allow(struct egress *eg, const char *list, struct err *e)
+{
+    if (!list || !*list)
+        return 0;
+    char *copy = xstrdup(list), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *t = trim(tok);
+        if (!*t)
+            continue;
+        char host[300];
+        int port;
+        if (egress_split_hostport(t, host, sizeof host, &port) != 0 || port == 0) {
+            rc = err_set(e, E_INVALID, "bad_request", "--allow-loopback: %s is not HOST:PORT", t);
+            break;
+        }
+        struct allow_ent a = {.port = port};
+        if (inet_pton(AF_INET, host, a.addr) == 1 || inet_pton(AF_INET6, host, a.addr) == 1) {
+            a.fam = strchr(host, ':') ? 6 : 4;
+            eg->allow = xrealloc(eg->allow, (eg->nallow + 1) * sizeof *eg->allow);
+            eg->allow[eg->nallow++] = a;
+            continue;
+        }
+        /* A name (localhost, a developer's app name): every address it
+         * resolves to now, at start. */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(strcmp(host, "localhost") == 0 ? "localhost" : host, NULL, &hints, &res) !=
+                0 ||
+            !res) {
+            rc = err_set(e, E_INVALID, "bad_request", "--allow-loopback: %s does not resolve", t);
+            break;
+        }
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+            if (sa_bytes(ai->ai_addr, &a.fam, a.addr, NULL) != 0)
+                continue;
+            eg->allow = xrealloc(eg->allow, (eg->nallow + 1) * sizeof *eg->allow);
+            eg->allow[eg->nallow++] = a;
+        }
+        freeaddrinfo(res);
+        if (rc)
+            break;
+    }
+    xfree(copy);
+    return rc;
+}
+
+/* Chromium's --host-resolver-rules subset: "MAP pattern address" and
+ * "EXCLUDE pattern", comma-separated. */
+static int parse_rules(struct egress *eg, const char *rules, struct err *e)
+{
+    if (!rules || !*rules)
+        return 0;
+    char *copy = xstrdup(rules), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *t = trim(tok), *s2 = NULL;
+        char *verb = strtok_r(t, " \t", &s2), *pat = strtok_r(NULL, " \t", &s2);
+        char *target = strtok_r(NULL, " \t", &s2);
+        if (!verb)
+            continue;
+        struct host_rule r = {0};
+        if (strcasecmp(verb, "MAP") == 0 && pat && target) {
+            char tgt[300];
+            int port;
+            uint8_t tmp[16];
+            if (egress_split_hostport(target, tgt, sizeof tgt, &port) != 0 ||
+                (inet_pton(AF_INET, tgt, tmp) != 1 && inet_pton(AF_INET6, tgt, tmp) != 1)) {
+                rc =
+                    err_set(e, E_INVALID, "bad_request",
+                            "host rules: MAP %s %s: the target must be an IP address", pat, target);
+                break;
+            }
+            r.target = xstrdup(tgt);
+        } else if (strcasecmp(verb, "EXCLUDE") != 0 || !pat) {
+            rc = err_set(e, E_INVALID, "bad_request", "host rules: cannot read \"%s\"", t);
+            break;
+        }
+        char lower[300];
+        egress_host_norm(pat, lower, sizeof lower);
+        r.pattern = xstrdup(lower);
+        eg->rules = xrealloc(eg->rules, (eg->nrules + 1) * sizeof *eg->rules);
+        eg->rules[eg->nrules++] = r;
+    }
+    xfree(copy);
+    return rc;
+}
+
+/* The test-mode mapping of a hostname, or NULL. */
+static const char *rule_for(const struct egress *eg, const char *host)
+{
+    char h[300];
+    egress_host_norm(host, h, sizeof h);
+    for (size_t i = 0; i < eg->nrules; i++)
+        if (fnmatch(eg->rules[i].pattern, h, 0) == 0)
+            return eg->rules[i].target;
+    return NULL;
+}
+
+/* ---- socket helpers ---- */
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Connects to sa within timeout_ms; returns a blocking socket or -1. */
+static int connect_timeout(const struct sockaddr *sa, socklen_t len, int timeout_ms)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    int rc = connect(fd, sa, len);
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t el = sizeof err;
+        do
+            rc = poll(&p, 1, timeout_ms);
+        while (rc < 0 && errno == EINTR);
+        if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+            rc = 0;
+        else
+            rc = -1;
+    }
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* Reads a head ending in CRLFCRLF into buf (cap bytes); *len is what was
+ * read, *head_len the head's length. -1 on EOF, error, timeout or overflow. */
+static int read_head(int fd, char *buf, size_t cap, size_t *len, size_t *head_len, int timeout_ms)
+{
+    *len = 0;
+    int64_t end = mono_ms() + timeout_ms;
+    while (*len < cap - 1) {
+        int left = (int)(end - mono_ms());
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) != 1)
+            return -1;
+        ssize_t r = recv(fd, buf + *len, cap - 1 - *len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        *len += (size_t)r;
+        buf[*len] = '\0';
+        char *h = strstr(buf, "\r\n\r\n");
+        if (h) {
+            *head_len = (size_t)(h - buf) + 4;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void reply(int fd, int status, const char *reason, const char *why)
+{
+    char body[512], msg[1024];
+    int bn = snprintf(body, sizeof body, "browserd egress: %s\n", why);
+    if (bn < 0 || (size_t)bn >= sizeof body)
+        bn = (int)strlen(body);
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                     "Connection: close\r\nX-Browserd-Egress: refused\r\n\r\n%s",
+                     status, reason, bn, body);
+    if (n > 0 && (size_t)n < sizeof msg)
+        (void)write_all(fd, msg, (size_t)n);
+}
+
+static void b64(const char *in, char *out, size_t cap)
+{
+    size_t n = strlen(in);
+    if (4 * ((n + 2) / 3) + 1 > cap) {
+        out[0] = '\0';
+        return;
+    }
+    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+}
+
+/* host:port as a request target (IPv6 bracketed). */
+static void authority(const char *host, int port, char *out, size_t cap)
+{
+    char h[300];
+    egress_host_norm(host, h, sizeof h);
+    if (strchr(h, ':'))
+        snprintf(out, cap, "[%s]:%d", h, port);
+    else
+        snprintf(out, cap, "%s:%d", h, port);
+}
+
+/* ---- destinations ---- */
+
+/* A numeric address (no lookup) with port; 0 or -1. */
+static int numeric_addr(const char *host, int port, struct eaddr *out)
+{
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&out->sa;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->sa;
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        out->len = sizeof *s4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        out->len = sizeof *s6;
+        return 0;
+    }
+    return -1;
+}
+
+/* Resolves host (test rules first; may block on DNS) and keeps the
+ * addresses the isolation rule allows (every one when !check). 0 with
+ * *addrs (owned) and *n >= 1; E_FORBIDDEN (why set) when every address is
+ * refused; E_UNAVAIL when the name does not resolve. */
+static int resolve_checked(struct egress *eg, const char *host, int port, int check,
+                           struct eaddr **addrs, int *n, const char **why)
+{
+    char h[300];
+    egress_host_norm(host, h, sizeof h);
+    const char *mapped = eg ? rule_for(eg, h) : NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *res = NULL;
+    *addrs = NULL;
+    *n = 0;
+    if (getaddrinfo(mapped ? mapped : h, ps, &hints, &res) != 0 || !res) {
+        *why = "the name does not resolve";
+        return E_UNAVAIL;
+    }
+    struct eaddr *out = xcalloc(EGRESS_ADDRS_MAX, sizeof *out);
+    int k = 0, refused = 0;
+    for (struct addrinfo *ai = res; ai && k < EGRESS_ADDRS_MAX; ai = ai->ai_next) {
+        int fam, p;
+        uint8_t a[16];
+        if (sa_bytes(ai->ai_addr, &fam, a, &p) != 0 || ai->ai_addrlen > sizeof out[k].sa)
+            continue;
+        const char *r = check && eg ? addr_refused(eg, fam, a, port) : NULL;
+        if (r) {
+            refused = 1;
+            *why = r;
+            continue;
+        }
+        memcpy(&out[k].sa, ai->ai_addr, ai->ai_addrlen);
+        out[k].len = ai->ai_addrlen;
+        k++;
+    }
+    freeaddrinfo(res);
+    if (k == 0) {
+        xfree(out);
+        if (!refused)
+            *why = "the name has no usable address";
+        return refused ? E_FORBIDDEN : E_UNAVAIL;
+    }
+    *addrs = out;
+    *n = k;
+    return 0;
+}
+
+/* The CONNECT request for an upstream (with Basic auth when it has
+ * credentials); owned, holds the password: wipe before freeing. */
+static char *upstream_head(const struct egress_upstream *up, const char *host, int port,
+                           size_t *len)
+{
+    char auth[300];
+    authority(host, port, auth, sizeof auth);
+    size_t cap = 2048;
+    char *head = xmalloc(cap);
+    int n;
+    if (up->userpass && *up->userpass) {
+        char enc[1400];
+        b64(up->userpass, enc, sizeof enc);
+        n = snprintf(head, cap,
+                     "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n",
+                     auth, auth, enc);
+        OPENSSL_cleanse(enc, sizeof enc);
+    } else {
+        n = snprintf(head, cap, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", auth, auth);
+    }
+    *len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    return head;
+}
+
+static void wipe_free(char *p, size_t n)
+{
+    if (p) {
+        OPENSSL_cleanse(p, n);
+        xfree(p);
+    }
+}
+
+/* Reads the upstream's answer to CONNECT from buf (a complete head of hl
+ * bytes). NULL when it opened the tunnel, else why not. */
+static const char *upstream_refusal(const char *buf)
+{
+    int status = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+        return "the upstream proxy did not answer CONNECT";
+    if (status == 407)
+        return "the upstream proxy refused the credentials (407)";
+    if (status < 200 || status > 299)
+        return "the upstream proxy refused the tunnel";
+    return NULL;
+}
+
+/* ---- sessions ---- */
+
+static struct esess *find_locked(struct egress *eg, const char *id)
+{
+    for (struct esess *s = eg->sessions; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+static void sess_unref_locked(struct esess *s)
+{
+    if (--s->refs > 0)
+        return;
+    netcfg_free(s->nc);
+    xfree(s);
+}
+
+/* ---- the decision of one connection ---- */
+
+/* Upstreams looked up while deciding one connection (the resolve hook may
+ * read the store: lookup threads only). */
+struct bypass_cache {
+    struct egress *eg;
+    struct esess *s;
+    struct {
+        char ref[EGRESS_REF_MAX + 1];
+        int rc;
+        struct egress_upstream up;
+    } ent[2];
+    int n;
+};
+
+static struct egress_upstream *cache_get(struct bypass_cache *bc, const char *ref, int *rc)
+{
+    for (int i = 0; i < bc->n; i++)
+        if (strcmp(bc->ent[i].ref, ref) == 0) {
+            *rc = bc->ent[i].rc;
+            return &bc->ent[i].up;
+        }
+    if (bc->n == 2) {
+        *rc = E_INTERNAL;
+        return NULL;
+    }
+    int i = bc->n++;
+    snprintf(bc->ent[i].ref, sizeof bc->ent[i].ref, "%s", ref);
+    memset(&bc->ent[i].up, 0, sizeof bc->ent[i].up);
+    bc->ent[i].rc = bc->eg->resolve ? bc->eg->resolve(bc->eg->ctx, bc->s->org, bc->s->project, ref,
+                                                      &bc->ent[i].up)
+                                    : E_NOTFOUND;
+    *rc = bc->ent[i].rc;
+    return &bc->ent[i].up;
+}
+
+static int bypass_cb(void *ctx, const char *ref, const char *host, int port)
+{
+    int rc;
+    struct egress_upstream *u = cache_get(ctx, ref, &rc);
+    return u && rc == 0 && egress_bypass_match(u->bypass, host, port);
+}
+
+/* The bypass hook of the worker's fast path: it only notes that a proxy's
+ * bypass_hosts would be needed (then the decision moves to a lookup thread). */
+static int bypass_note(void *ctx, const char *ref, const char *host, int port)
+{
+    (void)ref;
+    (void)host;
+    (void)port;
+    *(int *)ctx = 1;
+    return 0;
+}
+
+static const char *reason_name(enum egress_reason r)
+{
+    switch (r) {
+    case EGRESS_R_PRIVATE:
+        return "private_hosts";
+    case EGRESS_R_ROUTE:
+        return "proxy route";
+    case EGRESS_R_ROUTE_BYPASS:
+        return "route proxy bypass_hosts";
+    case EGRESS_R_TOP_BYPASS:
+        return "proxy bypass_hosts";
+    default:
+        return "top-level";
+    }
+}
+
+/* egress_decide with the session's current state. A connection the top-level
+ * selection carries is marked so that a switch closes it; a switch that
+ * happened while deciding is decided again. */
+static void decide(struct egress *eg, struct econn *c, egress_bypass_fn bypass, void *ctx)
+{
+    struct esess *s = c->s;
+    pthread_mutex_lock(&eg->mu);
+    struct egress_top top = s->top;
+    int routes_on = s->routes_on;
+    pthread_mutex_unlock(&eg->mu);
+    egress_decide(s->nc, routes_on, &top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
+    if (c->d.reason == EGRESS_R_TOP || c->d.reason == EGRESS_R_TOP_BYPASS) {
+        pthread_mutex_lock(&eg->mu);
+        c->uses_top = 1;
+        int changed = memcmp(&top, &s->top, sizeof top) != 0;
+        top = s->top;
+        pthread_mutex_unlock(&eg->mu);
+        if (changed)
+            egress_decide(s->nc, routes_on, &top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
+    }
+}
+
+/* The worker's fast path: a direct decision to a literal (or test-mapped)
+ * address needs no lookup. 0 when the plan is made (c->rc says how), -1 when
+ * it needs a lookup thread. */
+static int plan_fast(struct egress *eg, struct econn *c)
+{
+    int noted = 0;
+    decide(eg, c, bypass_note, &noted);
+    if (noted || c->d.kind != EGRESS_DIRECT)
+        return -1;
+    const char *mapped = rule_for(eg, c->hn);
+    struct eaddr a;
+    if (numeric_addr(mapped ? mapped : c->hn, c->rq.port, &a) != 0)
+        return -1;
+    int fam, p;
+    uint8_t raw[16];
+    if (sa_bytes((struct sockaddr *)&a.sa, &fam, raw, &p) != 0)
+        return -1;
+    const char *why = addr_refused(eg, fam, raw, c->rq.port);
+    if (why) {
+        c->rc = E_FORBIDDEN;
+        c->why = why;
+        return 0;
+    }
+    c->addrs = xmalloc(sizeof *c->addrs);
+    c->addrs[0] = a;
+    c->naddr = 1;
+    return 0;
+}
+
+/* The full plan, on a lookup thread: the decision with the proxies' records,
+ * the destination's or the upstream's checked addresses. */
+static void plan_slow(struct egress *eg, struct econn *c)
+{
+    struct bypass_cache bc = {.eg = eg, .s = c->s};
+    decide(eg, c, bypass_cb, &bc);
+    const char *why = NULL;
+    int rc;
+    if (c->d.kind == EGRESS_PROXY) {
+        /* Literal addresses and localhost names are refused before they are
+         * handed to an upstream, which might sit on this host. */
+        uint8_t lit[16];
+        int litfam = inet_pton(AF_INET, c->hn, lit) == 1    ? 4
+                     : inet_pton(AF_INET6, c->hn, lit) == 1 ? 6
+                                                            : 0;
+        size_t hnl = strlen(c->hn);
+        if (litfam && egress_addr_classify(litfam, lit) != EGRESS_ADDR_PUBLIC)
+            why = addr_refused(eg, litfam, lit, c->rq.port);
+        else if (strcmp(c->hn, "localhost") == 0 ||
+                 (hnl > 10 && strcmp(c->hn + hnl - 10, ".localhost") == 0))
+            why = "a loopback name";
+        int urc;
+        struct egress_upstream *up = why ? NULL : cache_get(&bc, c->d.proxy_ref, &urc);
+        if (why) {
+            rc = E_FORBIDDEN;
+        } else if (!up || urc != 0) {
+            why = "the selected proxy is not available (fail closed)";
+            rc = E_UNAVAIL;
+        } else if (up->tls) {
+            why = "https upstream proxies are not supported by this server (TLS to the proxy)";
+            rc = E_UNAVAIL;
+        } else {
+            rc = resolve_checked(eg, up->host, up->port, up->check_address, &c->addrs, &c->naddr,
+                                 &why);
+            if (rc) {
+                why = rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
+                                        : "the upstream proxy does not answer";
+                rc = E_UNAVAIL;
+            } else {
+                c->via_proxy = 1;
+                c->uphead = upstream_head(up, c->hn, c->rq.port, &c->uplen);
+            }
+        }
+    } else {
+        rc = resolve_checked(eg, c->hn, c->rq.port, 1, &c->addrs, &c->naddr, &why);
+    }
+    for (int i = 0; i < bc.n; i++)
+        egress_upstream_clear(&bc.ent[i].up);
+    c->rc = rc;
+    c->why = why;
+}
+
+/* The request head of a plain HTTP request, rewritten to origin form with
+ * hop-by-hop and proxy headers removed and "Connection: close". */
+static char *rewrite_head(const char *method, const char *path, const char *head, size_t hl,
+                          size_t *out_len)
+{
+    size_t cap = hl + strlen(path) + 64;
+    char *out = xmalloc(cap);
+    int n = snprintf(out, cap, "%s %s HTTP/1.1\r\n", method, path);
+    size_t len = n > 0 ? (size_t)n : 0;
+    const char *p = strstr(head, "\r\n");
+    p = p ? p + 2 : head + hl;
+    while (p < head + hl - 2) {
+        const char *eol = strstr(p, "\r\n");
+        if (!eol)
+            break;
+        size_t ln = (size_t)(eol - p);
+        static const char *const drop[] = {
+            "proxy-connection:", "proxy-authorization:", "connection:", "keep-alive:", NULL};
+        int skip = 0;
+        for (size_t k = 0; drop[k] && !skip; k++)
+            skip = ln >= strlen(drop[k]) && strncasecmp(p, drop[k], strlen(drop[k])) == 0;
+        if (!skip && len + ln + 2 < cap) {
+            memcpy(out + len, p, ln);
+            memcpy(out + len + ln, "\r\n", 2);
+            len += ln + 2;
+        }
+        p = eol + 2;
+    }
+    static const char tail[] = "Connection: close\r\n\r\n";
+    if (len + sizeof tail > cap)
+        out = xrealloc(out, len + sizeof tail);
+    memcpy(out + len, tail, sizeof tail - 1);
+    *out_len = len + sizeof tail - 1;
+    return out;
+}
+
+/* ---- workers ---- */
+
+/* epoll tags in the low bits of the data word (pointers are 16-aligned). */
+enum { T_CFD = 0, T_DFD = 1, T_LISTEN = 2, T_WAKE = 3 };
+
+static uint64_t tag(void *p, int t)
+{
+    return (uint64_t)(uintptr_t)p | (uint64_t)t;
+}
+
+static int ep_add(int epfd, int fd, uint32_t events, uint64_t data)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = data};
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+#define CONN_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+
+static void setup_add(struct worker *w, struct econn *c)
+{
+    c->in_setup = 1;
+    c->sprev = NULL;
+    c->snext = w->setup;
+    if (w->setup)
+        w->setup->sprev = c;
+    w->setup = c;
+}
+
+static void setup_del(struct worker *w, struct econn *c)
+{
+    if (!c->in_setup)
+        return;
+    if (c->sprev)
+        c->sprev->snext = c->snext;
+    else
+        w->setup = c->snext;
+    if (c->snext)
+        c->snext->sprev = c->sprev;
+    c->in_setup = 0;
+}
+
+static void conn_free(struct econn *c)
+{
+    wipe_free(c->uphead, c->uplen);
+    xfree(c->buf);
+    xfree(c->resp);
+    xfree(c->addrs);
+    xfree(c->up.pre);
+    xfree(c->down.pre);
+    xfree(c);
+}
+
+/* Ends a connection: unlinks it, closes its descriptors; freed after the
+ * batch. Not for connections a lookup thread holds (C_LOOKUP). */
+static void conn_end(struct worker *w, struct econn *c)
+{
+    if (c->st == C_DEAD)
+        return;
+    setup_del(w, c);
+    c->st = C_DEAD;
+    struct egress *eg = w->eg;
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = c->s;
+    for (struct econn **pp = &s->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    int dfd = c->dfd;
+    c->dfd = -1;
+    c->s = NULL;
+    sess_unref_locked(s);
+    if (--eg->nconns == 0)
+        pthread_cond_broadcast(&eg->idle);
+    pthread_mutex_unlock(&eg->mu);
+    close(c->cfd);
+    if (dfd >= 0)
+        close(dfd);
+    int fds[4] = {c->up.pr, c->up.pw, c->down.pr, c->down.pw};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    c->qnext = w->grave;
+    w->grave = c;
+}
+
+/* Answers the browser with a refusal and ends the connection. */
+static void conn_refuse(struct worker *w, struct econn *c)
+{
+    const char *id = c->s->id;
+    if (c->rc == E_FORBIDDEN)
+        log_info("egress %s: refused %s:%d: %s", id, c->hn, c->rq.port, c->why);
+    else
+        log_debug("egress %s: %s %s:%d -> %s (%s): failed: %s", id, c->rq.method, c->hn, c->rq.port,
+                  c->d.kind == EGRESS_PROXY ? c->d.proxy_ref : "direct", reason_name(c->d.reason),
+                  c->why);
+    reply(c->cfd, c->rc == E_FORBIDDEN ? 403 : 502,
+          c->rc == E_FORBIDDEN ? "Forbidden" : "Bad Gateway", c->why ? c->why : "failed");
+    conn_end(w, c);
+}
+
+/* Moves bytes one way until it would block, the fair share is used (1,
+ * pump again later) or it fails (-1). */
+static int pump(struct dir *d)
+{
+    for (int rounds = 0;;) {
+        ssize_t n;
+        if (d->preoff < d->prelen) {
+            n = send(d->to, d->pre + d->preoff, d->prelen - d->preoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                size_t from = d->preoff, to = d->preoff + (size_t)n;
+                if (to > d->skip)
+                    __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
+                                       __ATOMIC_RELAXED);
+                d->preoff = to;
+                continue;
+            }
+        } else if (d->inpipe) {
+            n = splice(d->pr, NULL, d->to, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                d->inpipe -= (size_t)n;
+                __atomic_add_fetch(d->count, (uint64_t)n, __ATOMIC_RELAXED);
+                continue;
+            }
+        } else if (d->eof) {
+            if (!d->done) {
+                shutdown(d->to, SHUT_WR);
+                d->done = 1;
+            }
+            return 0;
+        } else {
+            if (rounds++ == EGRESS_PUMP_ROUNDS)
+                return 1;
+            /* The pipe is made when the first bytes are due (many tunnels
+             * never carry any, and the answer goes out sooner). */
+            int p[2];
+            if (d->pw < 0) {
+                if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) {
+                    log_warn("egress: cannot make a pipe: %s", strerror(errno));
+                    return -1;
+                }
+                d->pr = p[0];
+                d->pw = p[1];
+            }
+            n = splice(d->from, NULL, d->pw, NULL, EGRESS_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                d->inpipe = (size_t)n;
+                continue;
+            }
+            if (n == 0) {
+                d->eof = 1;
+                continue;
+            }
+        }
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN ? 0 : -1;
+    }
+}
+
+static void relay(struct worker *w, struct econn *c, int up, int down)
+{
+    int b = down ? pump(&c->down) : 0;
+    int a = up && b >= 0 ? pump(&c->up) : 0;
+    if (a < 0 || b < 0 || (c->up.done && c->down.done)) {
+        conn_end(w, c);
+        return;
+    }
+    if ((a > 0 || b > 0) && !c->again) {
+        c->again = 1;
+        c->anext = w->again;
+        w->again = c;
+    }
+}
+
+/* The tunnel is open: answer the browser and start relaying. */
+static void established(struct worker *w, struct econn *c)
+{
+    struct egress *eg = w->eg;
+    struct esess *s = c->s;
+    log_debug("egress %s: %s %s:%d -> %s (%s)", s->id, c->rq.method, c->hn, c->rq.port,
+              c->d.kind == EGRESS_PROXY ? c->d.proxy_ref : "direct", reason_name(c->d.reason));
+    pthread_mutex_lock(&eg->mu);
+    int closing = s->closed;
+    pthread_mutex_unlock(&eg->mu);
+    if (closing) {
+        conn_end(w, c);
+        return;
+    }
+
+    setup_del(w, c);
+    c->st = C_RELAY;
+    wipe_free(c->uphead, c->uplen);
+    c->uphead = NULL;
+    xfree(c->addrs);
+    c->addrs = NULL;
+    /* Browser -> destination: the rewritten head of a plain request, then
+     * whatever the browser sent after its head. */
+    struct dir *u = &c->up, *d = &c->down;
+    *u = (struct dir){.from = c->cfd, .to = c->dfd, .pr = -1, .pw = -1, .count = &s->sent};
+    *d = (struct dir){.from = c->dfd, .to = c->cfd, .pr = -1, .pw = -1, .count = &s->received};
+    size_t rest = c->len - c->hl, head = 0;
+    char *nh = NULL;
+    if (!c->rq.is_connect)
+        nh = rewrite_head(c->rq.method, c->rq.path, c->buf, c->hl, &head);
+    if (head + rest) {
+        u->pre = xmalloc(head + rest);
+        if (head)
+            memcpy(u->pre, nh, head);
+        memcpy(u->pre + head, c->buf + c->hl, rest);
+        u->prelen = head + rest;
+    }
+    xfree(nh);
+    xfree(c->buf);
+    c->buf = NULL;
+    /* Destination -> browser: "200 Connection established" for CONNECT,
+     * then what the upstream sent after its own answer. */
+    size_t est = c->rq.is_connect ? sizeof EST - 1 : 0, extra = c->resplen;
+    if (est + extra) {
+        d->pre = xmalloc(est + extra);
+        memcpy(d->pre, EST, est);
+        if (extra)
+            memcpy(d->pre + est, c->resp, extra);
+        d->prelen = est + extra;
+        d->skip = est;
+    }
+    xfree(c->resp);
+    c->resp = NULL;
+    relay(w, c, 1, 1);
+}
+
+static void start_connect(struct worker *w, struct econn *c);
+static void connect_event(struct worker *w, struct econn *c, uint32_t ev);
+
+/* Gives up the current address and tries the next one. */
+static void next_address(struct worker *w, struct econn *c)
+{
+    pthread_mutex_lock(&w->eg->mu);
+    int fd = c->dfd;
+    c->dfd = -1;
+    pthread_mutex_unlock(&w->eg->mu);
+    if (fd >= 0)
+        close(fd);
+    c->ai++;
+    start_connect(w, c);
+}
+
+/* Connects (non-blocking) to the next planned address, or refuses. */
+static void start_connect(struct worker *w, struct econn *c)
+{
+    struct egress *eg = w->eg;
+    if (c->rc) {
+        conn_refuse(w, c);
+        return;
+    }
+    for (; c->ai < c->naddr; c->ai++) {
+        const struct eaddr *a = &c->addrs[c->ai];
+        int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (connect(fd, (const struct sockaddr *)&a->sa, a->len) != 0 && errno != EINPROGRESS) {
+            close(fd);
+            continue;
+        }
+        pthread_mutex_lock(&eg->mu);
+        c->dfd = fd;
+        int closing = c->s->closed;
+        pthread_mutex_unlock(&eg->mu);
+        if (closing || ep_add(w->epfd, fd, CONN_EVENTS, tag(c, T_DFD)) != 0) {
+            conn_end(w, c);
+            return;
+        }
+        c->st = C_CONNECT;
+        c->deadline = mono_ms() + EGRESS_CONNECT_MS;
+        /* A loopback or LAN handshake is usually complete already: go on
+         * now rather than after one more turn of the loop. */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, 0) == 1)
+            connect_event(w, c, (uint32_t)p.revents);
+        return;
+    }
+    c->rc = E_UNAVAIL;
+    c->why = c->via_proxy ? "the upstream proxy does not answer"
+                          : "the destination did not accept the connection";
+    conn_refuse(w, c);
+}
+
+/* Through an upstream: sends CONNECT, reads the answer. */
+static void uphead_io(struct worker *w, struct econn *c)
+{
+    while (c->upoff < c->uplen) {
+        ssize_t n =
+            send(c->dfd, c->uphead + c->upoff, c->uplen - c->upoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->upoff += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        goto fail;
+    }
+    if (!c->resp)
+        c->resp = xmalloc(EGRESS_HEAD_MAX);
+    for (;;) {
+        if (c->resplen >= EGRESS_HEAD_MAX - 1)
+            goto fail;
+        ssize_t n = recv(c->dfd, c->resp + c->resplen, EGRESS_HEAD_MAX - 1 - c->resplen, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0)
+            goto fail;
+        size_t from = c->resplen > 3 ? c->resplen - 3 : 0;
+        c->resplen += (size_t)n;
+        c->resp[c->resplen] = '\0';
+        char *h = memmem(c->resp + from, c->resplen - from, "\r\n\r\n", 4);
+        if (!h)
+            continue;
+        size_t hl = (size_t)(h - c->resp) + 4;
+        const char *why = upstream_refusal(c->resp);
+        if (why) {
+            c->rc = E_UNAVAIL;
+            c->why = why;
+            conn_refuse(w, c);
+            return;
+        }
+        c->resplen -= hl;
+        memmove(c->resp, c->resp + hl, c->resplen);
+        established(w, c);
+        return;
+    }
+fail:
+    c->rc = E_UNAVAIL;
+    c->why = "the upstream proxy did not answer CONNECT";
+    conn_refuse(w, c);
+}
+
+static void connect_event(struct worker *w, struct econn *c, uint32_t ev)
+{
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(c->dfd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        err = errno;
+    if (err || (ev & (EPOLLERR | EPOLLHUP))) {
+        next_address(w, c);
+        return;
+    }
+    if (!(ev & EPOLLOUT))
+        return;
+    if (c->via_proxy) {
+        c->st = C_UPHEAD;
+        c->deadline = mono_ms() + EGRESS_HEAD_MS;
+        uphead_io(w, c);
+    } else {
+        established(w, c);
+    }
+}
+
+/* A lookup thread: plans queued connections and hands them back to their
+ * workers. */
+static void *lookup_main(void *arg)
+{
+    struct egress *eg = arg;
+    pthread_mutex_lock(&eg->lkmu);
+    for (;;) {
+        while (!eg->lkq && !eg->lkstop) {
+            eg->lkidle++;
+            pthread_cond_wait(&eg->lkcv, &eg->lkmu);
+            eg->lkidle--;
+        }
+        struct econn *c = eg->lkq;
+        if (!c)
+            break;
+        eg->lkq = c->qnext;
+        if (!eg->lkq)
+            eg->lkq_tail = &eg->lkq;
+        pthread_mutex_unlock(&eg->lkmu);
+        plan_slow(eg, c);
+        struct worker *w = c->w;
+        pthread_mutex_lock(&w->qmu);
+        c->qnext = w->done;
+        w->done = c;
+        pthread_mutex_unlock(&w->qmu);
+        uint64_t one = 1;
+        if (write(w->evfd, &one, sizeof one) < 0)
+            log_warn("egress: cannot wake a worker");
+        pthread_mutex_lock(&eg->lkmu);
+    }
+    pthread_mutex_unlock(&eg->lkmu);
+    return NULL;
+}
+
+/* The request head is complete: parse it and plan. */
+static void head_done(struct worker *w, struct econn *c)
+{
+    struct egress *eg = w->eg;
+    if (egress_parse_request(c->buf, c->hl, &c->rq) != 0) {
+        reply(c->cfd, 400, "Bad Request", "this proxy takes CONNECT or absolute http:// requests");
+        conn_end(w, c);
+        return;
+    }
+    egress_host_norm(c->rq.host, c->hn, sizeof c->hn);
+    if (plan_fast(eg, c) == 0) {
+        start_connect(w, c);
+        return;
+    }
+    c->st = C_LOOKUP;
+    c->deadline = INT64_MAX;
+    pthread_mutex_lock(&eg->lkmu);
+    c->qnext = NULL;
+    *eg->lkq_tail = c;
+    eg->lkq_tail = &c->qnext;
+    if (eg->lkidle == 0 && eg->nlk < EGRESS_LOOKUPS_MAX) {
+        if (pthread_create(&eg->lkt[eg->nlk], NULL, lookup_main, eg) == 0)
+            pthread_setname_np(eg->lkt[eg->nlk++], "egress-lookup");
+        else if (eg->nlk == 0)
+            log_warn("egress: cannot start a lookup thread");
+    }
+    pthread_cond_signal(&eg->lkcv);
+    pthread_mutex_unlock(&eg->lkmu);
+}
+
+static void head_read(struct worker *w, struct econn *c)
+{
+    if (!c->buf)
+        c->buf = xmalloc(EGRESS_HEAD_MAX);
+    for (;;) {
+        if (c->len >= EGRESS_HEAD_MAX - 1) {
+            reply(c->cfd, 400, "Bad Request", "the request head is too large");
+            conn_end(w, c);
+            return;
+        }
+        ssize_t n = recv(c->cfd, c->buf + c->len, EGRESS_HEAD_MAX - 1 - c->len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            conn_end(w, c);
+            return;
+        }
+        size_t from = c->len > 3 ? c->len - 3 : 0;
+        c->len += (size_t)n;
+        c->buf[c->len] = '\0';
+        char *h = memmem(c->buf + from, c->len - from, "\r\n\r\n", 4);
+        if (h) {
+            c->hl = (size_t)(h - c->buf) + 4;
+            head_done(w, c);
+            return;
+        }
+    }
+}
+
+static void conn_event(struct worker *w, struct econn *c, int is_d, uint32_t ev)
+{
+    int hup = (ev & (EPOLLHUP | EPOLLERR)) != 0;
+    int rd = (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    int wr = (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0;
+    switch (c->st) {
+    case C_HEAD:
+        if (!is_d)
+            head_read(w, c);
+        break;
+    case C_LOOKUP:
+        if (!is_d && hup)
+            c->hup = 1;
+        break;
+    case C_CONNECT:
+        if (is_d)
+            connect_event(w, c, ev);
+        else if (hup)
+            conn_end(w, c);
+        break;
+    case C_UPHEAD:
+        if (is_d)
+            uphead_io(w, c);
+        else if (hup)
+            conn_end(w, c);
+        break;
+    case C_RELAY:
+        /* reads from this socket: up from the browser, down from the
+         * destination; writes to it: the other direction. */
+        relay(w, c, is_d ? wr : rd, is_d ? rd : wr);
+        if (c->st == C_RELAY && (ev & EPOLLERR))
+            conn_end(w, c);
+        break;
+    case C_DEAD:
+        break;
+    }
+}
+
+static void accept_on(struct worker *w, struct esess *target)
+{
+    struct egress *eg = w->eg;
+    struct econn *fresh = NULL;
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = eg->sessions;
+    while (s && s != target)
+        s = s->next;
+    for (int k = 0; s && !s->closed && !eg->stopping && k < 64; k++) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            break;
+        struct econn *c = xcalloc(1, sizeof *c);
+        c->w = w;
+        c->s = s;
+        c->cfd = fd;
+        c->dfd = -1;
+        c->up.pr = c->up.pw = c->down.pr = c->down.pw = -1;
+        c->next = s->conns;
+        s->conns = c;
+        s->refs++;
+        eg->nconns++;
+        c->qnext = fresh;
+        fresh = c;
+    }
+    pthread_mutex_unlock(&eg->mu);
+    while (fresh) {
+        struct econn *c = fresh;
+        fresh = c->qnext;
+        c->st = C_HEAD;
+        c->deadline = mono_ms() + EGRESS_HEAD_MS;
+        setup_add(w, c);
+        if (ep_add(w->epfd, c->cfd, CONN_EVENTS, tag(c, T_CFD)) != 0)
+            conn_end(w, c);
+        else
+            head_read(w, c); /* the head often arrived with the connection */
+    }
+}
+
+/* Connections whose lookup finished. */
+static void lookups_done(struct worker *w)
+{
+    uint64_t v;
+    if (read(w->evfd, &v, sizeof v) < 0 && errno != EAGAIN)
+        log_warn("egress: eventfd: %s", strerror(errno));
+    pthread_mutex_lock(&w->qmu);
+    struct econn *list = w->done;
+    w->done = NULL;
+    pthread_mutex_unlock(&w->qmu);
+    while (list) {
+        struct econn *c = list;
+        list = c->qnext;
+        c->qnext = NULL;
+        c->st = C_CONNECT; /* no longer held by a lookup thread */
+        if (c->hup)
+            conn_end(w, c);
+        else
+            start_connect(w, c);
+    }
+}
+
+/* Deadlines of the connections still being set up. */
+static void scan(struct worker *w, int64_t now)
+{
+    struct econn *next;
+    for (struct econn *c = w->setup; c; c = next) {
+        next = c->snext;
+        if (c->deadline > now)
+            continue;
+        if (c->st == C_HEAD) {
+            conn_end(w, c);
+        } else if (c->st == C_CONNECT) {
+            next_address(w, c);
+        } else if (c->st == C_UPHEAD) {
+            c->rc = E_UNAVAIL;
+            c->why = "the upstream proxy did not answer CONNECT";
+            conn_refuse(w, c);
+        }
+    }
+    w->next_scan = now + EGRESS_SCAN_MS;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct epoll_event evs[128];
+    while (!__atomic_load_n(&w->quit, __ATOMIC_ACQUIRE)) {
+        int timeout = w->again ? 0 : w->setup ? EGRESS_SCAN_MS : -1;
+        int n = epoll_wait(w->epfd, evs, 128, timeout);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            uint64_t u = evs[i].data.u64;
+            void *p = (void *)(uintptr_t)(u & ~(uint64_t)3);
+            switch ((int)(u & 3)) {
+            case T_WAKE:
+                lookups_done(w);
+                break;
+            case T_LISTEN:
+                accept_on(w, p);
+                break;
+            default:
+                conn_event(w, p, (int)(u & 3) == T_DFD, evs[i].events);
+            }
+        }
+        struct econn *again = w->again;
+        w->again = NULL;
+        while (again) {
+            struct econn *c = again;
+            again = c->anext;
+            c->again = 0;
+            if (c->st == C_RELAY)
+                relay(w, c, 1, 1);
+        }
+        while (w->grave) {
+            struct econn *c = w->grave;
+            w->grave = c->qnext;
+            conn_free(c);
+        }
+        if (w->setup) {
+            int64_t now = mono_ms();
+            if (now >= w->next_scan)
+                scan(w, now);
+        }
+    }
+    return NULL;
+}
+
+/* ---- the API ---- */
+
+static void free_config(struct egress *eg)
+{
+    for (size_t i = 0; i < eg->nrules; i++) {
+        xfree(eg->rules[i].pattern);
+        xfree(eg->rules[i].target);
+    }
+    xfree(eg->rules);
+    xfree(eg->allow);
+    xfree(eg->ports);
+    xfree(eg->locals);
+}
+
+/* Stops the first n workers (their epolls and eventfds are set up). */
+static void workers_stop(struct egress *eg, int started)
+{
+    for (int i = 0; i < eg->nw; i++) {
+        struct worker *w = &eg->w[i];
+        if (i < started) {
+            __atomic_store_n(&w->quit, 1, __ATOMIC_RELEASE);
+            uint64_t one = 1;
+            if (write(w->evfd, &one, sizeof one) < 0)
+                log_warn("egress: cannot wake a worker");
+            pthread_join(w->t, NULL);
+        }
+        if (w->epfd >= 0)
+            close(w->epfd);
+        if (w->evfd >= 0)
+            close(w->evfd);
+        pthread_mutex_destroy(&w->qmu);
+    }
+    xfree(eg->w);
+    eg->w = NULL;
+}
+
+int egress_start(const struct egress_config *cfg, struct egress **out, struct err *e)
+{
+    struct egress *eg = xcalloc(1, sizeof *eg);
+    pthread_mutex_init(&eg->mu, NULL);
+    pthread_mutex_init(&eg->lmu, NULL);
+    pthread_mutex_init(&eg->lkmu, NULL);
+    pthread_cond_init(&eg->idle, NULL);
+    pthread_cond_init(&eg->lkcv, NULL);
+    eg->lkq_tail = &eg->lkq;
+    eg->server_port = cfg->server_port;
+    eg->resolve = cfg->resolve;
+    eg->ctx = cfg->ctx;
+    int rc = parse_allow(eg, cfg->allow_loopback, e);
+    if (rc == 0)
+        rc = parse_rules(eg, cfg->host_rules, e);
+    int started = 0;
+    if (rc == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        eg->nw = cfg->workers > 0 ? cfg->workers : cores > 0 ? (int)cores : 1;
+        if (eg->nw > EGRESS_WORKERS_MAX)
+            eg->nw = EGRESS_WORKERS_MAX;
+        eg->w = xcalloc((size_t)eg->nw, sizeof *eg->w);
+        for (int i = 0; i < eg->nw; i++) {
+            struct worker *w = &eg->w[i];
+            w->eg = eg;
+            pthread_mutex_init(&w->qmu, NULL);
+            w->epfd = epoll_create1(EPOLL_CLOEXEC);
+            w->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        }
+        for (int i = 0; i < eg->nw && rc == 0; i++) {
+            struct worker *w = &eg->w[i];
+            if (w->epfd < 0 || w->evfd < 0 ||
+                ep_add(w->epfd, w->evfd, EPOLLIN, tag(NULL, T_WAKE)) != 0 ||
+                pthread_create(&w->t, NULL, worker_main, w) != 0) {
+                rc =
+                    err_set(e, E_INTERNAL, "internal", "egress: cannot start: %s", strerror(errno));
+            } else {
+                char name[16] = "egress-w0";
+                name[8] = (char)('0' + i % 10);
+                pthread_setname_np(w->t, name); /* top -H, and bench/egress.c */
+                started++;
+            }
+        }
+    }
+    if (rc) {
+        if (eg->w)
+            workers_stop(eg, started);
+        free_config(eg);
+        pthread_mutex_destroy(&eg->mu);
+        pthread_mutex_destroy(&eg->lmu);
+        pthread_mutex_destroy(&eg->lkmu);
+        pthread_cond_destroy(&eg->idle);
+        pthread_cond_destroy(&eg->lkcv);
+        xfree(eg);
+        return rc;
+    }
+    *out = eg;
+    return 0;
+}
+
+/* Unlinks a session, closes its listener and shuts its connections down.
+ * Called with eg->mu held. */
+static void close_locked(struct egress *eg, struct esess *s)
+{
+    for (struct esess **pp = &eg->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    s->closed = 1;
+    epoll_ctl(s->w->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+    close(s->lfd);
+    s->lfd = -1;
+    for (struct econn *c = s->conns; c; c = c->next) {
+        shutdown(c->cfd, SHUT_RDWR);
+        if (c->dfd >= 0)
+            shutdown(c->dfd, SHUT_RDWR);
+    }
+    sess_unref_locked(s);
+}
+
+void egress_stop(struct egress *eg)
+{
+    if (!eg)
+        return;
+    pthread_mutex_lock(&eg->mu);
+    eg->stopping = 1;
+    while (eg->sessions)
+        close_locked(eg, eg->sessions);
+    while (eg->nconns > 0)
+        pthread_cond_wait(&eg->idle, &eg->mu);
+    pthread_mutex_unlock(&eg->mu);
+    workers_stop(eg, eg->nw);
+    pthread_mutex_lock(&eg->lkmu);
+    eg->lkstop = 1;
+    pthread_cond_broadcast(&eg->lkcv);
+    pthread_mutex_unlock(&eg->lkmu);
+    for (int i = 0; i < eg->nlk; i++)
+        pthread_join(eg->lkt[i], NULL);
+    free_config(eg);
+    pthread_mutex_destroy(&eg->mu);
+    pthread_mutex_destroy(&eg->lmu);
+    pthread_mutex_destroy(&eg->lkmu);
+    pthread_cond_destroy(&eg->idle);
+    pthread_cond_destroy(&eg->lkcv);
+    xfree(eg);
+}
+
+int egress_open(struct egress *eg, const char *session_id, const char *org_id,
+                const char *project_id, const json_t *network, const struct egress_top *top,
+                int defer_routes, int *port, struct err *e)
+{
+    struct netcfg *nc = netcfg_compile(network);
+    if (!nc)
+        return err_field(e, "network", "the network configuration does not compile");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    /* Wake the worker once the browser's request has arrived, not at the
+     * handshake before it (the worker accepts and reads in one turn). */
+    int defer = 10, one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof defer);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* inherited */
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 512) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        int er = errno;
+        if (fd >= 0)
+            close(fd);
+        netcfg_free(nc);
+        return err_set(e, E_INTERNAL, "internal", "egress: cannot listen: %s", strerror(er));
+    }
+    struct esess *s = xcalloc(1, sizeof *s);
+    snprintf(s->id, sizeof s->id, "%s", session_id);
+    snprintf(s->org, sizeof s->org, "%s", org_id ? org_id : "");
+    snprintf(s->project, sizeof s->project, "%s", project_id ? project_id : "");
+    s->lfd = fd;
+    s->port = ntohs(sa.sin_port);
+    s->nc = nc;
+    s->top = *top;
+    s->routes_on = !defer_routes;
+    s->refs = 1;
+    pthread_mutex_lock(&eg->mu);
+    if (find_locked(eg, session_id) || eg->stopping) {
+        pthread_mutex_unlock(&eg->mu);
+        close(fd);
+        netcfg_free(nc);
+        xfree(s);
+        return err_set(e, E_CONFLICT, "conflict", "egress: session %s has a listener already",
+                       session_id);
+    }
+    s->w = &eg->w[eg->next_w++ % eg->nw];
+    if (ep_add(s->w->epfd, fd, EPOLLIN, tag(s, T_LISTEN)) != 0) {
+        pthread_mutex_unlock(&eg->mu);
+        close(fd);
+        netcfg_free(nc);
+        xfree(s);
+        return err_set(e, E_INTERNAL, "internal", "egress: epoll: %s", strerror(errno));
+    }
+    s->next = eg->sessions;
+    eg->sessions = s;
+    pthread_mutex_unlock(&eg->mu);
+    *port = s->port;
+    return 0;
+}
+
+int egress_set_top(struct egress *eg, const char *session_id, const struct egress_top *top)
+{
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = find_locked(eg, session_id);
+    if (!s) {
+        pthread_mutex_unlock(&eg->mu);
+        return E_NOTFOUND;
+    }
+    int changed = memcmp(&s->top, top, sizeof *top) != 0;
+    s->top = *top;
+    if (changed)
+        for (struct econn *c = s->conns; c; c = c->next)
+            if (c->uses_top) {
+                shutdown(c->cfd, SHUT_RDWR);
+                if (c->dfd >= 0)
+                    shutdown(c->dfd, SHUT_RDWR);
+            }
+    pthread_mutex_unlock(&eg->mu);
+    return 0;
+}
+
+int egress_routes_on(struct egress *eg, const char *session_id)
+{
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = find_locked(eg, session_id);
+    if (s)
+        s->routes_on = 1;
+    pthread_mutex_unlock(&eg->mu);
+    return s ? 0 : E_NOTFOUND;
+}
+
+void egress_close(struct egress *eg, const char *session_id)
+{
+    if (!eg)
+        return;
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = find_locked(eg, session_id);
+    if (s)
+        close_locked(eg, s);
+    pthread_mutex_unlock(&eg->mu);
+}
+
+int egress_bytes(struct egress *eg, const char *session_id, uint64_t *sent, uint64_t *received)
+{
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = find_locked(eg, session_id);
+    if (s) {
+        *sent = __atomic_load_n(&s->sent, __ATOMIC_RELAXED);
+        *received = __atomic_load_n(&s->received, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&eg->mu);
+    return s ? 0 : E_NOTFOUND;
+}
+
+void egress_protect_port(struct egress *eg, int port)
+{
+    if (!eg || port <= 0)
+        return;
+    pthread_mutex_lock(&eg->mu);
+    size_t i;
+    for (i = 0; i < eg->nports && eg->ports[i].port != port; i++)
+        ;
+    if (i == eg->nports) {
+        eg->ports = xrealloc(eg->ports, (eg->nports + 1) * sizeof *eg->ports);
+        eg->ports[eg->nports++] = (struct port_ref){port, 0};
+    }
+    eg->ports[i].count++;
+    pthread_mutex_unlock(&eg->mu);
+}
+
+void egress_unprotect_port(struct egress *eg, int port)
+{
+    if (!eg)
+        return;
+    pthread_mutex_lock(&eg->mu);
+    for (size_t i = 0; i < eg->nports; i++)
+        if (eg->ports[i].port == port && eg->ports[i].count > 0) {
+            if (--eg->ports[i].count == 0)
+                eg->ports[i] = eg->ports[--eg->nports];
+            break;
+        }
+    pthread_mutex_unlock(&eg->mu);
+}
+
+/* ---- /proxies/{id}/check (blocking, on the caller's thread) ---- */
+
+/* Opens a tunnel to host:port through up (blocking). 0 with *fd, else
+ * E_UNAVAIL with why. */
+static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, const char *host,
+                        int port, int timeout_ms, int *fd, const char **why)
+{
+    if (up->tls) {
+        *why = "https upstream proxies are not supported by this server (TLS to the proxy)";
+        return E_UNAVAIL;
+    }
+    struct eaddr *addrs = NULL;
+    int n = 0, s = -1;
+    int rc = resolve_checked(eg, up->host, up->port, up->check_address, &addrs, &n, why);
+    if (rc) {
+        *why = rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
+                                 : "the upstream proxy does not answer";
+        return E_UNAVAIL;
+    }
+    for (int i = 0; i < n && s < 0; i++)
+        s = connect_timeout((struct sockaddr *)&addrs[i].sa, addrs[i].len,
+                            timeout_ms < EGRESS_CONNECT_MS ? timeout_ms : EGRESS_CONNECT_MS);
+    xfree(addrs);
+    if (s < 0) {
+        *why = "the upstream proxy does not answer";
+        return E_UNAVAIL;
+    }
+    size_t hl = 0, len = 0, rl = 0;
+    char *head = upstream_head(up, host, port, &hl);
+    int ok = hl && write_all(s, head, hl) == 0;
+    wipe_free(head, hl);
+    char *buf = xmalloc(EGRESS_HEAD_MAX);
+    ok = ok && read_head(s, buf, EGRESS_HEAD_MAX, &len, &rl, timeout_ms) == 0;
+    *why = ok ? upstream_refusal(buf) : "the upstream proxy did not answer CONNECT";
+    xfree(buf);
+    if (*why) {
+        close(s);
+        return E_UNAVAIL;
+    }
+    *fd = s;
+    return 0;
+}
+
+int egress_probe(struct egress *eg, const struct egress_upstream *up, const char *url,
+                 int timeout_ms, struct err *e)
+{
+    int https;
+    const char *a;
+    if (strncasecmp(url, "http://", 7) == 0) {
+        https = 0;
+        a = url + 7;
+    } else if (strncasecmp(url, "https://", 8) == 0) {
+        https = 1;
+        a = url + 8;
+    } else {
+        return err_field(e, "url", "must be an http:// or https:// URL");
+    }
+    size_t an = strcspn(a, "/?#");
+    char host[300];
+    int port;
+    if (memchr(a, '@', an) ||
+        egress_parse_authority(a, an, host, sizeof host, &port, https ? 443 : 80) != 0)
+        return err_field(e, "url", "must be an http:// or https:// URL with a valid host");
+    int fd = -1;
+    const char *why = "";
+    if (probe_tunnel(eg, up, host, port, timeout_ms, &fd, &why) != 0)
+        return err_set(e, E_UNAVAIL, "proxy_unavailable", "%s", why);
+    int rc = 0;
+    if (!https) {
+        char req[2600], auth[320];
+        authority(host, port, auth, sizeof auth);
+        int n = snprintf(req, sizeof req,
+                         "GET %s%.*s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                         "User-Agent: browserd-proxy-check\r\n\r\n",
+                         a[an] == '/' ? "" : "/", (int)strnlen(a + an, 2000), a + an, auth);
+        char *buf = xmalloc(EGRESS_HEAD_MAX);
+        size_t len = 0, hl = 0;
+        int status = 0;
+        if (n <= 0 || (size_t)n >= sizeof req || write_all(fd, req, (size_t)n) != 0 ||
+            read_head(fd, buf, EGRESS_HEAD_MAX, &len, &hl, timeout_ms) != 0 ||
+            sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+            rc = err_set(e, E_UNAVAIL, "proxy_unavailable",
+                         "no HTTP answer from %s through the proxy", auth);
+        xfree(buf);
+    }
+    close(fd);
+    return rc;
+}
