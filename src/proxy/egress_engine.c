@@ -169,6 +169,7 @@ struct egress {
     pthread_cond_t idle;
     int nconns;
     int stopping;
+    int spare_fd; /* /dev/null, given up to refuse a connection when out of fds */
     struct esess *sessions;
     struct worker *w;
     int nw, next_w;
@@ -1113,7 +1114,7 @@ static void established(struct worker *w, struct econn *c)
 }
 
 static void start_connect(struct worker *w, struct econn *c);
-static void connect_event(struct worker *w, struct econn *c, uint32_t ev);
+static void connect_event(struct worker *w, struct econn *c);
 
 /* Gives up the current address and tries the next one. */
 static void next_address(struct worker *w, struct econn *c)
@@ -1159,9 +1160,7 @@ static void start_connect(struct worker *w, struct econn *c)
         c->deadline = mono_ms() + EGRESS_CONNECT_MS;
         /* A loopback or LAN handshake is usually complete already: go on
          * now rather than after one more turn of the loop. */
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (poll(&p, 1, 0) == 1)
-            connect_event(w, c, (uint32_t)p.revents);
+        connect_event(w, c);
         return;
     }
     c->rc = E_UNAVAIL;
@@ -1223,18 +1222,21 @@ fail:
     conn_refuse(w, c);
 }
 
-static void connect_event(struct worker *w, struct econn *c, uint32_t ev)
+/* The destination socket may have connected: its own state decides (an
+ * event may be stale, from an address given up in the same batch). */
+static void connect_event(struct worker *w, struct econn *c)
 {
+    struct pollfd p = {.fd = c->dfd, .events = POLLOUT};
     int err = 0;
     socklen_t el = sizeof err;
-    if (getsockopt(c->dfd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-        err = errno;
-    if (err || (ev & (EPOLLERR | EPOLLHUP))) {
+    if (poll(&p, 1, 0) < 0 || getsockopt(c->dfd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        err = errno ? errno : EIO;
+    if (err || (p.revents & (POLLERR | POLLHUP))) {
         next_address(w, c);
         return;
     }
-    if (!(ev & EPOLLOUT))
-        return;
+    if (!(p.revents & POLLOUT))
+        return; /* still connecting */
     if (c->via_proxy) {
         c->st = C_UPHEAD;
         c->deadline = mono_ms() + EGRESS_HEAD_MS;
@@ -1262,6 +1264,7 @@ static void *lookup_main(void *arg)
         eg->lkq = c->qnext;
         if (!eg->lkq)
             eg->lkq_tail = &eg->lkq;
+        eg->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         pthread_mutex_unlock(&eg->lkmu);
         plan_slow(eg, c);
         struct worker *w = c->w;
@@ -1355,7 +1358,7 @@ static void conn_event(struct worker *w, struct econn *c, int is_d, uint32_t ev)
         break;
     case C_CONNECT:
         if (is_d)
-            connect_event(w, c, ev);
+            connect_event(w, c);
         else if (hup)
             conn_end(w, c);
         break;
@@ -1387,6 +1390,20 @@ static void accept_on(struct worker *w, struct esess *target)
         s = s->next;
     for (int k = 0; s && !s->closed && !eg->stopping && k < 64; k++) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            /* Out of descriptors: refuse this one (the listener is level-
+             * triggered and would wake us forever) with the spare one. */
+            if (eg->spare_fd >= 0) {
+                close(eg->spare_fd);
+                eg->spare_fd = -1;
+                fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                    close(fd);
+                eg->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            }
+            log_warn("egress %s: out of file descriptors: a connection was refused", s->id);
+            break;
+        }
         if (fd < 0)
             break;
         struct econn *c = xcalloc(1, sizeof *c);
@@ -1509,6 +1526,8 @@ static void *worker_main(void *arg)
 
 static void free_config(struct egress *eg)
 {
+    if (eg->spare_fd >= 0)
+        close(eg->spare_fd);
     for (size_t i = 0; i < eg->nrules; i++) {
         xfree(eg->rules[i].pattern);
         xfree(eg->rules[i].target);
