@@ -1140,11 +1140,14 @@ static void start_connect(struct worker *w, struct econn *c)
     for (; c->ai < c->naddr; c->ai++) {
         const struct eaddr *a = &c->addrs[c->ai];
         int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        if (fd < 0) {
+            log_warn("egress %s: cannot make a socket: %s", c->s->id, strerror(errno));
             continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (connect(fd, (const struct sockaddr *)&a->sa, a->len) != 0 && errno != EINPROGRESS) {
+            log_debug("egress %s: connect: %s", c->s->id, strerror(errno));
             close(fd);
             continue;
         }

@@ -997,6 +997,96 @@ static void run_refuses_unlisted(struct rig *r)
         fail_msg("%s: the egress connected to the port anyway", r->c->name);
 }
 
+/* CPU seconds the engine's worker threads ("egress-w*") have used. */
+static double worker_cpu(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    double total = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
+        unsigned long ut = 0, st = 0;
+        if (open_p && close_p && strncmp(open_p + 1, "egress-w", 8) == 0 &&
+            sscanf(close_p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) ==
+                2)
+            total += (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+static void run_out_of_fds(struct rig *r)
+{
+    enum { CLIENTS = 4 };
+    struct rlimit old, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int open_now = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *de; d && (de = readdir(d));)
+        open_now += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    low = old;
+    low.rlim_cur = (rlim_t)open_now + 32;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    /* Clients connect but send nothing yet: the listener defers accepting
+     * until a request arrives, so none is accepted. Then every descriptor
+     * left is taken, and only then do the clients send their requests. */
+    int clients[CLIENTS], nclients = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        if ((clients[i] = rig_keep(r, dial(r->eport))) >= 0)
+            nclients++;
+    double c0 = worker_cpu(); /* reading /proc needs descriptors: before and after */
+    int fillers[64], nfill = 0;
+    while (nfill < 64 && (fillers[nfill] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+        nfill++;
+    char req[160];
+    int n = snprintf(req, sizeof req, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n",
+                     r->unlisted_port);
+    int sent = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        sent += clients[i] >= 0 && send_all(clients[i], req, (size_t)n) == 0;
+    int64_t t0 = mono_ms();
+    while (mono_ms() - t0 < 1000)
+        (void)poll(NULL, 0, 50);
+    /* Every client got an end: refused (closed without an answer) or, when
+     * another thread freed a descriptor meanwhile, answered 403. */
+    int ended = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        char b[256];
+        ended += clients[i] >= 0 && wait_fd(clients[i], POLLIN, IO_MS) &&
+                 (recv(clients[i], b, sizeof b, MSG_DONTWAIT) <= 0 ||
+                  strncmp(b, "HTTP/1.1 403", 12) == 0);
+    }
+    for (int i = 0; i < nfill; i++)
+        close(fillers[i]);
+    double used = worker_cpu() - c0;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    if (nclients != CLIENTS || sent != CLIENTS || nfill == 64)
+        fail_msg("%s: cannot set the case up (%d clients, %d sent, %d fillers)", r->c->name,
+                 nclients, sent, nfill);
+    if (used > 0.5)
+        fail_msg(
+            "%s: the workers used %.2f s of CPU in about 1 s while out of descriptors (spinning)",
+            r->c->name, used);
+    if (ended != CLIENTS)
+        fail_msg("%s: only %d of %d clients got an end while out of descriptors", r->c->name, ended,
+                 CLIENTS);
+    /* And the listener serves again once descriptors are free. */
+    char head[1024];
+    int fd = rig_connect(r, r->unlisted_port, head, sizeof head);
+    if (fd < 0 || strncmp(head, "HTTP/1.1 403", 12) != 0)
+        fail_msg("%s: no answer once descriptors were free again (%.60s)", r->c->name, head);
+}
+
 static const struct engine_case engine_cases[] = {
     {"item 6: holds thousands of tunnels on its threads", run_many_tunnels},
     {"item 6: counts bytes sent and received per session", run_counts_bytes},
@@ -1006,6 +1096,8 @@ static const struct engine_case engine_cases[] = {
      run_plain_http},
     {"operator: pages never reach a loopback HOST:PORT missing from --allow-loopback (403 refused)",
      run_refuses_unlisted},
+    {"item 6: out of descriptors, the listener refuses connections instead of spinning",
+     run_out_of_fds},
 };
 #define ENGINE_CASES (sizeof engine_cases / sizeof engine_cases[0])
 
@@ -1022,7 +1114,7 @@ static void engine_run(void **state)
 
 int main(void)
 {
-    _Static_assert(ENGINE_CASES == 5, "list every engine case below");
+    _Static_assert(ENGINE_CASES == 6, "list every engine case below");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decide_table),
         cmocka_unit_test(bypass_table),
@@ -1035,6 +1127,7 @@ int main(void)
         ENGINE_TEST(2),
         ENGINE_TEST(3),
         ENGINE_TEST(4),
+        ENGINE_TEST(5),
     };
     return cmocka_run_group_tests_name("proxy/egress", tests, NULL, NULL);
 }
