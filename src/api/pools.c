@@ -315,10 +315,10 @@ static int clean_browser(const char *ws, const char *start_url)
     char keep[128];
     int rc = cdp_first_page(cc, keep, sizeof keep, &all, &e);
     if (rc == E_NOTFOUND) { /* no page at all: make one */
-        json_t *res = NULL;
-        rc = cdp_client_call(cc, NULL, "Target.createTarget",
-                             json_pack("{s:s}", "url", "about:blank"), 1, CDP_TIMEOUT_MS, &res, &e);
+        json_t *res = NULL, *params = json_pack("{s:s}", "url", "about:blank");
+        rc = cdp_client_call(cc, NULL, "Target.createTarget", params, 1, CDP_TIMEOUT_MS, &res, &e);
         snprintf(keep, sizeof keep, "%s", rc == 0 ? jsonx_str(res, "targetId") : "");
+        json_decref(params); /* cdp_client_call borrows params */
         json_decref(res);
     }
     json_t *origins = json_array();
@@ -352,9 +352,9 @@ static int clean_browser(const char *ws, const char *start_url)
     if (rc == 0) {
         /* Waiting for this answer also waits for every command sent before it:
          * a DevTools connection answers in order. */
-        json_t *r2 = NULL;
-        rc = cdp_client_call(cc, NULL, "Storage.clearCookies", json_object(), 1, CDP_TIMEOUT_MS,
-                             &r2, &e);
+        json_t *r2 = NULL, *none = json_object();
+        rc = cdp_client_call(cc, NULL, "Storage.clearCookies", none, 1, CDP_TIMEOUT_MS, &r2, &e);
+        json_decref(none);
         json_decref(r2);
     }
     cdp_client_close(cc);
