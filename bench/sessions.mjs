@@ -3,7 +3,7 @@
 // measured in this one run, on this machine.
 //   node bench/sessions.mjs BUILD/browserd
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -98,7 +98,11 @@ try {
 
   // 2. Relay vs direct round trips on one session.
   const b = (await api('POST', '/browsers', { headless: true })).json;
-  const port = readFileSync(join(s.dir, 'sessions', b.session_id, 'DevToolsActivePort'), 'utf8').split('\n');
+  // Chromium writes DevToolsActivePort a moment after it prints "DevTools
+  // listening" (which is what the server waits for), so wait for the file.
+  const portFile = join(s.dir, 'sessions', b.session_id, 'DevToolsActivePort');
+  for (let i = 0; i < 100 && !existsSync(portFile); i++) await new Promise((r) => setTimeout(r, 50));
+  const port = readFileSync(portFile, 'utf8').split('\n');
   const direct = `ws://127.0.0.1:${port[0]}${port[1]}`;
   await rtts(direct, 200); await rtts(b.cdp_ws_url, 200); // warm up
   const d = await rtts(direct, RTTS);
@@ -155,7 +159,8 @@ try {
     `| pool release with reuse back to available, median | ${f(median(rel))} ms | < 50 ms |`,
     `| server RSS idle / with ${ids.length} live sessions | ${(rssIdle / 1024).toFixed(1)} MB / ${(rssLive / 1024).toFixed(1)} MB | < 32 MB at 100 |`, '');
 } finally {
-  await s.stop();
+  const code = await s.stop();
+  if (code !== 0) console.error(`server exit: ${code}\n${s.log.split('\n').slice(-30).join('\n')}`);
   s.cleanup();
 }
 console.log(lines.join('\n'));

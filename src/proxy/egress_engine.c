@@ -65,6 +65,7 @@
 #define EGRESS_ADDRS_MAX     8         /* resolved addresses tried per connection */
 #define EGRESS_CHUNK         (1 << 20) /* most bytes one splice asks for */
 #define EGRESS_PUMP_ROUNDS   16        /* pipe fills per direction per turn */
+#define EGRESS_PIPE_BULK     (1 << 20) /* pipe size for a tunnel that fills its pipe */
 #define EGRESS_SCAN_MS       1000      /* deadline granularity */
 
 static const char EST[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -82,6 +83,7 @@ struct dir {
     char *pre;
     size_t prelen, preoff, skip; /* the first skip bytes of pre are not payload */
     int eof, done;               /* from ended; to shut down for writing */
+    int grown;                   /* the pipe was offered EGRESS_PIPE_BULK */
     uint64_t *count;
 };
 
@@ -983,6 +985,18 @@ static void conn_refuse(struct worker *w, struct econn *c)
     conn_end(w, c);
 }
 
+/* A direction that filled its pipe twice in one turn carries bulk: a bigger
+ * pipe moves more per splice (fewer calls and wakeups per byte). The default
+ * pipe stays for everything else, since the kernel caps the pipe memory of
+ * a user (fs.pipe-user-pages-soft); when the cap refuses, the pipe keeps its
+ * size. */
+static void grow_pipe(struct dir *d)
+{
+    d->grown = 1;
+    if (fcntl(d->pw, F_SETPIPE_SZ, EGRESS_PIPE_BULK) < 0)
+        (void)fcntl(d->pw, F_SETPIPE_SZ, EGRESS_PIPE_BULK / 4);
+}
+
 /* Moves bytes one way until it would block, the fair share is used (1,
  * pump again later) or it fails (-1). */
 static int pump(struct dir *d)
@@ -1029,6 +1043,8 @@ static int pump(struct dir *d)
             n = splice(d->from, NULL, d->pw, NULL, EGRESS_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 d->inpipe = (size_t)n;
+                if (rounds > 1 && !d->grown)
+                    grow_pipe(d);
                 continue;
             }
             if (n == 0) {
