@@ -1283,7 +1283,6 @@ static void *lookup_main(void *arg)
         eg->lkq = c->qnext;
         if (!eg->lkq)
             eg->lkq_tail = &eg->lkq;
-        eg->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         pthread_mutex_unlock(&eg->lkmu);
         plan_slow(eg, c);
         struct worker *w = c->w;
@@ -1588,6 +1587,7 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
     pthread_cond_init(&eg->idle, NULL);
     pthread_cond_init(&eg->lkcv, NULL);
     eg->lkq_tail = &eg->lkq;
+    eg->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     eg->server_port = cfg->server_port;
     eg->resolve = cfg->resolve;
     eg->ctx = cfg->ctx;

@@ -549,6 +549,18 @@ static int has_line(const char *head, const char *line)
     return strcasestr(head, want) != NULL;
 }
 
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static int count_threads(void)
 {
     DIR *d = opendir("/proc/self/task");
@@ -837,6 +849,19 @@ static int rig_connect(struct rig *r, int port, char *head, size_t cap)
     return fd;
 }
 
+/* Like rig_connect, to host:port (a name goes through a lookup thread). */
+static int rig_connect_host(struct rig *r, const char *host, int port, char *head, size_t cap)
+{
+    head[0] = '\0';
+    int fd = rig_keep(r, dial(r->eport));
+    char req[300];
+    int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n", host, port,
+                     host, port);
+    if (fd < 0 || send_all(fd, req, (size_t)n) != 0 || recv_head(fd, head, cap) < 0)
+        return -1;
+    return fd;
+}
+
 /* A tunnel to 127.0.0.1:port (answered 200), or -1. */
 static int rig_tunnel(struct rig *r, int port)
 {
@@ -977,6 +1002,41 @@ static void run_bulk_in_order(struct rig *r)
     if (body != (size_t)BODY || bad != (size_t)-1)
         fail_msg("%s: %zu of %d body bytes arrived; first wrong byte at %zd", r->c->name, body,
                  BODY, bad == (size_t)-1 ? (ssize_t)-1 : (ssize_t)bad);
+}
+
+/* Tunnels planned on the worker (a literal address), on a lookup thread (a
+ * name), and refused: once all are closed, the process holds as many
+ * descriptors as before. */
+static void run_no_fd_left(struct rig *r)
+{
+    enum { ROUNDS = 40 };
+    char head[1024];
+    int fd = rig_tunnel(r, r->echo.port); /* the engine's pipes and threads exist now */
+    if (fd < 0 || echo_check(fd, 0) != 0)
+        fail_msg("%s: the first tunnel did not echo", r->c->name);
+    rig_close(r, fd);
+    poll(NULL, 0, 100);
+    int before = count_fds();
+    for (int i = 0; i < ROUNDS; i++) {
+        static const char *const hosts[] = {"127.0.0.1", "localhost"};
+        fd = rig_connect_host(r, hosts[i % 2], r->echo.port, head, sizeof head);
+        if (fd < 0 || strncmp(head, "HTTP/1.1 200", 12) != 0 || echo_check(fd, i) != 0)
+            fail_msg("%s: tunnel %d to %s did not echo (%.40s)", r->c->name, i + 1, hosts[i % 2],
+                     head);
+        rig_close(r, fd);
+        fd = rig_connect_host(r, i % 2 ? "localhost" : "127.0.0.1", r->unlisted_port, head,
+                              sizeof head);
+        if (fd < 0 || strncmp(head, "HTTP/1.1 403", 12) != 0)
+            fail_msg("%s: an unlisted port was not refused (%.40s)", r->c->name, head);
+        rig_close(r, fd);
+    }
+    int after = -1;
+    for (int64_t end = mono_ms() + SETTLE_MS; mono_ms() < end; poll(NULL, 0, 20))
+        if ((after = count_fds()) <= before)
+            break;
+    if (after != before)
+        fail_msg("%s: %d descriptors open before %d tunnels, %d after they closed", r->c->name,
+                 before, 2 * ROUNDS, after);
 }
 
 static void run_set_top_closes(struct rig *r)
@@ -1144,6 +1204,8 @@ static const struct engine_case engine_cases[] = {
     {"item 6: holds thousands of tunnels on its threads", run_many_tunnels},
     {"item 6: counts bytes sent and received per session", run_counts_bytes},
     {"item 6: a bulk transfer (grown pipes) arrives whole and in order", run_bulk_in_order},
+    {"item 6: closed tunnels leave no descriptor behind (worker, lookup thread, refusal)",
+     run_no_fd_left},
     {"item 3: egress_set_top closes tunnels the old top-level selection carried",
      run_set_top_closes},
     {"plain http is sent in origin form without proxy headers and with Connection: close",
@@ -1168,7 +1230,7 @@ static void engine_run(void **state)
 
 int main(void)
 {
-    _Static_assert(ENGINE_CASES == 7, "list every engine case below");
+    _Static_assert(ENGINE_CASES == 8, "list every engine case below");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decide_table),
         cmocka_unit_test(bypass_table),
@@ -1183,6 +1245,7 @@ int main(void)
         ENGINE_TEST(4),
         ENGINE_TEST(5),
         ENGINE_TEST(6),
+        ENGINE_TEST(7),
     };
     return cmocka_run_group_tests_name("proxy/egress", tests, NULL, NULL);
 }
