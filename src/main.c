@@ -53,7 +53,9 @@ static const char usage[] =
     "signed tokens in cdp_ws_url, default 86400). admin commands take --data DIR too.\n"
     "Proxies: --managed-proxies FILE / BROWSERD_MANAGED_PROXIES (JSON {\"datacenter\": {\"host\",\n"
     "\"port\", \"username\"?, \"password\"?}, ...}), --default-proxy [USER:PASS@]HOST:PORT /\n"
-    "BROWSERD_DEFAULT_PROXY (the default stealth proxy; unset: direct). Test mode only:\n"
+    "BROWSERD_DEFAULT_PROXY (the default stealth proxy; unset: direct), --proxy-ca-file PEM /\n"
+    "BROWSERD_PROXY_CA_FILE (roots trusted for https upstream proxies besides the system's).\n"
+    "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
 static void copy(char *dst, size_t cap, const char *src)
@@ -223,6 +225,7 @@ static int cmd_serve(int argc, char **argv)
     const char *loopback = env_or("BROWSERD_ALLOW_LOOPBACK", "");
     const char *managed = env_or("BROWSERD_MANAGED_PROXIES", "");
     const char *dproxy = env_or("BROWSERD_DEFAULT_PROXY", "");
+    const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
     const char *threads = env_or("BROWSERD_THREADS", "4");
     for (int i = 0; i < argc; i++) {
         if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
@@ -233,6 +236,7 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--allow-loopback", &loopback) ||
             flag(argc, argv, &i, "--managed-proxies", &managed) ||
             flag(argc, argv, &i, "--default-proxy", &dproxy) ||
+            flag(argc, argv, &i, "--proxy-ca-file", &proxy_ca) ||
             flag(argc, argv, &i, "--threads", &threads))
             continue;
         fprintf(stderr, "browserd serve: unknown argument %s\n%s", argv[i], usage);
@@ -268,6 +272,7 @@ static int cmd_serve(int argc, char **argv)
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
     copy(c->managed_proxies, sizeof c->managed_proxies, managed);
     copy(c->default_proxy, sizeof c->default_proxy, dproxy);
+    copy(c->proxy_ca_file, sizeof c->proxy_ca_file, proxy_ca);
 
     struct err e;
     err_init(&e);

@@ -24,6 +24,7 @@ struct app_config {
     char allow_loopback[1024];
     char managed_proxies[1024]; /* --managed-proxies FILE ("" = none) */
     char default_proxy[512];    /* --default-proxy [USER:PASS@]HOST:PORT ("" = none) */
+    char proxy_ca_file[1024];   /* --proxy-ca-file: PEM roots for https upstreams ("" = system) */
     unsigned threads;
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };

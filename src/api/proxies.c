@@ -68,6 +68,11 @@ static int upstream_from_operator(const json_t *o, struct egress_upstream *up)
     memset(up, 0, sizeof *up);
     snprintf(up->host, sizeof up->host, "%s", h);
     up->port = (int)json_integer_value(p);
+    json_t *pr = json_object_get(o, "protocol");
+    if (pr && (!json_is_string(pr) || (strcmp(json_string_value(pr), "http") != 0 &&
+                                       strcmp(json_string_value(pr), "https") != 0)))
+        return E_INVALID;
+    up->tls = pr && strcmp(json_string_value(pr), "https") == 0;
     const char *u = jsonx_str(o, "username"), *pw = jsonx_str(o, "password");
     if (u && *u)
         up->userpass = xasprintf("%s:%s", u, pw ? pw : "");
@@ -105,8 +110,11 @@ static int upstream_of(const struct proxy_rec *p, struct egress_upstream *up)
         }
         secretbox_wipe(pw);
     }
+    /* A custom proxy is spoken to as its record says; a managed one as the
+     * operator's entry says (the operator knows what the upstream speaks). */
     const char *proto = jsonx_str(d, "protocol");
-    up->tls = proto && strcmp(proto, "https") == 0;
+    if (!is_managed(p->type))
+        up->tls = proto && strcmp(proto, "https") == 0;
     json_t *b = json_object_get(d, "bypass_hosts");
     if (json_is_array(b) && json_array_size(b))
         up->bypass = json_incref(b);
@@ -794,7 +802,8 @@ static int load_managed(const char *path, struct err *e)
             json_decref(v);
             return err_set(e, E_INVALID, "bad_request",
                            "--managed-proxies %s: \"%s\" must be one of datacenter, isp, "
-                           "residential, mobile with {host, port, username?, password?}",
+                           "residential, mobile with {host, port, username?, password?, "
+                           "protocol?: http|https}",
                            path, k);
         }
         egress_upstream_clear(&up);
@@ -876,6 +885,7 @@ int proxies_init(struct app *app, struct err *e)
     struct egress_config cfg = {
         .allow_loopback = app->cfg.allow_loopback,
         .host_rules = M.host_rules,
+        .proxy_ca_file = app->cfg.proxy_ca_file,
         .server_port = &app->cfg.listen_port,
         .resolve = resolve_hook,
         .ctx = NULL,

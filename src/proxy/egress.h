@@ -135,7 +135,7 @@ struct egress_upstream {
     char host[256];
     int port;
     char *userpass;    /* owned "user:password" for Basic auth, or NULL; wiped on clear */
-    int tls;           /* protocol https: TLS to the proxy (not supported: fails closed) */
+    int tls;           /* protocol https: TLS to the proxy (see tls_client.h) */
     int check_address; /* 1 for user-supplied (custom) proxies: the proxy's address is held
                           to the isolation rules like a page's destination */
     json_t *bypass;    /* owned bypass_hosts array, or NULL */
@@ -149,6 +149,9 @@ struct egress_config {
     /* Test mode: Chromium's --host-resolver-rules value ("MAP pattern ip, ...")
      * also applied to the egress's own resolution, or NULL. */
     const char *host_rules;
+    /* --proxy-ca-file: a PEM bundle trusted for https upstream proxies in
+     * addition to the system's roots, or NULL. */
+    const char *proxy_ca_file;
     /* The server's listening port, read at each check (it is known only once
      * the HTTP server is bound); may be NULL. */
     const int *server_port;

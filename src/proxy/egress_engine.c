@@ -50,11 +50,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "proxy/tls_client.h"
 
 #define EGRESS_HEAD_MAX      (16 * 1024) /* request or upstream response head */
 #define EGRESS_CONNECT_MS    10000       /* TCP connect, per address */
@@ -67,15 +69,18 @@
 #define EGRESS_PUMP_ROUNDS   16        /* pipe fills per direction per turn */
 #define EGRESS_PIPE_BULK     (1 << 20) /* pipe size for a tunnel that fills its pipe */
 #define EGRESS_SCAN_MS       1000      /* deadline granularity */
+#define EGRESS_TLS_BUF       16384     /* a TLS record's payload: one read or write */
 
 static const char EST[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 /* -------------------------------------------------------------- the state */
 
-enum cstate { C_HEAD, C_LOOKUP, C_CONNECT, C_UPHEAD, C_RELAY, C_DEAD };
+enum cstate { C_HEAD, C_LOOKUP, C_CONNECT, C_UPTLS, C_UPHEAD, C_RELAY, C_DEAD };
 
 /* One direction of a tunnel: pre (a head, bytes read during setup) goes to
- * `to` first, then whatever `from` sends, through the pipe. */
+ * `to` first, then whatever `from` sends, through the pipe; through cbuf
+ * instead when the upstream side is TLS (bytes are decrypted or encrypted in
+ * user space, so they cannot be spliced). */
 struct dir {
     int from, to;
     int pr, pw;
@@ -84,6 +89,8 @@ struct dir {
     size_t prelen, preoff, skip; /* the first skip bytes of pre are not payload */
     int eof, done;               /* from ended; to shut down for writing */
     int grown;                   /* the pipe was offered EGRESS_PIPE_BULK */
+    char *cbuf;                  /* TLS tunnels: EGRESS_TLS_BUF bytes in transit */
+    size_t clen, coff;
     uint64_t *count;
 };
 
@@ -119,6 +126,10 @@ struct econn {
     size_t uplen, upoff;
     char *resp; /* the upstream's answer */
     size_t resplen;
+    int tls;                     /* the upstream is spoken to over TLS */
+    SSL *ssl;                    /* on dfd once the upstream's TCP connect is done */
+    char tlshost[256];           /* the name its certificate must carry */
+    char whybuf[200];            /* a refusal reason made for this connection */
     struct dir up, down;         /* browser -> destination, destination -> browser */
     struct econn *next;          /* the session's list (eg->mu) */
     struct econn *sprev, *snext; /* w->setup */
@@ -171,7 +182,8 @@ struct egress {
     pthread_cond_t idle;
     int nconns;
     int stopping;
-    int spare_fd; /* /dev/null, given up to refuse a connection when out of fds */
+    int spare_fd;           /* /dev/null, given up to refuse a connection when out of fds */
+    struct tls_client *tls; /* for https upstream proxies */
     struct esess *sessions;
     struct worker *w;
     int nw, next_w;
@@ -433,11 +445,12 @@ static const char *rule_for(const struct egress *eg, const char *host)
 
 /* ---- socket helpers ---- */
 
-static int write_all(int fd, const void *buf, size_t n)
+/* Blocking writes (ssl: through TLS on fd, or NULL). 0 or -1. */
+static int write_all(int fd, SSL *ssl, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = ssl ? tls_client_write(ssl, p, n) : send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -480,16 +493,18 @@ static int connect_timeout(const struct sockaddr *sa, socklen_t len, int timeout
 
 /* Reads a head ending in CRLFCRLF into buf (cap bytes); *len is what was
  * read, *head_len the head's length. -1 on EOF, error, timeout or overflow. */
-static int read_head(int fd, char *buf, size_t cap, size_t *len, size_t *head_len, int timeout_ms)
+static int read_head(int fd, SSL *ssl, char *buf, size_t cap, size_t *len, size_t *head_len,
+                     int timeout_ms)
 {
     *len = 0;
     int64_t end = mono_ms() + timeout_ms;
     while (*len < cap - 1) {
         int left = (int)(end - mono_ms());
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, left) != 1)
+        if (!(ssl && SSL_pending(ssl) > 0) && (left <= 0 || poll(&p, 1, left) != 1))
             return -1;
-        ssize_t r = recv(fd, buf + *len, cap - 1 - *len, 0);
+        ssize_t r = ssl ? tls_client_read(ssl, buf + *len, cap - 1 - *len)
+                        : recv(fd, buf + *len, cap - 1 - *len, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -516,7 +531,7 @@ static void reply(int fd, int status, const char *reason, const char *why)
                      "Connection: close\r\nX-Browserd-Egress: refused\r\n\r\n%s",
                      status, reason, bn, body);
     if (n > 0 && (size_t)n < sizeof msg)
-        (void)write_all(fd, msg, (size_t)n);
+        (void)write_all(fd, NULL, msg, (size_t)n);
 }
 
 static void b64(const char *in, char *out, size_t cap)
@@ -824,9 +839,6 @@ static void plan_slow(struct egress *eg, struct econn *c)
         } else if (!up || urc != 0) {
             why = "the selected proxy is not available (fail closed)";
             rc = E_UNAVAIL;
-        } else if (up->tls) {
-            why = "https upstream proxies are not supported by this server (TLS to the proxy)";
-            rc = E_UNAVAIL;
         } else {
             rc = resolve_checked(eg, up->host, up->port, up->check_address, &c->addrs, &c->naddr,
                                  &why);
@@ -836,6 +848,8 @@ static void plan_slow(struct egress *eg, struct econn *c)
                 rc = E_UNAVAIL;
             } else {
                 c->via_proxy = 1;
+                c->tls = up->tls;
+                snprintf(c->tlshost, sizeof c->tlshost, "%s", up->host);
                 c->uphead = upstream_head(up, c->hn, c->rq.port, &c->uplen);
             }
         }
@@ -927,6 +941,9 @@ static void setup_del(struct worker *w, struct econn *c)
 
 static void conn_free(struct econn *c)
 {
+    SSL_free(c->ssl); /* its socket is closed already; nothing is sent */
+    xfree(c->up.cbuf);
+    xfree(c->down.cbuf);
     wipe_free(c->uphead, c->uplen);
     xfree(c->buf);
     xfree(c->resp);
@@ -1058,10 +1075,91 @@ static int pump(struct dir *d)
     }
 }
 
+/* Sends on a tunnel's socket: through TLS when it is the upstream's. */
+static ssize_t side_send(struct econn *c, int fd, const void *buf, size_t n)
+{
+    if (c->ssl && fd == c->dfd)
+        return tls_client_write(c->ssl, buf, n);
+    return send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t side_recv(struct econn *c, int fd, void *buf, size_t n)
+{
+    if (c->ssl && fd == c->dfd)
+        return tls_client_read(c->ssl, buf, n);
+    return recv(fd, buf, n, 0);
+}
+
+/* pump for a TLS tunnel: the same contract, through d->cbuf. A write that
+ * would block is repeated with the same bytes, as TLS requires. The end of
+ * the browser's upload ends the TLS stream (close_notify): TLS has no
+ * half-close. */
+static int pump_copy(struct econn *c, struct dir *d)
+{
+    for (int rounds = 0;;) {
+        ssize_t n;
+        if (d->preoff < d->prelen) {
+            n = side_send(c, d->to, d->pre + d->preoff, d->prelen - d->preoff);
+            if (n > 0) {
+                size_t from = d->preoff, to = d->preoff + (size_t)n;
+                if (to > d->skip)
+                    __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
+                                       __ATOMIC_RELAXED);
+                d->preoff = to;
+                continue;
+            }
+        } else if (d->coff < d->clen) {
+            n = side_send(c, d->to, d->cbuf + d->coff, d->clen - d->coff);
+            if (n > 0) {
+                d->coff += (size_t)n;
+                __atomic_add_fetch(d->count, (uint64_t)n, __ATOMIC_RELAXED);
+                continue;
+            }
+        } else if (d->eof) {
+            if (!d->done) {
+                if (d->to == c->dfd)
+                    tls_client_close_notify(c->ssl);
+                else
+                    shutdown(d->to, SHUT_WR);
+                d->done = 1;
+            }
+            return 0;
+        } else {
+            if (rounds++ == EGRESS_PUMP_ROUNDS)
+                return 1;
+            if (!d->cbuf)
+                d->cbuf = xmalloc(EGRESS_TLS_BUF);
+            n = side_recv(c, d->from, d->cbuf, EGRESS_TLS_BUF);
+            if (n > 0) {
+                d->clen = (size_t)n;
+                d->coff = 0;
+                continue;
+            }
+            if (n == 0) {
+                d->eof = 1;
+                continue;
+            }
+        }
+        if (n == 0)
+            errno = EPIPE;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN ? 0 : -1;
+    }
+}
+
 static void relay(struct worker *w, struct econn *c, int up, int down)
 {
-    int b = down ? pump(&c->down) : 0;
-    int a = up && b >= 0 ? pump(&c->up) : 0;
+    int b, a;
+    if (c->ssl) {
+        /* TLS reads may need the socket writable and writes readable, and
+         * OpenSSL holds bytes of its own: any event pumps both ways. */
+        b = pump_copy(c, &c->down);
+        a = b >= 0 ? pump_copy(c, &c->up) : 0;
+    } else {
+        b = down ? pump(&c->down) : 0;
+        a = up && b >= 0 ? pump(&c->up) : 0;
+    }
     if (a < 0 || b < 0 || (c->up.done && c->down.done)) {
         conn_end(w, c);
         return;
@@ -1192,8 +1290,7 @@ static void start_connect(struct worker *w, struct econn *c)
 static void uphead_io(struct worker *w, struct econn *c)
 {
     while (c->upoff < c->uplen) {
-        ssize_t n =
-            send(c->dfd, c->uphead + c->upoff, c->uplen - c->upoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = side_send(c, c->dfd, c->uphead + c->upoff, c->uplen - c->upoff);
         if (n > 0) {
             c->upoff += (size_t)n;
             continue;
@@ -1209,7 +1306,7 @@ static void uphead_io(struct worker *w, struct econn *c)
     for (;;) {
         if (c->resplen >= EGRESS_HEAD_MAX - 1)
             goto fail;
-        ssize_t n = recv(c->dfd, c->resp + c->resplen, EGRESS_HEAD_MAX - 1 - c->resplen, 0);
+        ssize_t n = side_recv(c, c->dfd, c->resp + c->resplen, EGRESS_HEAD_MAX - 1 - c->resplen);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -1241,6 +1338,23 @@ fail:
     conn_refuse(w, c);
 }
 
+/* TLS to an https upstream proxy: the handshake, then CONNECT over it. */
+static void tls_step(struct worker *w, struct econn *c)
+{
+    int r = tls_client_handshake(c->ssl, c->whybuf, sizeof c->whybuf);
+    if (r == TLS_AGAIN)
+        return;
+    if (r == TLS_FAILED) {
+        c->rc = E_UNAVAIL;
+        c->why = c->whybuf;
+        conn_refuse(w, c);
+        return;
+    }
+    c->st = C_UPHEAD;
+    c->deadline = mono_ms() + EGRESS_HEAD_MS;
+    uphead_io(w, c);
+}
+
 /* The destination socket may have connected: its own state decides (an
  * event may be stale, from an address given up in the same batch). */
 static void connect_event(struct worker *w, struct econn *c)
@@ -1256,7 +1370,18 @@ static void connect_event(struct worker *w, struct econn *c)
     }
     if (!(p.revents & POLLOUT))
         return; /* still connecting */
-    if (c->via_proxy) {
+    if (c->via_proxy && c->tls) {
+        c->ssl = tls_client_conn(w->eg->tls, c->dfd, c->tlshost);
+        if (!c->ssl) {
+            c->rc = E_UNAVAIL;
+            c->why = "cannot start TLS to the upstream proxy";
+            conn_refuse(w, c);
+            return;
+        }
+        c->st = C_UPTLS;
+        c->deadline = mono_ms() + EGRESS_HEAD_MS;
+        tls_step(w, c);
+    } else if (c->via_proxy) {
         c->st = C_UPHEAD;
         c->deadline = mono_ms() + EGRESS_HEAD_MS;
         uphead_io(w, c);
@@ -1380,6 +1505,12 @@ static void conn_event(struct worker *w, struct econn *c, int is_d, uint32_t ev)
         else if (hup)
             conn_end(w, c);
         break;
+    case C_UPTLS:
+        if (is_d)
+            tls_step(w, c);
+        else if (hup)
+            conn_end(w, c);
+        break;
     case C_UPHEAD:
         if (is_d)
             uphead_io(w, c);
@@ -1485,6 +1616,10 @@ static void scan(struct worker *w, int64_t now)
             conn_end(w, c);
         } else if (c->st == C_CONNECT) {
             next_address(w, c);
+        } else if (c->st == C_UPTLS) {
+            c->rc = E_UNAVAIL;
+            c->why = "the TLS handshake with the upstream proxy timed out";
+            conn_refuse(w, c);
         } else if (c->st == C_UPHEAD) {
             c->rc = E_UNAVAIL;
             c->why = "the upstream proxy did not answer CONNECT";
@@ -1554,6 +1689,7 @@ static void free_config(struct egress *eg)
     xfree(eg->allow);
     xfree(eg->ports);
     xfree(eg->locals);
+    tls_client_free(eg->tls);
 }
 
 /* Stops the first n workers (their epolls and eventfds are set up). */
@@ -1594,6 +1730,8 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
     int rc = parse_allow(eg, cfg->allow_loopback, e);
     if (rc == 0)
         rc = parse_rules(eg, cfg->host_rules, e);
+    if (rc == 0)
+        rc = tls_client_new(cfg->proxy_ca_file, &eg->tls, e);
     int started = 0;
     if (rc == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1835,18 +1973,16 @@ void egress_unprotect_port(struct egress *eg, int port)
 /* Opens a tunnel to host:port through up (blocking). 0 with *fd, else
  * E_UNAVAIL with why. */
 static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, const char *host,
-                        int port, int timeout_ms, int *fd, const char **why)
+                        int port, int timeout_ms, int *fd, SSL **sslp, char *why, size_t cap)
 {
-    if (up->tls) {
-        *why = "https upstream proxies are not supported by this server (TLS to the proxy)";
-        return E_UNAVAIL;
-    }
+    const char *w = NULL;
     struct eaddr *addrs = NULL;
     int n = 0, s = -1;
-    int rc = resolve_checked(eg, up->host, up->port, up->check_address, &addrs, &n, why);
+    int rc = resolve_checked(eg, up->host, up->port, up->check_address, &addrs, &n, &w);
     if (rc) {
-        *why = rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
-                                 : "the upstream proxy does not answer";
+        snprintf(why, cap, "%s",
+                 rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
+                                   : "the upstream proxy does not answer");
         return E_UNAVAIL;
     }
     for (int i = 0; i < n && s < 0; i++)
@@ -1854,22 +1990,43 @@ static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, con
                             timeout_ms < EGRESS_CONNECT_MS ? timeout_ms : EGRESS_CONNECT_MS);
     xfree(addrs);
     if (s < 0) {
-        *why = "the upstream proxy does not answer";
+        snprintf(why, cap, "the upstream proxy does not answer");
         return E_UNAVAIL;
+    }
+    SSL *ssl = NULL;
+    if (up->tls) {
+        /* Blocking TLS: the socket's timeouts bound every step. */
+        struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        ssl = tls_client_conn(eg->tls, s, up->host);
+        int r = ssl ? tls_client_handshake(ssl, why, cap) : TLS_FAILED;
+        if (r != TLS_OK) {
+            if (!ssl)
+                snprintf(why, cap, "cannot start TLS to the upstream proxy");
+            else if (r == TLS_AGAIN)
+                snprintf(why, cap, "the TLS handshake with the upstream proxy timed out");
+            SSL_free(ssl);
+            close(s);
+            return E_UNAVAIL;
+        }
     }
     size_t hl = 0, len = 0, rl = 0;
     char *head = upstream_head(up, host, port, &hl);
-    int ok = hl && write_all(s, head, hl) == 0;
+    int ok = hl && write_all(s, ssl, head, hl) == 0;
     wipe_free(head, hl);
     char *buf = xmalloc(EGRESS_HEAD_MAX);
-    ok = ok && read_head(s, buf, EGRESS_HEAD_MAX, &len, &rl, timeout_ms) == 0;
-    *why = ok ? upstream_refusal(buf) : "the upstream proxy did not answer CONNECT";
+    ok = ok && read_head(s, ssl, buf, EGRESS_HEAD_MAX, &len, &rl, timeout_ms) == 0;
+    w = ok ? upstream_refusal(buf) : "the upstream proxy did not answer CONNECT";
     xfree(buf);
-    if (*why) {
+    if (w) {
+        snprintf(why, cap, "%s", w);
+        SSL_free(ssl);
         close(s);
         return E_UNAVAIL;
     }
     *fd = s;
+    *sslp = ssl;
     return 0;
 }
 
@@ -1894,8 +2051,9 @@ int egress_probe(struct egress *eg, const struct egress_upstream *up, const char
         egress_parse_authority(a, an, host, sizeof host, &port, https ? 443 : 80) != 0)
         return err_field(e, "url", "must be an http:// or https:// URL with a valid host");
     int fd = -1;
-    const char *why = "";
-    if (probe_tunnel(eg, up, host, port, timeout_ms, &fd, &why) != 0)
+    SSL *ssl = NULL;
+    char why[200] = "";
+    if (probe_tunnel(eg, up, host, port, timeout_ms, &fd, &ssl, why, sizeof why) != 0)
         return err_set(e, E_UNAVAIL, "proxy_unavailable", "%s", why);
     int rc = 0;
     if (!https) {
@@ -1908,13 +2066,14 @@ int egress_probe(struct egress *eg, const struct egress_upstream *up, const char
         char *buf = xmalloc(EGRESS_HEAD_MAX);
         size_t len = 0, hl = 0;
         int status = 0;
-        if (n <= 0 || (size_t)n >= sizeof req || write_all(fd, req, (size_t)n) != 0 ||
-            read_head(fd, buf, EGRESS_HEAD_MAX, &len, &hl, timeout_ms) != 0 ||
+        if (n <= 0 || (size_t)n >= sizeof req || write_all(fd, ssl, req, (size_t)n) != 0 ||
+            read_head(fd, ssl, buf, EGRESS_HEAD_MAX, &len, &hl, timeout_ms) != 0 ||
             sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
             rc = err_set(e, E_UNAVAIL, "proxy_unavailable",
                          "no HTTP answer from %s through the proxy", auth);
         xfree(buf);
     }
+    SSL_free(ssl);
     close(fd);
     return rc;
 }

@@ -10,7 +10,10 @@
 // port is closed) that log every CONNECT target.
 import http from 'node:http';
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
+import tls from 'node:tls';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { startServer, request, assert, eq, isError } from '../blackbox/lib.mjs';
@@ -27,11 +30,19 @@ const NAMES = {
   'down.test': '127.0.0.6',
 };
 
-// A site on one loopback address; counts hits per Host header.
+// A site on one loopback address; counts hits per Host header. /big/N
+// answers N bytes of a known pattern.
 async function site(addr) {
   const hits = [];
   const srv = http.createServer((rq, rs) => {
     hits.push(rq.headers.host);
+    const big = /^\/big\/(\d+)$/.exec(rq.url);
+    if (big) {
+      rs.setHeader('content-type', 'text/plain');
+      rs.setHeader('access-control-allow-origin', '*');
+      rs.end(pattern(Number(big[1])));
+      return;
+    }
     rs.setHeader('content-type', 'text/html');
     rs.end(`<title>site</title><p id="p">site ${addr} host=${rq.headers.host}</p>`);
   });
@@ -39,10 +50,29 @@ async function site(addr) {
   return { addr, port: srv.address().port, hits, close: () => srv.close() };
 }
 
-// An upstream HTTP CONNECT proxy; resolves the test names itself.
-async function upstream({ user, pass } = {}) {
+// n bytes of a pattern that shows a lost, doubled or reordered chunk.
+function pattern(n) {
+  let out = '';
+  for (let i = 0; out.length < n; i++) out += `${i.toString(36)},`;
+  return out.slice(0, n);
+}
+
+// A self-signed certificate for IP 127.0.0.1, made with the openssl CLI.
+function selfSigned(cn) {
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-tls-'));
+  const key = join(dir, 'key.pem'), cert = join(dir, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+    '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${cn}`,
+    '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  return { dir, certFile: cert, opts: { key: readFileSync(key), cert: readFileSync(cert) } };
+}
+
+// An upstream HTTP CONNECT proxy; resolves the test names itself. With
+// tlsOpts it speaks TLS (an https proxy): its log then only holds requests
+// that arrived over TLS.
+async function upstream({ user, pass, tlsOpts } = {}) {
   const log = [];
-  const srv = net.createServer((c) => {
+  const handler = (c) => {
     let buf = '';
     const onData = (d) => {
       buf += d.toString('latin1');
@@ -70,7 +100,10 @@ async function upstream({ user, pass } = {}) {
       c.on('error', () => up.destroy());
     };
     c.on('data', onData);
-  });
+    c.on('error', () => {});
+  };
+  const srv = tlsOpts ? tls.createServer(tlsOpts, handler) : net.createServer(handler);
+  srv.on('tlsClientError', () => {});
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   return { port: srv.address().port, log, close: () => srv.close(), targets: () => log.map((l) => l.target) };
 }
@@ -110,7 +143,9 @@ async function visit(b, url) {
 
 // One fixture for every test: three sites, two working upstreams and a dead
 // one, and a server that may reach the sites and the upstreams on loopback.
-async function fixture(fn, { extraArgs = [] } = {}) {
+// With tls: an https upstream whose certificate --proxy-ca-file trusts (ut,
+// Basic auth) and one whose certificate nothing trusts (uu).
+async function fixture(fn, { extraArgs = [], tls: withTls = false } = {}) {
   const sites = {};
   for (const addr of new Set(Object.values(NAMES))) sites[addr] = await site(addr);
   const forbidden = await site('127.0.0.1'); // never listed
@@ -119,7 +154,20 @@ async function fixture(fn, { extraArgs = [] } = {}) {
   const ud = await upstream(); // the operator's default stealth proxy
   const deadPort = await freePort();
   const apiPort = await freePort();
+  const certs = withTls ? [selfSigned('trusted-proxy'), selfSigned('untrusted-proxy')] : [];
+  const ut = withTls ? await upstream({ user: 'alice', pass: PASSWORD, tlsOpts: certs[0].opts }) : null;
+  const uu = withTls ? await upstream({ tlsOpts: certs[1].opts }) : null;
+  if (withTls) {
+    // The operator's managed upstreams: datacenter plain, residential over TLS.
+    const managed = join(certs[0].dir, 'managed.json');
+    writeFileSync(managed, JSON.stringify({
+      datacenter: { host: '127.0.0.1', port: u2.port },
+      residential: { host: '127.0.0.1', port: ut.port, username: 'alice', password: PASSWORD, protocol: 'https' },
+    }));
+    extraArgs = [...extraArgs, '--proxy-ca-file', certs[0].certFile, '--managed-proxies', managed];
+  }
   const allow = [
+    ...(withTls ? [`127.0.0.1:${ut.port}`, `127.0.0.1:${uu.port}`] : []),
     ...Object.values(sites).map((x) => `${x.addr}:${x.port}`),
     `127.0.0.1:${u1.port}`, `127.0.0.1:${u2.port}`, `127.0.0.1:${deadPort}`,
     `127.0.0.1:${apiPort}`, // listed, yet the server's own port stays unreachable
@@ -131,14 +179,15 @@ async function fixture(fn, { extraArgs = [] } = {}) {
     env: { BROWSERD_CHROMIUM_EXTRA_ARGS: `--host-resolver-rules=${rules}` },
   });
   const url = (name, path = '/') => `http://${name}:${sites[NAMES[name]].port}${path}`;
-  const fx = { s, sites, forbidden, u1, u2, ud, deadPort, url };
+  const fx = { s, sites, forbidden, u1, u2, ud, ut, uu, deadPort, url };
   try {
     await fn(fx);
   } finally {
     await s.stop();
     assert(!s.log.includes(PASSWORD), 'the password appears in the server log');
     s.cleanup();
-    for (const x of [...Object.values(sites), forbidden, u1, u2, ud]) x.close();
+    for (const x of [...Object.values(sites), forbidden, u1, u2, ud, ut, uu]) if (x) x.close();
+    for (const c of certs) rmSync(c.dir, { recursive: true, force: true });
   }
 }
 
@@ -240,6 +289,78 @@ export const tests = [
       assert(m, 'the ended session logs its egress byte counts');
       assert(Number(m[1]) > 0 && Number(m[2]) > 0, `the page's request and answer were counted: ${m[0]}`);
     }),
+  },
+  {
+    name: 'https upstream proxies: TLS to the proxy (Basic auth inside it), its certificate verified with --proxy-ca-file; untrusted or plain proxies fail closed',
+    timeout: 150000,
+    fn: () => fixture(async ({ s, ut, uu, u2, url }) => {
+      const p = await proxy(s, { type: 'custom', name: 'tls-ok', protocol: 'https', config: { host: '127.0.0.1', port: ut.port, username: 'alice', password: PASSWORD } });
+      eq(p.protocol, 'https');
+      const c = await api(s, 'POST', `/proxies/${p.id}/check`, { url: url('a.test', '/tls-check') });
+      eq(c.status, 200, c.text); eq(c.json.status, 'available', c.text);
+      assert(ut.log.some((x) => x.target.startsWith('a.test:') && x.auth), 'the check went through the TLS proxy with credentials');
+      const b = await create(s, { proxy: { id: p.id } });
+      const br = await chromium.connectOverCDP(b.cdp_ws_url);
+      try {
+        const ctx = br.contexts()[0] || await br.newContext();
+        const page = ctx.pages()[0] || await ctx.newPage();
+        await page.goto(url('a.test', '/via-tls'), { timeout: 15000 });
+        assert((await page.innerText('body')).includes('site 127.0.0.2'), 'the page loaded through the TLS proxy');
+        // 3 MB through the TLS tunnel (user-space copies, not splice): whole and in order.
+        const n = 3 * 1024 * 1024;
+        const body = await page.evaluate(async (u) => (await fetch(u)).text(), url('a.test', `/big/${n}`));
+        eq(body.length, n, 'bytes through the TLS tunnel');
+        assert(body === pattern(n), 'the TLS tunnel delivered the bytes in order');
+      } finally {
+        await br.close().catch(() => {});
+      }
+      assert(ut.log.filter((x) => x.target.startsWith('a.test:')).length >= 2, 'the page went through the TLS proxy');
+      // A certificate nothing trusts: no CONNECT is ever sent, the page fails closed.
+      const q = await proxy(s, { type: 'custom', name: 'tls-untrusted', protocol: 'https', config: { host: '127.0.0.1', port: uu.port } });
+      eq((await api(s, 'POST', `/proxies/${q.id}/check`, { url: url('a.test') })).json.status, 'unavailable', 'untrusted certificate');
+      const bq = await create(s, { proxy: { id: q.id } });
+      const vq = await visit(bq, url('a.test', '/untrusted'));
+      assert(!vq.text.includes('site 127.0.0.2'), `fails closed: ${JSON.stringify(vq)}`);
+      eq(uu.log.length, 0, 'nothing was sent to a proxy whose certificate did not verify');
+      // protocol https against a proxy that speaks plain HTTP: the handshake fails, closed.
+      const pl = await proxy(s, { type: 'custom', name: 'tls-plain', protocol: 'https', config: { host: '127.0.0.1', port: u2.port } });
+      eq((await api(s, 'POST', `/proxies/${pl.id}/check`, { url: url('a.test') })).json.status, 'unavailable', 'plain proxy spoken to with TLS');
+      for (const x of [b, bq]) await api(s, 'DELETE', `/browsers/${x.session_id}`);
+    }, { tls: true }),
+  },
+  {
+    name: 'Managed proxies use the operator\'s upstreams from --managed-proxies (one plain, one https with credentials); a bad file stops the server at start',
+    timeout: 120000,
+    fn: async () => {
+      await fixture(async ({ s, ut, u2, url }) => {
+        const dc = await proxy(s, { type: 'datacenter', name: 'dc', config: { country: 'US' } });
+        const res = await proxy(s, { type: 'residential', name: 'res' });
+        eq(dc.config, { country: 'US' });
+        const bd = await create(s, { proxy: { id: dc.id } });
+        const vd = await visit(bd, url('a.test', '/managed-dc'));
+        assert(vd.text.includes('site 127.0.0.2'), `datacenter load: ${JSON.stringify(vd)}`);
+        assert(saw(u2, 'a.test'), 'datacenter went through its operator upstream');
+        const br = await create(s, { proxy: { id: res.id } });
+        const vr = await visit(br, url('x.corp.test', '/managed-res'));
+        assert(vr.text.includes('site 127.0.0.3'), `residential load: ${JSON.stringify(vr)}`);
+        assert(ut.log.some((x) => x.target.startsWith('x.corp.test:') && x.auth), 'residential went over TLS with the operator\'s credentials');
+        eq((await api(s, 'POST', `/proxies/${res.id}/check`, { url: url('a.test') })).json.status, 'available');
+        for (const x of [bd, br]) await api(s, 'DELETE', `/browsers/${x.session_id}`);
+      }, { tls: true });
+      const dir = mkdtempSync(join(tmpdir(), 'browserd-managed-'));
+      try {
+        const f = join(dir, 'managed.json');
+        writeFileSync(f, JSON.stringify({ datacenter: { host: '127.0.0.1', port: 3128, protocol: 'ftp' } }));
+        let err = null;
+        try { const s = await startServer({ dataDir: join(dir, 'd1'), args: ['--managed-proxies', f] }); await s.stop(); s.cleanup(); } catch (e) { err = String(e.message); }
+        assert(err && err.includes('--managed-proxies') && err.includes('protocol'), `a bad managed file is refused at start: ${err}`);
+        err = null;
+        try { const s = await startServer({ dataDir: join(dir, 'd2'), args: ['--proxy-ca-file', join(dir, 'missing.pem')] }); await s.stop(); s.cleanup(); } catch (e) { err = String(e.message); }
+        assert(err && err.includes('--proxy-ca-file'), `a missing CA file is refused at start: ${err}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
   },
   {
     name: 'Network rules 1-9 from a page: private_hosts direct, exact beats wildcard, longer suffix wins, route proxy bypass_hosts, fail closed',
