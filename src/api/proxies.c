@@ -357,7 +357,7 @@ int proxies_create(struct req *rq, struct resp *rs)
     }
     json_t *d = json_object();
     json_object_set_new(d, "protocol", json_string(proto ? proto : "http"));
-    json_object_set(d, "bypass_hosts", bypass ? bypass : json_array());
+    json_object_set_new(d, "bypass_hosts", bypass ? json_incref(bypass) : json_array());
     json_t *pub = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
     const char *pw = jsonx_str(cfg, "password");
     if (strcmp(type, "custom") == 0 && pw) {
@@ -799,12 +799,14 @@ static int load_managed(const char *path, struct err *e)
     {
         struct egress_upstream up;
         if (!is_managed(k) || upstream_from_operator(o, &up) != 0) {
+            /* k belongs to v: the message is made before v goes. */
+            (void)err_set(e, E_INVALID, "bad_request",
+                          "--managed-proxies %s: \"%s\" must be one of datacenter, isp, "
+                          "residential, mobile with {host, port, username?, password?, "
+                          "protocol?: http|https}",
+                          path, k);
             json_decref(v);
-            return err_set(e, E_INVALID, "bad_request",
-                           "--managed-proxies %s: \"%s\" must be one of datacenter, isp, "
-                           "residential, mobile with {host, port, username?, password?, "
-                           "protocol?: http|https}",
-                           path, k);
+            return E_INVALID;
         }
         egress_upstream_clear(&up);
     }

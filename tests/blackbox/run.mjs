@@ -28,7 +28,7 @@ for (const file of readdirSync(here).filter((f) => f.endsWith('.test.mjs')).sort
       console.log(`ok - ${name} (${Date.now() - started} ms)`);
     } catch (e) {
       failed++;
-      console.log(`not ok - ${name}\n  ${String(e && e.stack || e).split('\n').slice(0, 6).join('\n  ')}`);
+      console.log(`not ok - ${name}\n  ${String(e && e.stack || e).split('\n').slice(0, /Sanitizer|runtime error/.test(String(e)) ? 60 : 6).join('\n  ')}`);
     }
   }
 }
