@@ -203,9 +203,11 @@ int org_key_create(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
+    /* A request refused for its name creates nothing (the key would have
+     * been stored, and its record leaked, while the answer was 400). */
     if (!json_object_get(body, "name"))
         rc = err_field(&rq->err, "name", "is required");
-    if (tenancy_key_create(api_app(rq)->store, api_auth(rq)->org.id, body, &out, &rq->err))
+    else if (tenancy_key_create(api_app(rq)->store, api_auth(rq)->org.id, body, &out, &rq->err))
         rc = rq->err.rc;
     json_decref(body);
     if (rc)

@@ -190,6 +190,8 @@ export const tests = [
       for (const body of [{}, { name: '' }, { name: 'x', days_to_expire: 0 }, { name: 'x', days_to_expire: 1.5 }, { name: 'x', project_id: 'nosuch' }, { name: 'x', extra: 1 }]) {
         isError(await request(s.base, 'POST', '/org/api_keys', { key: s.key, body }), 400, 'bad_request');
       }
+      // A refused create stores nothing: bootstrap, ci, tmp and scoped only.
+      eq((await request(s.base, 'GET', '/org/api_keys', { key: s.key })).json.length, 4, 'keys after the refused creates');
     }),
   },
   {
