@@ -939,6 +939,18 @@ static void setup_del(struct worker *w, struct econn *c)
     c->in_setup = 0;
 }
 
+/* Closes a socket this worker's epoll watches, unregistering it first:
+ * closing alone leaves the registration in place while another process
+ * holds a duplicate (a browser being started between fork and exec), and
+ * its events would then name a freed connection. Accepts -1. */
+static void ep_close(struct worker *w, int fd)
+{
+    if (fd < 0)
+        return;
+    (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+}
+
 static void conn_free(struct econn *c)
 {
     SSL_free(c->ssl); /* its socket is closed already; nothing is sent */
@@ -976,9 +988,8 @@ static void conn_end(struct worker *w, struct econn *c)
     if (--eg->nconns == 0)
         pthread_cond_broadcast(&eg->idle);
     pthread_mutex_unlock(&eg->mu);
-    close(c->cfd);
-    if (dfd >= 0)
-        close(dfd);
+    ep_close(w, c->cfd);
+    ep_close(w, dfd);
     int fds[4] = {c->up.pr, c->up.pw, c->down.pr, c->down.pw};
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
@@ -1237,8 +1248,7 @@ static void next_address(struct worker *w, struct econn *c)
     int fd = c->dfd;
     c->dfd = -1;
     pthread_mutex_unlock(&w->eg->mu);
-    if (fd >= 0)
-        close(fd);
+    ep_close(w, fd);
     c->ai++;
     start_connect(w, c);
 }

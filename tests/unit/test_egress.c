@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1039,6 +1040,44 @@ static void run_no_fd_left(struct rig *r)
                  before, 2 * ROUNDS, after);
 }
 
+/* A browser being started holds duplicates of every descriptor between fork
+ * and exec. A tunnel that ends then must not stay registered in the epoll
+ * (closing alone would leave it there): later events would name the freed
+ * connection. AddressSanitizer reports that use after free. */
+static void run_closed_while_forked(struct rig *r)
+{
+    int fd = rig_tunnel(r, r->echo.port);
+    if (fd < 0 || echo_check(fd, 0) != 0)
+        fail_msg("%s: the tunnel did not echo", r->c->name);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The child: drop the client's socket, wait until the engine has
+         * ended the tunnel, then write through the engine's own socket to the
+         * echo server, whose answer makes that socket readable again. */
+        close(fd);
+        poll(NULL, 0, 300);
+        for (int k = 3; k < 4096; k++) {
+            struct sockaddr_in sa;
+            socklen_t sl = sizeof sa;
+            if (getpeername(k, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+                ntohs(sa.sin_port) == r->echo.port)
+                (void)send(k, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        poll(NULL, 0, 700);
+        _exit(0);
+    }
+    if (pid < 0)
+        fail_msg("%s: fork: %s", r->c->name, strerror(errno));
+    struct linger hard = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    rig_close(r, fd); /* a reset: the engine ends the tunnel without a half-close */
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fd = rig_tunnel(r, r->echo.port);
+    if (fd < 0 || echo_check(fd, 1) != 0)
+        fail_msg("%s: the engine stopped working after the child exited", r->c->name);
+}
+
 static void run_set_top_closes(struct rig *r)
 {
     int fd = rig_tunnel(r, r->echo.port);
@@ -1206,6 +1245,8 @@ static const struct engine_case engine_cases[] = {
     {"item 6: a bulk transfer (grown pipes) arrives whole and in order", run_bulk_in_order},
     {"item 6: closed tunnels leave no descriptor behind (worker, lookup thread, refusal)",
      run_no_fd_left},
+    {"a tunnel ending while a forked child holds its descriptors leaves no event behind",
+     run_closed_while_forked},
     {"item 3: egress_set_top closes tunnels the old top-level selection carried",
      run_set_top_closes},
     {"plain http is sent in origin form without proxy headers and with Connection: close",
@@ -1230,7 +1271,7 @@ static void engine_run(void **state)
 
 int main(void)
 {
-    _Static_assert(ENGINE_CASES == 8, "list every engine case below");
+    _Static_assert(ENGINE_CASES == 9, "list every engine case below");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decide_table),
         cmocka_unit_test(bypass_table),
@@ -1246,6 +1287,7 @@ int main(void)
         ENGINE_TEST(5),
         ENGINE_TEST(6),
         ENGINE_TEST(7),
+        ENGINE_TEST(8),
     };
     return cmocka_run_group_tests_name("proxy/egress", tests, NULL, NULL);
 }
