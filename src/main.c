@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/reaper.h"
 #include "api/api.h"
 #include "api/webdriver.h"
 #include "api/org.h"
@@ -276,6 +277,11 @@ static int cmd_serve(int argc, char **argv)
 
     struct err e;
     err_init(&e);
+    /* Before any thread: the watcher that ends our browsers if we die. */
+    if (reaper_start(&e) != 0) {
+        log_warn("%s: browsers would outlive a crashed server", e.message);
+        err_init(&e);
+    }
     if (store_open_sqlite(c->data_dir, &app.store, &e) != 0) {
         log_error("%s", e.message);
         return 1;

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "runtime/chromium.h"
+#include "runtime/reaper.h"
 
 extern char **environ;
 
@@ -266,6 +267,7 @@ static int reap_if_exited(struct chromedriver *d)
         return 0;
     d->exited = 1; /* r == pid, or ECHILD: reaped elsewhere */
     (void)kill(-d->pid, SIGKILL);
+    reaper_forget(d->pid);
     return 1;
 }
 
@@ -290,6 +292,7 @@ void chromedriver_stop(struct chromedriver *d, int grace_ms)
         while (waitpid(d->pid, NULL, 0) < 0 && errno == EINTR)
             ;
         d->exited = 1;
+        reaper_forget(d->pid);
     }
 }
 
@@ -415,6 +418,8 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         char *a_log = xasprintf("--log-path=%s", o->log_path);
         char *argv[] = {(char *)bin, a_port, a_base, a_log, NULL};
         d->pid = spawn(argv, e);
+        if (d->pid > 0)
+            reaper_watch(d->pid);
         xfree(a_port);
         xfree(a_base);
         xfree(a_log);

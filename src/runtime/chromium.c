@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "runtime/reaper.h"
 #include "runtime/xvfb.h"
 
 extern char **environ;
@@ -688,6 +689,7 @@ static int reap_if_exited(struct chromium *c)
             return 0;
         /* ECHILD: someone else reaped it (SIGCHLD ignored or waitpid(-1)). */
         c->reaped = 1;
+        reaper_forget(c->pid);
         c->status = 0;
         c->ended_us = clock_mono_us();
         return 1;
@@ -700,6 +702,7 @@ static int reap_if_exited(struct chromium *c)
         ;
     c->status = st;
     c->reaped = 1;
+    reaper_forget(c->pid);
     c->ended_us = clock_mono_us();
     return 1;
 }
@@ -982,6 +985,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         goto fail;
     }
     c->pid = pid;
+    reaper_watch(pid);
     c->start_ticks = chromium_proc_start_ticks(pid);
     c->exit_fd = pidfd_open_compat(pid);
     if (c->exit_fd >= 0)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "runtime/reaper.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -80,6 +81,7 @@ static void xvfb_kill(pid_t pid, int grace_ms)
     }
     /* Anything Xvfb left in its group (it forks xkbcomp) goes too. */
     (void)kill(-pid, SIGKILL);
+    reaper_forget(pid);
 }
 
 int xvfb_start(const char *binary, int width, int height, const char *log_path, int timeout_ms,
@@ -132,6 +134,7 @@ int xvfb_start(const char *binary, int width, int height, const char *log_path, 
         close(pfd[0]);
         return err_set(e, E_INTERNAL, "internal", "fork Xvfb: %s", strerror(fork_errno));
     }
+    reaper_watch(pid);
 
     /* Xvfb writes "N\n" once it accepts connections. */
     char buf[32];

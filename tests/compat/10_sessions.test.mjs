@@ -2,7 +2,7 @@
 // cdp_ws_url: Playwright connectOverCDP and Puppeteer connect. Pages are served
 // by the test itself on 127.0.0.1.
 import http from 'node:http';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
@@ -52,6 +52,21 @@ async function until(fn, what, ms = 10000) {
 
 function alive(pid) {
   try { process.kill(pid, 0); return true; } catch { return false; }
+}
+
+// Running and not a zombie (an orphan's zombie waits for PID 1 to reap it).
+function running(pid) {
+  try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+}
+
+// Kills the process groups of the given pids (by group id), for cleanup.
+function killGroups(pids) {
+  for (const p of pids) {
+    try {
+      const pgid = Number(readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ')[2]);
+      if (pgid > 1) process.kill(-pgid, 'SIGKILL');
+    } catch { /* gone */ }
+  }
 }
 
 // The pids of the session's Chromium processes, found by their user-data folder.
@@ -309,6 +324,25 @@ export const tests = [
       } finally {
         if (s2) await s2.stop();
         await s.stop();
+        s.cleanup();
+      }
+    },
+  },
+  {
+    name: 'crash safety: after kill -9 of the server its browsers (headless and headful) end within seconds, without a restart',
+    timeout: 90000,
+    fn: async () => {
+      const s = await startServer();
+      let pids = [];
+      try {
+        const a = await create(s);
+        const b = await create(s, { headless: false });
+        pids = [...browserPids(s.dir, a.session_id), ...browserPids(s.dir, b.session_id)];
+        assert(pids.length > 1, 'browsers running');
+        await s.kill9();
+        await until(() => pids.every((p) => !running(p)), 'the browsers of the killed server to end');
+      } finally {
+        killGroups(pids.filter(running));
         s.cleanup();
       }
     },

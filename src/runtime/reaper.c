@@ -1,0 +1,127 @@
+#include "runtime/reaper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define REAPER_MAX_GROUPS 65536
+
+static int wfd = -1; /* the server's end; -1: no watcher */
+
+/* ---- the watcher process (single-threaded; a fresh fork) ---- */
+
+static void watcher_main(int rfd) __attribute__((noreturn));
+static void watcher_main(int rfd)
+{
+    (void)prctl(PR_SET_NAME, "browserd-reaper", 0, 0, 0);
+    /* A terminal's ^C or a signal to the server's group must not end the
+     * watcher before the server: it ends at end of file only. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    static pid_t groups[REAPER_MAX_GROUPS];
+    size_t n = 0;
+    char buf[4096], line[32];
+    size_t ll = 0;
+    for (;;) {
+        ssize_t got = read(rfd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] != '\n') {
+                if (ll + 1 < sizeof line)
+                    line[ll++] = buf[i];
+                continue;
+            }
+            line[ll] = '\0';
+            ll = 0;
+            long v = strtol(line + 1, NULL, 10);
+            if (v <= 1)
+                continue;
+            if (line[0] == '+' && n < REAPER_MAX_GROUPS) {
+                groups[n++] = (pid_t)v;
+            } else if (line[0] == '-') {
+                for (size_t k = 0; k < n; k++)
+                    if (groups[k] == (pid_t)v) {
+                        groups[k] = groups[--n];
+                        break;
+                    }
+            }
+        }
+    }
+    for (size_t k = 0; k < n; k++)
+        (void)kill(-groups[k], SIGKILL);
+    if (n) {
+        char msg[96];
+        int len =
+            snprintf(msg, sizeof msg,
+                     "browserd-reaper: the server ended; killed %zu browser process group(s)\n", n);
+        if (len > 0 && write(2, msg, (size_t)len) < 0) {
+            /* nothing to do: stderr is gone */
+        }
+    }
+    _exit(0);
+}
+
+int reaper_start(struct err *e)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return err_set(e, E_INTERNAL, "internal", "reaper: pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        int fe = errno;
+        close(p[0]);
+        close(p[1]);
+        return err_set(e, E_INTERNAL, "internal", "reaper: fork: %s", strerror(fe));
+    }
+    if (pid == 0) {
+        close(p[1]);
+        /* Only the pipe and stderr stay open: the watcher must not keep
+         * the server's sockets or database alive. */
+        if (p[0] != 3) {
+            (void)dup2(p[0], 3);
+            close(p[0]);
+        }
+        (void)close_range(4, ~0U, 0);
+        (void)close(0);
+        (void)close(1);
+        watcher_main(3);
+    }
+    close(p[0]);
+    int fl = fcntl(p[1], F_GETFL);
+    (void)fcntl(p[1], F_SETFL, fl | O_NONBLOCK);
+    wfd = p[1];
+    return 0;
+}
+
+static void tell(char op, pid_t pgid)
+{
+    if (wfd < 0 || pgid <= 1)
+        return;
+    char msg[24];
+    int n = snprintf(msg, sizeof msg, "%c%d\n", op, (int)pgid);
+    /* Shorter than PIPE_BUF: written whole or not at all. A full pipe (the
+     * watcher is behind) or a gone watcher costs only this record. */
+    if (n > 0 && write(wfd, msg, (size_t)n) < 0 && errno == EPIPE) {
+        /* the watcher is gone: stop telling it */
+    }
+}
+
+void reaper_watch(pid_t pgid)
+{
+    tell('+', pgid);
+}
+
+void reaper_forget(pid_t pgid)
+{
+    tell('-', pgid);
+}
