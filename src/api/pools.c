@@ -333,9 +333,12 @@ static int clean_browser(const char *ws, const char *start_url)
             json_array_append_new(origins, json_string(origin));
         if (!type || !id || strcmp(id, keep) == 0 || strcmp(type, "page") != 0)
             continue;
-        json_t *p = json_pack("{s:s}", "targetId", id);
-        if (cdp_client_call(cc, NULL, "Target.closeTarget", p, 0, 0, NULL, &e) != 0)
+        /* Waited for: a page still open could finish a request (a favicon,
+         * say) after the cookies were cleared and set one again. */
+        json_t *p = json_pack("{s:s}", "targetId", id), *r = NULL;
+        if (cdp_client_call(cc, NULL, "Target.closeTarget", p, 1, CDP_TIMEOUT_MS, &r, &e) != 0)
             log_debug("pool release: closeTarget: %s", e.message);
+        json_decref(r);
         json_decref(p);
     }
     json_decref(all);
@@ -352,10 +355,28 @@ static int clean_browser(const char *ws, const char *start_url)
     if (rc == 0) {
         /* Waiting for this answer also waits for every command sent before it:
          * a DevTools connection answers in order. */
-        json_t *r2 = NULL, *none = json_object();
-        rc = cdp_client_call(cc, NULL, "Storage.clearCookies", none, 1, CDP_TIMEOUT_MS, &r2, &e);
+        json_t *none = json_object();
+        /* A response already on its way when the pages closed can still set
+         * a cookie: clear until none is left (a few rounds at most). */
+        for (int round = 0; rc == 0 && round < 3; round++) {
+            json_t *r2 = NULL;
+            if (round) {
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            rc =
+                cdp_client_call(cc, NULL, "Storage.clearCookies", none, 1, CDP_TIMEOUT_MS, &r2, &e);
+            json_decref(r2);
+            r2 = NULL;
+            int clean = rc == 0 &&
+                        cdp_client_call(cc, NULL, "Storage.getCookies", none, 1, CDP_TIMEOUT_MS,
+                                        &r2, &e) == 0 &&
+                        json_array_size(json_object_get(r2, "cookies")) == 0;
+            json_decref(r2);
+            if (clean)
+                break;
+        }
         json_decref(none);
-        json_decref(r2);
     }
     cdp_client_close(cc);
     return rc;
