@@ -1025,22 +1025,45 @@ static void grow_pipe(struct dir *d)
         (void)fcntl(d->pw, F_SETPIPE_SZ, EGRESS_PIPE_BULK / 4);
 }
 
+/* Sends on a tunnel's socket: through TLS when it is the upstream's. */
+static ssize_t side_send(struct econn *c, int fd, const void *buf, size_t n)
+{
+    if (c->ssl && fd == c->dfd)
+        return tls_client_write(c->ssl, buf, n);
+    return send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t side_recv(struct econn *c, int fd, void *buf, size_t n)
+{
+    if (c->ssl && fd == c->dfd)
+        return tls_client_read(c->ssl, buf, n);
+    return recv(fd, buf, n, 0);
+}
+
+/* Sends what is left of d->pre; the first d->skip bytes (our own answer
+ * head) are not counted as payload. The bytes sent, or <= 0 as send. */
+static ssize_t send_pre(struct econn *c, struct dir *d)
+{
+    ssize_t n = side_send(c, d->to, d->pre + d->preoff, d->prelen - d->preoff);
+    if (n > 0) {
+        size_t from = d->preoff, to = d->preoff + (size_t)n;
+        if (to > d->skip)
+            __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
+                               __ATOMIC_RELAXED);
+        d->preoff = to;
+    }
+    return n;
+}
+
 /* Moves bytes one way until it would block, the fair share is used (1,
  * pump again later) or it fails (-1). */
-static int pump(struct dir *d)
+static int pump(struct econn *c, struct dir *d)
 {
     for (int rounds = 0;;) {
         ssize_t n;
         if (d->preoff < d->prelen) {
-            n = send(d->to, d->pre + d->preoff, d->prelen - d->preoff, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (n > 0) {
-                size_t from = d->preoff, to = d->preoff + (size_t)n;
-                if (to > d->skip)
-                    __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
-                                       __ATOMIC_RELAXED);
-                d->preoff = to;
+            if ((n = send_pre(c, d)) > 0)
                 continue;
-            }
         } else if (d->inpipe) {
             n = splice(d->pr, NULL, d->to, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
@@ -1086,21 +1109,6 @@ static int pump(struct dir *d)
     }
 }
 
-/* Sends on a tunnel's socket: through TLS when it is the upstream's. */
-static ssize_t side_send(struct econn *c, int fd, const void *buf, size_t n)
-{
-    if (c->ssl && fd == c->dfd)
-        return tls_client_write(c->ssl, buf, n);
-    return send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-static ssize_t side_recv(struct econn *c, int fd, void *buf, size_t n)
-{
-    if (c->ssl && fd == c->dfd)
-        return tls_client_read(c->ssl, buf, n);
-    return recv(fd, buf, n, 0);
-}
-
 /* pump for a TLS tunnel: the same contract, through d->cbuf. A write that
  * would block is repeated with the same bytes, as TLS requires. The end of
  * the browser's upload ends the TLS stream (close_notify): TLS has no
@@ -1110,15 +1118,8 @@ static int pump_copy(struct econn *c, struct dir *d)
     for (int rounds = 0;;) {
         ssize_t n;
         if (d->preoff < d->prelen) {
-            n = side_send(c, d->to, d->pre + d->preoff, d->prelen - d->preoff);
-            if (n > 0) {
-                size_t from = d->preoff, to = d->preoff + (size_t)n;
-                if (to > d->skip)
-                    __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
-                                       __ATOMIC_RELAXED);
-                d->preoff = to;
+            if ((n = send_pre(c, d)) > 0)
                 continue;
-            }
         } else if (d->coff < d->clen) {
             n = side_send(c, d->to, d->cbuf + d->coff, d->clen - d->coff);
             if (n > 0) {
@@ -1168,8 +1169,8 @@ static void relay(struct worker *w, struct econn *c, int up, int down)
         b = pump_copy(c, &c->down);
         a = b >= 0 ? pump_copy(c, &c->up) : 0;
     } else {
-        b = down ? pump(&c->down) : 0;
-        a = up && b >= 0 ? pump(&c->up) : 0;
+        b = down ? pump(c, &c->down) : 0;
+        a = up && b >= 0 ? pump(c, &c->up) : 0;
     }
     if (a < 0 || b < 0 || (c->up.done && c->down.done)) {
         conn_end(w, c);
@@ -1516,14 +1517,9 @@ static void conn_event(struct worker *w, struct econn *c, int is_d, uint32_t ev)
             conn_end(w, c);
         break;
     case C_UPTLS:
-        if (is_d)
-            tls_step(w, c);
-        else if (hup)
-            conn_end(w, c);
-        break;
     case C_UPHEAD:
         if (is_d)
-            uphead_io(w, c);
+            (c->st == C_UPTLS ? tls_step : uphead_io)(w, c);
         else if (hup)
             conn_end(w, c);
         break;

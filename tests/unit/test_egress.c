@@ -550,21 +550,13 @@ static int has_line(const char *head, const char *line)
     return strcasestr(head, want) != NULL;
 }
 
-static int count_fds(void)
+/* Entries of a /proc/self folder: "fd" (open descriptors, the one reading
+ * included) or "task" (threads). -1 when it cannot be read. */
+static int count_self(const char *what)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    for (struct dirent *de; (de = readdir(d));)
-        n += de->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-static int count_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/%s", what);
+    DIR *d = opendir(path);
     if (!d)
         return -1;
     int n = 0;
@@ -920,7 +912,7 @@ static void run_many_tunnels(struct rig *r)
         if (fd < 0 || echo_check(fd, i) != 0)
             fail_msg("%s: tunnel %d of %d did not open or echo", r->c->name, i + 1, TUNNELS);
     }
-    int threads = count_threads();
+    int threads = count_self("task");
     if (threads < 0 || threads >= THREADS_MAX)
         fail_msg("%s: %d threads in the process with %d tunnels open (expected fewer than %d)",
                  r->c->name, threads, TUNNELS, THREADS_MAX);
@@ -1017,7 +1009,7 @@ static void run_no_fd_left(struct rig *r)
         fail_msg("%s: the first tunnel did not echo", r->c->name);
     rig_close(r, fd);
     poll(NULL, 0, 100);
-    int before = count_fds();
+    int before = count_self("fd");
     for (int i = 0; i < ROUNDS; i++) {
         static const char *const hosts[] = {"127.0.0.1", "localhost"};
         fd = rig_connect_host(r, hosts[i % 2], r->echo.port, head, sizeof head);
@@ -1033,7 +1025,7 @@ static void run_no_fd_left(struct rig *r)
     }
     int after = -1;
     for (int64_t end = mono_ms() + SETTLE_MS; mono_ms() < end; poll(NULL, 0, 20))
-        if ((after = count_fds()) <= before)
+        if ((after = count_self("fd")) <= before)
             break;
     if (after != before)
         fail_msg("%s: %d descriptors open before %d tunnels, %d after they closed", r->c->name,
