@@ -26,7 +26,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-.PHONY: all deps run test unit blackbox asan lint format fuzz fuzz-smoke bench clean check-banned
+.PHONY: all deps test-deps run test unit blackbox asan lint format fuzz fuzz-smoke bench clean check-banned
 
 all: $(BUILD)/browserd
 
@@ -62,12 +62,15 @@ $(BUILD)/bench/egress: bench/egress.c $(BUILD)/libbrowserd.a
 deps:
 	@sh scripts/deps.sh
 
+test-deps:
+	@sh scripts/deps.sh --tests
+
 run: deps all
 	$(BUILD)/browserd serve
 
 # Unit tests (cmocka) then the black-box suite against the real binary, first
 # as a plain build, then under AddressSanitizer + UndefinedBehaviorSanitizer.
-test: deps lint
+test: test-deps lint
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
 	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
@@ -99,13 +102,13 @@ fuzz-build:
 	    $$(pkg-config --cflags $(PKGS)) -o build/fuzz/bin/$$n $$f build/fuzz/libbrowserd.a \
 	    $(LDLIBS) || exit 1; done
 
-fuzz: deps fuzz-build
+fuzz: test-deps fuzz-build
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); mkdir -p build/fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/bin/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    build/fuzz/corpus/$$n fuzz/corpus/$$n || exit 1; done
 
-bench: deps all $(BUILD)/bench/egress
+bench: test-deps all $(BUILD)/bench/egress
 	@sh bench/run.sh $(BUILD)
 
 clean:

@@ -2,7 +2,8 @@
 # Installs the Debian packages browserd needs, and nothing when all are present.
 set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
-libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb"
+libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
+bubblewrap curl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -16,7 +17,9 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
 
-# The client-compatibility suite's npm packages (versions pinned by its lock file).
+# The client-compatibility suite's npm packages (versions pinned by its lock
+# file): for `make test` only (`deps.sh --tests`); `make run` does not need them.
+[ "${1:-}" = "--tests" ] || exit 0
 if [ ! -f tests/compat/node_modules/.package-lock.json ] ||
    [ tests/compat/package-lock.json -nt tests/compat/node_modules/.package-lock.json ]; then
     echo "deps: npm ci in tests/compat"

@@ -5,7 +5,9 @@
  *   browserd admin ...          manage orgs and keys directly on the data folder
  *   browserd --help | version
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/xalloc.h"
 
 #ifndef BROWSERD_VERSION
@@ -94,6 +97,19 @@ static int parse_listen(const char *s, char *host, size_t cap, int *port)
         snprintf(host, cap, "127.0.0.1");
     *port = (int)p;
     return 0;
+}
+
+/* Resolves a path flag to an absolute path (program: a bare name is looked
+ * up in PATH). Prints what is wrong and returns -1 on failure. */
+static int resolve_path(const char *cmd, const char *name, const char *in, char *out, size_t cap,
+                        int program)
+{
+    int rc = program ? path_program(in, out, cap) : path_absolute(in, out, cap);
+    if (rc == 0)
+        return 0;
+    fprintf(stderr, "browserd %s: %s %s: %s\n", cmd, name, in,
+            rc == -ENOENT ? "no such program in PATH" : strerror(-rc));
+    return -1;
 }
 
 static int flag(int argc, char **argv, int *i, const char *name, const char **val)
@@ -266,14 +282,18 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     c->token_ttl_s = (int)ttl_s;
-    copy(c->data_dir, sizeof c->data_dir, data);
+    /* Every path once, at start (OPERATOR.md: relative to where we started). */
+    if (resolve_path("serve", "--data", data, c->data_dir, sizeof c->data_dir, 0) != 0 ||
+        resolve_path("serve", "--chromium", chromium, c->chromium, sizeof c->chromium, 1) != 0 ||
+        resolve_path("serve", "--managed-proxies", managed, c->managed_proxies,
+                     sizeof c->managed_proxies, 0) != 0 ||
+        resolve_path("serve", "--proxy-ca-file", proxy_ca, c->proxy_ca_file,
+                     sizeof c->proxy_ca_file, 0) != 0)
+        return 2;
     copy(c->admin_token, sizeof c->admin_token, admin);
-    copy(c->chromium, sizeof c->chromium, chromium);
     copy(c->region, sizeof c->region, region);
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
-    copy(c->managed_proxies, sizeof c->managed_proxies, managed);
     copy(c->default_proxy, sizeof c->default_proxy, dproxy);
-    copy(c->proxy_ca_file, sizeof c->proxy_ca_file, proxy_ca);
 
     struct err e;
     err_init(&e);
@@ -391,11 +411,14 @@ static int cmd_serve(int argc, char **argv)
 
 /* ---- admin ---- */
 
-static struct store *admin_store(const char *data)
+static struct store *admin_store(const char *data_flag)
 {
     struct err e;
     err_init(&e);
     struct store *st;
+    char data[PATH_MAX];
+    if (resolve_path("admin", "--data", data_flag, data, sizeof data, 0) != 0)
+        exit(2);
     if (store_open_sqlite(data, &st, &e) != 0) {
         fprintf(stderr, "browserd admin: %s\n", e.message);
         exit(1);

@@ -241,6 +241,36 @@ static int check_limits(struct app *app, const json_t *ent, const struct sessrul
 static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
                            long long uptime_ms);
 
+/* A launch failure is the server's fault, never the client's: the options
+ * were built by the server from settings that already passed validation, so
+ * an E_INVALID from chromium_launch means the server's own configuration is
+ * wrong (its data folder, its Chromium path). Answers 500 for that and for
+ * system call failures, 503 when the browser did not come up (it may on a
+ * retry); the field details name server settings and are not passed on. */
+static int launch_failed(const char *id, const char *what, int rc, struct err *e)
+{
+    char why[ERR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", e->message);
+    if (rc == E_INVALID && e->ndetails > 0)
+        snprintf(why, sizeof why, "%s", e->details[0].message);
+    log_error("session %s: the browser did not %s: %s%s", id, what, why,
+              rc == E_INVALID ? " (a server setting is wrong: check --data / BROWSERD_DATA and "
+                                "--chromium / BROWSERD_CHROMIUM)"
+                              : "");
+    struct err clean;
+    err_init(&clean);
+    if (rc == E_UNAVAIL)
+        (void)err_set(&clean, E_UNAVAIL, "browser_unavailable", "the browser did not %s: %s",
+                      what, why);
+    else
+        (void)err_set(&clean, E_INTERNAL, "browser_launch_failed",
+                      "the server could not %s a browser (a fault of the server, not of the "
+                      "request): %s",
+                      what, why);
+    *e = clean;
+    return e->rc;
+}
+
 int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
                    const json_t *body, const json_t *extra, int pooled, long long pool_capacity,
                    struct session_rec *out, struct err *e)
@@ -304,14 +334,8 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
         if ((*x)->prepare)
             rc = (*x)->prepare(&sc, e);
     struct chromium *browser = NULL;
-    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0) {
-        log_error("session %s: launch failed: %s", s->id, e->message);
-        if (rc != E_INVALID) {
-            err_set(e, E_UNAVAIL, "browser_unavailable", "the browser did not start: %s",
-                    e->message);
-            rc = E_UNAVAIL;
-        }
-    }
+    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0)
+        rc = launch_failed(s->id, "start", rc, e);
     xfree(policy);
     if (rc) {
         if (!pooled)
@@ -381,10 +405,8 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
     remove_tree(dir);
     if (rc == 0 && archive_path)
         rc = profile_archive_extract(archive_path, dir, e);
-    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0) {
-        err_set(e, E_UNAVAIL, "browser_unavailable", "the browser did not restart: %s", e->message);
-        rc = E_UNAVAIL;
-    }
+    if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0)
+        rc = launch_failed(s->id, "restart", rc, e);
     if (rc == 0) {
         rc = sessmgr_replace(app->sessions, s->id, fresh);
         struct session_rec row = *s;
