@@ -260,8 +260,8 @@ static int launch_failed(const char *id, const char *what, int rc, struct err *e
     struct err clean;
     err_init(&clean);
     if (rc == E_UNAVAIL)
-        (void)err_set(&clean, E_UNAVAIL, "browser_unavailable", "the browser did not %s: %s",
-                      what, why);
+        (void)err_set(&clean, E_UNAVAIL, "browser_unavailable", "the browser did not %s: %s", what,
+                      why);
     else
         (void)err_set(&clean, E_INTERNAL, "browser_launch_failed",
                       "the server could not %s a browser (a fault of the server, not of the "

@@ -66,14 +66,12 @@ async function newcomer() {
       }, 100);
       make.on('exit', (code) => { clearInterval(t); rej(new Error(`make run exited ${code}:\n${out.slice(-3000)}`)); });
     });
-    assert(/API key \(shown once; also in \/[^ ]*\/data\/bootstrap-api-key\)/.test(out),
-      `make run prints where the key is, as an absolute path:\n${out.slice(-2000)}`);
 
     // The tour, as written.
     const tour = tourOf(readFileSync(join(clone, 'README.md'), 'utf8')).replaceAll('localhost:8080', `localhost:${port}`);
     let tourOut;
     try {
-      tourOut = execFileSync('bash', ['-e', '-c', tour], { cwd: clone, encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'pipe'] });
+      tourOut = execFileSync('bash', ['-e', '-o', 'pipefail', '-c', tour], { cwd: clone, encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'pipe'] });
     } catch (e) {
       throw new Error(`the README's tour failed (exit ${e.status}):\n${e.stdout}\n${e.stderr}\nserver:\n${out.slice(-2000)}`);
     }
@@ -82,6 +80,10 @@ async function newcomer() {
     assert(/"value":42/.test(tourOut), `the CDP call returned 42:\n${tourOut}`);
     const records = tourOut.split('\n').filter((l) => /"session_id"/.test(l));
     assert(records.length >= 2, `a browser from the pool was handed out:\n${tourOut}`);
+
+    // What the README says make run prints.
+    assert(/API key \(shown once; also in \/[^ ]*\/data\/bootstrap-api-key\)/.test(out),
+      `make run prints where the key is, as an absolute path:\n${out.slice(-2000)}`);
 
     // A clean stop: SIGTERM to the server (make's child) by PID.
     const server = childrenOf(make.pid);
