@@ -851,7 +851,7 @@ int main(int argc, char **argv)
     struct err e;
     err_init(&e);
     if (egress_start(&cfg, &b.eg, &e) != 0 ||
-        egress_open(b.eg, SESSION, "o", "p", NULL, &top, 0, &b.eport, &e) != 0) {
+        egress_open(b.eg, SESSION, "o", "p", NULL, &top, 0, 0, &b.eport, &e) != 0) {
         fprintf(stderr, "egress bench: cannot start the egress: %s\n", e.message);
         return 1;
     }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/reaper.h"
+#include "runtime/sandbox.h"
 #include "api/api.h"
 #include "api/webdriver.h"
 #include "api/org.h"
@@ -306,6 +307,14 @@ static int cmd_serve(int argc, char **argv)
         log_error("%s", e.message);
         return 1;
     }
+    /* After the watcher (it must fork before any thread), before sessions. */
+    const char *sbx = env_or("BROWSERD_SANDBOX", "on");
+    if (strcmp(sbx, "on") != 0 && strcmp(sbx, "off") != 0) {
+        fprintf(stderr, "browserd serve: BROWSERD_SANDBOX must be on or off\n");
+        store_close(app.store);
+        return 2;
+    }
+    (void)sandbox_init(strcmp(sbx, "off") == 0);
     if (bootstrap(&app) != 0 || load_token_key(&app) != 0) {
         store_close(app.store);
         return 1;

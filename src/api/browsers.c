@@ -32,6 +32,7 @@
 #include "proxy/ws.h"
 #include "runtime/chromium.h"
 #include "runtime/profile_archive.h"
+#include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 
 #define LAUNCH_TIMEOUT_MS   20000
@@ -330,12 +331,20 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
     int inserted = rc == 0;
+    /* The sandbox before the modules: the egress proxy listens inside its
+     * network namespace. The browser holds its own reference. */
+    struct sandbox *sb = NULL;
+    if (rc == 0 && sandbox_enabled() &&
+        (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
+        rc = launch_failed(s->id, "sandbox", rc, e);
+    o.sandbox = sb;
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)
             rc = (*x)->prepare(&sc, e);
     struct chromium *browser = NULL;
     if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0)
         rc = launch_failed(s->id, "start", rc, e);
+    sandbox_unref(sb);
     xfree(policy);
     if (rc) {
         if (!pooled)
@@ -365,6 +374,14 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     log_info("session %s started (pid %d)%s", s->id, s->pid, pooled ? " for a pool" : "");
     json_decref(doc);
     sessrules_create_clear(&c);
+    return 0;
+}
+
+/* live_with_browser callback: a reference to the browser's sandbox. */
+static int take_sandbox(void *ctx, struct chromium *c)
+{
+    struct sandbox *sb = chromium_sandbox(c);
+    *(struct sandbox **)ctx = sb ? sandbox_ref(sb) : NULL;
     return 0;
 }
 
@@ -400,6 +417,10 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
         json_decref(d);
         return err_set(e, E_CONFLICT, "session_ended", "browser session %s has ended", s->id);
     }
+    /* The same sandbox (the egress listener lives in its namespace). */
+    struct sandbox *sb = NULL;
+    (void)live_with_browser(l, take_sandbox, &sb);
+    o.sandbox = sb;
     struct chromium *fresh = NULL;
     int rc = sessmgr_replace(app->sessions, s->id, NULL);
     remove_tree(dir);
@@ -407,6 +428,7 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
         rc = profile_archive_extract(archive_path, dir, e);
     if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0)
         rc = launch_failed(s->id, "restart", rc, e);
+    sandbox_unref(sb);
     if (rc == 0) {
         rc = sessmgr_replace(app->sessions, s->id, fresh);
         struct session_rec row = *s;

@@ -25,6 +25,7 @@
 #include "core/xalloc.h"
 #include "domain/netcfg.h"
 #include "domain/proxysel.h"
+#include "runtime/sandbox.h"
 
 #define DEFAULT_REF       "__default__" /* the operator's default stealth proxy */
 #define CHECK_URL_DEFAULT "http://connectivitycheck.gstatic.com/generate_204"
@@ -674,7 +675,8 @@ static int ext_prepare(struct session_ctx *sc, struct err *e)
     struct egress_top top;
     top_of(&eg, &top);
     int port = 0;
-    rc = egress_open(M.eg, rec->id, rec->org_id, rec->project_id, net2, &top, 1, &port, e);
+    int netns = sc->opts && sc->opts->sandbox ? sandbox_netns(sc->opts->sandbox) : 0;
+    rc = egress_open(M.eg, rec->id, rec->org_id, rec->project_id, net2, &top, 1, netns, &port, e);
     if (rc) {
         json_decref(net2);
         return rc;

@@ -179,10 +179,12 @@ void egress_stop(struct egress *eg);
  * egress_routes_on (setup traffic uses the top-level egress). *port receives
  * the listening port on 127.0.0.1. E_INVALID when network does not compile,
  * E_CONFLICT when the session has a listener already, E_INTERNAL on socket
- * failures. */
+ * failures. netns: 0 = the host's loopback; else the core/netns id of the
+ * session's sandbox, whose loopback the listener is made on (the browser's
+ * only way out of its namespace). */
 int egress_open(struct egress *eg, const char *session_id, const char *org_id,
                 const char *project_id, const json_t *network, const struct egress_top *top,
-                int defer_routes, int *port, struct err *e) WUR;
+                int defer_routes, int netns, int *port, struct err *e) WUR;
 
 /* The session is created: its proxy_routes apply from now on. E_NOTFOUND
  * when the session has no listener. */

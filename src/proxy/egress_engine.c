@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/netns.h"
 #include "core/xalloc.h"
 #include "proxy/tls_client.h"
 
@@ -1833,12 +1834,14 @@ void egress_stop(struct egress *eg)
 
 int egress_open(struct egress *eg, const char *session_id, const char *org_id,
                 const char *project_id, const json_t *network, const struct egress_top *top,
-                int defer_routes, int *port, struct err *e)
+                int defer_routes, int netns, int *port, struct err *e)
 {
     struct netcfg *nc = netcfg_compile(network);
     if (!nc)
         return err_field(e, "network", "the network configuration does not compile");
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = netns_socket(netns, AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        errno = -fd;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sa;
     /* Wake the worker once the browser's request has arrived, not at the

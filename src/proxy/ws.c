@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/netns.h"
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
@@ -462,6 +463,7 @@ struct ws_url {
     socklen_t addrlen;
     char hostport[80]; /* Host header value */
     const char *path;
+    int netns; /* 0 = the host's; else a core/netns id */
 };
 
 static int parse_url(const char *url, struct ws_url *u, struct err *e)
@@ -470,6 +472,17 @@ static int parse_url(const char *url, struct ws_url *u, struct err *e)
         return err_set(e, E_INVALID, "bad_request", "CDP URL must start with ws://");
     const char *h = url + 5, *hend, *port;
     char host[64];
+    /* "nsN@": a port on the loopback of registered network namespace N
+     * (core/netns.h); only the server builds such URLs. */
+    u->netns = 0;
+    if (h[0] == 'n' && h[1] == 's' && h[2] >= '1' && h[2] <= '9') {
+        char *end;
+        long id = strtol(h + 2, &end, 10);
+        if (*end != '@' || id < 1 || id > 65535)
+            return err_set(e, E_INVALID, "bad_request", "CDP URL has a malformed namespace");
+        u->netns = (int)id;
+        h = end + 1;
+    }
     if (*h == '[') {
         hend = strchr(h, ']');
         if (hend == NULL || (size_t)(hend - h - 1) >= sizeof(host))
@@ -559,9 +572,9 @@ int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t
         return rc;
     int64_t deadline = clock_mono_us() + (int64_t)timeout_ms * 1000;
 
-    int s = socket(u.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int s = netns_socket(u.netns, u.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (s < 0)
-        return err_set(e, E_UNAVAIL, "unavailable", "socket: %s", strerror(errno));
+        return err_set(e, E_UNAVAIL, "unavailable", "socket: %s", strerror(-s));
     int one = 1;
     (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (connect(s, (struct sockaddr *)&u.addr, u.addrlen) != 0) {

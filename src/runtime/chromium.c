@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "runtime/reaper.h"
+#include "runtime/sandbox.h"
 #include "runtime/xvfb.h"
 
 extern char **environ;
@@ -101,7 +102,8 @@ struct chromium {
     struct xvfb xvfb;
     unsigned long long xvfb_start_ticks;
 
-    char *cgroup_dir; /* NULL when memory is not enforced */
+    char *cgroup_dir;   /* NULL when memory is not enforced (unsandboxed path) */
+    struct sandbox *sb; /* NULL when unsandboxed; a reference */
 
     /* stderr drain thread */
     int err_fd;
@@ -272,6 +274,7 @@ enum spawn_stage {
     STAGE_RDONLY,
     STAGE_DUP,
     STAGE_EXEC,
+    STAGE_SANDBOX = 100, /* + a SBX_STEP_* of sandbox_exec_enter */
 };
 
 struct spawn {
@@ -279,9 +282,10 @@ struct spawn {
     char *const *envp;         /* NULL = environ */
     int in_fd, out_fd, err_fd; /* become 0, 1, 2 */
     int new_session;
-    int cg_fd;              /* -1, or an open cgroup.procs to join */
-    const char *policy_src; /* NULL, or a folder bound onto CHROMIUM_POLICY_DIR */
-    int report_fd;          /* CLOEXEC pipe: {stage, errno} on failure, EOF on exec */
+    int cg_fd;                      /* -1, or an open cgroup.procs to join */
+    const char *policy_src;         /* NULL, or a folder bound onto CHROMIUM_POLICY_DIR */
+    const struct sandbox_exec *sbx; /* NULL, or the session's sandbox to enter */
+    int report_fd;                  /* CLOEXEC pipe: {stage, errno} on failure, EOF on exec */
 };
 
 static void spawn_fail(const struct spawn *s, int stage)
@@ -318,7 +322,11 @@ static void spawn_child(const struct spawn *s)
 
     if (s->cg_fd >= 0 && write(s->cg_fd, "0", 1) != 1)
         spawn_fail(s, STAGE_CGROUP);
-    if (s->policy_src) {
+    if (s->sbx) {
+        int step = sandbox_exec_enter(s->sbx);
+        if (step)
+            spawn_fail(s, STAGE_SANDBOX + step);
+    } else if (s->policy_src) {
         if (unshare(CLONE_NEWNS) != 0)
             spawn_fail(s, STAGE_UNSHARE);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -342,6 +350,8 @@ static void spawn_child(const struct spawn *s)
 
 static const char *stage_text(int stage)
 {
+    if (stage > STAGE_SANDBOX)
+        return sandbox_step_text(stage - STAGE_SANDBOX);
     switch (stage) {
     case STAGE_SETSID:
         return "setsid";
@@ -393,6 +403,8 @@ static pid_t spawn_run(struct spawn *s, struct err *e)
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
     int rc = (msg[0] >= STAGE_UNSHARE && msg[0] <= STAGE_RDONLY) ? E_UNAVAIL : E_INTERNAL;
+    if (msg[0] > STAGE_SANDBOX)
+        rc = E_INTERNAL; /* the server could not enter its own sandbox */
     (void)err_set(e, rc, rc == E_UNAVAIL ? "unavailable" : "internal", "starting %s: %s failed: %s",
                   s->argv[0], stage_text(msg[0]), strerror(msg[1]));
     return -1;
@@ -767,11 +779,29 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
     return err_has_fields(e) ? E_INVALID : 0;
 }
 
-static void build_argv(const struct chromium_opts *o, struct chromium *c, struct strvec *av)
+static void sv_push_cb(void *ctx, char *arg)
 {
-    sv_push(av, xstrdup(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY));
+    sv_push(ctx, arg);
+}
+
+/* With a sandbox: bwrap's command line first, then Chromium's without
+ * --no-sandbox (Chromium's own sandbox runs as the session's user). */
+static void build_argv(const struct chromium_opts *o, struct chromium *c,
+                       const struct sandbox_exec *x, struct strvec *av)
+{
+    const char *bin = o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY;
+    size_t first = 0;
+    if (x) {
+        const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
+        sandbox_bwrap_argv(x, c->user_data_dir, c->policy_dir ? CHROMIUM_POLICY_DIR : NULL, extra,
+                           bin, sv_push_cb, av);
+        first = av->n - 1;
+    } else {
+        sv_push(av, xstrdup(bin));
+    }
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
-        sv_push(av, xstrdup(cr_fixed_flags[i]));
+        if (!x || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
+            sv_push(av, xstrdup(cr_fixed_flags[i]));
     sv_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
     sv_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
     if (o->headless) {
@@ -786,7 +816,7 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c, struct
         sv_push(av, xstrdup("--disable-blink-features=AutomationControlled"));
         /* Headful Chromium already says "Chrome/N"; headless says "HeadlessChrome/N". */
         if (o->headless) {
-            int major = chromium_major_version(av->v[0]);
+            int major = chromium_major_version(av->v[first]);
             sv_push(av, xasprintf("--user-agent=Mozilla/5.0 (X11; Linux x86_64) "
                                   "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%d.0.0.0 "
                                   "Safari/537.36",
@@ -802,9 +832,23 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c, struct
     sv_push(av, xstrdup(o->start_url ? o->start_url : "about:blank"));
 }
 
-/* The server's environment without display variables, plus DISPLAY=:N for headful. */
-static void build_env(int display, struct strvec *ev)
+/* The server's environment without display variables, plus DISPLAY=:N for
+ * headful. A sandboxed browser gets a clean environment instead: nothing of
+ * the server's (its variables may hold an admin token or a bootstrap key). */
+static void build_env(int display, const char *home, int sandboxed, struct strvec *ev)
 {
+    if (sandboxed) {
+        sv_push(ev, xstrdup("PATH=/usr/bin:/bin"));
+        sv_push(ev, xasprintf("HOME=%s", home));
+        sv_push(ev, xstrdup("TMPDIR=/tmp"));
+        sv_push(ev, xstrdup("LANG=C.UTF-8"));
+        const char *tz = getenv("TZ");
+        if (tz)
+            sv_push(ev, xasprintf("TZ=%s", tz));
+        if (display >= 0)
+            sv_push(ev, xasprintf("DISPLAY=:%d", display));
+        return;
+    }
     for (char **p = environ; p && *p; p++) {
         if (strncmp(*p, "DISPLAY=", 8) == 0 || strncmp(*p, "WAYLAND_DISPLAY=", 16) == 0)
             continue;
@@ -853,7 +897,10 @@ static int parse_devtools(struct chromium *c, const char *buf)
     long port = strtol(p + sizeof want - 1, &end, 10);
     if (port < 1 || port > 65535 || strncmp(end, "/devtools/browser/", 18) != 0)
         return -1;
-    c->ws_url = xstrndup(p, len);
+    if (c->sb)
+        c->ws_url = xasprintf("ws://ns%d@%.*s", sandbox_netns(c->sb), (int)(len - 5), p + 5);
+    else
+        c->ws_url = xstrndup(p, len);
     c->port = (int)port;
     return 1;
 }
@@ -934,6 +981,10 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000; /* Xvfb included */
     int cg_fd = -1, null_fd = -1, ep[2] = {-1, -1};
     struct strvec av = {0}, ev = {0};
+    struct sandbox_exec sbx;
+    int have_sbx = 0;
+    if (o->sandbox)
+        c->sb = sandbox_ref(o->sandbox);
 
     rc = mkdir_p(c->user_data_dir, 0700);
     if (rc != 0) {
@@ -947,11 +998,23 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     }
     if (o->policy_json && (rc = policy_prepare(c, o->policy_json, e)) != 0)
         goto fail;
-    if (o->memory_max_bytes > 0)
+    if (c->sb) {
+        /* The home belongs to the session's user (a profile extracted into
+         * it was written by the server). */
+        if ((rc = sandbox_chown_tree(c->sb, c->user_data_dir)) != 0) {
+            rc =
+                err_set(e, E_INTERNAL, "internal", "chown %s: %s", c->user_data_dir, strerror(-rc));
+            goto fail;
+        }
+        if ((rc = sandbox_exec_open(c->sb, c->user_data_dir, c->policy_dir, &sbx, e)) != 0)
+            goto fail;
+        have_sbx = 1;
+    } else if (o->memory_max_bytes > 0) {
         cg_fd = cg_setup(c, o->memory_max_bytes);
+    }
     if (!o->headless) {
         c->xvfb_log_path = xasprintf("%s.xvfb.log", c->user_data_dir);
-        rc = xvfb_start(NULL, o->width, o->height, c->xvfb_log_path,
+        rc = xvfb_start(NULL, c->sb, o->width, o->height, c->xvfb_log_path,
                         timeout_ms < CR_XVFB_TIMEOUT_MS ? timeout_ms : CR_XVFB_TIMEOUT_MS, &c->xvfb,
                         e);
         if (rc)
@@ -959,8 +1022,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         c->xvfb_start_ticks = chromium_proc_start_ticks(c->xvfb.pid);
     }
 
-    build_argv(o, c, &av);
-    build_env(c->xvfb.display, &ev);
+    build_argv(o, c, have_sbx ? &sbx : NULL, &av);
+    build_env(c->xvfb.display, c->user_data_dir, c->sb != NULL, &ev);
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || pipe2(ep, O_CLOEXEC) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "open /dev/null or pipe: %s", strerror(errno));
@@ -973,9 +1036,14 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
                       .err_fd = ep[1],
                       .new_session = 1,
                       .cg_fd = cg_fd,
-                      .policy_src = c->policy_dir};
+                      .policy_src = c->policy_dir,
+                      .sbx = have_sbx ? &sbx : NULL};
     c->started_us = clock_mono_us();
     pid_t pid = spawn_run(&s, e);
+    if (have_sbx) {
+        sandbox_exec_close(&sbx);
+        have_sbx = 0;
+    }
     close(ep[1]);
     ep[1] = -1;
     c->err_fd = ep[0];
@@ -1015,6 +1083,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     return 0;
 
 fail:
+    if (have_sbx)
+        sandbox_exec_close(&sbx);
     if (cg_fd >= 0)
         close(cg_fd);
     if (null_fd >= 0)
@@ -1075,7 +1145,12 @@ long long chromium_uptime_ms(const struct chromium *c)
 
 int chromium_memory_enforced(const struct chromium *c)
 {
-    return c->cgroup_dir != NULL;
+    return c->sb ? sandbox_memory_enforced(c->sb) : c->cgroup_dir != NULL;
+}
+
+struct sandbox *chromium_sandbox(const struct chromium *c)
+{
+    return c->sb;
 }
 
 const char *chromium_cgroup_path(const struct chromium *c)
@@ -1147,6 +1222,7 @@ void chromium_free(struct chromium *c)
     chromium_stop(c, 0, 0);
     if (c->exit_fd >= 0)
         close(c->exit_fd);
+    sandbox_unref(c->sb);
     xfree(c->ws_url);
     xfree(c->user_data_dir);
     xfree(c->log_path);

@@ -39,10 +39,15 @@ struct chromium_opts {
     const char *const *extra_args; /* NULL-terminated, may be NULL (test-mode flags such as
                                       --host-resolver-rules); trusted, passed verbatim */
     long long memory_max_bytes;    /* 0 = none; else a cgroup v2 memory.max where the host
-                                      allows it */
+                                      allows it (unsandboxed path; a sandbox has its own) */
+    struct sandbox *sandbox;       /* NULL, or the session's sandbox (runtime/sandbox.h) the
+                                      browser and its Xvfb run in; the browser takes a
+                                      reference. Its DevTools URL then names the sandbox's
+                                      network namespace ("ws://nsN@127.0.0.1:PORT/...") */
 };
 
 struct chromium; /* opaque */
+struct sandbox;
 
 /* Starts Chromium (and Xvfb when headful) and waits at most timeout_ms until
  * the DevTools endpoint is ready (the "DevTools listening on ws://..." line
@@ -74,6 +79,8 @@ int chromium_display(const struct chromium *c);
 long long chromium_uptime_ms(const struct chromium *c);
 /* 1 if memory.max was applied to the browser's cgroup, 0 if not. */
 int chromium_memory_enforced(const struct chromium *c);
+/* The sandbox the browser runs in (borrowed), or NULL. */
+struct sandbox *chromium_sandbox(const struct chromium *c);
 /* The browser's cgroup folder, or NULL when memory is not enforced; owned by c. */
 const char *chromium_cgroup_path(const struct chromium *c);
 

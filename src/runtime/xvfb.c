@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/xalloc.h"
 #include "runtime/reaper.h"
+#include "runtime/sandbox.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -25,7 +27,8 @@
 #define XVFB_DISPLAY_FD 3
 
 /* Runs in the forked child: only async-signal-safe calls until execv. */
-static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int display_fd)
+static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int display_fd,
+                       const struct sandbox_exec *sbx)
 {
     sigset_t none;
     struct sigaction dfl;
@@ -38,6 +41,8 @@ static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int dis
     for (int s = 1; s < NSIG; s++)
         (void)sigaction(s, &dfl, NULL);
 
+    if (sbx && sandbox_exec_enter(sbx) != 0)
+        _exit(125);
     if (dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
         _exit(126);
     if (display_fd == XVFB_DISPLAY_FD) {
@@ -84,8 +89,22 @@ static void xvfb_kill(pid_t pid, int grace_ms)
     reaper_forget(pid);
 }
 
-int xvfb_start(const char *binary, int width, int height, const char *log_path, int timeout_ms,
-               struct xvfb *x, struct err *e)
+struct argv_buf {
+    char *v[96];
+    size_t n;
+};
+
+static void argv_push(void *ctx, char *arg)
+{
+    struct argv_buf *b = ctx;
+    if (b->n + 1 < sizeof b->v / sizeof *b->v)
+        b->v[b->n++] = arg;
+    else
+        xfree(arg);
+}
+
+int xvfb_start(const char *binary, const struct sandbox *sb, int width, int height,
+               const char *log_path, int timeout_ms, struct xvfb *x, struct err *e)
 {
     memset(x, 0, sizeof *x);
     x->display = -1;
@@ -101,8 +120,8 @@ int xvfb_start(const char *binary, int width, int height, const char *log_path, 
     char fdtext[16];
     if (snprintf(fdtext, sizeof fdtext, "%d", XVFB_DISPLAY_FD) >= (int)sizeof fdtext)
         return err_set(e, E_INTERNAL, "internal", "Xvfb fd text too long");
-    const char *argv[] = {binary, "-displayfd", fdtext, "-screen",  "0",
-                          screen, "-nolisten",  "tcp",  "-noreset", NULL};
+    const char *args[] = {"-displayfd", fdtext,      "-screen", "0",
+                          screen,       "-nolisten", "tcp",     "-noreset"};
 
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0)
@@ -123,10 +142,38 @@ int xvfb_start(const char *binary, int width, int height, const char *log_path, 
         return rc;
     }
 
+    /* In a sandbox: under bwrap as the session's user, in the session's
+     * network namespace (the browser reaches the display through its
+     * abstract socket there) with a private /tmp, so the display is :0. */
+    struct argv_buf ab = {.n = 0};
+    struct sandbox_exec sbx;
+    int have_sbx = 0;
+    if (sb) {
+        int rc = sandbox_exec_open(sb, NULL, NULL, &sbx, e);
+        if (rc) {
+            close(null_fd);
+            close(log_fd);
+            close(pfd[0]);
+            close(pfd[1]);
+            return rc;
+        }
+        have_sbx = 1;
+        sandbox_bwrap_argv(&sbx, NULL, NULL, NULL, binary, argv_push, &ab);
+    } else {
+        argv_push(&ab, xstrdup(binary));
+    }
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+        argv_push(&ab, xstrdup(args[i]));
+    ab.v[ab.n] = NULL;
+    const char *const *argv = (const char *const *)ab.v;
     pid_t pid = fork();
     if (pid == 0)
-        xvfb_child(argv, null_fd, log_fd, pfd[1]);
+        xvfb_child(argv, null_fd, log_fd, pfd[1], have_sbx ? &sbx : NULL);
     int fork_errno = errno;
+    if (have_sbx)
+        sandbox_exec_close(&sbx);
+    for (size_t i = 0; i < ab.n; i++)
+        xfree(ab.v[i]);
     close(null_fd);
     close(log_fd);
     close(pfd[1]);

@@ -31,8 +31,9 @@ struct xvfb {
  * and returns 0; on failure nothing is left running and e says why (E_INVALID
  * for a bad size, E_UNAVAIL when Xvfb did not come up in time or exited,
  * E_INTERNAL for system call failures). */
-int xvfb_start(const char *binary, int width, int height, const char *log_path, int timeout_ms,
-               struct xvfb *x, struct err *e) WUR;
+struct sandbox;
+int xvfb_start(const char *binary, const struct sandbox *sb, int width, int height,
+               const char *log_path, int timeout_ms, struct xvfb *x, struct err *e) WUR;
 
 /* SIGTERM to Xvfb's process group, up to grace_ms for it to exit, then SIGKILL;
  * reaps it and zeroes *x. Safe on a zeroed or already stopped struct. */

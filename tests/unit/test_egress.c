@@ -361,9 +361,9 @@ static void engine_refuses_loopback(void **state)
     assert_int_equal(egress_start(&cfg, &eg, &e), 0);
     struct egress_top top = {.kind = EGRESS_DIRECT};
     int port = 0;
-    assert_int_equal(egress_open(eg, "s1", "o", "p", NULL, &top, 0, &port, &e), 0);
+    assert_int_equal(egress_open(eg, "s1", "o", "p", NULL, &top, 0, 0, &port, &e), 0);
     assert_true(port > 0);
-    assert_int_equal(egress_open(eg, "s1", "o", "p", NULL, &top, 0, &port, &e), E_CONFLICT);
+    assert_int_equal(egress_open(eg, "s1", "o", "p", NULL, &top, 0, 0, &port, &e), E_CONFLICT);
     /* a proxy whose address is loopback is refused like a page's destination */
     struct egress_upstream up = {.port = port, .check_address = 1};
     snprintf(up.host, sizeof up.host, "127.0.0.1");
@@ -894,7 +894,7 @@ static int rig_up(void **state)
     struct err e;
     err_init(&e);
     if (bad || r->unlisted_fd < 0 || egress_start(&cfg, &r->eg, &e) != 0 ||
-        egress_open(r->eg, RIG_SESSION, "o", "p", NULL, &top, 0, &r->eport, &e) != 0) {
+        egress_open(r->eg, RIG_SESSION, "o", "p", NULL, &top, 0, 0, &r->eport, &e) != 0) {
         print_error("%s: cannot set up the rig: %s\n", r->c->name, e.message);
         rig_down(state);
         return -1;

@@ -1,0 +1,579 @@
+#include "runtime/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/crypto.h"
+#include "core/log.h"
+#include "core/netns.h"
+#include "core/xalloc.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define CG_MAX  3 /* v1: memory, pids, cpuacct; v2: one */
+
+enum cg_kind { CG_NONE, CG_V1, CG_V2 };
+
+static int enabled;
+static enum cg_kind cg_kind = CG_NONE;
+/* v1 hierarchies in use, in the order of struct sandbox's cg[]. */
+static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpuacct"};
+static int v1_have[CG_MAX];
+
+struct sandbox {
+    int refs; /* atomic */
+    uid_t uid;
+    int uid_lock_fd;
+    char uid_lock_path[128];
+    int nsfd;         /* the network namespace (our own descriptor) */
+    int netns_id;     /* registered with core/netns */
+    char *cg[CG_MAX]; /* cgroup folders, NULL where not used */
+    int memory_enforced;
+};
+
+/* ---- small file helpers ---- */
+
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int rc = w == (ssize_t)n ? 0 : (w < 0 ? -errno : -EIO);
+    close(fd);
+    return rc;
+}
+
+static ssize_t read_text(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+static int mkdir_ok(const char *path, mode_t mode)
+{
+    return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+/* "key N" in a flat-keyed cgroup file, or 0. */
+static long long keyed_value(const char *path, const char *key)
+{
+    char buf[2048];
+    if (read_text(path, buf, sizeof buf) <= 0)
+        return 0;
+    size_t kl = strlen(key);
+    for (char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
+            return strtoll(p + kl + 1, NULL, 10);
+    return 0;
+}
+
+/* ---- start ---- */
+
+static int cg_detect(void)
+{
+    struct statfs sf;
+    if (statfs(CG_ROOT, &sf) != 0)
+        return CG_NONE;
+    if (sf.f_type == CGROUP2_SUPER_MAGIC) {
+        if (mkdir_ok(CG_ROOT "/browserd", 0755) != 0)
+            return CG_NONE;
+        char ctl[512];
+        (void)read_text(CG_ROOT "/cgroup.controllers", ctl, sizeof ctl);
+        static const char *const want[] = {"memory", "pids", "cpu"};
+        for (size_t i = 0; i < 3; i++) {
+            if (!strstr(ctl, want[i]))
+                continue;
+            char on[16];
+            snprintf(on, sizeof on, "+%s", want[i]);
+            (void)write_text(CG_ROOT "/cgroup.subtree_control", on);
+            (void)write_text(CG_ROOT "/browserd/cgroup.subtree_control", on);
+        }
+        return CG_V2;
+    }
+    int any = 0;
+    for (int i = 0; i < CG_MAX; i++) {
+        char p[256];
+        snprintf(p, sizeof p, CG_ROOT "/%s/browserd", v1_hier[i]);
+        v1_have[i] = mkdir_ok(p, 0755) == 0;
+        any |= v1_have[i];
+    }
+    return any ? CG_V1 : CG_NONE;
+}
+
+int sandbox_init(int off)
+{
+    enabled = 0;
+    if (off) {
+        log_warn("sandbox: off (BROWSERD_SANDBOX=off): browsers run as the server's user, in "
+                 "its filesystem and network");
+        return 0;
+    }
+    if (geteuid() != 0) {
+        log_warn("sandbox: the server does not run as root, so sessions get reduced isolation: "
+                 "browsers run as the server's user with Chromium's own sandbox, without a "
+                 "private filesystem, network namespace or cgroup (docs/sandbox.md)");
+        return 0;
+    }
+    if (access(SANDBOX_BWRAP, X_OK) != 0) {
+        log_error("sandbox: %s is missing (Debian package bubblewrap): browsers run unsandboxed",
+                  SANDBOX_BWRAP);
+        return 0;
+    }
+    int rc = netns_init();
+    int fd = rc == 0 ? netns_create() : rc;
+    if (fd < 0) {
+        log_error("sandbox: cannot make a network namespace (%s): browsers run unsandboxed",
+                  strerror(-fd));
+        return 0;
+    }
+    close(fd);
+    if (mkdir_ok(SANDBOX_STAGE, 0755) != 0 || mkdir_ok(SANDBOX_STAGE "/home", 0755) != 0 ||
+        mkdir_ok(SANDBOX_STAGE "/policy", 0755) != 0 ||
+        mkdir_ok(SANDBOX_STAGE "/uids", 0700) != 0) {
+        log_error("sandbox: cannot create %s (%s): browsers run unsandboxed", SANDBOX_STAGE,
+                  strerror(errno));
+        return 0;
+    }
+    cg_kind = cg_detect();
+    if (cg_kind == CG_NONE)
+        log_warn("sandbox: no usable cgroup hierarchy under " CG_ROOT
+                 ": no memory or pids limits, and teardown relies on the PID namespace");
+    enabled = 1;
+    log_info("sandbox: on (bubblewrap, one uid and network namespace per session, cgroup %s)",
+             sandbox_cgroup_kind());
+    return 1;
+}
+
+int sandbox_enabled(void)
+{
+    return enabled;
+}
+
+const char *sandbox_cgroup_kind(void)
+{
+    return cg_kind == CG_V2 ? "v2" : cg_kind == CG_V1 ? "v1" : "none";
+}
+
+/* ---- create / destroy ---- */
+
+static int uid_take(struct sandbox *sb)
+{
+    unsigned char r[4];
+    crypto_random(r, sizeof r);
+    unsigned start = ((unsigned)r[0] | (unsigned)r[1] << 8) % SANDBOX_UID_COUNT;
+    for (unsigned k = 0; k < 512; k++) {
+        uid_t uid = SANDBOX_UID_BASE + (start + k * 7919u) % SANDBOX_UID_COUNT;
+        char path[128];
+        snprintf(path, sizeof path, SANDBOX_STAGE "/uids/%u", (unsigned)uid);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            sb->uid = uid;
+            sb->uid_lock_fd = fd;
+            snprintf(sb->uid_lock_path, sizeof sb->uid_lock_path, "%s", path);
+            return 0;
+        }
+        close(fd);
+    }
+    return -EAGAIN;
+}
+
+static int cg_make(struct sandbox *sb, const char *name, long long memory_max, struct err *e)
+{
+    char val[32];
+    if (cg_kind == CG_V2) {
+        sb->cg[0] = xasprintf(CG_ROOT "/browserd/%s", name);
+        if (mkdir(sb->cg[0], 0755) != 0 && errno != EEXIST)
+            return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", sb->cg[0],
+                           strerror(errno));
+        snprintf(val, sizeof val, "%d", SANDBOX_PIDS_MAX);
+        char p[512];
+        snprintf(p, sizeof p, "%s/pids.max", sb->cg[0]);
+        (void)write_text(p, val);
+        if (memory_max > 0) {
+            snprintf(val, sizeof val, "%lld", memory_max);
+            snprintf(p, sizeof p, "%s/memory.max", sb->cg[0]);
+            sb->memory_enforced = write_text(p, val) == 0;
+            snprintf(p, sizeof p, "%s/memory.swap.max", sb->cg[0]);
+            (void)write_text(p, "0");
+        }
+        return 0;
+    }
+    if (cg_kind != CG_V1)
+        return 0;
+    for (int i = 0; i < CG_MAX; i++) {
+        if (!v1_have[i])
+            continue;
+        sb->cg[i] = xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
+        if (mkdir(sb->cg[i], 0755) != 0 && errno != EEXIST)
+            return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", sb->cg[i],
+                           strerror(errno));
+    }
+    char p[512];
+    if (sb->cg[1]) {
+        snprintf(val, sizeof val, "%d", SANDBOX_PIDS_MAX);
+        snprintf(p, sizeof p, "%s/pids.max", sb->cg[1]);
+        (void)write_text(p, val);
+    }
+    if (sb->cg[0] && memory_max > 0) {
+        snprintf(val, sizeof val, "%lld", memory_max);
+        snprintf(p, sizeof p, "%s/memory.limit_in_bytes", sb->cg[0]);
+        sb->memory_enforced = write_text(p, val) == 0;
+        snprintf(p, sizeof p, "%s/memory.memsw.limit_in_bytes", sb->cg[0]);
+        (void)write_text(p, val); /* absent without swap accounting */
+    }
+    return 0;
+}
+
+int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e)
+{
+    *out = NULL;
+    if (!enabled)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: not enabled");
+    struct sandbox *sb = xcalloc(1, sizeof *sb);
+    sb->refs = 1;
+    sb->uid_lock_fd = sb->nsfd = -1;
+    int rc = uid_take(sb);
+    if (rc != 0) {
+        xfree(sb);
+        return err_set(e, E_UNAVAIL, "unavailable", "sandbox: no free session uid: %s",
+                       strerror(-rc));
+    }
+    sb->nsfd = netns_create();
+    if (sb->nsfd < 0) {
+        rc = err_set(e, E_UNAVAIL, "unavailable", "sandbox: cannot make a network namespace: %s",
+                     strerror(-sb->nsfd));
+        sb->nsfd = -1;
+        sandbox_unref(sb);
+        return rc;
+    }
+    int dup = fcntl(sb->nsfd, F_DUPFD_CLOEXEC, 0);
+    sb->netns_id = dup >= 0 ? netns_register(dup) : -errno;
+    if (sb->netns_id < 0) {
+        rc = err_set(e, E_UNAVAIL, "unavailable", "sandbox: cannot register the namespace: %s",
+                     strerror(-sb->netns_id));
+        sb->netns_id = 0;
+        sandbox_unref(sb);
+        return rc;
+    }
+    if ((rc = cg_make(sb, name, memory_max, e)) != 0) {
+        sandbox_unref(sb);
+        return rc;
+    }
+    *out = sb;
+    return 0;
+}
+
+struct sandbox *sandbox_ref(struct sandbox *sb)
+{
+    __atomic_add_fetch(&sb->refs, 1, __ATOMIC_RELAXED);
+    return sb;
+}
+
+void sandbox_unref(struct sandbox *sb)
+{
+    if (!sb || __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (sandbox_kill_all(sb) != 0)
+        log_warn("sandbox: processes of uid %u survived the kill", (unsigned)sb->uid);
+    for (int i = 0; i < CG_MAX; i++) {
+        if (!sb->cg[i])
+            continue;
+        /* A killed task leaves the cgroup a moment after it is reaped. */
+        for (int t = 0; t < 200 && rmdir(sb->cg[i]) != 0 && errno == EBUSY; t++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        xfree(sb->cg[i]);
+    }
+    netns_unregister(sb->netns_id);
+    if (sb->nsfd >= 0)
+        close(sb->nsfd);
+    if (sb->uid_lock_fd >= 0) {
+        (void)unlink(sb->uid_lock_path);
+        close(sb->uid_lock_fd);
+    }
+    xfree(sb);
+}
+
+uid_t sandbox_uid(const struct sandbox *sb)
+{
+    return sb->uid;
+}
+
+int sandbox_netns(const struct sandbox *sb)
+{
+    return sb->netns_id;
+}
+
+int sandbox_memory_enforced(const struct sandbox *sb)
+{
+    return sb->memory_enforced;
+}
+
+/* The folder whose cgroup.procs lists every task: v2's, or v1's pids (else any). */
+static const char *procs_dir(const struct sandbox *sb)
+{
+    if (cg_kind == CG_V2)
+        return sb->cg[0];
+    return sb->cg[1] ? sb->cg[1] : sb->cg[0] ? sb->cg[0] : sb->cg[2];
+}
+
+int sandbox_kill_all(struct sandbox *sb)
+{
+    const char *dir = procs_dir(sb);
+    if (!dir)
+        return 0;
+    char p[512], buf[8192];
+    if (cg_kind == CG_V2) {
+        snprintf(p, sizeof p, "%s/cgroup.kill", dir);
+        (void)write_text(p, "1");
+    }
+    snprintf(p, sizeof p, "%s/cgroup.procs", dir);
+    for (int round = 0; round < 500; round++) {
+        ssize_t n = read_text(p, buf, sizeof buf);
+        if (n <= 0)
+            return 0;
+        for (char *s = buf; *s;) {
+            char *end;
+            long pid = strtol(s, &end, 10);
+            if (end == s)
+                break;
+            if (pid > 1)
+                (void)kill((pid_t)pid, SIGKILL);
+            s = *end ? end + 1 : end;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -EBUSY;
+}
+
+long long sandbox_oom_kills(const struct sandbox *sb)
+{
+    char p[512];
+    if (cg_kind == CG_V2 && sb->cg[0]) {
+        snprintf(p, sizeof p, "%s/memory.events", sb->cg[0]);
+        return keyed_value(p, "oom_kill");
+    }
+    if (cg_kind == CG_V1 && sb->cg[0]) {
+        snprintf(p, sizeof p, "%s/memory.oom_control", sb->cg[0]);
+        return keyed_value(p, "oom_kill");
+    }
+    return 0;
+}
+
+long long sandbox_pids_current(const struct sandbox *sb)
+{
+    const char *dir = cg_kind == CG_V2 ? sb->cg[0] : sb->cg[1];
+    if (!dir)
+        return -1;
+    char p[512], buf[64];
+    snprintf(p, sizeof p, "%s/pids.current", dir);
+    if (read_text(p, buf, sizeof buf) <= 0)
+        return -1;
+    return strtoll(buf, NULL, 10);
+}
+
+int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < CG_MAX && n < cap; i++)
+        if (sb->cg[i])
+            out[n++] = sb->cg[i];
+    return n;
+}
+
+/* ---- launching ---- */
+
+int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
+                      struct sandbox_exec *x, struct err *e)
+{
+    memset(x, 0, sizeof *x);
+    x->netns_fd = -1;
+    x->home = home;
+    x->policy = policy;
+    x->uid = sb->uid;
+    x->gid = (gid_t)sb->uid;
+    x->netns_fd = fcntl(sb->nsfd, F_DUPFD_CLOEXEC, 0);
+    if (x->netns_fd < 0)
+        goto fail;
+    for (int i = 0; i < CG_MAX; i++) {
+        if (!sb->cg[i])
+            continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/cgroup.procs", sb->cg[i]);
+        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            goto fail;
+        x->cg_fds[x->ncg++] = fd;
+    }
+    return 0;
+fail:;
+    int er = errno;
+    sandbox_exec_close(x);
+    return err_set(e, E_INTERNAL, "internal", "sandbox: preparing a launch: %s", strerror(er));
+}
+
+void sandbox_exec_close(struct sandbox_exec *x)
+{
+    if (x->netns_fd >= 0)
+        close(x->netns_fd);
+    for (int i = 0; i < x->ncg; i++)
+        close(x->cg_fds[i]);
+    x->netns_fd = -1;
+    x->ncg = 0;
+}
+
+int sandbox_exec_enter(const struct sandbox_exec *x)
+{
+    for (int i = 0; i < x->ncg; i++)
+        if (write(x->cg_fds[i], "0", 1) != 1)
+            return SBX_STEP_CGROUP;
+    if (setns(x->netns_fd, CLONE_NEWNET) != 0)
+        return SBX_STEP_NETNS;
+    if (x->home || x->policy) {
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+            return SBX_STEP_MOUNTNS;
+        if (x->home && mount(x->home, SANDBOX_STAGE "/home", NULL, MS_BIND, NULL) != 0)
+            return SBX_STEP_STAGE;
+        if (x->policy && mount(x->policy, SANDBOX_STAGE "/policy", NULL, MS_BIND, NULL) != 0)
+            return SBX_STEP_STAGE;
+    }
+    /* Raw system calls: glibc's wrappers broadcast to threads the child
+     * does not have. */
+    if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+        syscall(SYS_setresgid, x->gid, x->gid, x->gid) != 0 ||
+        syscall(SYS_setresuid, x->uid, x->uid, x->uid) != 0 ||
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return SBX_STEP_USER;
+    return 0;
+}
+
+const char *sandbox_step_text(int step)
+{
+    switch (step) {
+    case SBX_STEP_CGROUP:
+        return "joining the session's cgroup";
+    case SBX_STEP_NETNS:
+        return "entering the session's network namespace";
+    case SBX_STEP_MOUNTNS:
+        return "making a private mount namespace";
+    case SBX_STEP_STAGE:
+        return "binding the session's folders on " SANDBOX_STAGE;
+    case SBX_STEP_USER:
+        return "becoming the session's user";
+    }
+    return "entering the sandbox";
+}
+
+/* What of /etc a browser, Xvfb and chromedriver read: libraries, fonts,
+ * certificates, Chromium's own configuration. Nothing else of the host's
+ * /etc (passwd, shadow, the server's configuration) is visible. */
+static const char *const etc_ro[] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf",      "/etc/ld.so.conf.d",  "/etc/fonts",
+    "/etc/ssl",         "/etc/ca-certificates", "/etc/pki",           "/etc/chromium",
+    "/etc/chromium.d",  "/etc/alternatives",    "/etc/localtime",     "/etc/mime.types",
+    "/etc/X11",         "/etc/gtk-3.0",         "/etc/nsswitch.conf", "/etc/host.conf",
+};
+
+void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const char *policy,
+                        const char *const *extra_ro, const char *argv0,
+                        void (*push)(void *ctx, char *arg), void *ctx)
+{
+    static const char *const head[] = {
+        SANDBOX_BWRAP,   "--unshare-user", "--unshare-pid",
+        "--unshare-ipc", "--unshare-uts",  "--unshare-cgroup-try",
+        "--hostname",    "browserd",       "--ro-bind",
+        "/usr",          "/usr",           "--symlink",
+        "usr/lib",       "/lib",           "--symlink",
+        "usr/lib64",     "/lib64",         "--symlink",
+        "usr/bin",       "/bin",           "--symlink",
+        "usr/sbin",      "/sbin",          "--proc",
+        "/proc",         "--dev",          "/dev",
+        "--tmpfs",       "/dev/shm",       "--tmpfs",
+        "/tmp",
+    };
+    for (size_t i = 0; i < sizeof head / sizeof *head; i++)
+        push(ctx, xstrdup(head[i]));
+    push(ctx, xstrdup("--uid"));
+    push(ctx, xasprintf("%u", (unsigned)x->uid));
+    push(ctx, xstrdup("--gid"));
+    push(ctx, xasprintf("%u", (unsigned)x->gid));
+    for (size_t i = 0; i < sizeof etc_ro / sizeof *etc_ro; i++) {
+        push(ctx, xstrdup("--ro-bind-try"));
+        push(ctx, xstrdup(etc_ro[i]));
+        push(ctx, xstrdup(etc_ro[i]));
+    }
+    if (home && x->home) {
+        push(ctx, xstrdup("--bind"));
+        push(ctx, xstrdup(SANDBOX_STAGE "/home"));
+        push(ctx, xstrdup(home));
+        push(ctx, xstrdup("--chdir"));
+        push(ctx, xstrdup(home));
+    }
+    if (policy && x->policy) {
+        push(ctx, xstrdup("--ro-bind"));
+        push(ctx, xstrdup(SANDBOX_STAGE "/policy"));
+        push(ctx, xstrdup(policy));
+    }
+    for (size_t i = 0; extra_ro && extra_ro[i]; i++) {
+        push(ctx, xstrdup("--ro-bind"));
+        push(ctx, xstrdup(extra_ro[i]));
+        push(ctx, xstrdup(extra_ro[i]));
+    }
+    push(ctx, xstrdup("--"));
+    push(ctx, xstrdup(argv0));
+}
+
+/* ---- ownership ---- */
+
+static uid_t chown_uid; /* nftw has no context argument */
+static pthread_mutex_t chown_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)flag;
+    (void)ftw;
+    if (lchown(path, chown_uid, (gid_t)chown_uid) != 0)
+        return -1;
+    /* No setuid/setgid bits inside a session's folder. */
+    if (!S_ISLNK(sb->st_mode) && (sb->st_mode & (S_ISUID | S_ISGID)))
+        (void)chmod(path, sb->st_mode & 0777);
+    return 0;
+}
+
+int sandbox_chown_tree(const struct sandbox *sb, const char *path)
+{
+    pthread_mutex_lock(&chown_mu);
+    chown_uid = sb->uid;
+    int rc = nftw(path, chown_entry, 16, FTW_PHYS) == 0 ? 0 : -(errno ? errno : EIO);
+    pthread_mutex_unlock(&chown_mu);
+    return rc;
+}

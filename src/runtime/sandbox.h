@@ -1,0 +1,134 @@
+/*
+ * sandbox: each browser session's own machine on a shared host.
+ *
+ * A session's processes (Chromium, its Xvfb, its chromedriver) run:
+ *  - as an unprivileged user of their own (a uid from a reserved range, one
+ *    per live session, never the server's and never root), with Chromium's
+ *    own sandbox on;
+ *  - in their own network namespace (core/netns.h) whose only interface is
+ *    loopback; the one way out is the session's egress proxy, whose listening
+ *    socket the server creates inside that namespace;
+ *  - under bubblewrap (Debian's bwrap): their own user, mount, PID, IPC and
+ *    UTS namespaces, the system read-only (/usr, fonts, certificates, the
+ *    Chromium configuration), a private /tmp and /dev/shm, /proc of their own
+ *    PID namespace, and one writable folder: the session's home;
+ *  - in a cgroup of their own (v1 or v2, whichever the host has): a memory
+ *    limit, a pids limit, CPU accounting; ending the session kills
+ *    everything in it.
+ *
+ * docs/sandbox.md gives the threat model and what each layer stops.
+ *
+ * A sandbox belongs to a session, not to one browser: a browser restarted
+ * with a profile or a new screen size runs in the same sandbox (the egress
+ * listener inside its namespace stays). It is reference counted.
+ *
+ * Threading: sandbox_create / _ref / _unref are thread-safe; the rest reads
+ * fields fixed at creation.
+ */
+#ifndef BD_RUNTIME_SANDBOX_H
+#define BD_RUNTIME_SANDBOX_H
+
+#include <sys/types.h>
+
+#include "core/err.h"
+
+#define SANDBOX_BWRAP "/usr/bin/bwrap"
+/* Root-owned mount points, bound in a launcher's private mount namespace to
+ * the session's home and policy folders, so that bwrap (running as the
+ * session's user) can reach them whatever the modes of the data folder's
+ * parents (a data folder under /root, say). */
+#define SANDBOX_STAGE     "/run/browserd-sandbox"
+#define SANDBOX_PIDS_MAX  2048
+#define SANDBOX_UID_BASE  1100000
+#define SANDBOX_UID_COUNT 65536
+
+struct sandbox;
+
+/* Decides, once at start, whether sessions are sandboxed: the server runs as
+ * root, bwrap exists, network namespaces can be made. Returns 1 when they
+ * are, 0 when not (logged once, with what is missing: a server run as
+ * non-root runs browsers as its own user with Chromium's sandbox on and
+ * nothing else; docs/sandbox.md). `off` (tests and benchmarks of the
+ * unsandboxed path: BROWSERD_SANDBOX=off) forces 0. */
+int sandbox_init(int off);
+/* The decision of sandbox_init (0 before it). */
+int sandbox_enabled(void);
+/* "v1", "v2" or "none": the cgroup layout found by sandbox_init. */
+const char *sandbox_cgroup_kind(void);
+
+/* Makes a session's sandbox: a uid, a network namespace (loopback up), and
+ * a cgroup named after `name` with memory_max bytes (0: no memory limit) and
+ * SANDBOX_PIDS_MAX tasks. E_UNAVAIL when the host ran out of uids or
+ * namespaces, E_INTERNAL for other system call failures. */
+int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e) WUR;
+/* Another reference (returns sb). */
+struct sandbox *sandbox_ref(struct sandbox *sb);
+/* Drops a reference; the last one kills every process left in the cgroup,
+ * removes it, closes the namespace and frees the uid. Accepts NULL. */
+void sandbox_unref(struct sandbox *sb);
+
+uid_t sandbox_uid(const struct sandbox *sb);
+/* The core/netns id of the session's network namespace. */
+int sandbox_netns(const struct sandbox *sb);
+/* 1 when the cgroup's memory limit is in force. */
+int sandbox_memory_enforced(const struct sandbox *sb);
+/* Kills every process in the session's cgroup (SIGKILL), waiting until it is
+ * empty (bounded: a few seconds). 0, or -errno when processes remain. */
+int sandbox_kill_all(struct sandbox *sb);
+/* How many processes the kernel killed for exceeding the memory limit. */
+long long sandbox_oom_kills(const struct sandbox *sb);
+/* Tasks now in the cgroup (the pids controller's count), or -1. */
+long long sandbox_pids_current(const struct sandbox *sb);
+/* The cgroup folders (one per v1 hierarchy, one for v2), for the reaper:
+ * fills up to cap paths (owned by sb), returns how many. */
+int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap);
+
+/* ---- launching a process inside ---- */
+
+/* What a forked child needs to enter the sandbox: descriptors and ids only,
+ * prepared by the parent (the server is multithreaded: between fork and exec
+ * the child makes system calls and nothing else). */
+struct sandbox_exec {
+    int netns_fd;  /* setns(CLONE_NEWNET) */
+    int cg_fds[4]; /* cgroup.procs files to join */
+    int ncg;
+    uid_t uid;
+    gid_t gid;
+    const char *home;   /* NULL, or the home folder, bound on SANDBOX_STAGE/home (borrowed) */
+    const char *policy; /* NULL, or the policy folder, bound on SANDBOX_STAGE/policy */
+};
+
+/* Prepares x for one launch (opens the descriptors; close with
+ * sandbox_exec_close in the parent after the fork). home and policy may be
+ * NULL; they are borrowed and must outlive the fork. The bind mounts are made
+ * by path in the child's new mount namespace (a descriptor opened before the
+ * unshare names a mount of the old namespace, which the kernel refuses to
+ * bind). */
+int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
+                      struct sandbox_exec *x, struct err *e) WUR;
+void sandbox_exec_close(struct sandbox_exec *x);
+
+/* Child side, after fork and before exec: joins the cgroup, enters the
+ * network namespace, stages the home and policy folders in a private mount
+ * namespace, and becomes the session's user. Async-signal-safe. Returns 0,
+ * or a SANDBOX_STAGE_* step (errno set) that failed. */
+enum { SBX_STEP_CGROUP = 1, SBX_STEP_NETNS, SBX_STEP_MOUNTNS, SBX_STEP_STAGE, SBX_STEP_USER };
+int sandbox_exec_enter(const struct sandbox_exec *x);
+/* Text for a step of sandbox_exec_enter. */
+const char *sandbox_step_text(int step);
+
+/* The bwrap command line that runs `argv0` inside: pushes each argument
+ * (owned, xmalloc'd) through push(ctx, arg), ending with "--" and argv0; the
+ * caller then pushes argv0's own arguments. home (read-write) and policy
+ * (read-only, on Chromium's managed policy folder) are the paths the process
+ * sees, NULL when absent; extra_ro is a NULL-terminated list of host paths
+ * bound read-only at the same place (a binary outside /usr), may be NULL. */
+void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const char *policy,
+                        const char *const *extra_ro, const char *argv0,
+                        void (*push)(void *ctx, char *arg), void *ctx);
+
+/* Gives path and everything below it to the session's user (lchown, no
+ * symlinks followed). 0 or -errno. */
+int sandbox_chown_tree(const struct sandbox *sb, const char *path) WUR;
+
+#endif
