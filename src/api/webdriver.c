@@ -26,6 +26,7 @@
 #include "proxy/ws.h"
 #include "runtime/chromedriver.h"
 #include "runtime/chromium.h"
+#include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 
 #define DRIVER_START_TIMEOUT_MS 20000
@@ -142,10 +143,14 @@ static void driver_drop(struct wd_sess *s)
     unlink(s->pid_path);
 }
 
-/* "127.0.0.1:PORT" of a DevTools URL "ws://127.0.0.1:PORT/devtools/...". */
+/* "127.0.0.1:PORT" of a DevTools URL "ws://[nsN@]127.0.0.1:PORT/devtools/..."
+ * (the namespace prefix names the sandbox, which the driver runs in). */
 static int debugger_of(const char *ws_url, char *out, size_t cap)
 {
     const char *p = strncmp(ws_url, "ws://", 5) == 0 ? ws_url + 5 : NULL;
+    const char *at = p ? strchr(p, '@') : NULL;
+    if (at && at < strchr(p, '/'))
+        p = at + 1;
     const char *slash = p ? strchr(p, '/') : NULL;
     if (!slash || (size_t)(slash - p) >= cap)
         return -1;
@@ -163,7 +168,7 @@ struct driver_view {
 /* Makes sure the session has a live driver attached to debugger (restarting
  * it when restart is set, the driver exited, or the browser changed), and
  * copies what a connection needs. */
-static int driver_ensure(struct wd_sess *s, const char *debugger, int restart,
+static int driver_ensure(struct wd_sess *s, const char *debugger, struct sandbox *sb, int restart,
                          struct driver_view *v, struct err *e)
 {
     pthread_mutex_lock(&s->lock);
@@ -180,7 +185,8 @@ static int driver_ensure(struct wd_sess *s, const char *debugger, int restart,
                    strcmp(chromedriver_debugger_address(s->drv), debugger) != 0))
         driver_drop(s);
     if (!s->drv) {
-        struct chromedriver_opts o = {.debugger_address = debugger, .log_path = s->log_path};
+        struct chromedriver_opts o = {
+            .debugger_address = debugger, .log_path = s->log_path, .sandbox = sb};
         rc = chromedriver_start(&o, DRIVER_START_TIMEOUT_MS, &s->drv, e);
         if (rc) {
             log_error("session %s: chromedriver: %s", s->id, e->message);
@@ -610,7 +616,10 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
     for (int attempt = 0; rc == 0 && attempt < 2; attempt++) {
         json_decref(v.caps);
         v.caps = NULL;
-        if ((rc = driver_ensure(s, debugger, attempt > 0, &v, &rq->err)) != 0)
+        struct sandbox *sb = live_sandbox_ref(l);
+        rc = driver_ensure(s, debugger, sb, attempt > 0, &v, &rq->err);
+        sandbox_unref(sb);
+        if (rc)
             break;
         c = xcalloc(1, sizeof *c);
         c->upstream_fd = -1;

@@ -20,7 +20,9 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "runtime/chromium.h"
+#include "core/netns.h"
 #include "runtime/reaper.h"
+#include "runtime/sandbox.h"
 
 extern char **environ;
 
@@ -38,6 +40,8 @@ struct chromedriver {
     char *session_id;
     char *bidi_url;
     json_t *caps;
+    struct sandbox *sb; /* NULL, or a reference */
+    int netns;          /* core/netns id of sb's namespace, or 0 */
 };
 
 static int64_t mono_ms(void)
@@ -92,11 +96,11 @@ static int parse_reply(const char *buf, size_t len, int *status, size_t *body_at
 /* METHOD path on 127.0.0.1:port with an optional JSON body. Returns 0 with
  * the status and the parsed JSON body (*reply, new reference, NULL when the
  * body is not JSON), or -1 when the driver did not answer in time. */
-static int http_call(int port, const char *method, const char *path, const char *body,
+static int http_call(int netns, int port, const char *method, const char *path, const char *body,
                      int64_t deadline, int *status, json_t **reply)
 {
     *reply = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = netns_socket(netns, AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -172,10 +176,24 @@ out:
 
 /* ---- process ---- */
 
-/* A port nobody listens on right now (bind port 0, read it, close). */
-static int free_port(void)
+struct cd_argv {
+    char *v[128];
+    size_t n;
+};
+
+static void cd_push(void *ctx, char *arg)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct cd_argv *a = ctx;
+    if (a->n + 1 < sizeof a->v / sizeof *a->v)
+        a->v[a->n++] = arg;
+    else
+        xfree(arg);
+}
+
+/* A port nobody listens on right now (bind port 0, read it, close). */
+static int free_port(int netns)
+{
+    int fd = netns_socket(netns, AF_INET, SOCK_STREAM | SOCK_CLOEXEC);
     if (fd < 0)
         return -1;
     struct sockaddr_in a = {.sin_family = AF_INET};
@@ -192,7 +210,7 @@ static int free_port(void)
 /* Forks and execs argv in a new session with default signals, stdin/stdout/
  * stderr on /dev/null and every other descriptor closed. Returns the pid or
  * -1 (errno-based message in e). */
-static pid_t spawn(char *const *argv, struct err *e)
+static pid_t spawn(char *const *argv, const struct sandbox_exec *sbx, int log_fd, struct err *e)
 {
     int rp[2];
     if (pipe2(rp, O_CLOEXEC) != 0) {
@@ -214,13 +232,15 @@ static pid_t spawn(char *const *argv, struct err *e)
         int err_no;
         if (setsid() < 0)
             goto fail;
+        if (sbx && sandbox_exec_enter(sbx) != 0)
+            goto fail;
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
         for (int sig = 1; sig < NSIG; sig++)
             (void)sigaction(sig, &dfl, NULL);
-        if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+        if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log_fd >= 0 ? log_fd : null, 2) < 0)
             goto fail;
         if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
             for (int fd = 3; fd < 65536; fd++)
@@ -304,6 +324,7 @@ void chromedriver_free(struct chromedriver *d)
     xfree(d->session_id);
     xfree(d->bidi_url);
     json_decref(d->caps);
+    sandbox_unref(d->sb);
     xfree(d);
 }
 
@@ -336,8 +357,8 @@ static int wait_ready(struct chromedriver *d, int64_t deadline)
         int st = 0;
         json_t *r = NULL;
         int64_t step = mono_ms() + 1000;
-        if (http_call(d->port, "GET", path, NULL, step < deadline ? step : deadline, &st, &r) ==
-                0 &&
+        if (http_call(d->netns, d->port, "GET", path, NULL, step < deadline ? step : deadline, &st,
+                      &r) == 0 &&
             st == 200) {
             int ready = json_is_true(json_object_get(json_object_get(r, "value"), "ready"));
             json_decref(r);
@@ -363,7 +384,7 @@ static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
     snprintf(path, sizeof path, "%s/session", d->prefix);
     int st = 0;
     json_t *r = NULL;
-    int rc = http_call(d->port, "POST", path, text, deadline, &st, &r);
+    int rc = http_call(d->netns, d->port, "POST", path, text, deadline, &st, &r);
     xfree(text);
     json_t *v = json_object_get(r, "value");
     const char *sid = json_string_value(json_object_get(v, "sessionId"));
@@ -381,8 +402,13 @@ static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
     }
     /* The driver names itself "localhost"; use the address it listens on. */
     const char *after = strncmp(ws, "ws://localhost:", 15) == 0 ? ws + 15 : NULL;
+    char ns[24] = "";
+    if (d->netns) /* the driver's port is on its sandbox's loopback */
+        snprintf(ns, sizeof ns, "ns%d@", d->netns);
     if (after)
-        d->bidi_url = xasprintf("ws://127.0.0.1:%s", after);
+        d->bidi_url = xasprintf("ws://%s127.0.0.1:%s", ns, after);
+    else if (strncmp(ws, "ws://", 5) == 0)
+        d->bidi_url = xasprintf("ws://%s%s", ns, ws + 5);
     else
         d->bidi_url = xstrdup(ws);
     d->session_id = xstrdup(sid);
@@ -408,22 +434,60 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         int off = snprintf(d->prefix, sizeof d->prefix, "/bd");
         for (size_t i = 0; i < sizeof rnd; i++)
             off += snprintf(d->prefix + off, sizeof d->prefix - (size_t)off, "%02x", rnd[i]);
-        d->port = free_port();
+        if (o->sandbox) {
+            d->sb = sandbox_ref(o->sandbox);
+            d->netns = sandbox_netns(o->sandbox);
+        }
+        d->port = free_port(d->netns);
         if (d->port <= 0) {
+            int er = errno;
+            sandbox_unref(d->sb);
             xfree(d);
-            return err_set(e, E_INTERNAL, "internal", "no free loopback port: %s", strerror(errno));
+            return err_set(e, E_INTERNAL, "internal", "no free loopback port: %s", strerror(er));
         }
         char *a_port = xasprintf("--port=%d", d->port);
         char *a_base = xasprintf("--url-base=%s", d->prefix);
-        char *a_log = xasprintf("--log-path=%s", o->log_path);
-        char *argv[] = {(char *)bin, a_port, a_base, a_log, NULL};
-        d->pid = spawn(argv, e);
+        /* In a sandbox the log file is made here, given to the session's
+         * user and bound into the driver's view at the same path. */
+        int log_fd = -1;
+        char *a_log;
+        struct sandbox_exec sbx;
+        int have_sbx = 0;
+        struct cd_argv av = {.n = 0};
+        if (d->sb) {
+            log_fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+            if (log_fd >= 0)
+                (void)!fchown(log_fd, sandbox_uid(d->sb), (gid_t)sandbox_uid(d->sb));
+            a_log = xasprintf("--log-path=%s", o->log_path);
+            if (sandbox_exec_open(d->sb, NULL, NULL, &sbx, e) == 0 && log_fd >= 0)
+                have_sbx = 1;
+            else
+                d->pid = -1;
+            sbx.file = o->log_path;
+            if (have_sbx) {
+                const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
+                sandbox_bwrap_argv(&sbx, NULL, NULL, extra, bin, cd_push, &av);
+            }
+        } else {
+            a_log = xasprintf("--log-path=%s", o->log_path);
+            cd_push(&av, xstrdup(bin));
+        }
+        cd_push(&av, a_port);
+        cd_push(&av, a_base);
+        cd_push(&av, a_log);
+        av.v[av.n] = NULL;
+        if (!d->sb || have_sbx)
+            d->pid = spawn(av.v, have_sbx ? &sbx : NULL, log_fd, e);
         if (d->pid > 0)
             reaper_watch(d->pid);
-        xfree(a_port);
-        xfree(a_base);
-        xfree(a_log);
+        if (have_sbx)
+            sandbox_exec_close(&sbx);
+        if (log_fd >= 0)
+            close(log_fd);
+        for (size_t k = 0; k < av.n; k++)
+            xfree(av.v[k]);
         if (d->pid < 0) {
+            sandbox_unref(d->sb);
             xfree(d);
             return E_UNAVAIL;
         }

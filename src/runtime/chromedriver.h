@@ -31,7 +31,11 @@ struct chromedriver_opts {
     const char *debugger_address; /* the browser's DevTools "127.0.0.1:PORT" (required) */
     const char *log_path;         /* --log-path (also makes the command line unique); relative
                                      paths are relative to the server's working folder */
+    struct sandbox *sandbox;      /* NULL, or the browser's sandbox: the driver runs inside it
+                                     (its network namespace, under bwrap, as the session's
+                                     user) and takes a reference */
 };
+struct sandbox;
 
 struct chromedriver; /* opaque */
 

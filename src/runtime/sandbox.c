@@ -79,6 +79,15 @@ static int mkdir_ok(const char *path, mode_t mode)
     return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
+static int touch_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    close(fd);
+    return 0;
+}
+
 /* "key N" in a flat-keyed cgroup file, or 0. */
 static long long keyed_value(const char *path, const char *key)
 {
@@ -153,7 +162,7 @@ int sandbox_init(int off)
     }
     close(fd);
     if (mkdir_ok(SANDBOX_STAGE, 0755) != 0 || mkdir_ok(SANDBOX_STAGE "/home", 0755) != 0 ||
-        mkdir_ok(SANDBOX_STAGE "/policy", 0755) != 0 ||
+        mkdir_ok(SANDBOX_STAGE "/policy", 0755) != 0 || touch_file(SANDBOX_STAGE "/file") != 0 ||
         mkdir_ok(SANDBOX_STAGE "/uids", 0700) != 0) {
         log_error("sandbox: cannot create %s (%s): browsers run unsandboxed", SANDBOX_STAGE,
                   strerror(errno));
@@ -458,12 +467,14 @@ int sandbox_exec_enter(const struct sandbox_exec *x)
             return SBX_STEP_CGROUP;
     if (setns(x->netns_fd, CLONE_NEWNET) != 0)
         return SBX_STEP_NETNS;
-    if (x->home || x->policy) {
+    if (x->home || x->policy || x->file) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
             return SBX_STEP_MOUNTNS;
         if (x->home && mount(x->home, SANDBOX_STAGE "/home", NULL, MS_BIND, NULL) != 0)
             return SBX_STEP_STAGE;
         if (x->policy && mount(x->policy, SANDBOX_STAGE "/policy", NULL, MS_BIND, NULL) != 0)
+            return SBX_STEP_STAGE;
+        if (x->file && mount(x->file, SANDBOX_STAGE "/file", NULL, MS_BIND, NULL) != 0)
             return SBX_STEP_STAGE;
     }
     /* Raw system calls: glibc's wrappers broadcast to threads the child
@@ -542,6 +553,11 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
         push(ctx, xstrdup("--ro-bind"));
         push(ctx, xstrdup(SANDBOX_STAGE "/policy"));
         push(ctx, xstrdup(policy));
+    }
+    if (x->file) {
+        push(ctx, xstrdup("--bind"));
+        push(ctx, xstrdup(SANDBOX_STAGE "/file"));
+        push(ctx, xstrdup(x->file));
     }
     for (size_t i = 0; extra_ro && extra_ro[i]; i++) {
         push(ctx, xstrdup("--ro-bind"));

@@ -96,6 +96,8 @@ struct sandbox_exec {
     gid_t gid;
     const char *home;   /* NULL, or the home folder, bound on SANDBOX_STAGE/home (borrowed) */
     const char *policy; /* NULL, or the policy folder, bound on SANDBOX_STAGE/policy */
+    const char *file;   /* NULL, or one writable file (a log) bound on SANDBOX_STAGE/file and
+                           seen inside at the same path; set by the caller after _open */
 };
 
 /* Prepares x for one launch (opens the descriptors; close with

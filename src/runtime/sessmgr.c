@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "runtime/sandbox.h"
 
 #define STOP_GRACE_MS 2000
 
@@ -136,6 +137,16 @@ int live_with_browser(struct live *l, int (*fn)(void *, struct chromium *), void
     int rc = l->browser ? fn(ctx, l->browser) : E_NOTFOUND;
     pthread_mutex_unlock(&l->m->mu);
     return rc;
+}
+
+struct sandbox *live_sandbox_ref(struct live *l)
+{
+    pthread_mutex_lock(&l->m->mu);
+    struct sandbox *sb = l->browser ? chromium_sandbox(l->browser) : NULL;
+    if (sb)
+        sandbox_ref(sb);
+    pthread_mutex_unlock(&l->m->mu);
+    return sb;
 }
 
 /* ---- reservations ---- */

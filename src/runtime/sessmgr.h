@@ -58,6 +58,9 @@ void live_client_detached(struct live *l);
 void live_set_timeout(struct live *l, int timeout_s);
 /* Runs fn with the browser while holding the entry's lock (e.g. resize the
  * Xvfb screen). Returns fn's result, or E_NOTFOUND if the browser ended. */
+/* A reference to the sandbox of the session's browser (sandbox_unref it),
+ * or NULL when the browser is unsandboxed or gone. */
+struct sandbox *live_sandbox_ref(struct live *l);
 int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), void *ctx);
 
 /* Ends session_id now (deletion): stops the browser (SIGTERM, then SIGKILL

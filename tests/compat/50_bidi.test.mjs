@@ -86,10 +86,12 @@ function handshakeStatus(url) {
   });
 }
 
-// The chromedriver of session id, found by its unique --log-path.
+// The chromedriver of session id, found by its unique --log-path (the
+// command line that starts with chromedriver: in a sandbox, bwrap's two
+// processes carry the same arguments).
 function driverPids(dir, id) {
   try {
-    return execFileSync('pgrep', ['-f', '--', `--log-path=${dir}/sessions/${id}.chromedriver.log`])
+    return execFileSync('pgrep', ['-f', '--', `^[^ ]*chromedriver .*--log-path=${dir}/sessions/${id}.chromedriver.log`])
       .toString().trim().split('\n').map(Number).filter(Boolean);
   } catch { return []; }
 }
