@@ -296,6 +296,9 @@ static int cmd_serve(int argc, char **argv)
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
     copy(c->default_proxy, sizeof c->default_proxy, dproxy);
 
+    /* Nothing the server writes (the database, logs, session folders) is
+     * readable by other users of the host, sessions' users included. */
+    umask(077);
     struct err e;
     err_init(&e);
     /* Before any thread: the watcher that ends our browsers if we die. */
@@ -355,7 +358,8 @@ static int cmd_serve(int argc, char **argv)
     /* Browsers of a previous run that did not stop cleanly are ended
      * before anything new starts. */
     browsers_recover(&app);
-    struct sessmgr_hooks hooks = {.on_end = browsers_on_end, .ctx = &app};
+    struct sessmgr_hooks hooks = {
+        .on_end = browsers_on_end, .on_oom = telemetry_on_oom_kill, .ctx = &app};
     if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||
         pools_start(&app) != 0) {
         log_error("%s", e.message);

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/telemetry_cfg.h"
+#include "runtime/sandbox.h"
 #include "telemetry/otlp.h"
 #include "telemetry/telemetry.h"
 
@@ -505,6 +506,20 @@ static int tel_update(struct session_ctx *sc, const char *ws_url, struct err *e)
         telemetry_platform(sc->rec->id, actions[i].event, d);
     }
     return 0;
+}
+
+void telemetry_on_oom_kill(void *ctx, const char *session_id, long long kills)
+{
+    (void)ctx;
+    struct sandbox_oom o;
+    int rc = sandbox_oom_report(session_id, &o);
+    json_t *d = json_pack("{s:i,s:s,s:I,s:I}", "pid", rc == 0 ? o.pid : 0, "process_name",
+                          rc == 0 && o.process_name[0] ? o.process_name : "unknown", "rss_kb",
+                          (json_int_t)(rc == 0 ? o.rss_kb : 0), "kills", (json_int_t)kills);
+    json_object_set_new(d, "constraint",
+                        json_string(rc == 0 && o.constraint[0] ? o.constraint : "memcg"));
+    struct telem_src src = {"local_process", "cgroup_memory", 0};
+    telemetry_emit_src(session_id, TELEM_SYSTEM, "system_oom_kill", &src, d);
 }
 
 static void tel_ending(struct session_ctx *sc, const char *reason)

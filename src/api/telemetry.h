@@ -30,5 +30,9 @@ extern const struct session_ext telemetry_session_ext;
 /* A platform event for a management action of the server on a session
  * (name e.g. "viewport_resize", data stolen, may be NULL). */
 void telemetry_platform(const char *session_id, const char *name, json_t *data);
+/* sessmgr's on_oom hook: a `system_oom_kill` event (category system) for each
+ * out-of-memory kill in a sandboxed session, with what the kernel log says of
+ * the last one (pid, process name, RSS). */
+void telemetry_on_oom_kill(void *ctx, const char *session_id, long long kills);
 
 #endif

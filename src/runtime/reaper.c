@@ -7,13 +7,59 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
-#define REAPER_MAX_GROUPS 65536
+#define REAPER_MAX_GROUPS  65536
+#define REAPER_MAX_CGROUPS 8192
+#define REAPER_PATH_MAX    200
 
 static int wfd = -1; /* the server's end; -1: no watcher */
 
 /* ---- the watcher process (single-threaded; a fresh fork) ---- */
+
+/* Kills every task of the cgroup folder dir until it is empty (bounded),
+ * then removes the folder. */
+static void cgroup_empty(const char *dir)
+{
+    char p[REAPER_PATH_MAX + 32], buf[8192];
+    size_t dl = strnlen(dir, REAPER_PATH_MAX);
+    if (dl == 0 || dl >= REAPER_PATH_MAX)
+        return;
+    memcpy(p, dir, dl);
+    memcpy(p + dl, "/cgroup.kill", sizeof "/cgroup.kill");
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)!write(fd, "1", 1);
+        close(fd);
+    }
+    memcpy(p + dl, "/cgroup.procs", sizeof "/cgroup.procs");
+    for (int round = 0; round < 300; round++) {
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        ssize_t got = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (got <= 0)
+            break;
+        buf[got] = '\0';
+        for (char *q = buf; *q;) {
+            char *end;
+            long pid = strtol(q, &end, 10);
+            if (end == q)
+                break;
+            if (pid > 1)
+                (void)kill((pid_t)pid, SIGKILL);
+            q = *end ? end + 1 : end;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int t = 0; t < 100 && rmdir(dir) != 0 && errno == EBUSY; t++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static void watcher_main(int rfd) __attribute__((noreturn));
 static void watcher_main(int rfd)
@@ -25,9 +71,13 @@ static void watcher_main(int rfd)
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    /* Its own session: a kill of the server's whole process group (kill -9
+     * -PGID, a terminal closing) must not take the watcher with it. */
+    (void)setsid();
     static pid_t groups[REAPER_MAX_GROUPS];
-    size_t n = 0;
-    char buf[4096], line[32];
+    static char cgroups[REAPER_MAX_CGROUPS][REAPER_PATH_MAX];
+    size_t n = 0, ncg = 0;
+    char buf[4096], line[REAPER_PATH_MAX + 2];
     size_t ll = 0;
     for (;;) {
         ssize_t got = read(rfd, buf, sizeof buf);
@@ -43,6 +93,20 @@ static void watcher_main(int rfd)
             }
             line[ll] = '\0';
             ll = 0;
+            if (line[0] == 'C') {
+                size_t pl = strlen(line + 1);
+                if (ncg < REAPER_MAX_CGROUPS && pl > 0 && pl < REAPER_PATH_MAX)
+                    memcpy(cgroups[ncg++], line + 1, pl + 1);
+                continue;
+            }
+            if (line[0] == 'c') {
+                for (size_t k = 0; k < ncg; k++)
+                    if (strcmp(cgroups[k], line + 1) == 0) {
+                        memcpy(cgroups[k], cgroups[--ncg], REAPER_PATH_MAX);
+                        break;
+                    }
+                continue;
+            }
             long v = strtol(line + 1, NULL, 10);
             if (v <= 1)
                 continue;
@@ -59,6 +123,9 @@ static void watcher_main(int rfd)
     }
     for (size_t k = 0; k < n; k++)
         (void)kill(-groups[k], SIGKILL);
+    /* Sandboxed sessions: everything in their cgroups, then the cgroups. */
+    for (size_t k = 0; k < ncg; k++)
+        cgroup_empty(cgroups[k]);
     if (n) {
         char msg[96];
         int len =
@@ -124,4 +191,25 @@ void reaper_watch(pid_t pgid)
 void reaper_forget(pid_t pgid)
 {
     tell('-', pgid);
+}
+
+static void tell_path(char op, const char *path)
+{
+    char msg[REAPER_PATH_MAX + 4];
+    int n = snprintf(msg, sizeof msg, "%c%s\n", op, path);
+    if (wfd < 0 || n <= 0 || n >= (int)sizeof msg)
+        return;
+    if (write(wfd, msg, (size_t)n) < 0 && errno == EPIPE) {
+        /* the watcher is gone */
+    }
+}
+
+void reaper_watch_cgroup(const char *dir)
+{
+    tell_path('C', dir);
+}
+
+void reaper_forget_cgroup(const char *dir)
+{
+    tell_path('c', dir);
 }

@@ -7,7 +7,9 @@
  * server tells it, through a pipe, each process group it starts ("+PGID")
  * and each it has reaped ("-PGID"). When the pipe reaches end of file (every
  * copy of the server's end closed: the server is gone), the watcher sends
- * SIGKILL to the groups still listed and exits. A server that stops cleanly
+ * SIGKILL to the groups still listed, empties and removes the sandboxes'
+ * cgroups still listed, and exits. The watcher runs in its own session, so a
+ * kill of the server's whole process group does not end it first. A server that stops cleanly
  * has reaped its groups already, so the watcher has nothing left to do.
  *
  * The restart path (chromium_kill_stale) stays: it covers a watcher that was
@@ -28,5 +30,12 @@ int reaper_start(struct err *e) WUR;
  * runs (unit tests) or it is gone; never blocks. Thread-safe. */
 void reaper_watch(pid_t pgid);
 void reaper_forget(pid_t pgid);
+
+/* Lists / unlists a sandbox's cgroup folder: at the server's end the watcher
+ * kills every task in it and removes it (this reaches processes that left
+ * their process group, and every process of a PID namespace). Paths longer
+ * than 199 bytes are not listed. Same guarantees as reaper_watch. */
+void reaper_watch_cgroup(const char *dir);
+void reaper_forget_cgroup(const char *dir);
 
 #endif

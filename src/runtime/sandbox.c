@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
+#include "runtime/reaper.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -295,6 +296,9 @@ int sandbox_create(const char *name, long long memory_max, struct sandbox **out,
         sandbox_unref(sb);
         return rc;
     }
+    for (int i = 0; i < CG_MAX; i++)
+        if (sb->cg[i])
+            reaper_watch_cgroup(sb->cg[i]);
     *out = sb;
     return 0;
 }
@@ -319,6 +323,7 @@ void sandbox_unref(struct sandbox *sb)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        reaper_forget_cgroup(sb->cg[i]);
         xfree(sb->cg[i]);
     }
     netns_unregister(sb->netns_id);
@@ -396,6 +401,74 @@ long long sandbox_oom_kills(const struct sandbox *sb)
         return keyed_value(p, "oom_kill");
     }
     return 0;
+}
+
+/* "key=value" in a kernel log line, copied into out (cap bytes). */
+static int kv(const char *line, const char *key, char *out, size_t cap)
+{
+    const char *p = strstr(line, key);
+    if (!p)
+        return -1;
+    p += strlen(key);
+    size_t n = strcspn(p, ",\n ");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 0;
+}
+
+static long long rss_field(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : 0;
+}
+
+int sandbox_oom_report(const char *name, struct sandbox_oom *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char want[160];
+    snprintf(want, sizeof want, "oom_memcg=/browserd/%s", name);
+    char rec[8192];
+    int found = 0, pending = 0;
+    /* Records come one per read, oldest first; the buffer is bounded. */
+    for (int i = 0; i < 200000; i++) {
+        ssize_t n = read(fd, rec, sizeof rec - 1);
+        if (n < 0 && errno == EPIPE)
+            continue; /* overwritten records: go on with the next */
+        if (n <= 0)
+            break;
+        rec[n] = '\0';
+        const char *msg = strchr(rec, ';');
+        msg = msg ? msg + 1 : rec;
+        if (strncmp(msg, "oom-kill:", 9) == 0) {
+            pending = strstr(msg, want) != NULL;
+            if (pending) {
+                struct sandbox_oom o;
+                memset(&o, 0, sizeof o);
+                char v[32];
+                if (kv(msg, "constraint=CONSTRAINT_", v, sizeof o.constraint) == 0) {
+                    for (char *c = v; *c; c++)
+                        *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+                    memcpy(o.constraint, v, strlen(v) + 1);
+                }
+                if (kv(msg, ",pid=", v, sizeof v) == 0)
+                    o.pid = (int)strtol(v, NULL, 10);
+                (void)kv(msg, ",task=", o.process_name, sizeof o.process_name);
+                *out = o;
+                found = 1;
+            }
+        } else if (pending && strstr(msg, "Killed process ")) {
+            out->rss_kb = rss_field(msg, "anon-rss:") + rss_field(msg, "file-rss:") +
+                          rss_field(msg, "shmem-rss:");
+            pending = 0;
+        }
+    }
+    close(fd);
+    return found ? 0 : -ENOENT;
 }
 
 long long sandbox_pids_current(const struct sandbox *sb)

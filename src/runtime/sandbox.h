@@ -77,6 +77,18 @@ int sandbox_memory_enforced(const struct sandbox *sb);
 int sandbox_kill_all(struct sandbox *sb);
 /* How many processes the kernel killed for exceeding the memory limit. */
 long long sandbox_oom_kills(const struct sandbox *sb);
+/* What the kernel said of the last out-of-memory kill in a session's cgroup
+ * (its kernel log, /dev/kmsg). */
+struct sandbox_oom {
+    int pid;               /* as the host sees it */
+    char process_name[16]; /* the task's comm */
+    long long rss_kb;      /* anon + file + shmem RSS */
+    char constraint[16];   /* "memcg", "none", ...; "" when not said */
+};
+/* Fills out from the newest kill the kernel log attributes to the cgroup of
+ * session `name`. 0, -ENOENT when there is none, -errno when the kernel log
+ * cannot be read (a container without /dev/kmsg). */
+int sandbox_oom_report(const char *name, struct sandbox_oom *out) WUR;
 /* Tasks now in the cgroup (the pids controller's count), or -1. */
 long long sandbox_pids_current(const struct sandbox *sb);
 /* The cgroup folders (one per v1 hierarchy, one for v2), for the reaper:

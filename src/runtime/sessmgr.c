@@ -1,6 +1,7 @@
 #include "runtime/sessmgr.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@ struct live {
     int64_t idle_since_ms;
     int timeout_s;
     long long final_uptime_ms;
+    long long oom_seen; /* out-of-memory kills in the sandbox's cgroup seen so far */
     struct live *next;
 };
 
@@ -325,6 +327,11 @@ struct ended {
     struct live *l;
 };
 
+struct oom {
+    char id[32];
+    long long kills;
+};
+
 static void *supervise(void *arg)
 {
     struct sessmgr *m = arg;
@@ -340,13 +347,27 @@ static void *supervise(void *arg)
         /* Collect what must end, then end it without holding the lock. */
         struct ended ends[64];
         size_t nend = 0;
+        struct oom ooms[64];
+        size_t noom = 0;
         for (struct live *l = m->head, *next; l && nend < 64; l = next) {
             next = l->next;
             int status = 0;
             const char *why = NULL;
             char buf[128];
+            struct sandbox *sb = l->browser ? chromium_sandbox(l->browser) : NULL;
+            long long kills = sb ? sandbox_oom_kills(sb) : 0;
+            if (kills > l->oom_seen && noom < 64) {
+                snprintf(ooms[noom].id, sizeof ooms[noom].id, "%s", l->id);
+                ooms[noom++].kills = kills - l->oom_seen;
+                l->oom_seen = kills;
+            }
             if (l->browser && chromium_exited(l->browser, &status)) {
-                if (WIFSIGNALED(status))
+                if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && l->oom_seen > 0)
+                    snprintf(buf, sizeof buf,
+                             "browser exited: out of memory at the session's memory limit "
+                             "(killed by signal %d)",
+                             WTERMSIG(status));
+                else if (WIFSIGNALED(status))
                     snprintf(buf, sizeof buf, "browser exited: killed by signal %d",
                              WTERMSIG(status));
                 else
@@ -368,6 +389,12 @@ static void *supervise(void *arg)
             e->l = l;
         }
         pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < noom; i++) {
+            log_warn("session %s: %lld process(es) killed at the memory limit", ooms[i].id,
+                     ooms[i].kills);
+            if (m->hooks.on_oom)
+                m->hooks.on_oom(m->hooks.ctx, ooms[i].id, ooms[i].kills);
+        }
         for (size_t i = 0; i < nend; i++) {
             long long up = stop_browser(ends[i].browser, ends[i].remove_dir);
             if (up)

@@ -25,6 +25,10 @@ struct sessmgr_hooks {
      * Called on the supervisor thread after the browser was stopped and its
      * folders removed; uptime_ms is the browser's total running time. */
     void (*on_end)(void *ctx, const char *session_id, const char *reason, long long uptime_ms);
+    /* The kernel killed `kills` processes of a sandboxed session at its
+     * memory limit (noticed within a second; before on_end when the browser
+     * itself died of it). Supervisor thread. May be NULL. */
+    void (*on_oom)(void *ctx, const char *session_id, long long kills);
     void *ctx;
 };
 
