@@ -81,7 +81,10 @@ async function burst(url, total, inflight) {
   ws.close();
 }
 
-const s = await startServer();
+// Unsandboxed (BROWSERD_SANDBOX=off): the relay comparison connects to the
+// browser's DevTools port directly, which a sandbox keeps inside the
+// session's network namespace. bench/sandbox.mjs measures the sandbox.
+const s = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
 const api = (method, path, body) => request(s.base, method, path, { key: s.key, body });
 const lines = [];
 try {
@@ -146,7 +149,7 @@ try {
 
   const f = (x) => x.toFixed(1);
   lines.push('## Sessions, CDP relay and pools (issues 4 and 5)', '',
-    `Command: \`node bench/sessions.mjs\` (run by \`make bench\`); ${RUNS} launches, ${RTTS} round trips, ${LIVE} live sessions.`, '',
+    `Command: \`node bench/sessions.mjs\` (run by \`make bench\`, server with \`BROWSERD_SANDBOX=off\` so that the relay can be compared with a direct connection); ${RUNS} launches, ${RTTS} round trips, ${LIVE} live sessions.`, '',
     '| figure | value | target |', '|---|---|---|',
     `| raw \`chromium --headless=new\` to "DevTools listening", median | ${f(median(raw))} ms | |`,
     `| \`POST /browsers\` (headless) to a CDP-ready browser, median | ${f(median(create))} ms (${f(median(create) / median(raw))}x raw) | <= 1.2x raw |`,

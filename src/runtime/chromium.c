@@ -799,8 +799,11 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     } else {
         sv_push(av, xstrdup(bin));
     }
+    /* --no-sandbox only for an unsandboxed root server (Chromium refuses to
+     * run as root with its sandbox); as any other user its sandbox is on. */
+    int no_sandbox = !x && geteuid() == 0;
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
-        if (!x || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
+        if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             sv_push(av, xstrdup(cr_fixed_flags[i]));
     sv_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
     sv_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
