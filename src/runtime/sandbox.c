@@ -2,8 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <pthread.h>
+#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -577,14 +576,28 @@ const char *sandbox_step_text(int step)
     return "entering the sandbox";
 }
 
-/* What of /etc a browser, Xvfb and chromedriver read: libraries, fonts,
+/* What of the host outside /usr a browser, Xvfb and chromedriver read: libraries, fonts,
  * certificates, Chromium's own configuration. Nothing else of the host's
  * /etc (passwd, shadow, the server's configuration) is visible. */
-static const char *const etc_ro[] = {
-    "/etc/ld.so.cache", "/etc/ld.so.conf",      "/etc/ld.so.conf.d",  "/etc/fonts",
-    "/etc/ssl",         "/etc/ca-certificates", "/etc/pki",           "/etc/chromium",
-    "/etc/chromium.d",  "/etc/alternatives",    "/etc/localtime",     "/etc/mime.types",
-    "/etc/X11",         "/etc/gtk-3.0",         "/etc/nsswitch.conf", "/etc/host.conf",
+static const char *const host_ro[] = {
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/fonts",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/chromium",
+    "/etc/chromium.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/X11",
+    "/etc/gtk-3.0",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    /* fontconfig's cache: without it every start rescans the fonts. */
+    "/var/cache/fontconfig",
 };
 
 void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const char *policy,
@@ -610,10 +623,10 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     push(ctx, xasprintf("%u", (unsigned)x->uid));
     push(ctx, xstrdup("--gid"));
     push(ctx, xasprintf("%u", (unsigned)x->gid));
-    for (size_t i = 0; i < sizeof etc_ro / sizeof *etc_ro; i++) {
+    for (size_t i = 0; i < sizeof host_ro / sizeof *host_ro; i++) {
         push(ctx, xstrdup("--ro-bind-try"));
-        push(ctx, xstrdup(etc_ro[i]));
-        push(ctx, xstrdup(etc_ro[i]));
+        push(ctx, xstrdup(host_ro[i]));
+        push(ctx, xstrdup(host_ro[i]));
     }
     if (home && x->home) {
         push(ctx, xstrdup("--bind"));
@@ -643,26 +656,54 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
 
 /* ---- ownership ---- */
 
-static uid_t chown_uid; /* nftw has no context argument */
-static pthread_mutex_t chown_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* Walks the tree below the open folder dfd by descriptors only: every entry
+ * is named relative to its folder's descriptor and folders are opened with
+ * O_NOFOLLOW, so a folder swapped for a symbolic link mid-walk (by a process
+ * of the session) is not followed out of the home. */
+static int chown_dir(int dfd, uid_t uid, int depth)
 {
-    (void)flag;
-    (void)ftw;
-    if (lchown(path, chown_uid, (gid_t)chown_uid) != 0)
-        return -1;
-    /* No setuid/setgid bits inside a session's folder. */
-    if (!S_ISLNK(sb->st_mode) && (sb->st_mode & (S_ISUID | S_ISGID)))
-        (void)chmod(path, sb->st_mode & 0777);
-    return 0;
+    if (depth > 128)
+        return -ELOOP;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        int er = errno;
+        close(dfd);
+        return -er;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone meanwhile */
+        if (fchownat(dirfd(d), de->d_name, uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) != 0) {
+            rc = -errno;
+            break;
+        }
+        /* No setuid/setgid bits inside a session's folder. */
+        if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)))
+            (void)fchmodat(dirfd(d), de->d_name, st.st_mode & 0777, 0);
+        if (S_ISDIR(st.st_mode)) {
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                rc = chown_dir(sub, uid, depth + 1);
+        }
+    }
+    closedir(d);
+    return rc;
 }
 
 int sandbox_chown_tree(const struct sandbox *sb, const char *path)
 {
-    pthread_mutex_lock(&chown_mu);
-    chown_uid = sb->uid;
-    int rc = nftw(path, chown_entry, 16, FTW_PHYS) == 0 ? 0 : -(errno ? errno : EIO);
-    pthread_mutex_unlock(&chown_mu);
-    return rc;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fchown(fd, sb->uid, (gid_t)sb->uid) != 0) {
+        int er = errno;
+        close(fd);
+        return -er;
+    }
+    return chown_dir(fd, sb->uid, 0);
 }
