@@ -901,6 +901,7 @@ struct cdp_conn {
     int upstream_fd;
     char *leftover;
     size_t leftover_len;
+    uint64_t from_browser; /* set by on_counts just before on_close */
 };
 
 static void cdp_message(void *ctx, const char *method, size_t len)
@@ -915,7 +916,14 @@ static void cdp_client_hooks(struct cdp_conn *cc, int attached)
 {
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_client)
-            (*x)->cdp_client(cc->session_id, cc, attached);
+            (*x)->cdp_client(cc->session_id, cc, attached, attached ? 0 : cc->from_browser);
+}
+
+static void cdp_on_counts(void *ctx, uint64_t from_client, uint64_t from_browser)
+{
+    struct cdp_conn *cc = ctx;
+    (void)from_client; /* counted message by message through cdp_message */
+    cc->from_browser = from_browser;
 }
 
 static void cdp_close_client(void *ctx)
@@ -943,6 +951,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     struct relay_hooks hooks = {
         .on_client_message = cdp_message,
         .on_close = cdp_on_close,
+        .on_counts = cdp_on_counts,
         .close_client = cdp_close_client,
         .ctx = cc,
     };

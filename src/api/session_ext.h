@@ -13,6 +13,7 @@
 #define BD_API_SESSION_EXT_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "core/err.h"
 #include "runtime/chromium.h"
@@ -54,8 +55,10 @@ struct session_ext {
      * connection (an opaque identity, the same in cdp_client). */
     void (*cdp_message)(const char *session_id, const void *conn, const char *method, size_t len);
     /* A CDP client attached or detached (relay/HTTP thread). excluded: see
-     * telemetry; attached=1 on attach, 0 on detach. */
-    void (*cdp_client)(const char *session_id, const void *conn, int attached);
+     * telemetry; attached=1 on attach, 0 on detach, with the number of
+     * messages the browser sent this client (0 on attach). */
+    void (*cdp_client)(const char *session_id, const void *conn, int attached,
+                       uint64_t from_browser);
 };
 
 /* Registers x (borrowed for the life of the process). At most 8 modules. */

@@ -549,9 +549,10 @@ static void tel_cdp_message(const char *session_id, const void *conn, const char
     telemetry_cdp_command(session_id, conn, method, len);
 }
 
-static void tel_cdp_client(const char *session_id, const void *conn, int attached)
+static void tel_cdp_client(const char *session_id, const void *conn, int attached,
+                           uint64_t from_browser)
 {
-    telemetry_cdp_client(session_id, conn, attached);
+    telemetry_cdp_client(session_id, conn, attached, from_browser);
 }
 
 const struct session_ext telemetry_session_ext = {

@@ -264,7 +264,8 @@ struct wd_conn {
     size_t leftover_len;
     char *extra; /* client bytes after its request head, then of the first message */
     size_t extra_len;
-    json_t *answer; /* result of the synthetic session.new (owned) */
+    json_t *answer;        /* result of the synthetic session.new (owned) */
+    uint64_t from_browser; /* set by on_counts just before on_close */
 };
 
 static void conn_free(struct wd_conn *c)
@@ -275,11 +276,19 @@ static void conn_free(struct wd_conn *c)
     xfree(c);
 }
 
-static void client_hooks(const char *session_id, const void *conn, int attached)
+static void client_hooks(const char *session_id, const void *conn, int attached,
+                         uint64_t from_browser)
 {
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_client)
-            (*x)->cdp_client(session_id, conn, attached);
+            (*x)->cdp_client(session_id, conn, attached, from_browser);
+}
+
+static void on_counts(void *ctx, uint64_t from_client, uint64_t from_browser)
+{
+    struct wd_conn *c = ctx;
+    (void)from_client;
+    c->from_browser = from_browser;
 }
 
 static void on_client_message(void *ctx, const char *method, size_t len)
@@ -301,7 +310,7 @@ static void on_close(void *ctx, const char *reason)
 {
     struct wd_conn *c = ctx;
     log_debug("session %s: BiDi client left (%s)", c->session_id, reason);
-    client_hooks(c->session_id, c, 0);
+    client_hooks(c->session_id, c, 0, c->from_browser);
     live_client_detached(c->live);
     sessmgr_put(c->live);
     conn_free(c);
@@ -430,6 +439,7 @@ static void hand_over(struct wd_conn *c, const char *client_extra, size_t client
     struct relay_hooks hooks = {
         .on_client_message = on_client_message,
         .on_close = on_close,
+        .on_counts = on_counts,
         .close_client = close_client,
         .ctx = c,
     };
@@ -535,7 +545,7 @@ static void on_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         c->extra_len = extra_len;
     }
     live_client_attached(c->live);
-    client_hooks(c->session_id, c, 1);
+    client_hooks(c->session_id, c, 1, 0);
     pthread_mutex_lock(&conn_lock);
     int stop = stopping;
     if (!stop)

@@ -82,6 +82,7 @@ struct conn {
     int finished;
     int64_t deadline_us; /* close grace deadline; 0 while not closing */
     const char *reason;
+    uint64_t msgs[2]; /* messages relayed from each side (index: SIDE_*) */
 };
 
 struct rthread {
@@ -270,6 +271,7 @@ static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_
     s->frames = 0;
     if (s->rejected)
         return;
+    c->msgs[s->idx]++;
     if (s->idx == SIDE_CLIENT && c->hooks.on_client_message != NULL) {
         char method[RELAY_METHOD_MAX];
         int found = ws_cdp_method((const char *)arg->msg, arg->msg_length, method, sizeof(method));
@@ -409,6 +411,8 @@ static void conn_finish(struct conn *c, const char *reason)
     pthread_mutex_unlock(&r->lock);
     atomic_fetch_sub(&r->count, 1);
 
+    if (c->hooks.on_counts != NULL)
+        c->hooks.on_counts(c->hooks.ctx, c->msgs[SIDE_CLIENT], c->msgs[SIDE_UPSTREAM]);
     if (c->hooks.on_close != NULL)
         c->hooks.on_close(c->hooks.ctx, c->reason);
     c->next = t->graveyard;

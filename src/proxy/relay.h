@@ -8,6 +8,7 @@
 #ifndef BD_PROXY_RELAY_H
 #define BD_PROXY_RELAY_H
 
+#include <stdint.h>
 #include <stddef.h>
 
 #include "core/err.h"
@@ -41,6 +42,9 @@ struct relay_hooks {
      * the relay never touches ctx again. reason is a static string. May be
      * NULL. */
     void (*on_close)(void *ctx, const char *reason);
+    /* Called once just before on_close with the number of text and binary
+     * messages relayed from each side. May be NULL. */
+    void (*on_counts)(void *ctx, uint64_t from_client, uint64_t from_browser);
     /* Closes the client transport: called exactly once instead of
      * close(client_fd) (the HTTP layer owns the socket; libmicrohttpd needs
      * MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE)). If NULL, the relay

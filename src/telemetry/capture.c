@@ -379,8 +379,8 @@ static void network_event(struct capture *c, const char *sid, const char *m, con
             memmove(c->resp + i, c->resp + i + 1, (c->nresp - i - 1) * sizeof c->resp[0]);
             c->nresp--;
             json_object_set_new(d, "encoded_data_length", num(p, "encodedDataLength"));
-            size_t limit = telem_body_limit(jsonx_str(d, "mime_type"));
-            if (!failed && limit > 0) {
+            const char *mt = jsonx_str(d, "mime_type");
+            if (!failed && (telem_body_limit(mt) > 0 || telem_mime_missing(mt))) {
                 call(c, rsid[0] ? rsid : NULL, "Network.getResponseBody",
                      json_pack("{s:s}", "requestId", rid), P_BODY, d);
                 return;
@@ -403,20 +403,44 @@ static void body_reply(struct capture *c, json_t *d, const json_t *reply)
 {
     const json_t *res = json_object_get(reply, "result");
     const char *body = jsonx_str(res, "body");
-    size_t limit = telem_body_limit(jsonx_str(d, "mime_type"));
+    const char *mt = jsonx_str(d, "mime_type");
+    size_t limit = telem_body_limit(mt);
+    int missing = telem_mime_missing(mt);
     int truncated = 0;
+    unsigned char *dec = NULL;
+    size_t len = body ? strlen(body) : 0;
+    /* Text or binary is the media type's call (Chromium hands form data
+     * and other text over base64-encoded too); the transfer encoding is
+     * undone first. A response without a type is judged by its bytes. */
+    if (body && jsonx_bool(res, "base64Encoded", 0)) {
+        dec = xmalloc(len / 4 * 3 + 4);
+        size_t n = telem_base64_decode(body, len, dec);
+        if (n == (size_t)-1) {
+            xfree(dec);
+            dec = NULL;
+            body = NULL;
+        } else {
+            body = (const char *)dec;
+            len = n;
+        }
+    }
+    if (body && missing && limit == 0 &&
+        telem_bytes_are_text((const unsigned char *)body, len < 65536 ? len : 65536))
+        limit = TELEM_BODY_TEXT;
     if (!body) {
         json_object_set_new(d, "body_excluded", json_string("unavailable"));
-    } else if (jsonx_bool(res, "base64Encoded", 0)) {
+    } else if (limit == 0 || (dec && !telem_bytes_are_text((const unsigned char *)body,
+                                                           len < limit ? len : limit))) {
         json_object_set_new(d, "body_excluded", json_string("binary"));
     } else {
-        size_t len = strlen(body), keep = telem_utf8_cut(body, len, limit);
+        size_t keep = telem_utf8_cut(body, len, limit);
         json_t *s = json_stringn(body, keep);
         json_object_set_new(d, "body", s ? s : json_string(""));
         json_object_set_new(d, "body_size", json_integer((json_int_t)len));
         json_object_set_new(d, "body_truncated", json_boolean(keep < len));
         truncated = keep < len;
     }
+    xfree(dec);
     emit_cdp(c, TELEM_NETWORK, "network_response", "Network.responseReceived", truncated,
              json_incref(d));
 }

@@ -64,6 +64,86 @@ size_t telem_body_limit(const char *mime)
     return 0;
 }
 
+int telem_mime_missing(const char *mime)
+{
+    if (!mime)
+        return 1;
+    while (*mime == ' ')
+        mime++;
+    return strcspn(mime, "; ") == 0;
+}
+
+int telem_bytes_are_text(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        size_t need;
+        if (c == 0)
+            return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+        } else {
+            return 0;
+        }
+        for (size_t k = 1; k <= need; k++) {
+            if (i + k >= n)
+                return 1; /* cut by the end of what we have */
+            if ((p[i + k] & 0xC0) != 0x80)
+                return 0;
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+size_t telem_base64_decode(const char *in, size_t len, unsigned char *out)
+{
+    size_t o = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '=')
+            break;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        int v = b64_value(c);
+        if (v < 0)
+            return (size_t)-1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return o;
+}
+
 size_t telem_utf8_cut(const char *s, size_t len, size_t limit)
 {
     if (len <= limit)

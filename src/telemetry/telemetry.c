@@ -436,7 +436,8 @@ void telemetry_cdp_command(const char *session_id, const void *conn, const char 
     pthread_mutex_unlock(&T.mu);
 }
 
-void telemetry_cdp_client(const char *session_id, const void *conn, int attached)
+void telemetry_cdp_client(const char *session_id, const void *conn, int attached,
+                          uint64_t from_browser)
 {
     pthread_mutex_lock(&T.mu);
     struct tsess *s = find(session_id);
@@ -467,7 +468,7 @@ void telemetry_cdp_client(const char *session_id, const void *conn, int attached
         if ((s->mask >> TELEM_CONNECTION) & 1u)
             record(s, TELEM_CONNECTION, "cdp_disconnect", &relay_src,
                    json_pack("{s:I,s:I,s:I,s:s,s:I}", "telemetry_excluded", (json_int_t)ex,
-                             "message_count", (json_int_t)cmds, "duration_ms",
+                             "message_count", (json_int_t)(cmds + from_browser), "duration_ms",
                              (json_int_t)(clock_now_ms() - at), "reason", "client_close", "clients",
                              (json_int_t)s->nclients));
     }

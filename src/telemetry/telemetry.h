@@ -129,7 +129,8 @@ void telemetry_cdp_command(const char *session_id, const void *conn, const char 
                            size_t len);
 /* A CDP client attached (1) or detached (0): cdp_connect / cdp_disconnect
  * (connection category), the latter with telemetry_excluded. */
-void telemetry_cdp_client(const char *session_id, const void *conn, int attached);
+void telemetry_cdp_client(const char *session_id, const void *conn, int attached,
+                          uint64_t from_browser);
 
 /* Waits up to timeout_ms until every event of the session emitted so far is
  * in the store. Returns 0, or -1 on timeout. */
@@ -169,6 +170,17 @@ void telemetry_sub_free(struct telem_sub *s);
  * XML and form data, TELEM_BODY_TEXT for other text, 0 for binary (the body
  * is excluded). */
 size_t telem_body_limit(const char *mime);
+/* 1 when a response names no media type (missing or empty): its body is
+ * then judged by its bytes (telem_bytes_are_text) and kept as other text. A
+ * declared type, application/octet-stream included, is taken at its word. */
+int telem_mime_missing(const char *mime);
+/* 1 when n bytes look like text: valid UTF-8 (a sequence cut by the end is
+ * allowed) without NUL bytes. */
+int telem_bytes_are_text(const unsigned char *p, size_t n);
+/* Decodes standard base64 (padding optional, whitespace ignored) into out
+ * (room for at least len * 3 / 4 + 3 bytes). Returns the decoded length, or
+ * (size_t)-1 on a character outside the alphabet. */
+size_t telem_base64_decode(const char *in, size_t len, unsigned char *out);
 /* The length of the longest prefix of s (len bytes) that is at most limit
  * bytes and does not split a UTF-8 sequence. */
 size_t telem_utf8_cut(const char *s, size_t len, size_t limit);

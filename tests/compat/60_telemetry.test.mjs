@@ -210,6 +210,92 @@ export const tests = [
     }),
   },
   {
+    name: 'issue 23: bodies kept by media type, not by transfer encoding: JSON, XML, urlencoded and multipart form data 8 KB; text/plain and text/html 4 KB; image/png and application/octet-stream excluded; an untyped text body kept as text',
+    timeout: 60000,
+    fn: async () => {
+      const BIG = 'k=' + 'v'.repeat(20000);
+      const types = {
+        '/json': ['application/json', JSON.stringify({ a: 'j'.repeat(20000) }), 8192],
+        '/xml': ['application/xml', `<a>${'x'.repeat(20000)}</a>`, 8192],
+        '/form': ['application/x-www-form-urlencoded', BIG, 8192],
+        '/small-form': ['application/x-www-form-urlencoded', 'a=1&b=' + 'z'.repeat(2000), 8192],
+        '/multipart': ['multipart/form-data; boundary=XyZ', `--XyZ\r\ncontent-disposition: form-data; name="f"\r\n\r\n${'m'.repeat(20000)}\r\n--XyZ--\r\n`, 8192],
+        '/plain': ['text/plain', 'p'.repeat(20000), 4096],
+        '/html': ['text/html', `<p>${'h'.repeat(20000)}</p>`, 4096],
+        '/png': ['image/png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]), 0],
+        '/octet': ['application/octet-stream', Buffer.alloc(3000, 7), 0],
+        '/untyped': [null, 'u'.repeat(6000), 4096],
+      };
+      const w = await startSite((rq, rs) => {
+        const t = types[rq.url];
+        if (!t) { rs.setHeader('content-type', 'text/html'); return rs.end('<title>t</title>'); }
+        if (t[0]) rs.setHeader('content-type', t[0]);
+        else rs.removeHeader('content-type');
+        rs.end(t[1]);
+      });
+      try {
+        await withServer(async (s) => {
+          const b = await create(s, { telemetry: { browser: { network: { enabled: true } } } });
+          const br = await chromium.connectOverCDP(b.cdp_ws_url);
+          try {
+            const pg = br.contexts()[0].pages()[0];
+            await pg.goto(`${w.url}/`);
+            await pg.evaluate(async (paths) => { for (const p of paths) await (await fetch(p)).arrayBuffer(); }, Object.keys(types));
+          } finally { await br.close(); }
+          const evs = await until(async () => {
+            const e = await events(s, b.session_id, '&category=network');
+            return Object.keys(types).every((p) => find(e, 'network_response', (d) => d.url.endsWith(p))) && e;
+          }, 'a network_response for each path');
+          for (const [path, [type, body, limit]] of Object.entries(types)) {
+            const d = find(evs, 'network_response', (x) => x.url.endsWith(path)).event.data;
+            if (limit === 0) {
+              assert(!('body' in d) && d.body_excluded === 'binary', `${type} excluded: ${JSON.stringify(d).slice(0, 200)}`);
+              continue;
+            }
+            const len = Buffer.byteLength(body);
+            assert(typeof d.body === 'string', `${type || 'untyped'} kept: ${JSON.stringify(d).slice(0, 200)}`);
+            eq(d.body.length, Math.min(len, limit), `${type || "untyped"} kept up to ${limit} bytes (${JSON.stringify(d).slice(0, 300)})`);
+            eq(d.body, body.slice(0, Math.min(len, limit)), `${type || 'untyped'} body text`);
+            eq(d.body_truncated, len > limit, `${type || 'untyped'} body_truncated`);
+          }
+        }, { args: w.allow });
+      } finally { w.close(); }
+    },
+  },
+  {
+    name: 'issue 23: cdp_disconnect.message_count counts the messages relayed in both directions',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s, { telemetry: { enabled: true } });
+      const { default: WebSocket } = await import('ws');
+      const ws = new WebSocket(b.cdp_ws_url, { perMessageDeflate: false });
+      await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+      let received = 0;
+      ws.on('message', () => { received++; });
+      // 5 commands, 5 replies; Target.setDiscoverTargets also sends events.
+      const call = (id, method, params = {}) => new Promise((r) => {
+        const on = (m) => { if (JSON.parse(m).id === id) { ws.off('message', on); r(); } };
+        ws.on('message', on);
+        ws.send(JSON.stringify({ id, method, params }));
+      });
+      await call(1, 'Browser.getVersion');
+      await call(2, 'Target.setDiscoverTargets', { discover: true });
+      await call(3, 'Target.getTargets');
+      await call(4, 'Browser.getVersion');
+      await call(5, 'Target.setDiscoverTargets', { discover: false });
+      const sent = 5;
+      ws.close();
+      await new Promise((r) => ws.once('close', r));
+      const d = await until(async () => {
+        const e = await events(s, b.session_id, '&category=connection');
+        const x = find(e, 'cdp_disconnect');
+        return x && x.event.data;
+      }, 'cdp_disconnect');
+      assert(received > sent, `events arrived besides the replies: ${received}`);
+      eq(d.message_count, sent + received, 'message_count = commands + replies + events');
+    }),
+  },
+  {
     name: 'disabling a category on update stops its events; re-enabling starts them again',
     timeout: 90000,
     fn: () => withSite(async (s, w) => {

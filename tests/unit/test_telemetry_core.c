@@ -115,10 +115,10 @@ static void test_categories_and_exclusions(void **state)
     json_t *cfg = cfg_with("false");
     telemetry_session_open("sessA", "org", cfg, NULL, NULL);
     json_decref(cfg);
-    telemetry_cdp_client("sessA", &conn1, 1);
+    telemetry_cdp_client("sessA", &conn1, 1, 0);
     /* "cdp_disconnect ... carrying telemetry_excluded, the number of ITS
      * commands left out": a second client's exclusions are not the first's. */
-    telemetry_cdp_client("sessA", &conn2, 1);
+    telemetry_cdp_client("sessA", &conn2, 1, 0);
     telemetry_cdp_command("sessA", &conn2, "Page.reload", 10);
     telemetry_cdp_command("sessA", &conn1, "Page.navigate", 10); /* reported */
     telemetry_cdp_command("sessA", &conn1, "Page.reload", 10);   /* excluded: counted */
@@ -129,7 +129,7 @@ static void test_categories_and_exclusions(void **state)
     /* "only while the session's active configuration has the category on" */
     assert_int_equal(telemetry_emit("sessA", TELEM_CONSOLE, "console_message", NULL), 0);
     assert_true(telemetry_emit("sessA", TELEM_PLATFORM, "viewport_resize", NULL) > 0);
-    telemetry_cdp_client("sessA", &conn1, 0);
+    telemetry_cdp_client("sessA", &conn1, 0, 0);
     assert_int_equal(count_events("sessA", "control"), 1);
     assert_int_equal(count_events("sessA", "console"), 0);
     assert_int_equal(count_events("sessA", "connection"), 3);
@@ -163,7 +163,7 @@ static void test_categories_and_exclusions(void **state)
     telemetry_session_configure("sessA", NULL);
     assert_int_equal(telemetry_emit("sessA", TELEM_CONSOLE, "console_message", NULL), 0);
     assert_int_equal(count_events("sessA", "console"), 1);
-    telemetry_cdp_client("sessA", &conn2, 0);
+    telemetry_cdp_client("sessA", &conn2, 0, 0);
     telemetry_session_close("sessA");
 }
 

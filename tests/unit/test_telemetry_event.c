@@ -87,6 +87,53 @@ static void test_utf8_cut(void **state)
 
 /* ---- event object and SSE frame ---- */
 
+/* Issue 23: "Binary responses excluded" is decided by the media type and,
+ * without one, by the bytes; never by Chromium's base64 transfer encoding. */
+static void test_text_or_binary(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *mime;
+        int missing;
+    } mimes[] = {
+        {"no Content-Type: judged by the bytes", NULL, 1},
+        {"an empty type: judged by the bytes", "", 1},
+        {"a declared octet stream is binary, not guessed", "application/octet-stream", 0},
+        {"form data is a declared text type", "application/x-www-form-urlencoded", 0},
+    };
+    for (size_t i = 0; i < sizeof mimes / sizeof *mimes; i++)
+        if (telem_mime_missing(mimes[i].mime) != mimes[i].missing)
+            fail_msg("%s", mimes[i].name);
+    static const struct {
+        const char *name;
+        const char *bytes;
+        size_t n;
+        int text;
+    } bytes[] = {
+        {"ASCII", "a=1&b=2", 7, 1},
+        {"UTF-8", "caf\xc3\xa9", 5, 1},
+        {"a sequence cut by the end", "caf\xc3", 4, 1},
+        {"a NUL byte", "a\0b", 3, 0},
+        {"a lone continuation byte",
+         "a\x80"
+         "b",
+         3, 0},
+        {"a PNG signature",
+         "\x89"
+         "PNG\r\n\x1a\n",
+         8, 0},
+    };
+    for (size_t i = 0; i < sizeof bytes / sizeof *bytes; i++)
+        if (telem_bytes_are_text((const unsigned char *)bytes[i].bytes, bytes[i].n) !=
+            bytes[i].text)
+            fail_msg("%s", bytes[i].name);
+    unsigned char out[32];
+    assert_int_equal(telem_base64_decode("YT0xJmI9Mg==", 12, out), 7);
+    assert_memory_equal(out, "a=1&b=2", 7);
+    assert_int_equal(telem_base64_decode("YT0x\nJmI9Mg", 11, out), 7);
+    assert_int_equal(telem_base64_decode("YT0*", 4, out), (size_t)-1);
+}
+
 static void test_event_json(void **state)
 {
     (void)state;
@@ -173,7 +220,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_body_limits), cmocka_unit_test(test_utf8_cut),
         cmocka_unit_test(test_event_json),  cmocka_unit_test(test_sse_frame),
-        cmocka_unit_test(test_cfg_mask),
+        cmocka_unit_test(test_cfg_mask),    cmocka_unit_test(test_text_or_binary),
     };
     return cmocka_run_group_tests_name("telemetry/event", tests, NULL, NULL);
 }
