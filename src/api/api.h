@@ -126,15 +126,16 @@ void api_relay_shutdown(struct app *app);
  * recorded. Called once at start, before serving. */
 void browsers_recover(struct app *app);
 /* Creates a session from a POST /browsers body for org/project: validates,
- * checks the entitlements ent (region, gpu, max_concurrent_browsers less
- * pool_capacity for standalone sessions), runs the modules' prepare hooks,
+ * checks the entitlements ent (region, gpu, max_concurrent_browsers with the
+ * org's pool capacity, under sessmgr's lock, for standalone sessions), runs
+ * the modules' prepare hooks,
  * launches Chromium and records the row in *out (cleared by the caller).
  * extra: keys merged into the settings document (the pool reference). pooled:
  * a pool's browser (not counted against standalone sessions, no idle timeout
  * until leased). */
 int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
-                   const json_t *body, const json_t *extra, int pooled, long long pool_capacity,
-                   struct session_rec *out, struct err *e) WUR;
+                   const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
+                   struct err *e) WUR;
 /* Restarts a live session's browser on a profile's saved state: the old
  * browser closes cleanly, the session folder is replaced by the archive's
  * contents (none: an empty profile), Chromium starts again with the session's
@@ -149,8 +150,6 @@ json_t *browsers_render(struct app *app, const struct session_rec *s);
 /* Ends a live session now: stops its browser, runs the modules' ending hooks
  * and records the end with reason. */
 int browsers_end(struct app *app, const char *session_id, const char *reason);
-/* The summed size of the org's pools (pools.c). */
-long long pools_capacity(struct app *app, const char *org_id);
 
 /* sessmgr hook: a session ended on its own (timeout, browser exit, shutdown). */
 void browsers_on_end(void *app, const char *session_id, const char *reason, long long uptime_ms);

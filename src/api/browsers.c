@@ -273,8 +273,8 @@ static int launch_failed(const char *id, const char *what, int rc, struct err *e
 }
 
 int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
-                   const json_t *body, const json_t *extra, int pooled, long long pool_capacity,
-                   struct session_rec *out, struct err *e)
+                   const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
+                   struct err *e)
 {
     memset(out, 0, sizeof *out);
     struct sessrules_create c;
@@ -285,11 +285,12 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
         sessrules_create_clear(&c);
         return rc;
     }
-    /* Standalone sessions share the org's limit with every pool's capacity. */
+    /* Standalone sessions share the org's limit with every pool's capacity,
+     * checked under the session manager's one lock. */
     int64_t lim;
     long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
-    long long room = limit < 0 ? -1 : (limit > pool_capacity ? limit - pool_capacity : 0);
-    if (!pooled && sessmgr_reserve(app->sessions, org_id, room)) {
+    long long pool_capacity = 0;
+    if (!pooled && sessmgr_reserve(app->sessions, org_id, limit, &pool_capacity)) {
         sessrules_create_clear(&c);
         e->retry_after = 5;
         return err_set(e, E_LIMIT, "rate_limited",
@@ -470,8 +471,7 @@ int browsers_create(struct req *rq, struct resp *rs)
         return rc;
     }
     struct session_rec s;
-    rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0,
-                        pools_capacity(app, a->org.id), &s, &rq->err);
+    rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0, &s, &rq->err);
     json_decref(body);
     if (rc)
         return rc;

@@ -128,18 +128,6 @@ static void remove_browser_locked(struct pool *p, const char *sid)
         }
 }
 
-long long pools_capacity(struct app *app, const char *org_id)
-{
-    (void)app;
-    long long n = 0;
-    pthread_mutex_lock(&P.mu);
-    for (struct pool *p = P.pools; p; p = p->next)
-        if (!p->deleted && strcmp(p->org_id, org_id) == 0)
-            n += cfg_int(p->config, "size", 0);
-    pthread_mutex_unlock(&P.mu);
-    return n;
-}
-
 /* ---- records ---- */
 
 static json_t *render_pool(const struct pool *p)
@@ -224,7 +212,7 @@ static int launch_one(const char *pool_id, char *sid, size_t cap)
     org_rec_clear(&o);
     struct session_rec s;
     if (rc == 0)
-        rc = browsers_spawn(P.app, org, project, ent, body, extra, 1, 0, &s, &e);
+        rc = browsers_spawn(P.app, org, project, ent, body, extra, 1, &s, &e);
     json_decref(ent);
     json_decref(body);
     json_decref(extra);
@@ -590,28 +578,24 @@ static int load_pool(struct req *rq, struct pool_rec *out)
     return rc;
 }
 
-/* 403 when the org's pools would hold more browsers than its limit. */
-static int check_capacity(struct req *rq, const char *except_pool, long long size)
+/* Registers pool_id's size with the session manager, which checks the org's
+ * limit under the same lock as session creates: 403 when the org's pools and
+ * live sessions would hold more browsers than its limit (nothing changes). */
+static int check_capacity(struct req *rq, const char *pool_id, long long size)
 {
     const json_t *ent;
     int rc = api_entitlements(rq, &ent);
     if (rc)
         return rc;
-    int64_t limit;
-    if (!ent_limit(ent, "max_concurrent_browsers", &limit))
-        return 0;
-    long long sum = size;
-    pthread_mutex_lock(&P.mu);
-    for (struct pool *p = P.pools; p; p = p->next)
-        if (!p->deleted && strcmp(p->org_id, api_auth(rq)->org.id) == 0 &&
-            strcmp(p->id, except_pool) != 0)
-            sum += cfg_int(p->config, "size", 0);
-    pthread_mutex_unlock(&P.mu);
-    if (sum > limit)
+    int64_t lim;
+    long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    long long sum = 0, live = 0;
+    if (sessmgr_pool_set(api_app(rq)->sessions, api_auth(rq)->org.id, pool_id, size, limit, &sum,
+                         &live) != 0)
         return err_set(&rq->err, E_FORBIDDEN, "pool_limit_exceeded",
-                       "the sum of all pool sizes (%lld) would exceed "
+                       "the sum of all pool sizes (%lld) and live sessions (%lld) would exceed "
                        "limits.max_concurrent_browsers (%lld)",
-                       sum, (long long)limit);
+                       sum, live, limit);
     return 0;
 }
 
@@ -661,15 +645,15 @@ int pools_create(struct req *rq, struct resp *rs)
         return rc;
     rc = poolrules_validate_create(body, &cfg, &rq->err);
     json_decref(body);
+    struct pool_rec r;
+    memset(&r, 0, sizeof r);
+    crypto_new_id(r.id);
     if (rc == 0 && (rc = unsupported_config(rq, cfg)) == 0)
-        rc = check_capacity(rq, "", cfg_int(cfg, "size", 1));
+        rc = check_capacity(rq, r.id, cfg_int(cfg, "size", 1));
     if (rc) {
         json_decref(cfg);
         return rc;
     }
-    struct pool_rec r;
-    memset(&r, 0, sizeof r);
-    crypto_new_id(r.id);
     snprintf(r.org_id, sizeof r.org_id, "%s", a->org.id);
     snprintf(r.project_id, sizeof r.project_id, "%s", a->project.id);
     const char *name = jsonx_str(cfg, "name");
@@ -682,6 +666,7 @@ int pools_create(struct req *rq, struct resp *rs)
     if (rc == E_CONFLICT)
         err_set(&rq->err, rc, "conflict", "a browser pool named %s already exists", r.name);
     if (rc) {
+        sessmgr_pool_drop(api_app(rq)->sessions, r.id);
         pool_rec_clear(&r);
         return rc;
     }
@@ -791,12 +776,14 @@ int pools_update(struct req *rq, struct resp *rs)
     memset(&plan, 0, sizeof plan);
     rc = p ? poolrules_plan_update(cur, body, &plan, &rq->err)
            : err_set(&rq->err, E_NOTFOUND, "not_found", "browser pool %s not found", rq->params[0]);
+    long long old_size = cfg_int(cur, "size", 0);
     json_decref(body);
     json_decref(cur);
     if (rc == 0)
         rc = unsupported_config(rq, plan.config);
+    int resized = 0;
     if (rc == 0 && plan.size_changed)
-        rc = check_capacity(rq, r.id, plan.size);
+        resized = (rc = check_capacity(rq, r.id, plan.size)) == 0;
     if (rc == 0) {
         const char *name = jsonx_str(plan.config, "name");
         snprintf(r.name, sizeof r.name, "%s", name ? name : "");
@@ -807,6 +794,10 @@ int pools_update(struct req *rq, struct resp *rs)
             err_set(&rq->err, rc, "conflict", "a browser pool named %s already exists", r.name);
     }
     if (rc) {
+        /* Back to the stored size (no limit: it held before). */
+        if (resized &&
+            sessmgr_pool_set(api_app(rq)->sessions, r.org_id, r.id, old_size, -1, NULL, NULL) != 0)
+            log_error("pool %s: could not restore its capacity", r.id);
         poolrules_plan_clear(&plan);
         pool_rec_clear(&r);
         return rc;
@@ -888,6 +879,8 @@ int pools_delete(struct req *rq, struct resp *rs)
         snprintf(r.status, sizeof r.status, "deleted");
         rc = store_pool_update(api_app(rq)->store, &r);
     }
+    if (rc == 0)
+        sessmgr_pool_drop(api_app(rq)->sessions, r.id);
     pool_rec_clear(&r);
     if (rc)
         return rc;
@@ -1164,6 +1157,9 @@ int pools_start(struct app *app)
     pthread_mutex_lock(&P.mu);
     for (size_t i = 0; i < n; i++) {
         struct pool *p = pool_new(&rows[i]);
+        if (sessmgr_pool_set(app->sessions, p->org_id, p->id, cfg_int(p->config, "size", 0), -1,
+                             NULL, NULL) != 0)
+            log_error("pool %s: could not register its capacity", p->id);
         p->next = P.pools;
         P.pools = p;
         pool_rec_clear(&rows[i]);

@@ -37,11 +37,20 @@ struct reservation {
     struct reservation *next;
 };
 
+/* One pool's size, counted against its organization's limit. */
+struct poolcap {
+    char org_id[32];
+    char pool_id[32];
+    long long size;
+    struct poolcap *next;
+};
+
 struct sessmgr {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct live *head;
     struct reservation *res;
+    struct poolcap *pools;
     struct sessmgr_hooks hooks;
     pthread_t thread;
     int stopping;
@@ -169,11 +178,81 @@ static int count_locked(struct sessmgr *m, const char *org_id)
     return n;
 }
 
-int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit)
+/* The sum of org's pool sizes, except pool `except` (may be NULL). */
+static long long poolcap_locked(struct sessmgr *m, const char *org_id, const char *except)
+{
+    long long n = 0;
+    for (struct poolcap *p = m->pools; p; p = p->next)
+        if (strcmp(p->org_id, org_id) == 0 && (!except || strcmp(p->pool_id, except) != 0))
+            n += p->size;
+    return n;
+}
+
+long long sessmgr_pool_capacity(struct sessmgr *m, const char *org_id)
+{
+    pthread_mutex_lock(&m->mu);
+    long long n = poolcap_locked(m, org_id, NULL);
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+int sessmgr_pool_set(struct sessmgr *m, const char *org_id, const char *pool_id, long long size,
+                     long long limit, long long *pools, long long *sessions)
+{
+    pthread_mutex_lock(&m->mu);
+    long long sum = poolcap_locked(m, org_id, pool_id) + size;
+    struct reservation *r = res_for(m, org_id);
+    long long live = count_locked(m, org_id) + (r ? r->n : 0);
+    if (pools)
+        *pools = sum;
+    if (sessions)
+        *sessions = live;
+    /* Growing may not push live sessions and pools past the limit;
+     * shrinking is always allowed. */
+    struct poolcap *cur = m->pools;
+    while (cur && strcmp(cur->pool_id, pool_id) != 0)
+        cur = cur->next;
+    int grows = !cur || size > cur->size;
+    if (limit >= 0 && grows && sum + live > limit) {
+        pthread_mutex_unlock(&m->mu);
+        return E_FORBIDDEN;
+    }
+    struct poolcap *p = m->pools;
+    while (p && strcmp(p->pool_id, pool_id) != 0)
+        p = p->next;
+    if (!p) {
+        p = xcalloc(1, sizeof *p);
+        snprintf(p->org_id, sizeof p->org_id, "%s", org_id);
+        snprintf(p->pool_id, sizeof p->pool_id, "%s", pool_id);
+        p->next = m->pools;
+        m->pools = p;
+    }
+    p->size = size;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+void sessmgr_pool_drop(struct sessmgr *m, const char *pool_id)
+{
+    pthread_mutex_lock(&m->mu);
+    for (struct poolcap **pp = &m->pools; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->pool_id, pool_id) == 0) {
+            struct poolcap *p = *pp;
+            *pp = p->next;
+            xfree(p);
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+}
+
+int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit, long long *pools)
 {
     pthread_mutex_lock(&m->mu);
     struct reservation *r = res_for(m, org_id);
-    int used = count_locked(m, org_id) + (r ? r->n : 0);
+    long long held = poolcap_locked(m, org_id, NULL);
+    if (pools)
+        *pools = held;
+    long long used = count_locked(m, org_id) + (r ? r->n : 0) + held;
     if (limit >= 0 && used >= limit) {
         pthread_mutex_unlock(&m->mu);
         return E_LIMIT;
@@ -450,6 +529,11 @@ void sessmgr_stop(struct sessmgr *m)
         if (m->hooks.on_end)
             m->hooks.on_end(m->hooks.ctx, l->id, "server stopped", total ? total : up);
         sessmgr_put(l);
+    }
+    while (m->pools) {
+        struct poolcap *p = m->pools;
+        m->pools = p->next;
+        xfree(p);
     }
     while (m->res) {
         struct reservation *r = m->res;

@@ -38,9 +38,25 @@ int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struc
  * usage). Frees the manager. */
 void sessmgr_stop(struct sessmgr *m);
 
-/* Reserves a slot for org before launching (live + reserved must stay <= limit;
- * limit < 0 means unlimited). Returns 0 or E_LIMIT. */
-int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit) WUR;
+/* The organization's concurrent-browser limit, under one lock: live
+ * standalone sessions + reservations + the sizes of its pools (which the pool
+ * engine registers here) must stay <= limit.
+ *
+ * Reserves a slot for org before launching a standalone session (limit < 0
+ * means unlimited). Returns 0 or E_LIMIT; *pools (may be NULL) receives the
+ * org's pool capacity at the time of the check. */
+int sessmgr_reserve(struct sessmgr *m, const char *org_id, long long limit, long long *pools) WUR;
+/* Sets pool_id's size (counted against org). A pool that grows may not
+ * push the org's pool sizes plus its live standalone sessions past limit
+ * (< 0: unlimited): E_FORBIDDEN then, changing nothing. *pools and *sessions
+ * (may be NULL) receive the pool sizes with the new size and the live
+ * sessions. */
+int sessmgr_pool_set(struct sessmgr *m, const char *org_id, const char *pool_id, long long size,
+                     long long limit, long long *pools, long long *sessions) WUR;
+/* Forgets pool_id's size (the pool was deleted). */
+void sessmgr_pool_drop(struct sessmgr *m, const char *pool_id);
+/* The sum of org's pool sizes. */
+long long sessmgr_pool_capacity(struct sessmgr *m, const char *org_id);
 void sessmgr_unreserve(struct sessmgr *m, const char *org_id);
 /* Turns a reservation into a live entry owning browser c. */
 void sessmgr_add(struct sessmgr *m, const char *session_id, const char *org_id, struct chromium *c,
