@@ -458,17 +458,11 @@ static void *filler(void *arg)
     (void)arg;
     pthread_mutex_lock(&P.mu);
     while (!P.stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = clock_deadline(TICK_MS);
         pthread_cond_timedwait(&P.cv, &P.mu, &ts);
         if (P.stopping)
             break;
-        int64_t now = clock_now_ms();
+        int64_t now = clock_mono_ms();
         struct launch_job job = {{0}};
         for (struct pool *p = P.pools; p; p = p->next) {
             if (p->deleted)
@@ -632,7 +626,7 @@ static struct pool *pool_new(const struct pool_rec *r)
     if (!p->config)
         p->config = json_object();
     p->credit = 1.0; /* the first browser starts at once */
-    p->last_tick_ms = clock_now_ms();
+    p->last_tick_ms = clock_mono_ms();
     return p;
 }
 
@@ -1031,7 +1025,7 @@ int pools_acquire(struct req *rq, struct resp *rs)
         resp_empty(rs, 204);
         return 0;
     }
-    w->deadline_ms = clock_now_ms() + wait_s * 1000;
+    w->deadline_ms = clock_mono_ms() + wait_s * 1000;
     struct waiter **tail = &p->wq;
     while (*tail)
         tail = &(*tail)->next;
@@ -1145,6 +1139,7 @@ int pools_release(struct req *rq, struct resp *rs)
 void pools_init(struct app *app)
 {
     P.app = app;
+    clock_cond_init(&P.cv);
     session_ext_register(&pools_ext);
 }
 

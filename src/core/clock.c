@@ -110,3 +110,32 @@ int clock_parse_rfc3339(const char *s, int64_t *ms)
     *ms = t * 1000 + frac_ms;
     return 0;
 }
+
+int64_t clock_mono_ms(void)
+{
+    return clock_mono_us() / 1000;
+}
+
+void clock_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+struct timespec clock_deadline(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 0)
+        ms = 0;
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}

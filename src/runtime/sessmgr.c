@@ -130,7 +130,7 @@ void live_client_detached(struct live *l)
     pthread_mutex_lock(&l->m->mu);
     if (l->clients > 0)
         l->clients--;
-    l->idle_since_ms = clock_now_ms();
+    l->idle_since_ms = clock_mono_ms();
     pthread_mutex_unlock(&l->m->mu);
 }
 
@@ -138,7 +138,7 @@ void live_set_timeout(struct live *l, int timeout_s)
 {
     pthread_mutex_lock(&l->m->mu);
     l->timeout_s = timeout_s;
-    l->idle_since_ms = clock_now_ms();
+    l->idle_since_ms = clock_mono_ms();
     pthread_mutex_unlock(&l->m->mu);
 }
 
@@ -294,7 +294,7 @@ void sessmgr_add(struct sessmgr *m, const char *id, const char *org_id, struct c
     l->pooled = pooled;
     l->refs = 1;
     l->timeout_s = timeout_s;
-    l->idle_since_ms = clock_now_ms();
+    l->idle_since_ms = clock_mono_ms();
     pthread_mutex_lock(&m->mu);
     if (!pooled)
         unreserve_locked(m, org_id);
@@ -416,13 +416,11 @@ static void *supervise(void *arg)
     struct sessmgr *m = arg;
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        struct timespec ts = clock_deadline(1000);
         pthread_cond_timedwait(&m->cv, &m->mu, &ts);
         if (m->stopping)
             break;
-        int64_t now = clock_now_ms();
+        int64_t now = clock_mono_ms();
         /* Collect what must end, then end it without holding the lock. */
         struct ended ends[64];
         size_t nend = 0;
@@ -493,7 +491,7 @@ int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struc
 {
     struct sessmgr *m = xcalloc(1, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
+    clock_cond_init(&m->cv);
     if (hooks)
         m->hooks = *hooks;
     if (pthread_create(&m->thread, NULL, supervise, m) != 0) {

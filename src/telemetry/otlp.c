@@ -398,11 +398,7 @@ static void *exporter(void *arg)
             break;
         /* Linger briefly so that a burst goes out as one batch. */
         if (X.n < OTLP_BATCH && !X.stopping) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += (long)OTLP_LINGER_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = clock_deadline(OTLP_LINGER_MS);
             pthread_cond_timedwait(&X.cv, &X.mu, &ts);
         }
         /* A batch: the leading run of items of the first item's target. */
@@ -439,6 +435,8 @@ static void *exporter(void *arg)
 
 int otlp_start(size_t queue_cap, struct err *e)
 {
+    clock_cond_init(&X.cv);
+    clock_cond_init(&X.idle);
     pthread_mutex_lock(&X.mu);
     X.cap = queue_cap ? queue_cap : 1;
     X.q = xcalloc(X.cap, sizeof *X.q);
@@ -506,12 +504,7 @@ void otlp_enqueue(struct otlp_target *t, const char *session_id, uint64_t seq, i
 
 int otlp_drain(struct otlp_target *t, int timeout_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = clock_deadline(timeout_ms);
     pthread_mutex_lock(&X.mu);
     int rc = 0;
     while (t->inflight > 0 && rc == 0)

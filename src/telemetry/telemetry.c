@@ -339,12 +339,7 @@ void telemetry_session_configure(const char *session_id, const json_t *cfg)
 
 int telemetry_flush(const char *session_id, int timeout_ms)
 {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    dl.tv_sec += dl.tv_nsec / 1000000000L;
-    dl.tv_nsec %= 1000000000L;
+    struct timespec dl = clock_deadline(timeout_ms);
     pthread_mutex_lock(&T.mu);
     int rc = 0;
     for (;;) {
@@ -510,9 +505,7 @@ static void *persister(void *arg)
     for (;;) {
         pthread_mutex_lock(&T.pmu);
         if (T.pn == 0 && !T.stopping) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = clock_deadline(1000);
             pthread_cond_timedwait(&T.pcv, &T.pmu, &ts);
         }
         if (T.pn > 0 && T.pn < STORE_BATCH && !T.stopping) {
@@ -575,6 +568,8 @@ static void *ticker(void *arg)
 
 int telemetry_start(struct store *st, const struct telemetry_opts *o, struct err *e)
 {
+    clock_cond_init(&T.persisted);
+    clock_cond_init(&T.pcv);
     T.store = st;
     if (o)
         T.opts = *o;
