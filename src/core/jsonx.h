@@ -17,6 +17,10 @@
  * where. */
 int jsonx_parse(const char *buf, size_t len, size_t max, json_t **out, struct err *e) WUR;
 /* Compact serialization; caller frees with xfree. */
+/* The JSON path of the value at byte pos of buf ("viewport.width",
+ * "items[3]"; "" at the top level), written into out (cap bytes). buf need
+ * not be valid JSON beyond pos. */
+void jsonx_path_at(const char *buf, size_t len, size_t pos, char *out, size_t cap);
 char *jsonx_dump(const json_t *v);
 /* Convenience getters on objects: NULL / default when absent or of another type. */
 const char *jsonx_str(const json_t *obj, const char *key);

@@ -145,6 +145,25 @@ export const tests = [
     }),
   },
   {
+    name: 'JSON bodies: a number out of range (a 20-digit integer, 1e400) -> 400 naming the field, not "malformed JSON"',
+    fn: () => withServer(async (s) => {
+      const cases = [
+        ['{"timeout_seconds": 123456789012345678901}', 'timeout_seconds'],
+        ['{"viewport": {"width": 1e400, "height": 600}}', 'viewport.width'],
+        ['{"network": {"private_hosts": ["a.example", 1e999]}}', 'network.private_hosts[1]'],
+      ];
+      for (const [raw, field] of cases) {
+        const r = await request(s.base, 'POST', '/browsers', { key: s.key, raw, headers: { 'content-type': 'application/json' } });
+        checkError(r, 400, 'bad_request');
+        assert(r.json.message.startsWith(`${field}:`) && !/malformed/.test(r.json.message), `${raw}: ${r.json.message}`);
+        assert(r.json.details.some((d) => d.message.startsWith(`${field}:`)), `details name ${field}: ${r.text}`);
+      }
+      const p = await request(s.base, 'POST', '/org/projects', { key: s.key, raw: '{"name": "p", "n": -99999999999999999999}', headers: { 'content-type': 'application/json' } });
+      checkError(p, 400, 'bad_request');
+      assert(p.json.message.startsWith('n:'), p.text);
+    }),
+  },
+  {
     name: 'JSON bodies: an unknown body field -> 400 naming the field (message and details)',
     fn: () => withServer(async (s) => {
       const r = await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'p', colour: 'red' } });
