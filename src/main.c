@@ -230,6 +230,22 @@ static void raise_fd_limit(void)
                  (unsigned long long)rl.rlim_max);
 }
 
+/* The bound port is known before the first request: the public URL that
+ * handlers read is set here, before the server's threads serve. */
+static const char *public_url_flag;
+static void on_bound(void *ctx, int port)
+{
+    struct app *app = ctx;
+    struct app_config *c = &app->cfg;
+    c->listen_port = port;
+    if (public_url_flag)
+        copy(c->public_url, sizeof c->public_url, public_url_flag);
+    else if (strchr(c->listen_host, ':'))
+        snprintf(c->public_url, sizeof c->public_url, "http://[%s]:%d", c->listen_host, port);
+    else
+        snprintf(c->public_url, sizeof c->public_url, "http://%s:%d", c->listen_host, port);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     struct app app;
@@ -293,6 +309,7 @@ static int cmd_serve(int argc, char **argv)
         resolve_path("serve", "--proxy-ca-file", proxy_ca, c->proxy_ca_file,
                      sizeof c->proxy_ca_file, 0) != 0)
         return 2;
+    public_url_flag = public_url;
     copy(c->admin_token, sizeof c->admin_token, admin);
     copy(c->region, sizeof c->region, region);
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
@@ -378,6 +395,7 @@ static int cmd_serve(int argc, char **argv)
         .nroutes = api_nroutes,
         .authorize = api_authorize,
         .cleanup = api_cleanup,
+        .bound = on_bound,
         .app = &app,
     };
     struct http_server *srv;
@@ -389,13 +407,6 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     int port = http_port(srv);
-    c->listen_port = port;
-    if (public_url)
-        copy(c->public_url, sizeof c->public_url, public_url);
-    else if (strchr(c->listen_host, ':'))
-        snprintf(c->public_url, sizeof c->public_url, "http://[%s]:%d", c->listen_host, port);
-    else
-        snprintf(c->public_url, sizeof c->public_url, "http://%s:%d", c->listen_host, port);
     log_info("browserd %s listening on %s:%d (public URL %s, data %s, %u threads)",
              BROWSERD_VERSION, c->listen_host, port, c->public_url, c->data_dir, c->threads);
 

@@ -93,6 +93,11 @@ struct http_config {
     int (*authorize)(struct req *rq, unsigned flags);
     /* Releases rq->auth; may be NULL. */
     void (*cleanup)(struct req *rq);
+    /* Called once with the bound port after the socket listens and before
+     * any request is served (so that what handlers read of it, such as the
+     * public URL of an ephemeral port, is set before the first request). May
+     * be NULL. */
+    void (*bound)(void *app, int port);
     void *app;
 };
 

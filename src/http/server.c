@@ -631,24 +631,44 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         if (inet_pton(AF_INET, cfg->host, &a->sin_addr) != 1)
             goto bad_host;
     }
+    /* The socket is ours: bound and listening before the daemon's threads
+     * start, so that the port is known (cfg->bound) before any request. SO_REUSEADDR
+     * lets a restart bind at once; no SO_REUSEPORT, which would let a second
+     * server bind the same port and silently take half the connections. */
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t sl =
+        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (fd >= 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0 && ss.ss_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 511) != 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        int er = errno;
+        if (fd >= 0)
+            close(fd);
+        xfree(srv);
+        return err_set(e, E_INTERNAL, "internal",
+                       "cannot listen on %s:%d (%s: in use, or not an address of this machine)",
+                       cfg->host, cfg->port, strerror(er));
+    }
+    srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    if (cfg->bound)
+        cfg->bound(cfg->app, srv->port);
     srv->d = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        &mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_THREAD_POOL_SIZE,
+        flags, 0, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, NULL,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(cfg->threads ? cfg->threads : 2), MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
         srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIM_HEADER_BYTES,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
-    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, which let a
-     * second server bind the same port and silently take half the connections.
-     * libmicrohttpd still sets SO_REUSEADDR, so a restart binds at once. */
     if (!srv->d) {
+        close(fd);
         xfree(srv);
-        return err_set(e, E_INTERNAL, "internal",
-                       "cannot listen on %s:%d (in use, or not an "
-                       "address of this machine)",
-                       cfg->host, cfg->port);
+        return err_set(e, E_INTERNAL, "internal", "cannot start serving on %s:%d", cfg->host,
+                       srv->port);
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info ? info->port : cfg->port;
     *out = srv;
     return 0;
 bad_host:

@@ -86,9 +86,10 @@ static struct {
     struct tsess *b[BUCKETS];
     struct store *store;
     struct telemetry_opts opts;
-    int started, stopping;
+    int started, stopping; /* under mu (the ticker reads stopping) */
     /* persister queue */
     pthread_mutex_t pmu;
+    int pstopping; /* under pmu: the persister's own stop flag */
     pthread_cond_t pcv;
     struct pitem *pq;
     size_t pn, pcap;
@@ -504,11 +505,11 @@ static void *persister(void *arg)
     int64_t next_purge = 0;
     for (;;) {
         pthread_mutex_lock(&T.pmu);
-        if (T.pn == 0 && !T.stopping) {
+        if (T.pn == 0 && !T.pstopping) {
             struct timespec ts = clock_deadline(1000);
             pthread_cond_timedwait(&T.pcv, &T.pmu, &ts);
         }
-        if (T.pn > 0 && T.pn < STORE_BATCH && !T.stopping) {
+        if (T.pn > 0 && T.pn < STORE_BATCH && !T.pstopping) {
             /* Linger so that a burst becomes one transaction (one fsync). */
             pthread_mutex_unlock(&T.pmu);
             usleep(PERSIST_LINGER_MS * 1000);
@@ -516,7 +517,7 @@ static void *persister(void *arg)
         }
         struct pitem *items = T.pq;
         size_t n = T.pn;
-        int stop = T.stopping && n == 0;
+        int stop = T.pstopping && n == 0;
         T.pq = NULL;
         T.pn = T.pcap = 0;
         pthread_mutex_unlock(&T.pmu);
@@ -579,13 +580,14 @@ int telemetry_start(struct store *st, const struct telemetry_opts *o, struct err
     if (rc)
         return rc;
     T.stopping = 0;
+    T.pstopping = 0;
     if (pthread_create(&T.persister, NULL, persister, NULL) != 0) {
         otlp_stop();
         return err_set(e, E_INTERNAL, "internal", "telemetry: cannot start the persister thread");
     }
     if (pthread_create(&T.ticker, NULL, ticker, NULL) != 0) {
         pthread_mutex_lock(&T.pmu);
-        T.stopping = 1;
+        T.pstopping = 1;
         pthread_cond_signal(&T.pcv);
         pthread_mutex_unlock(&T.pmu);
         pthread_join(T.persister, NULL);
@@ -622,7 +624,7 @@ void telemetry_stop(void)
     T.stopping = 1;
     pthread_mutex_unlock(&T.mu);
     pthread_mutex_lock(&T.pmu);
-    T.stopping = 1;
+    T.pstopping = 1;
     pthread_cond_signal(&T.pcv);
     pthread_mutex_unlock(&T.pmu);
     pthread_join(T.persister, NULL);

@@ -46,7 +46,7 @@ export async function startServer({ env = {}, args = [], dataDir } = {}) {
       if (!proc.stderr.readableEnded) {
         await new Promise((r) => { const t = setTimeout(r, 2000); proc.stderr.once('end', () => { clearTimeout(t); r(); }); });
       }
-      const m = /(ERROR: \w+Sanitizer|runtime error:)/.exec(log);
+      const m = /(ERROR: \w+Sanitizer|WARNING: ThreadSanitizer|runtime error:)/.exec(log);
       if (m) throw new Error(`the server reported a sanitizer error:\n${log.slice(m.index, m.index + 4000)}`);
       return proc.exitCode ?? proc.signalCode;
     },

@@ -53,10 +53,16 @@ async function page(b) {
   return { br, pg };
 }
 
-// Text of a file:// URL as the page sees it ('' when it does not load).
+// Text of a file:// URL as the page sees it (a listing, a file, or Chromium's
+// error page). An empty text means the read raced the navigation: read again.
 async function fileText(pg, url) {
-  await pg.goto(url).catch(() => {});
-  return pg.evaluate(() => document.body ? document.body.innerText : '').catch(() => '');
+  for (let i = 0; i < 5; i++) {
+    await pg.goto(url).catch(() => {});
+    await pg.waitForLoadState('load').catch(() => {});
+    const t = await pg.evaluate(() => document.body ? document.body.innerText : '').catch(() => '');
+    if (t) return t;
+  }
+  return '';
 }
 
 function devtoolsPort(s, id) {
