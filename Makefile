@@ -1,7 +1,7 @@
 # browserd build. GNU make + pkg-config; everything comes from Debian packages.
 #
 #   make run     install what is missing, build, start the server (embedded SQLite store)
-#   make test    install what is missing, build, lint, run every suite (plain and ASan+UBSan)
+#   make test    install what is missing, build, lint, run every suite (plain, ASan+UBSan, TSan)
 #   make bench   benchmarks; figures go to docs/BENCHMARKS.md
 #   make fuzz    run every libFuzzer target for FUZZ_SECONDS each
 
@@ -69,14 +69,20 @@ run: deps all
 	$(BUILD)/browserd serve
 
 # Unit tests (cmocka) then the black-box suite against the real binary, first
-# as a plain build, then under AddressSanitizer + UndefinedBehaviorSanitizer.
+# as a plain build, then under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then under ThreadSanitizer (unit tests, the black-box suite, and the suites
+# whose server code runs on many threads: sessions and relay, pools, egress,
+# BiDi, telemetry, the sandbox).
 test: test-deps lint
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
 	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
 	    CFLAGS='-O1 -g' build/asan/browserd $(UNIT_BIN:$(BUILD)/%=build/asan/%)
+	@$(MAKE) --no-print-directory BUILD=build/tsan CC=gcc \
+	    SAN='-fsanitize=thread -fno-omit-frame-pointer' \
+	    CFLAGS='-O1 -g' build/tsan/browserd $(UNIT_BIN:$(BUILD)/%=build/tsan/%)
 	@$(MAKE) --no-print-directory fuzz-build
-	@sh scripts/test.sh $(BUILD) build/asan
+	@sh scripts/test.sh $(BUILD) build/asan build/tsan
 
 unit: all $(UNIT_BIN)
 	@sh scripts/test.sh --unit-only $(BUILD)
