@@ -26,7 +26,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-.PHONY: all deps test-deps run test unit blackbox asan lint format fuzz fuzz-smoke bench clean check-banned
+.PHONY: all deps test-deps run test unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
 
 all: $(BUILD)/browserd
 
@@ -73,7 +73,7 @@ run: deps all
 # then under ThreadSanitizer (unit tests, the black-box suite, and the suites
 # whose server code runs on many threads: sessions and relay, pools, egress,
 # BiDi, telemetry, the sandbox).
-test: test-deps lint
+test: test-deps lint analyze
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
 	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
@@ -92,6 +92,11 @@ lint: check-banned
 
 check-banned:
 	@sh scripts/banned.sh
+
+# clang-tidy's static analyzer over src/ (scripts/analyze.sh says which
+# checks are off and why); part of make test.
+analyze:
+	@sh scripts/analyze.sh
 
 format:
 	clang-format -i $$(find src tests/unit fuzz bench -name '*.[ch]')

@@ -207,6 +207,8 @@ static int str_field(const json_t *body, const char *key, const char *path, size
 
 static int valid_hostname(const char *h)
 {
+    if (!h)
+        return 0;
     size_t n = strlen(h);
     if (n == 0 || n > 253)
         return 0;
@@ -343,8 +345,8 @@ int proxies_create(struct req *rq, struct resp *rs)
         return E_INVALID;
     }
     /* Gates: the plan's features, then what this server can offer. */
-    rc =
-        api_require_feature(rq, strcmp(type, "custom") == 0 ? "custom_proxies" : "managed_proxies");
+    rc = api_require_feature(rq, type && strcmp(type, "custom") == 0 ? "custom_proxies"
+                                                                     : "managed_proxies");
     if (rc == 0 && bypass && json_array_size(bypass))
         rc = api_require_feature(rq, "proxy_bypass_hosts");
     if (rc == 0 && is_managed(type) && !json_object_get(M.managed, type))
@@ -361,7 +363,7 @@ int proxies_create(struct req *rq, struct resp *rs)
     json_object_set_new(d, "bypass_hosts", bypass ? json_incref(bypass) : json_array());
     json_t *pub = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
     const char *pw = jsonx_str(cfg, "password");
-    if (strcmp(type, "custom") == 0 && pw) {
+    if (type && strcmp(type, "custom") == 0 && pw) {
         char *sealed = NULL;
         rc = secretbox_seal(M.key, pw, &sealed, e);
         if (rc == 0)

@@ -1063,7 +1063,7 @@ static int pump(struct econn *c, struct dir *d)
     for (int rounds = 0;;) {
         ssize_t n;
         if (d->preoff < d->prelen) {
-            if ((n = send_pre(c, d)) > 0)
+            if (send_pre(c, d) > 0)
                 continue;
         } else if (d->inpipe) {
             n = splice(d->pr, NULL, d->to, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);

@@ -468,6 +468,7 @@ struct ws_url {
 
 static int parse_url(const char *url, struct ws_url *u, struct err *e)
 {
+    memset(u, 0, sizeof *u);
     if (strncmp(url, "ws://", 5) != 0)
         return err_set(e, E_INVALID, "bad_request", "CDP URL must start with ws://");
     const char *h = url + 5, *hend, *port;

@@ -170,6 +170,8 @@ void sqx_rollback(struct conn *c)
 
 void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap)
 {
+    if (cap == 0)
+        return;
     const unsigned char *t = sqlite3_column_text(st, i);
     size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
     if (n >= cap)

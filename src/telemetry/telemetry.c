@@ -128,7 +128,7 @@ static int env_num(const char *name, long long lo, long long hi, long long *out,
 int telemetry_opts_from_env(struct telemetry_opts *o, struct err *e)
 {
     telemetry_opts_defaults(o);
-    long long n;
+    long long n = 0;
     int rc;
     if ((rc = env_num("BROWSERD_TELEMETRY_RING_EVENTS", 16, 1000000, &n, e)) < 0)
         return rc;
