@@ -1032,7 +1032,10 @@ int pools_acquire(struct req *rq, struct resp *rs)
     *tail = w;
     rc = req_suspend(rq, acquire_resume, acquire_done, w);
     pthread_cond_broadcast(&P.cv);
+    char pid[sizeof p->id];
+    memcpy(pid, p->id, sizeof pid);
     pthread_mutex_unlock(&P.mu);
+    log_info("pool %s: an acquire waits (up to %lld s)", pid, (long long)wait_s);
     return rc;
 }
 

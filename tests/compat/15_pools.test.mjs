@@ -124,8 +124,9 @@ export const tests = [
       const empty = await api(s, 'POST', `/browser_pools/${p.id}/acquire`, { acquire_timeout_seconds: 1 });
       eq(empty.status, 204, 'the wait ends empty');
       assert(Date.now() - t0 >= 900, 'it waited');
+      const parked = (s.log.match(/an acquire waits/g) || []).length;
       const waiting = api(s, 'POST', `/browser_pools/${p.id}/acquire`, { acquire_timeout_seconds: 20 });
-      await new Promise((r) => setTimeout(r, 300));
+      await until(() => (s.log.match(/an acquire waits/g) || []).length > parked, 'the acquire is parked');
       eq((await api(s, 'POST', `/browser_pools/${p.id}/release`, { session_id: got[0], reuse: true })).status, 204);
       const w = await waiting;
       eq(w.status, 200, w.text);

@@ -201,16 +201,6 @@ async function adminOrg(s, body) {
   return { org: o.json, key: k.json.key };
 }
 
-// When a feature still answers 501, asserts the Error record and marks the test pending.
-function pendingIf501(ctx, e, feature) {
-  if (!(e instanceof APIError) || e.status !== 501) return false;
-  assert(e instanceof InternalServerError, `501 should be an InternalServerError, got ${e.constructor.name}`);
-  eq(e.error.code, 'not_implemented', 'code of the 501');
-  assert(e.error.message.startsWith(`${feature}:`), `501 message names the feature "${feature}": ${e.error.message}`);
-  eq(e.headers.get('x-should-retry'), 'false', 'a 501 is not retried');
-  ctx.pending(`${feature} answer 501 (${e.error.message})`);
-  return true;
-}
 
 // ---- the client itself -----------------------------------------------------
 
@@ -607,13 +597,12 @@ function checkPool(p, what) {
 }
 
 // Creates a pool through the SDK (size 1 unless given): fn(pool), then deletes
-// it with force. When POST /browser_pools answers 501 the test is pending.
+// it with force. Pools are served: a 501 here is a failure, not a pending test.
 async function withPool(ctx, client, body, fn) {
   let pool;
   try {
     pool = await client.browserPools.create({ size: 1, headless: true, timeout_seconds: 600, ...body });
   } catch (e) {
-    if (pendingIf501(ctx, e, 'browser pools')) return;
     throw e;
   }
   try { await fn(pool); } finally {
@@ -730,7 +719,7 @@ sdkTest('browserPools.delete', 'refused while a browser is acquired (ConflictErr
     assert(!gone || gone.deleted_at, 'the acquired browser ended with its pool');
   })), 180000);
 
-// ---- profiles and proxies (being built: pending while they answer 501) -----
+// ---- profiles and proxies (served: any 501 fails the test) -----------------
 
 function checkProfile(p, what) {
   keysOnly(p, ['id', 'created_at', 'name', 'updated_at', 'last_used_at'], what);
@@ -742,7 +731,6 @@ function checkProfile(p, what) {
 async function withProfile(ctx, client, name, fn) {
   let p;
   try { p = await client.profiles.create({ name }); } catch (e) {
-    if (pendingIf501(ctx, e, 'profiles')) return;
     throw e;
   }
   try { await fn(p); } finally { await client.profiles.delete(p.id).catch(() => {}); }
@@ -822,7 +810,6 @@ async function withProxy(ctx, client, name, fn) {
     p = await client.proxies.create({ type: 'custom', name, protocol: 'http',
       config: { host: '127.0.0.1', port: 3128, username: 'u', password: 'secret' } });
   } catch (e) {
-    if (pendingIf501(ctx, e, 'proxies')) return;
     throw e;
   }
   try { await fn(p); } finally { await client.proxies.delete(p.id).catch(() => {}); }

@@ -71,13 +71,17 @@ async function events(s, id, query = '') {
 const find = (evs, type, pred = () => true) => evs.find((e) => e.event.type === type && pred(e.event.data || {}));
 
 // Reads SSE frames until `want` frames arrived (or ms passed); returns them and closes.
+// The promise has .ready, resolved once the stream's response arrived.
 function sse(s, path, { lastId, want = 1, ms = 20000 } = {}) {
-  return new Promise((resolve, reject) => {
+  let onReady;
+  const ready = new Promise((r) => { onReady = r; });
+  const p = new Promise((resolve, reject) => {
     const headers = { authorization: `Bearer ${s.key}` };
     if (lastId !== undefined) headers['last-event-id'] = String(lastId);
     const frames = [];
     let buf = '', done = false;
     const rq = http.request(new URL(path, s.base), { headers, agent: false }, (res) => {
+      onReady();
       if (res.statusCode !== 200) { done = true; reject(new Error(`stream status ${res.statusCode}`)); return; }
       eq(res.headers['content-type'], 'text/event-stream');
       res.setEncoding('utf8');
@@ -100,6 +104,8 @@ function sse(s, path, { lastId, want = 1, ms = 20000 } = {}) {
     rq.end();
     setTimeout(() => { if (!done) { done = true; rq.destroy(); resolve(frames); } }, ms);
   });
+  p.ready = ready;
+  return p;
 }
 
 const ALL_ON = { browser: ['console', 'network', 'page', 'interaction', 'screenshot', 'platform'].reduce((o, c) => ({ ...o, [c]: { enabled: true } }), {}) };
@@ -327,7 +333,7 @@ export const tests = [
       const path = `/browsers/${id}/telemetry/stream`;
       // Live stream from now: commands sent after it opened arrive.
       const live = sse(s, path, { want: 2 });
-      await new Promise((r) => setTimeout(r, 300));
+      await live.ready; // the stream answered: what follows is live
       const browser = await chromium.connectOverCDP(b.cdp_ws_url);
       const page = await browser.contexts()[0].newPage();
       const first = (await live).filter((f) => !f.comment);
