@@ -19,6 +19,7 @@
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
@@ -36,7 +37,7 @@
  * relayed without the session.new interception. */
 #define FIRST_MESSAGE_WAIT_MS 30000
 /* A first message larger than this is relayed untouched. */
-#define FIRST_MESSAGE_MAX (1u << 20)
+#define FIRST_MESSAGE_MAX LIM_BIDI_FIRST_MESSAGE_BYTES
 
 /* ---- the per-session drivers ---- */
 

@@ -25,6 +25,14 @@
 #define LIM_WS_FRAGMENTS     4096u
 /* Error details kept per response; further problems are counted, not listed. */
 #define LIM_ERR_DETAILS 32
+/* Egress proxy: a browser's request head, or an upstream proxy's response
+ * head (CONNECT reply), read before anything is relayed. */
+#define LIM_EGRESS_HEAD_BYTES (16u * 1024u)
+/* WebDriver BiDi: the first client message (session.new), read whole by the
+ * server before the relay starts. */
+#define LIM_BIDI_FIRST_MESSAGE_BYTES (1u << 20)
+/* chromedriver's HTTP replies (status, new session) read by the server. */
+#define LIM_DRIVER_REPLY_BYTES (1u << 20)
 /* Pagination. */
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/log.h"
@@ -94,7 +95,7 @@ struct ctx {
     struct upgrade_ctx upgrade; /* fn == NULL: no upgrade queued */
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
-    size_t body_cap;
+    struct buf body; /* the request body, at most LIM_BODY_BYTES; rq.body points into it */
 };
 
 /* ---- request accessors ---- */
@@ -508,7 +509,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.done_fn = NULL;
         cx->rq.async_ctx = NULL;
         cx->rq.suspended = 0;
-        cx->body_cap = 0;
+        buf_init(&cx->body, LIM_BODY_BYTES);
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -537,20 +538,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cx->rq.body_too_big || cx->rq.body_len + n > LIM_BODY_BYTES) {
+        if (cx->rq.body_too_big || buf_append(&cx->body, upload_data, n) != 0) {
             cx->rq.body_too_big = 1;
             return MHD_YES;
         }
-        if (cx->rq.body_len + n + 1 > cx->body_cap) {
-            size_t cap = cx->body_cap ? cx->body_cap : 1024;
-            while (cap < cx->rq.body_len + n + 1)
-                cap *= 2;
-            cx->rq.body = xrealloc(cx->rq.body, cap);
-            cx->body_cap = cap;
-        }
-        memcpy(cx->rq.body + cx->rq.body_len, upload_data, n);
-        cx->rq.body_len += n;
-        cx->rq.body[cx->rq.body_len] = '\0';
+        cx->rq.body = cx->body.p;
+        cx->rq.body_len = cx->body.len;
         return MHD_YES;
     }
     if (cx->rq.status) /* already answered (413 on the first call) */
@@ -590,7 +583,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         cx->upgrade.cancel(cx->upgrade.ctx);
     if (srv->cfg.cleanup)
         srv->cfg.cleanup(&cx->rq);
-    xfree(cx->rq.body);
+    buf_free(&cx->body);
     xfree(cx);
     *con_cls = NULL;
 }

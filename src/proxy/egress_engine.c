@@ -54,15 +54,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "proxy/tls_client.h"
 
-#define EGRESS_HEAD_MAX      (16 * 1024) /* request or upstream response head */
-#define EGRESS_CONNECT_MS    10000       /* TCP connect, per address */
-#define EGRESS_HEAD_MS       30000       /* time a client or upstream has to send its head */
-#define EGRESS_LOCALS_TTL_MS 5000        /* how long the host's interface addresses are cached */
+#define EGRESS_HEAD_MAX      LIM_EGRESS_HEAD_BYTES
+#define EGRESS_CONNECT_MS    10000 /* TCP connect, per address */
+#define EGRESS_HEAD_MS       30000 /* time a client or upstream has to send its head */
+#define EGRESS_LOCALS_TTL_MS 5000  /* how long the host's interface addresses are cached */
 #define EGRESS_WORKERS_MAX   4
 #define EGRESS_LOOKUPS_MAX   16        /* lookup threads, started on demand */
 #define EGRESS_ADDRS_MAX     8         /* resolved addresses tried per connection */

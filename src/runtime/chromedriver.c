@@ -15,8 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "runtime/chromium.h"
@@ -28,7 +30,7 @@ extern char **environ;
 
 #define START_ATTEMPTS   3
 #define POLL_STEP_MS     100
-#define HTTP_REPLY_LIMIT (1u << 20)
+#define HTTP_REPLY_LIMIT LIM_DRIVER_REPLY_BYTES
 
 struct chromedriver {
     pid_t pid;
@@ -106,7 +108,7 @@ static int http_call(int netns, int port, const char *method, const char *path, 
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int rc = -1;
-    char *req = NULL, *buf = NULL;
+    char *req = NULL;
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0)
             goto out;
@@ -131,44 +133,44 @@ static int http_call(int netns, int port, const char *method, const char *path, 
             goto out;
         }
     }
-    size_t cap = 4096, have = 0;
-    buf = xmalloc(cap + 1);
+    struct buf in;
+    buf_init(&in, HTTP_REPLY_LIMIT);
     int st = 0;
     size_t body_at = 0;
     long clen = -1;
     for (;;) {
-        if (have == cap) {
-            if (cap >= HTTP_REPLY_LIMIT)
-                goto out;
-            cap *= 2;
-            buf = xrealloc(buf, cap + 1);
+        if (buf_reserve(&in, 4096) != 0) {
+            buf_free(&in);
+            goto out;
         }
-        ssize_t n = recv(fd, buf + have, cap - have, 0);
+        ssize_t n = recv(fd, in.p + in.len, 4096, 0);
         if (n > 0) {
-            have += (size_t)n;
-            if (parse_reply(buf, have, &st, &body_at, &clen) == 0 && clen >= 0 &&
-                have >= body_at + (size_t)clen)
+            in.len += (size_t)n;
+            in.p[in.len] = '\0';
+            if (parse_reply(in.p, in.len, &st, &body_at, &clen) == 0 && clen >= 0 &&
+                in.len >= body_at + (size_t)clen)
                 break;
             continue;
         }
         if (n == 0)
             break; /* Connection: close */
-        if (errno != EAGAIN && errno != EINTR)
+        if ((errno != EAGAIN && errno != EINTR) || wait_fd(fd, POLLIN, deadline) != 0) {
+            buf_free(&in);
             goto out;
-        if (wait_fd(fd, POLLIN, deadline) != 0)
-            goto out;
+        }
     }
-    buf[have] = '\0';
-    if (parse_reply(buf, have, &st, &body_at, &clen) != 0)
+    if (!in.p || parse_reply(in.p, in.len, &st, &body_at, &clen) != 0) {
+        buf_free(&in);
         goto out;
-    size_t blen = have - body_at;
+    }
+    size_t blen = in.len - body_at;
     if (clen >= 0 && (size_t)clen < blen)
         blen = (size_t)clen;
     *status = st;
-    *reply = json_loadb(buf + body_at, blen, 0, NULL);
+    *reply = json_loadb(in.p + body_at, blen, 0, NULL);
+    buf_free(&in);
     rc = 0;
 out:
-    xfree(buf);
     xfree(req);
     close(fd);
     return rc;
