@@ -19,6 +19,7 @@
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
 #include "api/api.h"
+#include "api/computer.h"
 #include "api/webdriver.h"
 #include "api/org.h"
 #include "api/profiles.h"
@@ -372,6 +373,7 @@ static int cmd_serve(int argc, char **argv)
     webdriver_init(&app);
     /* init: webdriver */
     pools_init(&app);
+    computer_api_init(&app);
     /* init: pools */
 
     /* Browsers of a previous run that did not stop cleanly are ended

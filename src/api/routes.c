@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/computer.h"
 #include "api/org.h"
 #include "api/telemetry.h"
 #include "api/webdriver.h"
@@ -111,6 +112,19 @@ const struct route api_routes[] = {
     {"PATCH", "/org/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
     {"DELETE", "/org/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
     /* routes: telemetry */
+    {"POST", "/browsers/{id}/computer/batch", computer_batch, KEY},
+    {"POST", "/browsers/{id}/computer/screenshot", computer_screenshot_post, KEY},
+    {"POST", "/browsers/{id}/computer/click_mouse", computer_click, KEY},
+    {"POST", "/browsers/{id}/computer/drag_mouse", computer_drag, KEY},
+    {"POST", "/browsers/{id}/computer/move_mouse", computer_move, KEY},
+    {"POST", "/browsers/{id}/computer/get_mouse_position", computer_position, KEY},
+    {"POST", "/browsers/{id}/computer/press_key", computer_press, KEY},
+    {"POST", "/browsers/{id}/computer/scroll", computer_scroll, KEY},
+    {"POST", "/browsers/{id}/computer/cursor", computer_cursor, KEY},
+    {"POST", "/browsers/{id}/computer/type", computer_type, KEY},
+    {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, KEY},
+    {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, KEY},
+    /* routes: computer */
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),

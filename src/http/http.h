@@ -33,6 +33,7 @@ struct req {
     char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
     int body_too_big;
+    int no_retry;   /* a 5xx answer carries x-should-retry: false (non-idempotent action) */
     struct err err; /* the handler's failure, rendered by the HTTP layer */
     void *app;      /* from http_config.app */
     void *auth;     /* set by the authorize hook, released by its cleanup */

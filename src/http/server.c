@@ -439,7 +439,7 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
     resp_json(rs, status, http_error_json(&rq->err));
     /* The SDK retries 409 and >= 500; a name conflict or an endpoint this
      * server does not implement will not go away on a retry. */
-    if (status == 409 || status == 501)
+    if (status == 409 || status == 501 || (status >= 500 && rq->no_retry))
         resp_header(rs, "x-should-retry", "false");
     if (status == 429 && rq->err.retry_after > 0)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);

@@ -125,6 +125,13 @@ void live_client_attached(struct live *l)
     pthread_mutex_unlock(&l->m->mu);
 }
 
+void live_touch(struct live *l)
+{
+    pthread_mutex_lock(&l->m->mu);
+    l->idle_since_ms = clock_mono_ms();
+    pthread_mutex_unlock(&l->m->mu);
+}
+
 void live_client_detached(struct live *l)
 {
     pthread_mutex_lock(&l->m->mu);

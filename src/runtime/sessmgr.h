@@ -73,6 +73,9 @@ int live_ws_url(struct live *l, char *out, size_t cap);
 long long live_uptime_ms(struct live *l);
 /* CDP client bookkeeping for the idle timeout. */
 void live_client_attached(struct live *l);
+/* Activity that is not a connection (a computer-control call, say): the idle
+ * timeout starts again from now. */
+void live_touch(struct live *l);
 void live_client_detached(struct live *l);
 /* Sets the idle timeout (0 = none) and restarts the idle clock. */
 void live_set_timeout(struct live *l, int timeout_s);

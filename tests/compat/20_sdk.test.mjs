@@ -22,7 +22,7 @@ import Kernel, {
   APIError, AuthenticationError, BadRequestError, ConflictError, InternalServerError,
   KernelError, NotFoundError, PermissionDeniedError, RateLimitError,
 } from '@onkernel/sdk';
-import { startServer, request, assert, eq } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq } from '../blackbox/lib.mjs';
 import { sdkMethods, SDK_VERSION } from './sdk_methods.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -90,8 +90,8 @@ function sdkTest(method, title, fn, timeout = 60000, also = []) {
 
 // A server on loopback with a temporary data folder; the client built from the
 // environment, exactly as a user would.
-async function withServer(fn, { env = {} } = {}) {
-  const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: 'compat-admin-token', ...env } });
+async function withServer(fn, { env = {}, args = [] } = {}) {
+  const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: 'compat-admin-token', ...env }, args });
   const saved = { base: process.env.KERNEL_BASE_URL, key: process.env.KERNEL_API_KEY };
   try {
     s.client = (opts) => {
@@ -399,6 +399,117 @@ sdkTest('browsers.fetch', "not served: browserd sends no base_url, so the SDK re
     assert(/route cache/.test(err.message), err.message);
     ctx.notServed('the SDK sends it to {base_url}/curl/raw; the Browser record has no base_url');
   }), 30000);
+
+// ---- computer controls (issue 17) ------------------------------------------
+
+// A loopback page for the agent's hands: a button, a form that submits on
+// Enter, a scrollable body, and a box that follows mouse drags.
+const COMPUTER_PAGE = `<title>t</title><body style="margin:0;height:4000px">
+<button id=b style="position:absolute;left:10px;top:10px;width:100px;height:40px" onclick="this.textContent='clicked'">go</button>
+<form id=f onsubmit="event.preventDefault();document.title='submitted:'+document.getElementById('i').value"><input id=i style="position:absolute;left:10px;top:70px;width:200px;height:30px"></form>
+<div id=d style="position:absolute;left:10px;top:120px;width:50px;height:50px;background:red"></div>
+<script>let drag=null;const d=document.getElementById('d');
+d.onmousedown=(e)=>{drag={x:e.clientX-d.offsetLeft,y:e.clientY-d.offsetTop}};
+onmousemove=(e)=>{if(drag){d.style.left=(e.clientX-drag.x)+'px';d.style.top=(e.clientY-drag.y)+'px'}};
+onmouseup=()=>{drag=null};</script></body>`;
+
+// Width and height of a PNG (its IHDR chunk).
+function pngSize(buf) {
+  eq(buf.subarray(0, 8).toString('hex'), '89504e470d0a1a0a', 'a PNG signature');
+  return [buf.readUInt32BE(16), buf.readUInt32BE(20)];
+}
+
+sdkTest('browsers.computer.clickMouse', 'every computer method on a real page, headless and headful: click, type, Enter submits, scroll, drag, move and position, clipboard round trip and paste, screenshot and region, batch, cursor; bounds -> BadRequestError', (ctx) =>
+  (async () => {
+    const site = await startSite((rq, rs) => { rs.setHeader('content-type', 'text/html'); rs.end(COMPUTER_PAGE); });
+    try {
+      await withServer(async (s, client) => {
+        for (const headless of [true, false]) {
+          const b = await client.browsers.create({ headless, start_url: `${site.url}/` });
+          const pw = await chromium.connectOverCDP(b.cdp_ws_url);
+          try {
+            const page = pw.contexts()[0].pages()[0];
+            await page.waitForSelector('#b');
+            const c = client.browsers.computer;
+            const mode = headless ? 'headless' : 'headful';
+            await c.clickMouse(b.session_id, { x: 60, y: 30 });
+            eq(await page.textContent('#b'), 'clicked', `${mode}: the click reached the button`);
+            await c.clickMouse(b.session_id, { x: 100, y: 85 });
+            await c.typeText(b.session_id, { text: 'abc' });
+            eq(await page.inputValue('#i'), 'abc', `${mode}: typed text lands in the focused input`);
+            await c.pressKey(b.session_id, { keys: ['Return'] });
+            await page.waitForFunction(() => document.title.startsWith('submitted'));
+            eq(await page.title(), 'submitted:abc', `${mode}: Return submits the form`);
+            await c.scroll(b.session_id, { x: 300, y: 300, delta_y: 3 });
+            await page.waitForFunction(() => window.scrollY > 0);
+            await page.evaluate(() => window.scrollTo(0, 0));
+            await c.dragMouse(b.session_id, { path: [[35, 145], [135, 195], [235, 245]] });
+            const left = await page.evaluate(() => parseInt(document.getElementById('d').style.left, 10));
+            assert(Math.abs(left - 210) <= 2, `${mode}: the drag moved the box to x=210 (got ${left})`);
+            await c.moveMouse(b.session_id, { x: 400, y: 401 });
+            eq(await c.getMousePosition(b.session_id), { x: 400, y: 401 }, `${mode}: the position reads back`);
+            await c.writeClipboard(b.session_id, { text: `clip ${mode}` });
+            eq(await c.readClipboard(b.session_id), { text: `clip ${mode}` }, `${mode}: the clipboard round-trips`);
+            await c.clickMouse(b.session_id, { x: 100, y: 85 });
+            await c.pressKey(b.session_id, { keys: ['ctrl+a'] });
+            await c.pressKey(b.session_id, { keys: ['Ctrl+v'] });
+            eq(await page.inputValue('#i'), `clip ${mode}`, `${mode}: the page's paste sees the clipboard`);
+            const shot = Buffer.from(await (await c.captureScreenshot(b.session_id)).arrayBuffer());
+            eq(pngSize(shot), [1920, 1080], `${mode}: a screenshot has the screen's size`);
+            const crop = Buffer.from(await (await c.captureScreenshot(b.session_id, { region: { x: 5, y: 5, width: 200, height: 100 } })).arrayBuffer());
+            eq(pngSize(crop), [200, 100], `${mode}: a region has the region's size`);
+            await c.batch(b.session_id, { actions: [
+              { type: 'move_mouse', move_mouse: { x: 10, y: 10, smooth: false } },
+              { type: 'sleep', sleep: { duration_ms: 10 } },
+              { type: 'type_text', type_text: { text: 'z' } },
+              { type: 'click_mouse', click_mouse: { x: 61, y: 31 } },
+            ] });
+            eq(await c.getMousePosition(b.session_id), { x: 61, y: 31 }, `${mode}: a batch applies in order`);
+            eq(await c.setCursorVisibility(b.session_id, { hidden: true }), { ok: true });
+            await rejects(() => c.clickMouse(b.session_id, { x: 1920, y: 5 }), BadRequestError, 400, 'x off the screen');
+            await rejects(() => c.pressKey(b.session_id, { keys: [] }), BadRequestError, 400, 'no keys');
+            await rejects(() => c.batch(b.session_id, { actions: [] }), BadRequestError, 400, 'empty batch');
+            await rejects(() => c.batch(b.session_id, { actions: Array.from({ length: 101 }, () => ({ type: 'sleep', sleep: { duration_ms: 0 } })) }),
+              BadRequestError, 400, '101 actions');
+            const bad = await rejects(() => c.batch(b.session_id, { actions: [{ type: 'sleep', sleep: { duration_ms: 0 } }, { type: 'warp' }] }),
+              BadRequestError, 400, 'unknown action type');
+            assert(/actions\[1\].*unsupported action type: warp/.test(bad.error.message), bad.error.message);
+          } finally { await pw.close(); }
+          await client.browsers.deleteByID(b.session_id);
+          await rejects(() => client.browsers.computer.clickMouse(b.session_id, { x: 1, y: 1 }), ConflictError, 409, 'an ended session');
+        }
+        await rejects(() => client.browsers.computer.clickMouse('aaaaaaaaaaaaaaaaaaaaaaaa', { x: 1, y: 1 }), NotFoundError, 404, 'an unknown session');
+      }, { args: site.allow });
+    } finally { site.close(); }
+  })(), 120000, ['browsers.computer.batch', 'browsers.computer.captureScreenshot', 'browsers.computer.dragMouse',
+  'browsers.computer.getMousePosition', 'browsers.computer.moveMouse', 'browsers.computer.pressKey',
+  'browsers.computer.readClipboard', 'browsers.computer.scroll', 'browsers.computer.setCursorVisibility',
+  'browsers.computer.typeText', 'browsers.computer.writeClipboard']);
+
+sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see each other\'s input; each call is a control telemetry event', (ctx) =>
+  (async () => {
+    const site = await startSite((rq, rs) => { rs.setHeader('content-type', 'text/html'); rs.end(COMPUTER_PAGE); });
+    try {
+      await withServer(async (s, client) => {
+        const [a, b] = await Promise.all([1, 2].map(() => client.browsers.create({ headless: true, start_url: `${site.url}/`, telemetry: { enabled: true } })));
+        const pws = await Promise.all([a, b].map((x) => chromium.connectOverCDP(x.cdp_ws_url)));
+        try {
+          const pages = pws.map((p) => p.contexts()[0].pages()[0]);
+          await Promise.all(pages.map((p) => p.waitForSelector('#i')));
+          await Promise.all([a, b].map((x) => client.browsers.computer.clickMouse(x.session_id, { x: 100, y: 85 })));
+          await Promise.all([[a, 'first-session-text'], [b, 'second-session-text']].map(([x, t]) =>
+            client.browsers.computer.typeText(x.session_id, { text: t, delay: 5 })));
+          eq(await pages[0].inputValue('#i'), 'first-session-text', 'session A has only its own text');
+          eq(await pages[1].inputValue('#i'), 'second-session-text', 'session B has only its own text');
+        } finally { await Promise.all(pws.map((p) => p.close())); }
+        const evs = [];
+        for await (const e of client.browsers.telemetry.events(a.session_id, { category: 'control' })) evs.push(e);
+        const calls = evs.map((e) => e.event).filter((e) => e.type === 'api_call');
+        assert(calls.some((e) => e.data.operation_id === 'typeText' && e.data.status === 200 && e.data.duration_ms >= 0),
+          `a control event for typeText: ${JSON.stringify(calls)}`);
+      }, { args: site.allow });
+    } finally { site.close(); }
+  })(), 90000);
 
 // ---- projects --------------------------------------------------------------
 

@@ -1,0 +1,258 @@
+#include "api/computer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/session_ext.h"
+#include "core/clock.h"
+#include "core/jsonx.h"
+#include "core/xalloc.h"
+#include "domain/computer.h"
+#include "runtime/computer.h"
+#include "runtime/sessmgr.h"
+#include "telemetry/telemetry.h"
+
+/* What a call needs of its session: the live browser and the screen size. */
+struct target {
+    struct session_rec rec;
+    struct live *live;
+    char ws[512];
+    int width, height;
+    int64_t started_us;
+    const char *operation;
+};
+
+/* 404 for a session that is not this key's, 409 for one that has ended. */
+static int target_open(struct req *rq, const char *operation, struct target *t)
+{
+    memset(t, 0, sizeof *t);
+    t->started_us = clock_mono_us();
+    t->operation = operation;
+    struct auth *a = api_auth(rq);
+    struct app *app = api_app(rq);
+    int rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, &t->rec);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+    if (rc)
+        return rc;
+    t->live = sessmgr_get(app->sessions, t->rec.id);
+    if (!t->live || live_ws_url(t->live, t->ws, sizeof t->ws) != 0) {
+        rc = err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended",
+                     t->rec.id);
+        sessmgr_put(t->live);
+        t->live = NULL;
+        session_rec_clear(&t->rec);
+        return rc;
+    }
+    json_t *d = json_loads(t->rec.data ? t->rec.data : "{}", 0, NULL);
+    json_t *vp = json_object_get(d, "viewport");
+    t->width = (int)json_integer_value(json_object_get(vp, "width"));
+    t->height = (int)json_integer_value(json_object_get(vp, "height"));
+    if (t->width <= 0 || t->height <= 0) {
+        t->width = 1920;
+        t->height = 1080;
+    }
+    json_decref(d);
+    /* An agent's action is activity: the idle timeout starts again. */
+    live_touch(t->live);
+    return 0;
+}
+
+/* Reports the call (category control) and releases the session. */
+static int target_close(struct req *rq, struct target *t, int rc)
+{
+    if (t->live) {
+        int status = rc ? (rc == E_INVALID ? 400 : rc == E_CONFLICT ? 409 : 500) : 200;
+        json_t *d =
+            json_pack("{s:s,s:i,s:I}", "operation_id", t->operation, "status", status,
+                      "duration_ms", (json_int_t)((clock_mono_us() - t->started_us) / 1000));
+        struct telem_src src = {"kernel_api", "computer", 0};
+        telemetry_emit_src(t->rec.id, TELEM_CONTROL, "api_call", &src, d);
+        live_touch(t->live);
+        sessmgr_put(t->live);
+    }
+    session_rec_clear(&t->rec);
+    /* An input action is not repeated by the client's retries. */
+    rq->no_retry = 1;
+    return rc;
+}
+
+/* The body as a JSON object; an empty body or a literal null when
+ * none_ok (screenshot: "no options"). */
+static int body_of(struct req *rq, int none_ok, json_t **out)
+{
+    *out = NULL;
+    if (none_ok) {
+        size_t n = rq->body_len;
+        const char *b = rq->body ? rq->body : "";
+        while (n && (b[n - 1] == ' ' || b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == '\t'))
+            n--;
+        size_t lead = strspn(b, " \n\r\t");
+        if (lead >= n || (n - lead == 4 && strncmp(b + lead, "null", 4) == 0))
+            return 0;
+    }
+    return req_json_object(rq, 0, out);
+}
+
+/* One single-action endpoint. */
+static int single(struct req *rq, struct resp *rs, enum comp_op op)
+{
+    struct target t;
+    int rc = target_open(rq, comp_operation_id(op), &t);
+    if (rc)
+        return rc;
+    json_t *body = NULL;
+    struct comp_action a;
+    memset(&a, 0, sizeof a);
+    if ((rc = body_of(rq, 0, &body)) == 0)
+        rc = comp_parse(op, body, "", t.width, t.height, &a, &rq->err);
+    json_decref(body);
+    if (rc == 0) {
+        if (op == COMP_CLIP_WRITE)
+            rc = computer_clipboard_write(t.rec.id, t.ws, a.text, &rq->err);
+        else
+            rc = computer_run(t.rec.id, t.ws, &a, 1, NULL, &rq->err);
+    }
+    comp_action_clear(&a);
+    if (rc == 0) {
+        if (op == COMP_CURSOR)
+            resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
+        else
+            resp_empty(rs, 200);
+    }
+    return target_close(rq, &t, rc);
+}
+
+int computer_click(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_CLICK);
+}
+
+int computer_drag(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_DRAG);
+}
+
+int computer_move(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_MOVE);
+}
+
+int computer_press(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_PRESS);
+}
+
+int computer_scroll(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_SCROLL);
+}
+
+int computer_cursor(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_CURSOR);
+}
+
+int computer_type(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_TYPE);
+}
+
+int computer_clip_write(struct req *rq, struct resp *rs)
+{
+    return single(rq, rs, COMP_CLIP_WRITE);
+}
+
+int computer_batch(struct req *rq, struct resp *rs)
+{
+    struct target t;
+    int rc = target_open(rq, "batchComputerAction", &t);
+    if (rc)
+        return rc;
+    json_t *body = NULL;
+    struct comp_action *acts = NULL;
+    size_t n = 0, failed = 0;
+    if ((rc = body_of(rq, 0, &body)) == 0)
+        rc = comp_parse_batch(body, t.width, t.height, &acts, &n, &rq->err);
+    json_decref(body);
+    if (rc == 0 && (rc = computer_run(t.rec.id, t.ws, acts, n, &failed, &rq->err)) != 0) {
+        /* "actions[{i}] ({type}): {inner message}", keeping the class. */
+        char inner[ERR_MSG_MAX], code[ERR_CODE_MAX];
+        snprintf(inner, sizeof inner, "%s", rq->err.message);
+        snprintf(code, sizeof code, "%s", rq->err.code);
+        (void)err_set(&rq->err, rq->err.rc, code, "actions[%zu] (%s): %.400s", failed,
+                      comp_operation_id(acts[failed < n ? failed : 0].op), inner);
+    }
+    comp_batch_free(acts, n);
+    if (rc == 0)
+        resp_empty(rs, 200);
+    return target_close(rq, &t, rc);
+}
+
+int computer_screenshot_post(struct req *rq, struct resp *rs)
+{
+    struct target t;
+    int rc = target_open(rq, "takeScreenshot", &t);
+    if (rc)
+        return rc;
+    json_t *body = NULL;
+    struct comp_action a;
+    memset(&a, 0, sizeof a);
+    if ((rc = body_of(rq, 1, &body)) == 0)
+        rc = comp_parse(COMP_SCREENSHOT, body, "", t.width, t.height, &a, &rq->err);
+    json_decref(body);
+    char *png = NULL;
+    size_t len = 0;
+    if (rc == 0)
+        rc = computer_screenshot(t.rec.id, t.ws, &a, t.width, t.height, &png, &len, &rq->err);
+    comp_action_clear(&a);
+    if (rc == 0)
+        resp_text(rs, 200, "image/png", png, len);
+    rc = target_close(rq, &t, rc);
+    rq->no_retry = 0; /* a screenshot changes nothing: retrying is safe */
+    return rc;
+}
+
+int computer_position(struct req *rq, struct resp *rs)
+{
+    struct target t;
+    int rc = target_open(rq, "getMousePosition", &t);
+    if (rc)
+        return rc;
+    int x, y;
+    computer_mouse_position(t.rec.id, &x, &y);
+    resp_json(rs, 200, json_pack("{s:i,s:i}", "x", x, "y", y));
+    rc = target_close(rq, &t, 0);
+    rq->no_retry = 0;
+    return rc;
+}
+
+int computer_clip_read(struct req *rq, struct resp *rs)
+{
+    struct target t;
+    int rc = target_open(rq, "readClipboard", &t);
+    if (rc)
+        return rc;
+    char *text = NULL;
+    if ((rc = computer_clipboard_read(t.rec.id, t.ws, &text, &rq->err)) == 0)
+        resp_json(rs, 200, json_pack("{s:s}", "text", text));
+    xfree(text);
+    rc = target_close(rq, &t, rc);
+    rq->no_retry = 0;
+    return rc;
+}
+
+static void on_ending(struct session_ctx *sc, const char *reason)
+{
+    (void)reason;
+    computer_forget(sc->rec->id);
+}
+
+static const struct session_ext computer_ext = {.name = "computer", .ending = on_ending};
+
+void computer_api_init(struct app *app)
+{
+    (void)app;
+    session_ext_register(&computer_ext);
+}

@@ -1,0 +1,542 @@
+#include "runtime/computer.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/jsonx.h"
+#include "core/xalloc.h"
+#include "proxy/cdp_client.h"
+#include "telemetry/telemetry.h"
+
+#define CDP_MS        10000
+#define WHEEL_TICK_PX 100 /* one wheel click, in CSS pixels */
+#define MOVE_STEP_MS  10  /* time between two points of a smooth move */
+
+/* ---- per-session state ---- */
+
+struct cstate {
+    char id[32];
+    pthread_mutex_t lock; /* one call at a time on this session */
+    int x, y;             /* where the pointer is */
+    int hidden;           /* setCursorVisibility */
+    int refs;             /* under reg_mu */
+    struct cstate *next;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct cstate *reg;
+
+static struct cstate *state_get(const char *id)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct cstate *s = reg;
+    while (s && strcmp(s->id, id) != 0)
+        s = s->next;
+    if (!s) {
+        s = xcalloc(1, sizeof *s);
+        snprintf(s->id, sizeof s->id, "%s", id);
+        pthread_mutex_init(&s->lock, NULL);
+        s->next = reg;
+        reg = s;
+    }
+    s->refs++;
+    pthread_mutex_unlock(&reg_mu);
+    return s;
+}
+
+static void state_put(struct cstate *s)
+{
+    pthread_mutex_lock(&reg_mu);
+    s->refs--;
+    pthread_mutex_unlock(&reg_mu);
+}
+
+void computer_forget(const char *id)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (struct cstate **pp = &reg; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->id, id) == 0 && (*pp)->refs == 0) {
+            struct cstate *s = *pp;
+            *pp = s->next;
+            pthread_mutex_destroy(&s->lock);
+            xfree(s);
+            break;
+        }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+void computer_mouse_position(const char *id, int *x, int *y)
+{
+    struct cstate *s = state_get(id);
+    pthread_mutex_lock(&s->lock);
+    *x = s->x;
+    *y = s->y;
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+}
+
+/* ---- the page ---- */
+
+struct cpage {
+    struct cdp_client *cc;
+    char sid[128]; /* flattened session of the first page target */
+};
+
+static void sleep_ms(int ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static int call(struct cpage *p, const char *method, json_t *params, json_t **res, struct err *e)
+{
+    json_t *r = NULL;
+    int rc = cdp_client_call(p->cc, p->sid[0] ? p->sid : NULL, method, params, 1, CDP_MS, &r, e);
+    json_decref(params);
+    if (res)
+        *res = r;
+    else
+        json_decref(r);
+    return rc;
+}
+
+/* Connects and attaches to the first page (the one an agent sees). */
+static int page_open(const char *ws_url, struct cpage *p, struct err *e)
+{
+    memset(p, 0, sizeof *p);
+    int rc = cdp_client_open(ws_url, CDP_MS, &p->cc, e);
+    if (rc)
+        return rc;
+    json_t *res = NULL;
+    if ((rc = call(p, "Target.getTargets", NULL, &res, e)) != 0) {
+        cdp_client_close(p->cc);
+        return rc;
+    }
+    const char *target = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
+    {
+        const char *type = jsonx_str(t, "type");
+        if (type && strcmp(type, "page") == 0) {
+            target = jsonx_str(t, "targetId");
+            break;
+        }
+    }
+    if (!target) {
+        json_decref(res);
+        cdp_client_close(p->cc);
+        return err_set(e, E_CONFLICT, "no_page", "the browser has no open page to act on");
+    }
+    json_t *att = NULL;
+    rc = call(p, "Target.attachToTarget", json_pack("{s:s,s:b}", "targetId", target, "flatten", 1),
+              &att, e);
+    json_decref(res);
+    if (rc == 0)
+        snprintf(p->sid, sizeof p->sid, "%s",
+                 jsonx_str(att, "sessionId") ? jsonx_str(att, "sessionId") : "");
+    json_decref(att);
+    if (rc == 0 && !p->sid[0])
+        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
+    if (rc)
+        cdp_client_close(p->cc);
+    return rc;
+}
+
+static void page_close(struct cpage *p)
+{
+    cdp_client_close(p->cc);
+}
+
+/* ---- input ---- */
+
+static const char *const button_names[] = {"left", "middle", "right", "back", "forward"};
+static const int button_bits[] = {1, 4, 2, 8, 16};
+
+static int mouse(struct cpage *p, const char *type, int x, int y, int button, int clicks,
+                 int modifiers, int buttons, int dx, int dy, struct err *e)
+{
+    json_t *m = json_pack("{s:s,s:i,s:i,s:i,s:i}", "type", type, "x", x, "y", y, "modifiers",
+                          modifiers, "buttons", buttons);
+    if (button >= 0) {
+        json_object_set_new(m, "button", json_string(button_names[button]));
+        json_object_set_new(m, "clickCount", json_integer(clicks));
+    }
+    if (strcmp(type, "mouseWheel") == 0) {
+        json_object_set_new(m, "deltaX", json_integer(dx));
+        json_object_set_new(m, "deltaY", json_integer(dy));
+    }
+    return call(p, "Input.dispatchMouseEvent", m, NULL, e);
+}
+
+static int key_event(struct cpage *p, const struct comp_key *k, int down, int modifiers,
+                     struct err *e)
+{
+    /* Text only when no Ctrl/Alt/Meta is held (those make a shortcut). */
+    int plain = (modifiers & 7) == 0 && k->text[0];
+    const char *type = down ? (plain ? "keyDown" : "rawKeyDown") : "keyUp";
+    json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "type", type, "key", k->key, "code", k->code,
+                          "windowsVirtualKeyCode", k->keycode, "nativeVirtualKeyCode", k->keycode,
+                          "modifiers", modifiers);
+    if (down && plain) {
+        char text[8];
+        snprintf(text, sizeof text, "%s", k->text);
+        if ((modifiers & 8) && text[0] >= 'a' && text[0] <= 'z' && !text[1])
+            text[0] = (char)(text[0] - 'a' + 'A');
+        json_object_set_new(m, "text", json_string(text));
+        json_object_set_new(m, "unmodifiedText", json_string(k->text));
+    }
+    return call(p, "Input.dispatchKeyEvent", m, NULL, e);
+}
+
+/* Presses (down=1) or releases a held set, updating *mods. */
+static int hold(struct cpage *p, const struct comp_combo *combos, int n, int down, int *mods,
+                struct err *e)
+{
+    int rc = 0;
+    for (int i = down ? 0 : n - 1; rc == 0 && (down ? i < n : i >= 0); i += down ? 1 : -1)
+        for (int k = down ? 0 : combos[i].n - 1; rc == 0 && (down ? k < combos[i].n : k >= 0);
+             k += down ? 1 : -1) {
+            const struct comp_key *key = &combos[i].keys[k];
+            if (down)
+                *mods |= key->modifier;
+            rc = key_event(p, key, down, *mods, e);
+            if (!down)
+                *mods &= ~key->modifier;
+        }
+    return rc;
+}
+
+/* A tap of one combination: modifiers down, the key down and up, modifiers up. */
+static int tap(struct cpage *p, const struct comp_combo *c, int base_mods, int hold_ms,
+               struct err *e)
+{
+    int mods = base_mods, rc = 0, i;
+    for (i = 0; rc == 0 && i < c->n; i++) {
+        mods |= c->keys[i].modifier;
+        rc = key_event(p, &c->keys[i], 1, mods, e);
+    }
+    if (rc == 0)
+        sleep_ms(hold_ms);
+    for (int k = i - 1; k >= 0; k--) {
+        int r2 = key_event(p, &c->keys[k], 0, mods, e);
+        mods &= ~c->keys[k].modifier;
+        rc = rc ? rc : r2;
+    }
+    return rc;
+}
+
+/* Moves from the state's position to (x, y): one event, or a smooth path of
+ * points MOVE_STEP_MS apart over duration_ms (eased, as a hand would). */
+static int move_to(struct cpage *p, struct cstate *s, int x, int y, int smooth, int duration_ms,
+                   int mods, int buttons, struct err *e)
+{
+    int steps = 1;
+    if (smooth) {
+        int dist = abs(x - s->x) + abs(y - s->y);
+        steps = duration_ms > 0 ? duration_ms / MOVE_STEP_MS : dist / 40;
+        steps = steps < 1 ? 1 : steps > 200 ? 200 : steps;
+    }
+    int x0 = s->x, y0 = s->y, rc = 0;
+    for (int i = 1; rc == 0 && i <= steps; i++) {
+        double t = (double)i / steps;
+        double ease = t * t * (3 - 2 * t); /* smoothstep */
+        int px = x0 + (int)((x - x0) * ease), py = y0 + (int)((y - y0) * ease);
+        if (i == steps) {
+            px = x;
+            py = y;
+        }
+        rc = mouse(p, "mouseMoved", px, py, -1, 0, mods, buttons, 0, 0, e);
+        if (rc == 0) {
+            s->x = px;
+            s->y = py;
+        }
+        if (i < steps)
+            sleep_ms(MOVE_STEP_MS);
+    }
+    return rc;
+}
+
+static int do_click(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
+{
+    int mods = 0;
+    int rc = move_to(p, s, a->x, a->y, 1, 0, 0, 0, e);
+    if (rc == 0)
+        rc = hold(p, a->hold, a->nhold, 1, &mods, e);
+    int bit = button_bits[a->button];
+    for (int i = 1; rc == 0 && i <= (a->click_type == 0 ? a->num_clicks : 1); i++) {
+        if (a->click_type != 2)
+            rc = mouse(p, "mousePressed", a->x, a->y, a->button, i, mods, bit, 0, 0, e);
+        if (rc == 0 && a->click_type != 1)
+            rc = mouse(p, "mouseReleased", a->x, a->y, a->button, i, mods, 0, 0, 0, e);
+    }
+    int r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
+    return rc ? rc : r2;
+}
+
+static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
+{
+    int mods = 0, bit = button_bits[a->button];
+    int rc = hold(p, a->hold, a->nhold, 1, &mods, e);
+    if (rc == 0)
+        rc = move_to(p, s, a->path[0][0], a->path[0][1], 0, 0, mods, 0, e);
+    if (rc == 0)
+        rc = mouse(p, "mousePressed", s->x, s->y, a->button, 1, mods, bit, 0, 0, e);
+    sleep_ms(a->delay_ms);
+    int segs = a->npath - 1;
+    for (int k = 1; rc == 0 && k < a->npath; k++) {
+        if (a->smooth) {
+            int dur = (a->duration_ms ? a->duration_ms : 500) / segs;
+            rc = move_to(p, s, a->path[k][0], a->path[k][1], 1,
+                         dur < MOVE_STEP_MS ? MOVE_STEP_MS : dur, mods, bit, e);
+        } else {
+            int x0 = s->x, y0 = s->y, n = a->steps_per_segment;
+            for (int i = 1; rc == 0 && i <= n; i++) {
+                int px = x0 + (a->path[k][0] - x0) * i / n, py = y0 + (a->path[k][1] - y0) * i / n;
+                rc = mouse(p, "mouseMoved", px, py, -1, 0, mods, bit, 0, 0, e);
+                s->x = px;
+                s->y = py;
+                sleep_ms(a->step_delay_ms);
+            }
+        }
+    }
+    /* Released even after a failure, best effort, so no button stays down. */
+    struct err ignore;
+    err_init(&ignore);
+    int r2 = mouse(p, "mouseReleased", s->x, s->y, a->button, 1, mods, 0, 0, 0, rc ? &ignore : e);
+    int r3 = hold(p, a->hold, a->nhold, 0, &mods, rc || r2 ? &ignore : e);
+    return rc ? rc : r2 ? r2 : r3;
+}
+
+static int do_type(struct cpage *p, const struct comp_action *a, struct err *e)
+{
+    static const struct comp_combo enter = {{{"Enter", "Enter", 13, "\r", 0}}, 1};
+    const char *t = a->text;
+    int rc = 0;
+    while (rc == 0 && *t) {
+        if (*t == '\n') {
+            rc = tap(p, &enter, 0, 0, e);
+            t++;
+            sleep_ms(a->delay_ms);
+            continue;
+        }
+        /* A run up to the next newline (one character at a time with a delay). */
+        size_t n = strcspn(t, "\n");
+        if (a->delay_ms > 0) {
+            n = 1;
+            while (((unsigned char)t[n] & 0xC0) == 0x80)
+                n++;
+        }
+        rc = call(p, "Input.insertText", json_pack("{s:s%}", "text", t, n), NULL, e);
+        t += n;
+        sleep_ms(a->delay_ms);
+    }
+    return rc;
+}
+
+static int do_one(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
+{
+    int mods = 0, rc = 0, r2;
+    switch (a->op) {
+    case COMP_CLICK:
+        return do_click(p, s, a, e);
+    case COMP_MOVE:
+        rc = hold(p, a->hold, a->nhold, 1, &mods, e);
+        if (rc == 0)
+            rc = move_to(p, s, a->x, a->y, a->smooth, a->duration_ms, mods, 0, e);
+        r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
+        return rc ? rc : r2;
+    case COMP_DRAG:
+        return do_drag(p, s, a, e);
+    case COMP_PRESS:
+        rc = hold(p, a->hold, a->nhold, 1, &mods, e);
+        for (int i = 0; rc == 0 && i < a->nkeys; i++)
+            rc = tap(p, &a->keys[i], mods, a->duration_ms, e);
+        r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
+        return rc ? rc : r2;
+    case COMP_SCROLL:
+        rc = hold(p, a->hold, a->nhold, 1, &mods, e);
+        if (rc == 0)
+            rc = move_to(p, s, a->x, a->y, 0, 0, mods, 0, e);
+        if (rc == 0)
+            rc = mouse(p, "mouseWheel", a->x, a->y, -1, 0, mods, 0, a->delta_x * WHEEL_TICK_PX,
+                       a->delta_y * WHEEL_TICK_PX, e);
+        r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
+        return rc ? rc : r2;
+    case COMP_TYPE:
+        return do_type(p, a, e);
+    case COMP_CURSOR:
+        s->hidden = a->hidden;
+        return 0;
+    case COMP_SLEEP:
+        sleep_ms(a->duration_ms);
+        return 0;
+    case COMP_CLIP_WRITE:
+    case COMP_SCREENSHOT:
+        break;
+    }
+    return err_set(e, E_INTERNAL, "internal", "%s is not an input action",
+                   comp_operation_id(a->op));
+}
+
+int computer_run(const char *id, const char *ws_url, const struct comp_action *acts, size_t n,
+                 size_t *failed, struct err *e)
+{
+    struct cstate *s = state_get(id);
+    pthread_mutex_lock(&s->lock);
+    struct cpage p;
+    int rc = page_open(ws_url, &p, e);
+    int64_t deadline = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
+    size_t i = 0;
+    for (; rc == 0 && i < n; i++) {
+        if (clock_mono_ms() > deadline) {
+            rc = err_set(e, E_INVALID, "bad_request",
+                         "the batch ran longer than %d ms and was stopped", COMPUTER_BATCH_MAX_MS);
+            break;
+        }
+        rc = do_one(&p, s, &acts[i], e);
+        if (rc)
+            break;
+    }
+    if (failed)
+        *failed = i;
+    if (p.cc)
+        page_close(&p);
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    return rc;
+}
+
+int computer_screenshot(const char *id, const char *ws_url, const struct comp_action *a, int width,
+                        int height, char **png, size_t *len, struct err *e)
+{
+    *png = NULL;
+    *len = 0;
+    struct cstate *s = state_get(id);
+    pthread_mutex_lock(&s->lock);
+    struct cpage p;
+    int rc = page_open(ws_url, &p, e);
+    json_t *res = NULL;
+    if (rc == 0) {
+        /* The screen: the page laid out at the session's screen size (a
+         * headless window's viewport can be shorter than its window). */
+        json_t *params = json_pack("{s:s,s:b}", "format", "png", "captureBeyondViewport", 1);
+        json_object_set_new(params, "clip",
+                            a->has_region
+                                ? json_pack("{s:i,s:i,s:i,s:i,s:i}", "x", a->rx, "y", a->ry,
+                                            "width", a->rw, "height", a->rh, "scale", 1)
+                                : json_pack("{s:i,s:i,s:i,s:i,s:i}", "x", 0, "y", 0, "width", width,
+                                            "height", height, "scale", 1));
+        rc = call(&p, "Page.captureScreenshot", params, &res, e);
+        page_close(&p);
+    }
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    const char *b64 = jsonx_str(res, "data");
+    if (rc == 0 && !b64)
+        rc = err_set(e, E_INTERNAL, "internal", "the browser returned no screenshot");
+    if (rc == 0) {
+        size_t n = strlen(b64);
+        unsigned char *out = xmalloc(n / 4 * 3 + 4);
+        size_t got = telem_base64_decode(b64, n, out);
+        if (got == (size_t)-1) {
+            xfree(out);
+            rc = err_set(e, E_INTERNAL, "internal", "the browser's screenshot is not base64");
+        } else {
+            *png = (char *)out;
+            *len = got;
+        }
+    }
+    json_decref(res);
+    return rc;
+}
+
+/* Runs a clipboard expression on the page with the clipboard permissions and
+ * a focused document (the async Clipboard API needs both). */
+static int clipboard_eval(const char *id, const char *ws_url, const char *expr, json_t **value,
+                          struct err *e)
+{
+    struct cstate *s = state_get(id);
+    pthread_mutex_lock(&s->lock);
+    struct cpage p;
+    int rc = page_open(ws_url, &p, e);
+    json_t *res = NULL;
+    if (rc == 0) {
+        /* Browser-wide, for every origin of this session's own browser. */
+        char sid[sizeof p.sid];
+        memcpy(sid, p.sid, sizeof sid);
+        p.sid[0] = '\0';
+        rc = call(
+            &p, "Browser.grantPermissions",
+            json_pack("{s:[s,s]}", "permissions", "clipboardReadWrite", "clipboardSanitizedWrite"),
+            NULL, e);
+        memcpy(p.sid, sid, sizeof sid);
+    }
+    if (rc == 0)
+        rc = call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 1), NULL,
+                  e);
+    if (rc == 0)
+        rc = call(&p, "Runtime.evaluate",
+                  json_pack("{s:s,s:b,s:b,s:b}", "expression", expr, "awaitPromise", 1,
+                            "userGesture", 1, "returnByValue", 1),
+                  &res, e);
+    if (p.cc) {
+        if (rc == 0) {
+            struct err ignore;
+            err_init(&ignore);
+            (void)!call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 0),
+                        NULL, &ignore);
+        }
+        page_close(&p);
+    }
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    json_t *exc = json_object_get(res, "exceptionDetails");
+    if (rc == 0 && exc) {
+        const char *why = jsonx_str(json_object_get(exc, "exception"), "description");
+        rc = err_set(e, E_INTERNAL, "internal", "%.300s",
+                     why                      ? why
+                     : jsonx_str(exc, "text") ? jsonx_str(exc, "text")
+                                              : "exception");
+    }
+    if (rc == 0 && value)
+        *value = json_incref(json_object_get(json_object_get(res, "result"), "value"));
+    json_decref(res);
+    return rc;
+}
+
+int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
+{
+    *text = NULL;
+    json_t *v = NULL;
+    int rc = clipboard_eval(id, ws_url, "navigator.clipboard.readText()", &v, e);
+    if (rc)
+        return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
+    *text = xstrdup(json_string_value(v) ? json_string_value(v) : "");
+    json_decref(v);
+    return 0;
+}
+
+int computer_clipboard_write(const char *id, const char *ws_url, const char *text, struct err *e)
+{
+    json_t *js = json_string(text);
+    char *lit = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+    json_decref(js);
+    if (!lit)
+        return err_set(e, E_INVALID, "bad_request", "text: must be valid UTF-8");
+    char *expr = xasprintf("navigator.clipboard.writeText(%s)", lit);
+    xfree(lit);
+    int rc = clipboard_eval(id, ws_url, expr, NULL, e);
+    xfree(expr);
+    if (rc)
+        return err_set(e, rc, "internal", "failed to write to clipboard: %s", e->message);
+    return 0;
+}
