@@ -17,6 +17,12 @@
 #define WHEEL_TICK_PX 100 /* one wheel click, in CSS pixels */
 #define MOVE_STEP_MS  10  /* time between two points of a smooth move */
 
+/* The browser's first page, attached over one DevTools connection. */
+struct cpage {
+    struct cdp_client *cc;
+    char sid[128]; /* flattened session of the first page target */
+};
+
 /* ---- per-session state ---- */
 
 struct cstate {
@@ -24,6 +30,7 @@ struct cstate {
     pthread_mutex_t lock; /* one call at a time on this session */
     int x, y;             /* where the pointer is */
     int hidden;           /* setCursorVisibility */
+    struct cpage page;    /* kept between calls (page.cc NULL: none yet) */
     int refs;             /* under reg_mu */
     struct cstate *next;
 };
@@ -63,6 +70,7 @@ void computer_forget(const char *id)
         if (strcmp((*pp)->id, id) == 0 && (*pp)->refs == 0) {
             struct cstate *s = *pp;
             *pp = s->next;
+            cdp_client_close(s->page.cc);
             pthread_mutex_destroy(&s->lock);
             xfree(s);
             break;
@@ -79,13 +87,6 @@ void computer_mouse_position(const char *id, int *x, int *y)
     pthread_mutex_unlock(&s->lock);
     state_put(s);
 }
-
-/* ---- the page ---- */
-
-struct cpage {
-    struct cdp_client *cc;
-    char sid[128]; /* flattened session of the first page target */
-};
 
 static void sleep_ms(int ms)
 {
@@ -154,6 +155,23 @@ static int page_open(const char *ws_url, struct cpage *p, struct err *e)
 static void page_close(struct cpage *p)
 {
     cdp_client_close(p->cc);
+    p->cc = NULL;
+}
+
+/* The session's page connection (s->lock held): the one kept from the last
+ * call when it still answers (the browser may have restarted, or the page
+ * closed), a new one otherwise. */
+static int page_acquire(struct cstate *s, const char *ws_url, struct err *e)
+{
+    if (s->page.cc) {
+        struct err probe;
+        err_init(&probe);
+        if (call(&s->page, "Runtime.evaluate", json_pack("{s:s}", "expression", "0"), NULL,
+                 &probe) == 0)
+            return 0;
+        page_close(&s->page);
+    }
+    return page_open(ws_url, &s->page, e);
 }
 
 /* ---- input ---- */
@@ -392,8 +410,8 @@ int computer_run(const char *id, const char *ws_url, const struct comp_action *a
 {
     struct cstate *s = state_get(id);
     pthread_mutex_lock(&s->lock);
-    struct cpage p;
-    int rc = page_open(ws_url, &p, e);
+    int rc = page_acquire(s, ws_url, e);
+    struct cpage *p = &s->page;
     int64_t deadline = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
     size_t i = 0;
     for (; rc == 0 && i < n; i++) {
@@ -402,14 +420,14 @@ int computer_run(const char *id, const char *ws_url, const struct comp_action *a
                          "the batch ran longer than %d ms and was stopped", COMPUTER_BATCH_MAX_MS);
             break;
         }
-        rc = do_one(&p, s, &acts[i], e);
+        rc = do_one(p, s, &acts[i], e);
         if (rc)
             break;
     }
     if (failed)
         *failed = i;
-    if (p.cc)
-        page_close(&p);
+    if (rc && p->cc)
+        page_close(p); /* a fresh connection next time */
     pthread_mutex_unlock(&s->lock);
     state_put(s);
     return rc;
@@ -422,8 +440,7 @@ int computer_screenshot(const char *id, const char *ws_url, const struct comp_ac
     *len = 0;
     struct cstate *s = state_get(id);
     pthread_mutex_lock(&s->lock);
-    struct cpage p;
-    int rc = page_open(ws_url, &p, e);
+    int rc = page_acquire(s, ws_url, e);
     json_t *res = NULL;
     if (rc == 0) {
         /* The screen: the page laid out at the session's screen size (a
@@ -435,8 +452,9 @@ int computer_screenshot(const char *id, const char *ws_url, const struct comp_ac
                                             "width", a->rw, "height", a->rh, "scale", 1)
                                 : json_pack("{s:i,s:i,s:i,s:i,s:i}", "x", 0, "y", 0, "width", width,
                                             "height", height, "scale", 1));
-        rc = call(&p, "Page.captureScreenshot", params, &res, e);
-        page_close(&p);
+        rc = call(&s->page, "Page.captureScreenshot", params, &res, e);
+        if (rc)
+            page_close(&s->page);
     }
     pthread_mutex_unlock(&s->lock);
     state_put(s);
@@ -466,8 +484,8 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
 {
     struct cstate *s = state_get(id);
     pthread_mutex_lock(&s->lock);
-    struct cpage p;
-    int rc = page_open(ws_url, &p, e);
+    int rc = page_acquire(s, ws_url, e);
+    struct cpage *pp = &s->page, p = *pp;
     json_t *res = NULL;
     if (rc == 0) {
         /* Browser-wide, for every origin of this session's own browser. */
@@ -488,15 +506,14 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
                   json_pack("{s:s,s:b,s:b,s:b}", "expression", expr, "awaitPromise", 1,
                             "userGesture", 1, "returnByValue", 1),
                   &res, e);
-    if (p.cc) {
-        if (rc == 0) {
-            struct err ignore;
-            err_init(&ignore);
-            (void)!call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 0),
-                        NULL, &ignore);
-        }
-        page_close(&p);
+    if (p.cc && rc == 0) {
+        struct err ignore;
+        err_init(&ignore);
+        (void)!call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 0),
+                    NULL, &ignore);
     }
+    if (rc && pp->cc)
+        page_close(pp); /* a fresh connection next time */
     pthread_mutex_unlock(&s->lock);
     state_put(s);
     json_t *exc = json_object_get(res, "exceptionDetails");
