@@ -22,6 +22,8 @@
 #include "api/computer.h"
 #include "api/webdriver.h"
 #include "api/org.h"
+#include "api/browsers.h"
+#include "api/pools.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/telemetry.h"

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/org.h"
+#include "api/admin.h"
 #include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "api/org.h"
+#include "api/browsers.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "api/org.h"
+#include "api/pools.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "telemetry/telemetry.h"

@@ -82,6 +82,8 @@ struct capture {
     char *ws_url;
     unsigned mask;
     int shot_ms;
+    capture_sink_fn sink;
+    void *sink_ctx;
     /* thread-local state */
     struct ws_sock sock;
     wslay_event_context_ptr ws;
@@ -240,7 +242,7 @@ static void emit_cdp(struct capture *c, enum telem_cat k, const char *type, cons
         return;
     }
     struct telem_src src = {"cdp", cdp_event, truncated};
-    telemetry_emit_src(c->session_id, k, type, &src, data);
+    c->sink(c->sink_ctx, c->session_id, k, type, &src, data);
 }
 
 /* A console argument as it prints. */
@@ -681,9 +683,11 @@ static void *run(void *arg)
 }
 
 struct capture *capture_start(const char *session_id, const char *ws_url, unsigned mask,
-                              int screenshot_interval_ms)
+                              int screenshot_interval_ms, capture_sink_fn sink, void *sink_ctx)
 {
     struct capture *c = xcalloc(1, sizeof *c);
+    c->sink = sink;
+    c->sink_ctx = sink_ctx;
     snprintf(c->session_id, sizeof c->session_id, "%s", session_id);
     c->ws_url = xstrdup(ws_url);
     c->mask = mask;

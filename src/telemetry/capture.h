@@ -9,14 +9,25 @@
 #ifndef BD_TELEMETRY_CAPTURE_H
 #define BD_TELEMETRY_CAPTURE_H
 
+#include <jansson.h>
+
+#include "telemetry/telemetry.h"
+
 struct capture;
 
+/* Where a capture's events go (the telemetry module passes
+ * telemetry_emit_src; a test passes a fake). Called on the capture's thread;
+ * data is stolen. */
+typedef void (*capture_sink_fn)(void *ctx, const char *session_id, enum telem_cat cat,
+                                const char *type, const struct telem_src *src, json_t *data);
+
 /* Starts capturing for session_id from the browser's DevTools URL ws_url
- * for the categories in mask (bits of enum telem_cat). Returns the owned
- * capture, or NULL when the thread cannot start (logged). The connection
- * is made on the new thread; a failure there is logged and ends it. */
+ * for the categories in mask (bits of enum telem_cat), delivering events to
+ * sink(sink_ctx, ...). Returns the owned capture, or NULL when the thread
+ * cannot start (logged). The connection is made on the new thread; a failure
+ * there is logged and ends it. */
 struct capture *capture_start(const char *session_id, const char *ws_url, unsigned mask,
-                              int screenshot_interval_ms);
+                              int screenshot_interval_ms, capture_sink_fn sink, void *sink_ctx);
 /* Stops the thread (closes the connection) and frees; accepts NULL. Must
  * not be called with the telemetry module's lock held. */
 void capture_stop(struct capture *c);

@@ -260,6 +260,13 @@ static void set_cfg(struct tsess *s, const json_t *cfg) /* under T.mu */
     s->cfg = cfg ? json_deep_copy(cfg) : NULL;
     s->mask = telem_cfg_mask(s->cfg);
 }
+/* capture's sink: its events enter the session's telemetry like any other. */
+static void capture_sink(void *ctx, const char *session_id, enum telem_cat cat, const char *type,
+                         const struct telem_src *src, json_t *data)
+{
+    (void)ctx;
+    (void)telemetry_emit_src(session_id, cat, type, src, data);
+}
 
 /* Starts or stops browser-side capture to match the session's mask. */
 static void sync_capture(const char *id)
@@ -279,7 +286,8 @@ static void sync_capture(const char *id)
     pthread_mutex_unlock(&T.mu);
     capture_stop(old);
     if (url) {
-        struct capture *c = capture_start(id, url, want, T.opts.screenshot_interval_ms);
+        struct capture *c =
+            capture_start(id, url, want, T.opts.screenshot_interval_ms, capture_sink, NULL);
         pthread_mutex_lock(&T.mu);
         s = find(id);
         if (s) {
