@@ -14,35 +14,11 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, request } from '../tests/blackbox/lib.mjs';
+import { ms, rawLaunch } from './lib.mjs';
 
 const RUNS = Number(process.env.BENCH_LAUNCHES || 9);
 const IDLE = Number(process.env.BENCH_IDLE_SESSIONS || 10);
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
-const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
-
-// Raw Chromium to "DevTools listening": as root with --no-sandbox, or (own)
-// with Chromium's own sandbox on, as an unprivileged uid (what a sandboxed
-// session runs, without bwrap and the server).
-const RAW_UID = 1099999;
-async function rawLaunch(own = false) {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
-  if (own) execFileSync('chown', [`${RAW_UID}:${RAW_UID}`, dir]);
-  const t0 = process.hrtime.bigint();
-  const pre = own ? ['setpriv', '--reuid', String(RAW_UID), '--regid', String(RAW_UID), '--clear-groups', '/usr/bin/chromium'] : ['/usr/bin/chromium', '--no-sandbox'];
-  const p = spawn(pre[0], [...pre.slice(1), '--headless=new', '--remote-debugging-port=0',
-    '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--password-store=basic', '--use-mock-keychain', 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-  const t = await new Promise((resolve, reject) => {
-    let buf = '';
-    p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(ms(t0)); });
-    p.on('exit', () => reject(new Error('raw chromium exited')));
-  });
-  process.kill(-p.pid, 'SIGKILL');
-  await new Promise((r) => p.once('exit', r));
-  rmSync(dir, { recursive: true, force: true });
-  return t;
-}
 
 // pid -> parent pid, for every process.
 function parents() {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { startServer, request } from '../tests/blackbox/lib.mjs';
+import { ms, rawLaunch } from './lib.mjs';
 
 const require = createRequire(new URL('../tests/compat/package.json', import.meta.url));
 const WebSocket = require('ws');
@@ -17,30 +18,9 @@ const RTTS = Number(process.env.BENCH_RTTS || 2000);
 const LIVE = Number(process.env.BENCH_SESSIONS || 100);
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]; };
-const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 const cpuTicks = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return Number(f[11]) + Number(f[12]); };
 const rssKb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 const HZ = Number(execFileSync('getconf', ['CLK_TCK']).toString());
-
-// Raw Chromium: time from spawn to "DevTools listening", with the flags the
-// runtime uses for a headless session.
-async function rawLaunch() {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
-  const t0 = process.hrtime.bigint();
-  const p = spawn('/usr/bin/chromium', ['--headless=new', '--no-sandbox', '--remote-debugging-port=0',
-    '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--password-store=basic', '--use-mock-keychain', 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-  const t = await new Promise((resolve, reject) => {
-    let buf = '';
-    p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(ms(t0)); });
-    p.on('exit', () => reject(new Error('raw chromium exited')));
-  });
-  process.kill(-p.pid, 'SIGKILL');
-  await new Promise((r) => p.once('exit', r));
-  rmSync(dir, { recursive: true, force: true });
-  return t;
-}
 
 function wsOpen(url) {
   return new Promise((resolve, reject) => {

@@ -20,6 +20,7 @@
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/strvec.h"
 #include "core/xalloc.h"
 #include "runtime/chromium.h"
 #include "core/netns.h"
@@ -177,20 +178,6 @@ out:
 }
 
 /* ---- process ---- */
-
-struct cd_argv {
-    char *v[128];
-    size_t n;
-};
-
-static void cd_push(void *ctx, char *arg)
-{
-    struct cd_argv *a = ctx;
-    if (a->n + 1 < sizeof a->v / sizeof *a->v)
-        a->v[a->n++] = arg;
-    else
-        xfree(arg);
-}
 
 /* A port nobody listens on right now (bind port 0, read it, close). */
 static int free_port(int netns)
@@ -455,7 +442,7 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         char *a_log;
         struct sandbox_exec sbx;
         int have_sbx = 0;
-        struct cd_argv av = {.n = 0};
+        struct strvec av = {0};
         if (d->sb) {
             log_fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
             if (log_fd >= 0)
@@ -468,16 +455,15 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
             sbx.file = o->log_path;
             if (have_sbx) {
                 const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
-                sandbox_bwrap_argv(&sbx, NULL, NULL, extra, bin, cd_push, &av);
+                sandbox_bwrap_argv(&sbx, NULL, NULL, extra, bin, strvec_push_cb, &av);
             }
         } else {
             a_log = xasprintf("--log-path=%s", o->log_path);
-            cd_push(&av, xstrdup(bin));
+            strvec_push(&av, xstrdup(bin));
         }
-        cd_push(&av, a_port);
-        cd_push(&av, a_base);
-        cd_push(&av, a_log);
-        av.v[av.n] = NULL;
+        strvec_push(&av, a_port);
+        strvec_push(&av, a_base);
+        strvec_push(&av, a_log);
         if (!d->sb || have_sbx)
             d->pid = spawn(av.v, have_sbx ? &sbx : NULL, log_fd, e);
         if (d->pid > 0)
@@ -486,8 +472,7 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
             sandbox_exec_close(&sbx);
         if (log_fd >= 0)
             close(log_fd);
-        for (size_t k = 0; k < av.n; k++)
-            xfree(av.v[k]);
+        strvec_free(&av);
         if (d->pid < 0) {
             sandbox_unref(d->sb);
             xfree(d);

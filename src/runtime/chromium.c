@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/strvec.h"
 #include "core/xalloc.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -115,30 +116,6 @@ struct chromium {
 };
 
 /* ---- small helpers ---- */
-
-struct strvec {
-    char **v;
-    size_t n, cap;
-};
-
-static void sv_push(struct strvec *s, char *owned)
-{
-    if (s->n + 2 > s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 32;
-        s->v = xrealloc(s->v, s->cap * sizeof *s->v);
-    }
-    s->v[s->n++] = owned;
-    s->v[s->n] = NULL;
-}
-
-static void sv_free(struct strvec *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        xfree(s->v[i]);
-    xfree(s->v);
-    s->v = NULL;
-    s->n = s->cap = 0;
-}
 
 static int write_all(int fd, const char *p, size_t n)
 {
@@ -779,11 +756,6 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
     return err_has_fields(e) ? E_INVALID : 0;
 }
 
-static void sv_push_cb(void *ctx, char *arg)
-{
-    sv_push(ctx, arg);
-}
-
 /* With a sandbox: bwrap's command line first, then Chromium's without
  * --no-sandbox (Chromium's own sandbox runs as the session's user). */
 static void build_argv(const struct chromium_opts *o, struct chromium *c,
@@ -794,45 +766,45 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     if (x) {
         const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
         sandbox_bwrap_argv(x, c->user_data_dir, c->policy_dir ? CHROMIUM_POLICY_DIR : NULL, extra,
-                           bin, sv_push_cb, av);
+                           bin, strvec_push_cb, av);
         first = av->n - 1;
     } else {
-        sv_push(av, xstrdup(bin));
+        strvec_push(av, xstrdup(bin));
     }
     /* --no-sandbox only for an unsandboxed root server (Chromium refuses to
      * run as root with its sandbox); as any other user its sandbox is on. */
     int no_sandbox = !x && geteuid() == 0;
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
-            sv_push(av, xstrdup(cr_fixed_flags[i]));
-    sv_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
-    sv_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
+            strvec_push(av, xstrdup(cr_fixed_flags[i]));
+    strvec_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
+    strvec_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
     if (o->headless) {
-        sv_push(av, xstrdup("--headless=new"));
+        strvec_push(av, xstrdup("--headless=new"));
     } else {
-        sv_push(av, xstrdup("--ozone-platform=x11"));
-        sv_push(av, xstrdup("--window-position=0,0"));
+        strvec_push(av, xstrdup("--ozone-platform=x11"));
+        strvec_push(av, xstrdup("--window-position=0,0"));
     }
     if (o->kiosk)
-        sv_push(av, xstrdup("--kiosk"));
+        strvec_push(av, xstrdup("--kiosk"));
     if (o->stealth) {
-        sv_push(av, xstrdup("--disable-blink-features=AutomationControlled"));
+        strvec_push(av, xstrdup("--disable-blink-features=AutomationControlled"));
         /* Headful Chromium already says "Chrome/N"; headless says "HeadlessChrome/N". */
         if (o->headless) {
             int major = chromium_major_version(av->v[first]);
-            sv_push(av, xasprintf("--user-agent=Mozilla/5.0 (X11; Linux x86_64) "
-                                  "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%d.0.0.0 "
-                                  "Safari/537.36",
-                                  major > 0 ? major : 156));
+            strvec_push(av, xasprintf("--user-agent=Mozilla/5.0 (X11; Linux x86_64) "
+                                      "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%d.0.0.0 "
+                                      "Safari/537.36",
+                                      major > 0 ? major : 156));
         }
     }
     if (o->proxy_server) {
-        sv_push(av, xasprintf("--proxy-server=%s", o->proxy_server));
-        sv_push(av, xstrdup("--proxy-bypass-list=<-loopback>"));
+        strvec_push(av, xasprintf("--proxy-server=%s", o->proxy_server));
+        strvec_push(av, xstrdup("--proxy-bypass-list=<-loopback>"));
     }
     for (size_t i = 0; o->extra_args && o->extra_args[i]; i++)
-        sv_push(av, xstrdup(o->extra_args[i]));
-    sv_push(av, xstrdup(o->start_url ? o->start_url : "about:blank"));
+        strvec_push(av, xstrdup(o->extra_args[i]));
+    strvec_push(av, xstrdup(o->start_url ? o->start_url : "about:blank"));
 }
 
 /* The server's environment without display variables, plus DISPLAY=:N for
@@ -841,24 +813,24 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
 static void build_env(int display, const char *home, int sandboxed, struct strvec *ev)
 {
     if (sandboxed) {
-        sv_push(ev, xstrdup("PATH=/usr/bin:/bin"));
-        sv_push(ev, xasprintf("HOME=%s", home));
-        sv_push(ev, xstrdup("TMPDIR=/tmp"));
-        sv_push(ev, xstrdup("LANG=C.UTF-8"));
+        strvec_push(ev, xstrdup("PATH=/usr/bin:/bin"));
+        strvec_push(ev, xasprintf("HOME=%s", home));
+        strvec_push(ev, xstrdup("TMPDIR=/tmp"));
+        strvec_push(ev, xstrdup("LANG=C.UTF-8"));
         const char *tz = getenv("TZ");
         if (tz)
-            sv_push(ev, xasprintf("TZ=%s", tz));
+            strvec_push(ev, xasprintf("TZ=%s", tz));
         if (display >= 0)
-            sv_push(ev, xasprintf("DISPLAY=:%d", display));
+            strvec_push(ev, xasprintf("DISPLAY=:%d", display));
         return;
     }
     for (char **p = environ; p && *p; p++) {
         if (strncmp(*p, "DISPLAY=", 8) == 0 || strncmp(*p, "WAYLAND_DISPLAY=", 16) == 0)
             continue;
-        sv_push(ev, xstrdup(*p));
+        strvec_push(ev, xstrdup(*p));
     }
     if (display >= 0)
-        sv_push(ev, xasprintf("DISPLAY=:%d", display));
+        strvec_push(ev, xasprintf("DISPLAY=:%d", display));
 }
 
 /* Writes <user_data_dir>.policy/policy.json and makes sure the mount target exists. */
@@ -1080,8 +1052,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     if (cg_fd >= 0)
         close(cg_fd);
     close(null_fd);
-    sv_free(&av);
-    sv_free(&ev);
+    strvec_free(&av);
+    strvec_free(&ev);
     *out = c;
     return 0;
 
@@ -1096,8 +1068,8 @@ fail:
         close(ep[0]);
     if (ep[1] >= 0)
         close(ep[1]);
-    sv_free(&av);
-    sv_free(&ev);
+    strvec_free(&av);
+    strvec_free(&ev);
     chromium_stop(c, 0, 0);
     chromium_free(c);
     return rc;

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/cgroup.h"
+
 #define REAPER_MAX_GROUPS  65536
 #define REAPER_MAX_CGROUPS 8192
 #define REAPER_PATH_MAX    200
@@ -22,39 +24,9 @@ static int wfd = -1; /* the server's end; -1: no watcher */
  * then removes the folder. */
 static void cgroup_empty(const char *dir)
 {
-    char p[REAPER_PATH_MAX + 32], buf[8192];
-    size_t dl = strnlen(dir, REAPER_PATH_MAX);
-    if (dl == 0 || dl >= REAPER_PATH_MAX)
+    if (strnlen(dir, REAPER_PATH_MAX) >= REAPER_PATH_MAX)
         return;
-    memcpy(p, dir, dl);
-    memcpy(p + dl, "/cgroup.kill", sizeof "/cgroup.kill");
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)!write(fd, "1", 1);
-        close(fd);
-    }
-    memcpy(p + dl, "/cgroup.procs", sizeof "/cgroup.procs");
-    for (int round = 0; round < 300; round++) {
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            break;
-        ssize_t got = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (got <= 0)
-            break;
-        buf[got] = '\0';
-        for (char *q = buf; *q;) {
-            char *end;
-            long pid = strtol(q, &end, 10);
-            if (end == q)
-                break;
-            if (pid > 1)
-                (void)kill((pid_t)pid, SIGKILL);
-            q = *end ? end + 1 : end;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    (void)cgroup_kill_tasks(dir, 300);
     for (int t = 0; t < 100 && rmdir(dir) != 0 && errno == EBUSY; t++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

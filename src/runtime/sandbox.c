@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
+#include "runtime/cgroup.h"
 #include "runtime/reaper.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -361,31 +362,7 @@ static const char *procs_dir(const struct sandbox *sb)
 int sandbox_kill_all(struct sandbox *sb)
 {
     const char *dir = procs_dir(sb);
-    if (!dir)
-        return 0;
-    char p[512], buf[8192];
-    if (cg_kind == CG_V2) {
-        snprintf(p, sizeof p, "%s/cgroup.kill", dir);
-        (void)write_text(p, "1");
-    }
-    snprintf(p, sizeof p, "%s/cgroup.procs", dir);
-    for (int round = 0; round < 500; round++) {
-        ssize_t n = read_text(p, buf, sizeof buf);
-        if (n <= 0)
-            return 0;
-        for (char *s = buf; *s;) {
-            char *end;
-            long pid = strtol(s, &end, 10);
-            if (end == s)
-                break;
-            if (pid > 1)
-                (void)kill((pid_t)pid, SIGKILL);
-            s = *end ? end + 1 : end;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return -EBUSY;
+    return !dir || cgroup_kill_tasks(dir, 500) == 0 ? 0 : -EBUSY;
 }
 
 long long sandbox_oom_kills(const struct sandbox *sb)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/strvec.h"
 #include "core/xalloc.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -89,20 +90,6 @@ static void xvfb_kill(pid_t pid, int grace_ms)
     reaper_forget(pid);
 }
 
-struct argv_buf {
-    char *v[96];
-    size_t n;
-};
-
-static void argv_push(void *ctx, char *arg)
-{
-    struct argv_buf *b = ctx;
-    if (b->n + 1 < sizeof b->v / sizeof *b->v)
-        b->v[b->n++] = arg;
-    else
-        xfree(arg);
-}
-
 int xvfb_start(const char *binary, const struct sandbox *sb, int width, int height,
                const char *log_path, int timeout_ms, struct xvfb *x, struct err *e)
 {
@@ -145,7 +132,7 @@ int xvfb_start(const char *binary, const struct sandbox *sb, int width, int heig
     /* In a sandbox: under bwrap as the session's user, in the session's
      * network namespace (the browser reaches the display through its
      * abstract socket there) with a private /tmp, so the display is :0. */
-    struct argv_buf ab = {.n = 0};
+    struct strvec ab = {0};
     struct sandbox_exec sbx;
     int have_sbx = 0;
     if (sb) {
@@ -158,13 +145,12 @@ int xvfb_start(const char *binary, const struct sandbox *sb, int width, int heig
             return rc;
         }
         have_sbx = 1;
-        sandbox_bwrap_argv(&sbx, NULL, NULL, NULL, binary, argv_push, &ab);
+        sandbox_bwrap_argv(&sbx, NULL, NULL, NULL, binary, strvec_push_cb, &ab);
     } else {
-        argv_push(&ab, xstrdup(binary));
+        strvec_push(&ab, xstrdup(binary));
     }
     for (size_t i = 0; i < sizeof args / sizeof *args; i++)
-        argv_push(&ab, xstrdup(args[i]));
-    ab.v[ab.n] = NULL;
+        strvec_push(&ab, xstrdup(args[i]));
     const char *const *argv = (const char *const *)ab.v;
     pid_t pid = fork();
     if (pid == 0)
@@ -172,8 +158,7 @@ int xvfb_start(const char *binary, const struct sandbox *sb, int width, int heig
     int fork_errno = errno;
     if (have_sbx)
         sandbox_exec_close(&sbx);
-    for (size_t i = 0; i < ab.n; i++)
-        xfree(ab.v[i]);
+    strvec_free(&ab);
     close(null_fd);
     close(log_fd);
     close(pfd[1]);

@@ -115,3 +115,16 @@ export function isError(res, status, code) {
     `Error record expected, got ${res.text}`);
   if (code) eq(res.json.code, code, 'error code');
 }
+
+// Waits until fn() returns something truthy (polled every `every` ms) and
+// returns it; throws "gave up waiting for <what>" after ms. Tests wait on a
+// condition this way, never on a fixed sleep.
+export async function waitFor(fn, what, ms = 15000, every = 100) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
-import { startServer, startSite, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 // A loopback site: / has a button that changes the heading when clicked.
 function site() {
@@ -40,15 +40,7 @@ async function create(s, body = {}) {
   return r.json;
 }
 
-async function until(fn, what, ms = 10000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (fn, what, ms = 10000) => waitFor(fn, what, ms, 100);
 
 function alive(pid) {
   try { process.kill(pid, 0); return true; } catch { return false; }

@@ -4,7 +4,7 @@
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 async function withServer(fn, opts) {
   const s = await startServer(opts);
@@ -13,15 +13,7 @@ async function withServer(fn, opts) {
 
 const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
 
-async function until(fn, what, ms = 30000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
+const until = (fn, what, ms = 30000) => waitFor(fn, what, ms, 150);
 
 async function makePool(s, body) {
   const r = await api(s, 'POST', '/browser_pools', { headless: true, fill_rate_per_minute: 6000, ...body });

@@ -5,7 +5,7 @@
 // Pages are served by the test itself on 127.0.0.1.
 import http from 'node:http';
 import { chromium } from 'playwright-core';
-import { startServer, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 // /set stores a persistent cookie (Set-Cookie with Max-Age: session cookies are
 // not kept across browser restarts by design) and a localStorage entry;
@@ -83,15 +83,7 @@ async function download(s, ref) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(fn, what, ms = 30000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await sleep(200);
-  }
-}
+const until = (fn, what, ms = 30000) => waitFor(fn, what, ms, 200);
 
 export const tests = [
   {

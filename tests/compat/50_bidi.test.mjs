@@ -6,7 +6,7 @@ import http from 'node:http';
 import { execFileSync } from 'node:child_process';
 import WebSocket from 'ws';
 import { chromium } from 'playwright-core';
-import { startServer, request, assert, eq } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
 
 async function site() {
   const srv = http.createServer((rq, rs) => {
@@ -32,15 +32,7 @@ async function create(s, body = {}) {
   return r.json;
 }
 
-async function until(fn, what, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (fn, what, ms = 15000) => waitFor(fn, what, ms, 100);
 
 // A minimal BiDi client: send(method, params) resolves with the result or
 // rejects with the error message.

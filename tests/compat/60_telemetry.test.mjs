@@ -4,7 +4,7 @@
 // while and then recovers).
 import http from 'node:http';
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 const BIG_JSON = JSON.stringify({ items: Array.from({ length: 2000 }, (_, i) => ({ i, v: 'x' })) });
 const BIG_TEXT = 'y'.repeat(10000);
@@ -47,15 +47,7 @@ async function create(s, body = {}) {
   return r.json;
 }
 
-async function until(fn, what, ms = 20000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const until = (fn, what, ms = 20000) => waitFor(fn, what, ms, 200);
 
 async function events(s, id, query = '') {
   const all = [];

@@ -13,7 +13,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { BIN, startServer, startSite, request, assert, eq } from '../blackbox/lib.mjs';
+import { BIN, startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body) => request(s.base, method, path, { key: s.key, body });
 
@@ -23,15 +23,7 @@ async function create(s, body = {}) {
   return r.json;
 }
 
-async function until(fn, what, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (fn, what, ms = 15000) => waitFor(fn, what, ms, 100);
 
 // The sandbox is on only for a root server with bwrap (docs/sandbox.md).
 function sandboxed(s) {
