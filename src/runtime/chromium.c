@@ -842,10 +842,13 @@ static int policy_prepare(struct chromium *c, const char *json, struct err *e)
                        strerror(-rc));
     c->policy_dir = xasprintf("%s.policy", c->user_data_dir);
     rm_tree(c->policy_dir); /* a leftover from a crashed server may hold other files */
-    if (mkdir(c->policy_dir, 0755) != 0)
+    /* Readable by a sandboxed session's user, whatever the server's umask. */
+    if (mkdir(c->policy_dir, 0755) != 0 || chmod(c->policy_dir, 0755) != 0)
         return err_set(e, E_INTERNAL, "internal", "mkdir %s: %s", c->policy_dir, strerror(errno));
     char *file = xasprintf("%s/policy.json", c->policy_dir);
     rc = write_file(file, json, 0644);
+    if (rc == 0 && chmod(file, 0644) != 0)
+        rc = -errno;
     if (rc != 0)
         (void)err_set(e, E_INTERNAL, "internal", "write %s: %s", file, strerror(-rc));
     xfree(file);

@@ -75,9 +75,14 @@ static ssize_t read_text(const char *path, char *buf, size_t cap)
     return n;
 }
 
+/* mkdir, or an existing folder; either way with exactly `mode` (the server
+ * runs with umask 077, and these folders must be traversable by sessions'
+ * users). */
 static int mkdir_ok(const char *path, mode_t mode)
 {
-    return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -errno;
+    if (mkdir(path, mode) != 0 && errno != EEXIST)
+        return -errno;
+    return chmod(path, mode) == 0 ? 0 : -errno;
 }
 
 static int touch_file(const char *path)
@@ -85,8 +90,9 @@ static int touch_file(const char *path)
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
+    int rc = fchmod(fd, 0644) == 0 ? 0 : -errno; /* whatever the umask */
     close(fd);
-    return 0;
+    return rc;
 }
 
 /* "key N" in a flat-keyed cgroup file, or 0. */

@@ -134,6 +134,29 @@ export const tests = [
     },
   },
   {
+    name: 'issue 15 filesystem: per-session chrome_policy keeps working inside the sandbox, and only for its own session (URLBlocklist)',
+    timeout: 60000,
+    fn: async () => {
+      const site = await startSite((rq, rs) => { rs.setHeader('content-type', 'text/html'); rs.end(`<title>${rq.url}</title>ok`); });
+      try {
+        await withServer(async (s) => {
+          const blocked = await create(s, { chrome_policy: { URLBlocklist: [`${site.hostport}/blocked`] } });
+          const free = await create(s);
+          const load = async (b) => {
+            const { br, pg } = await page(b);
+            try {
+              const r = await pg.goto(`${site.url}/blocked`).then(() => 'loaded', (e) => String(e.message));
+              return r;
+            } finally { await br.close(); }
+          };
+          const got = await load(blocked);
+          assert(/ERR_BLOCKED_BY_ADMINISTRATOR/.test(got), `the policy blocks the URL in its session: ${got}`);
+          eq(await load(free), 'loaded', 'another session is not affected');
+        }, { args: site.allow });
+      } finally { site.close(); }
+    },
+  },
+  {
     name: 'issue 15 network: a page cannot reach the server\'s port, another session\'s DevTools port or 169.254.169.254; an allowed site still loads',
     timeout: 60000,
     fn: async () => {
