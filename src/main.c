@@ -20,6 +20,7 @@
 #include "runtime/sandbox.h"
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/logs.h"
 #include "api/webdriver.h"
 #include "api/org.h"
 #include "api/browsers.h"
@@ -376,6 +377,7 @@ static int cmd_serve(int argc, char **argv)
     /* init: webdriver */
     pools_init(&app);
     computer_api_init(&app);
+    logs_api_init();
     /* init: pools */
 
     /* Browsers of a previous run that did not stop cleanly are ended
@@ -426,6 +428,7 @@ static int cmd_serve(int argc, char **argv)
     /* fini: webdriver */
     api_relay_shutdown(&app);
     http_stop(srv);
+    logs_api_fini(); /* after the streams it wakes are gone */
     pools_stop();
     /* fini: pools */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */

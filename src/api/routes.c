@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/logs.h"
 #include "api/org.h"
 #include "api/admin.h"
 #include "api/browsers.h"
@@ -128,6 +129,7 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, KEY},
     {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, KEY},
     /* routes: computer */
+    {"GET", "/browsers/{id}/logs/stream", logs_stream_get, KEY},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),

@@ -13,7 +13,7 @@
 //
 // Methods without a test of their own below get a generated test that
 // expects the 501 (see the end of this file), so every SDK method is covered.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -510,6 +510,43 @@ sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see
       }, { args: site.allow });
     } finally { site.close(); }
   })(), 90000);
+
+// ---- logs (issue 20, part) ---------------------------------------------------
+
+sdkTest('browsers.logs.stream', "a session's own logs as SSE LogEvents: the browser's (supervisor chromium), a file in its home, follow delivers new lines; host paths, .. and symlinks out -> BadRequestError", (ctx) =>
+  withServer(async (s, client) => {
+    const b = await client.browsers.create({ headless: true });
+    const logs = client.browsers.logs;
+    const all = [];
+    for await (const ev of await logs.stream(b.session_id, { source: 'supervisor', supervisor_process: 'chromium', follow: false })) all.push(ev);
+    assert(all.length > 0, 'the browser has logged something');
+    for (const ev of all) {
+      eq(ev.event, 'log');
+      assert(typeof ev.message === 'string' && ev.message.length > 0, 'a message');
+      assert(!Number.isNaN(Date.parse(ev.timestamp)), `a timestamp: ${ev.timestamp}`);
+    }
+    const home = join(s.dir, 'sessions', b.session_id);
+    const file = join(home, 'agent.log');
+    writeFileSync(file, 'first\n\nsecond\n');
+    chmodSync(file, 0o644);
+    const lines = [];
+    for await (const ev of await logs.stream(b.session_id, { source: 'path', path: file, follow: false })) lines.push(ev.message);
+    eq(lines, ['first', 'second'], 'a file in the home, line by line (empty lines skipped)');
+    // follow: only lines written after the stream opened.
+    const live = await logs.stream(b.session_id, { source: 'path', path: file });
+    const it = live[Symbol.asyncIterator]();
+    const next = it.next();
+    appendFileSync(file, 'third\n');
+    eq((await next).value.message, 'third', 'follow delivers a new line');
+    live.controller.abort();
+    symlinkSync('/etc/shadow', join(home, 'shadow'));
+    for (const path of [join(s.dir, 'bootstrap-api-key'), `${home}/../../bootstrap-api-key`, join(home, 'shadow'), '/etc/passwd']) {
+      await rejects(() => logs.stream(b.session_id, { source: 'path', path, follow: false }), BadRequestError, 400, `${path} is refused`);
+    }
+    await rejects(() => logs.stream(b.session_id, { source: 'supervisor', supervisor_process: 'sshd', follow: false }), BadRequestError, 400, 'unknown process');
+    await rejects(() => logs.stream(b.session_id, { source: 'supervisor', supervisor_process: 'xvfb', follow: false }), NotFoundError, 404, 'headless: no X server log');
+    await client.browsers.deleteByID(b.session_id);
+  }), 60000);
 
 // ---- projects --------------------------------------------------------------
 
