@@ -267,6 +267,18 @@ static int cg_make(struct sandbox *sb, const char *name, long long memory_max, s
     return 0;
 }
 
+/* Said once: a host whose cgroups do not take the limits (a cgroup v2
+ * container whose own cgroup holds processes cannot delegate controllers). */
+static int limits_warned;
+
+static void warn_limits_once(const char *what)
+{
+    if (!__atomic_exchange_n(&limits_warned, 1, __ATOMIC_RELAXED))
+        log_warn("sandbox: the session cgroups do not take %s on this host; sessions run "
+                 "without it",
+                 what);
+}
+
 int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e)
 {
     *out = NULL;
@@ -302,6 +314,8 @@ int sandbox_create(const char *name, long long memory_max, struct sandbox **out,
         sandbox_unref(sb);
         return rc;
     }
+    if (memory_max > 0 && cg_kind != CG_NONE && !sb->memory_enforced)
+        warn_limits_once("a memory limit");
     for (int i = 0; i < CG_MAX; i++)
         if (sb->cg[i])
             reaper_watch_cgroup(sb->cg[i]);
