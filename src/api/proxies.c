@@ -706,11 +706,19 @@ static void ext_started(struct session_ctx *sc, const char *ws)
     if (!p)
         return;
     int port = (int)strtol(p + 1, NULL, 10);
-    egress_protect_port(M.eg, port);
+    /* A sandboxed browser's DevTools port ("ws://nsN@...") is on its own
+     * namespace's loopback, not the host's: nothing to protect there, and
+     * the same number on the host belongs to somebody else. */
+    int on_host = !strstr(ws, "://ns");
+    if (on_host)
+        egress_protect_port(M.eg, port);
     /* Rule 9: routes take effect once the session is created. */
     if (egress_routes_on(M.eg, sc->rec->id) != 0)
         log_warn("session %s: no egress listener", sc->rec->id);
-    json_object_set_new(sc->doc, "devtools_port", json_integer(port));
+    if (on_host) /* the protection to undo at the end */
+        json_object_set_new(sc->doc, "devtools_port", json_integer(port));
+    else
+        json_object_del(sc->doc, "devtools_port");
 }
 
 static int ext_update(struct session_ctx *sc, const char *ws, struct err *e)

@@ -142,6 +142,7 @@ struct econn {
 struct esess {
     char id[64], org[32], project[32];
     int lfd, port;
+    int netns;        /* the listener's network namespace (core/netns id), 0 = the host's */
     struct worker *w; /* whose epoll holds the listener */
     struct netcfg *nc;
     struct egress_top top;
@@ -305,8 +306,10 @@ static int port_protected(struct egress *eg, int port)
     pthread_mutex_lock(&eg->mu);
     for (size_t i = 0; i < eg->nports && !hit; i++)
         hit = eg->ports[i].port == port && eg->ports[i].count > 0;
+    /* A listener inside a session's own namespace is not a port of the
+     * host's loopback: the same number there is somebody else's. */
     for (struct esess *s = eg->sessions; s && !hit; s = s->next)
-        hit = s->port == port;
+        hit = s->netns == 0 && s->port == port;
     pthread_mutex_unlock(&eg->mu);
     return hit;
 }
@@ -1866,6 +1869,7 @@ int egress_open(struct egress *eg, const char *session_id, const char *org_id,
     snprintf(s->project, sizeof s->project, "%s", project_id ? project_id : "");
     s->lfd = fd;
     s->port = ntohs(sa.sin_port);
+    s->netns = netns;
     s->nc = nc;
     s->top = *top;
     s->routes_on = !defer_routes;

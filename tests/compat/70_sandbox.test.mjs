@@ -191,6 +191,26 @@ export const tests = [
     },
   },
   {
+    name: 'issue 15 network: a port number inside a session\'s namespace (its DevTools) does not hide the same port of an allowed host site',
+    timeout: 60000,
+    fn: async () => {
+      const site = await startSite((rq, rs) => { rs.setHeader('content-type', 'text/html'); rs.end('<title>t</title>reachable'); });
+      const port = Number(site.hostport.split(':')[1]);
+      try {
+        // The browser's DevTools takes the site's port number inside its own namespace.
+        await withServer(async (s) => {
+          const a = await create(s);
+          eq(devtoolsPort(s, a.session_id), port, 'DevTools on the same number, in the namespace');
+          const { br, pg } = await page(a);
+          try {
+            await pg.goto(`${site.url}/`);
+            eq(await pg.evaluate(() => document.body.innerText), 'reachable', 'the host site is not refused as "a port of this server"');
+          } finally { await br.close(); }
+        }, { args: site.allow, env: { BROWSERD_CHROMIUM_EXTRA_ARGS: `--remote-debugging-port=${port}` } });
+      } finally { site.close(); }
+    },
+  },
+  {
     name: 'issue 15 identity: the browser runs as an unprivileged uid of its own, with Chromium\'s sandbox on, in its own PID namespace (/proc shows only it)',
     timeout: 60000,
     fn: () => withServer(async (s) => {
