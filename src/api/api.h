@@ -147,6 +147,15 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
 char *api_public_ws_url(const struct app *app, const char *path, const char *token);
 /* The Browser record of a session (new reference). */
 json_t *browsers_render(struct app *app, const struct session_rec *s);
+struct live;
+/* The session's folder (its browser's home): DATA/sessions/ID. */
+void api_session_dir(const struct app *app, const char *id, char *out, size_t cap);
+/* The running session rq->params[0] names, as the key sees it: its row in
+ * *rec (cleared by the caller), a reference in *live (sessmgr_put) and its
+ * browser's internal DevTools URL in ws. 404 for a session that is not the
+ * key's, 409 session_ended for one that has ended (nothing to release then). */
+int api_live_session(struct req *rq, struct session_rec *rec, struct live **live, char *ws,
+                     size_t cap) WUR;
 /* Ends a live session now: stops its browser, runs the modules' ending hooks
  * and records the end with reason. */
 int browsers_end(struct app *app, const char *session_id, const char *reason);

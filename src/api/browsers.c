@@ -43,9 +43,32 @@ static void remove_tree(const char *path);
 
 /* ---- records ---- */
 
-static void session_dir(const struct app *app, const char *id, char *out, size_t cap)
+void api_session_dir(const struct app *app, const char *id, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/sessions/%s", app->cfg.data_dir, id);
+}
+
+int api_live_session(struct req *rq, struct session_rec *rec, struct live **live, char *ws,
+                     size_t cap)
+{
+    struct app *app = api_app(rq);
+    struct auth *a = api_auth(rq);
+    *live = NULL;
+    int rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, rec);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+    if (rc)
+        return rc;
+    struct live *l = sessmgr_get(app->sessions, rec->id);
+    if (!l || live_ws_url(l, ws, cap) != 0) {
+        rc =
+            err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended", rec->id);
+        sessmgr_put(l);
+        session_rec_clear(rec);
+        return rc;
+    }
+    *live = l;
+    return 0;
 }
 
 char *api_public_ws_url(const struct app *app, const char *path, const char *token)
@@ -135,7 +158,7 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
     }
     json_object_set_new(r, "usage", json_pack("{s:I}", "uptime_ms", (json_int_t)up));
     char dir[1200];
-    session_dir(app, s->id, dir, sizeof dir);
+    api_session_dir(app, s->id, dir, sizeof dir);
     struct session_ctx sc = {app, s, d, NULL, dir, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->render)
@@ -311,7 +334,7 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     s->data = jsonx_dump(doc);
 
     char dir[1200];
-    session_dir(app, s->id, dir, sizeof dir);
+    api_session_dir(app, s->id, dir, sizeof dir);
     char *policy =
         c.chrome_policy && json_object_size(c.chrome_policy) ? jsonx_dump(c.chrome_policy) : NULL;
     struct chromium_opts o = {
@@ -393,7 +416,7 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
     if (!d)
         return err_set(e, E_INTERNAL, "internal", "session %s has no settings", s->id);
     char dir[1200];
-    session_dir(app, s->id, dir, sizeof dir);
+    api_session_dir(app, s->id, dir, sizeof dir);
     json_t *vp = json_object_get(d, "viewport");
     json_t *pol = json_object_get(d, "chrome_policy");
     char *policy = json_object_size(pol) ? jsonx_dump(pol) : NULL;
@@ -643,7 +666,7 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
                            long long uptime_ms)
 {
     char dir[1200];
-    session_dir(app, s->id, dir, sizeof dir);
+    api_session_dir(app, s->id, dir, sizeof dir);
     json_t *d = doc ? doc : json_object();
     struct session_ctx sc = {app, s, d, NULL, dir, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
@@ -863,7 +886,7 @@ int browsers_update(struct req *rq, struct resp *rs)
         if (plan.next.start_url[0])
             json_object_set_new(d, "start_url", json_string(plan.next.start_url));
         char dir[1200];
-        session_dir(app, s.id, dir, sizeof dir);
+        api_session_dir(app, s.id, dir, sizeof dir);
         struct session_ctx sc = {app, &s, d, body, dir, NULL};
         for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
             if ((*x)->update)

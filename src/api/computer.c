@@ -29,22 +29,9 @@ static int target_open(struct req *rq, const char *operation, struct target *t)
     memset(t, 0, sizeof *t);
     t->started_us = clock_mono_us();
     t->operation = operation;
-    struct auth *a = api_auth(rq);
-    struct app *app = api_app(rq);
-    int rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, &t->rec);
-    if (rc == E_NOTFOUND)
-        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+    int rc = api_live_session(rq, &t->rec, &t->live, t->ws, sizeof t->ws);
     if (rc)
         return rc;
-    t->live = sessmgr_get(app->sessions, t->rec.id);
-    if (!t->live || live_ws_url(t->live, t->ws, sizeof t->ws) != 0) {
-        rc = err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended",
-                     t->rec.id);
-        sessmgr_put(t->live);
-        t->live = NULL;
-        session_rec_clear(&t->rec);
-        return rc;
-    }
     json_t *d = json_loads(t->rec.data ? t->rec.data : "{}", 0, NULL);
     json_t *vp = json_object_get(d, "viewport");
     t->width = (int)json_integer_value(json_object_get(vp, "width"));

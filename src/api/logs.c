@@ -221,7 +221,6 @@ static int open_beneath(const char *home, const char *path)
 int logs_stream_get(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
-    struct auth *a = api_auth(rq);
     const char *source = req_query(rq, "source");
     const char *follow = req_query(rq, "follow");
     const char *path = req_query(rq, "path");
@@ -248,18 +247,15 @@ int logs_stream_get(struct req *rq, struct resp *rs)
                              "must be one of chromium, xvfb (or xorg), chromedriver");
     }
     struct session_rec s;
-    int rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, &s);
-    if (rc == E_NOTFOUND)
-        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+    struct live *l;
+    char ws[512];
+    int rc = api_live_session(rq, &s, &l, ws, sizeof ws);
     if (rc)
         return rc;
-    struct live *l = sessmgr_get(app->sessions, s.id);
     char home[1200];
-    snprintf(home, sizeof home, "%s/sessions/%s", app->cfg.data_dir, s.id);
+    api_session_dir(app, s.id, home, sizeof home);
     int fd = -1;
-    if (!l) {
-        rc = err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended", s.id);
-    } else if (suffix) {
+    if (suffix) {
         char p[1300];
         snprintf(p, sizeof p, "%s%s", home, suffix);
         fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

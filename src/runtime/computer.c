@@ -97,16 +97,25 @@ static void sleep_ms(int ms)
         ;
 }
 
-static int call(struct cpage *p, const char *method, json_t *params, json_t **res, struct err *e)
+/* A command to the page's session, or (browser) to the browser itself.
+ * params is stolen; *res (may be NULL) receives the result. */
+static int call_at(struct cpage *p, int browser, const char *method, json_t *params, json_t **res,
+                   struct err *e)
 {
     json_t *r = NULL;
-    int rc = cdp_client_call(p->cc, p->sid[0] ? p->sid : NULL, method, params, 1, CDP_MS, &r, e);
+    const char *sid = !browser && p->sid[0] ? p->sid : NULL;
+    int rc = cdp_client_call(p->cc, sid, method, params, 1, CDP_MS, &r, e);
     json_decref(params);
     if (res)
         *res = r;
     else
         json_decref(r);
     return rc;
+}
+
+static int call(struct cpage *p, const char *method, json_t *params, json_t **res, struct err *e)
+{
+    return call_at(p, 0, method, params, res, e);
 }
 
 /* Connects and attaches to the first page (the one an agent sees). */
@@ -485,35 +494,30 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
     struct cstate *s = state_get(id);
     pthread_mutex_lock(&s->lock);
     int rc = page_acquire(s, ws_url, e);
-    struct cpage *pp = &s->page, p = *pp;
+    struct cpage *p = &s->page;
     json_t *res = NULL;
-    if (rc == 0) {
-        /* Browser-wide, for every origin of this session's own browser. */
-        char sid[sizeof p.sid];
-        memcpy(sid, p.sid, sizeof sid);
-        p.sid[0] = '\0';
-        rc = call(
-            &p, "Browser.grantPermissions",
+    /* Browser-wide, for every origin of this session's own browser. */
+    if (rc == 0)
+        rc = call_at(
+            p, 1, "Browser.grantPermissions",
             json_pack("{s:[s,s]}", "permissions", "clipboardReadWrite", "clipboardSanitizedWrite"),
             NULL, e);
-        memcpy(p.sid, sid, sizeof sid);
-    }
     if (rc == 0)
-        rc = call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 1), NULL,
+        rc = call(p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 1), NULL,
                   e);
     if (rc == 0)
-        rc = call(&p, "Runtime.evaluate",
+        rc = call(p, "Runtime.evaluate",
                   json_pack("{s:s,s:b,s:b,s:b}", "expression", expr, "awaitPromise", 1,
                             "userGesture", 1, "returnByValue", 1),
                   &res, e);
-    if (p.cc && rc == 0) {
+    if (rc == 0) {
         struct err ignore;
         err_init(&ignore);
-        (void)!call(&p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 0),
-                    NULL, &ignore);
+        (void)!call(p, "Emulation.setFocusEmulationEnabled", json_pack("{s:b}", "enabled", 0), NULL,
+                    &ignore);
     }
-    if (rc && pp->cc)
-        page_close(pp); /* a fresh connection next time */
+    if (rc && p->cc)
+        page_close(p); /* a fresh connection next time */
     pthread_mutex_unlock(&s->lock);
     state_put(s);
     json_t *exc = json_object_get(res, "exceptionDetails");
