@@ -3,7 +3,7 @@
 set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
-bubblewrap curl"
+bubblewrap curl libarchive-dev ffmpeg"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

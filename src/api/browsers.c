@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -361,6 +362,14 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     if (rc == 0 && sandbox_enabled() &&
         (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
         rc = launch_failed(s->id, "sandbox", rc, e);
+    if (rc == 0 && sb) {
+        char root[1300];
+        snprintf(root, sizeof root, "%s/sessions", app->cfg.data_dir);
+        (void)mkdir(root, 0700); /* chromium_launch makes the rest of the path */
+        snprintf(root, sizeof root, "%s.root", dir);
+        if ((rc = sandbox_root_create(sb, root, LIM_SESSION_DISK_BYTES, e)) != 0)
+            rc = launch_failed(s->id, "sandbox", rc, e);
+    }
     o.sandbox = sb;
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)
@@ -675,6 +684,13 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
     if (d != doc)
         json_decref(d);
     remove_tree(dir);
+    /* The session's own files (sandbox_root_create): a tmpfs, normally gone
+     * with the sandbox; after a crash of the server it is still mounted. */
+    char *root = xasprintf("%s.root", dir);
+    if (umount2(root, MNT_DETACH) == 0)
+        log_info("session %s: unmounted its files left by the previous run", s->id);
+    (void)rmdir(root);
+    xfree(root);
     /* Chromium writes its log beside the folder (chromium.h). */
     char *log = xasprintf("%s.log", dir);
     unlink(log);

@@ -4,6 +4,10 @@
 
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/extensions.h"
+#include "api/fs.h"
+#include "api/process.h"
+#include "api/replays.h"
 #include "api/logs.h"
 #include "api/org.h"
 #include "api/admin.h"
@@ -129,6 +133,10 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, KEY},
     {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, KEY},
     /* routes: computer */
+    FS_ROUTES
+    PROCESS_ROUTES
+    REPLAYS_ROUTES
+    EXTENSIONS_ROUTES
     {"GET", "/browsers/{id}/logs/stream", logs_stream_get, KEY},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */

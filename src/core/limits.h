@@ -8,6 +8,9 @@
 /* Request body cap, checked before parsing. The interface document allows a
  * 5 MiB serialized chrome_policy, so the envelope gets 1 MiB on top. */
 #define LIM_BODY_BYTES (6u * 1024u * 1024u)
+/* Request body cap of routes that take file uploads (HTTP_ROUTE_UPLOAD):
+ * fs uploads and extension zips (the hosted client's own cap is 50 MiB). */
+#define LIM_UPLOAD_BYTES (64u * 1024u * 1024u)
 /* Memory libmicrohttpd may use per connection for the request line, headers
  * and read buffer. It zeroes this pool between keep-alive requests, so it is
  * kept small: a larger pool costs a visible memset on every request. */
@@ -33,6 +36,9 @@
 #define LIM_BIDI_FIRST_MESSAGE_BYTES (1u << 20)
 /* chromedriver's HTTP replies (status, new session) read by the server. */
 #define LIM_DRIVER_REPLY_BYTES (1u << 20)
+/* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
+ * size, so that one session cannot fill the host's disk. */
+#define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)
 /* Pagination. */
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100

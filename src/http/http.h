@@ -81,8 +81,11 @@ struct route {
     const char *pattern; /* "/org/projects/{id}": {x} matches one non-empty segment;
                             a final "*" matches one or more remaining segments */
     http_handler_fn fn;
-    unsigned flags; /* passed to the authorize hook */
+    unsigned flags; /* passed to the authorize hook; HTTP_ROUTE_UPLOAD is the transport's */
 };
+/* A route flag: the request body may be up to LIM_UPLOAD_BYTES (file uploads)
+ * instead of LIM_BODY_BYTES. */
+#define HTTP_ROUTE_UPLOAD (1u << 16)
 
 struct http_config {
     const char *host; /* numeric IPv4 or IPv6 address */

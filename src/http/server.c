@@ -95,7 +95,8 @@ struct ctx {
     struct upgrade_ctx upgrade; /* fn == NULL: no upgrade queued */
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
-    struct buf body; /* the request body, at most LIM_BODY_BYTES; rq.body points into it */
+    struct buf body; /* the request body, at most body_limit bytes; rq.body points into it */
+    size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
 };
 
 /* ---- request accessors ---- */
@@ -490,6 +491,25 @@ static int dispatch(struct ctx *cx, struct resp *rs)
     return 0;
 }
 
+/* The body cap of a request, chosen from its route before a byte of the body
+ * is read: uploads get LIM_UPLOAD_BYTES, everything else LIM_BODY_BYTES. */
+static size_t body_limit(const struct http_server *srv, const char *method, const char *url)
+{
+    char parambuf[LIM_PATH_BYTES];
+    const char *params[LIM_PATH_PARAMS];
+    size_t n;
+    if (strlen(url) >= LIM_PATH_BYTES)
+        return LIM_BODY_BYTES;
+    for (size_t i = 0; i < srv->cfg.nroutes; i++) {
+        const struct route *r = &srv->cfg.routes[i];
+        if (!(r->flags & HTTP_ROUTE_UPLOAD) || strcmp(r->method, method) != 0)
+            continue;
+        if (match(r->pattern, url, parambuf, sizeof parambuf, params, &n))
+            return LIM_UPLOAD_BYTES;
+    }
+    return LIM_BODY_BYTES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -509,7 +529,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.done_fn = NULL;
         cx->rq.async_ctx = NULL;
         cx->rq.suspended = 0;
-        buf_init(&cx->body, LIM_BODY_BYTES);
+        cx->body_limit = body_limit(srv, method, url);
+        buf_init(&cx->body, cx->body_limit);
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -523,13 +544,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* All digits and either too long for parse_size (10+ digits, so at
          * least 1 GB) or above the limit. */
         if (digits && !cl[digits] &&
-            (digits > 9 || (parse_size(cl, &n) == 0 && n > LIM_BODY_BYTES))) {
+            (digits > 9 || (parse_size(cl, &n) == 0 && n > cx->body_limit))) {
             /* Refuse before reading a byte of the body. */
             struct resp rs = {0};
             cx->rq.body_too_big = 1;
             err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
-                    "request body of %.32s bytes exceeds the limit of %u bytes", cl,
-                    LIM_BODY_BYTES);
+                    "request body of %.32s bytes exceeds the limit of %zu bytes", cl,
+                    cx->body_limit);
             error_resp(&cx->rq, &rs, E_TOOBIG);
             return send_resp(c, &cx->rq, &rs);
         }
@@ -556,7 +577,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.resume_fn(&cx->rq, &rs);
     } else if (cx->rq.body_too_big) {
         err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
-                "request body exceeds the limit of %u bytes", LIM_BODY_BYTES);
+                "request body exceeds the limit of %zu bytes", cx->body_limit);
         error_resp(&cx->rq, &rs, E_TOOBIG);
     } else if (dispatch(cx, &rs) == HTTP_SUSPEND) {
         cx->rq.suspended = 1;

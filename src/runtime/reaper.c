@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "runtime/cgroup.h"
@@ -15,6 +16,7 @@
 #define REAPER_MAX_GROUPS  65536
 #define REAPER_MAX_CGROUPS 8192
 #define REAPER_PATH_MAX    200
+#define REAPER_MAX_MOUNTS  4096
 
 static int wfd = -1; /* the server's end; -1: no watcher */
 
@@ -48,7 +50,8 @@ static void watcher_main(int rfd)
     (void)setsid();
     static pid_t groups[REAPER_MAX_GROUPS];
     static char cgroups[REAPER_MAX_CGROUPS][REAPER_PATH_MAX];
-    size_t n = 0, ncg = 0;
+    static char mounts[REAPER_MAX_MOUNTS][REAPER_PATH_MAX];
+    size_t n = 0, ncg = 0, nmnt = 0;
     char buf[4096], line[REAPER_PATH_MAX + 2];
     size_t ll = 0;
     for (;;) {
@@ -69,6 +72,20 @@ static void watcher_main(int rfd)
                 size_t pl = strlen(line + 1);
                 if (ncg < REAPER_MAX_CGROUPS && pl > 0 && pl < REAPER_PATH_MAX)
                     memcpy(cgroups[ncg++], line + 1, pl + 1);
+                continue;
+            }
+            if (line[0] == 'M') {
+                size_t pl = strlen(line + 1);
+                if (nmnt < REAPER_MAX_MOUNTS && pl > 0 && pl < REAPER_PATH_MAX)
+                    memcpy(mounts[nmnt++], line + 1, pl + 1);
+                continue;
+            }
+            if (line[0] == 'm') {
+                for (size_t k = 0; k < nmnt; k++)
+                    if (strcmp(mounts[k], line + 1) == 0) {
+                        memcpy(mounts[k], mounts[--nmnt], REAPER_PATH_MAX);
+                        break;
+                    }
                 continue;
             }
             if (line[0] == 'c') {
@@ -98,6 +115,11 @@ static void watcher_main(int rfd)
     /* Sandboxed sessions: everything in their cgroups, then the cgroups. */
     for (size_t k = 0; k < ncg; k++)
         cgroup_empty(cgroups[k]);
+    /* Then the sessions' own files (tmpfs mounts): nothing uses them now. */
+    for (size_t k = 0; k < nmnt; k++) {
+        (void)umount2(mounts[k], MNT_DETACH);
+        (void)rmdir(mounts[k]);
+    }
     if (n) {
         char msg[96];
         int len =
@@ -184,4 +206,14 @@ void reaper_watch_cgroup(const char *dir)
 void reaper_forget_cgroup(const char *dir)
 {
     tell_path('c', dir);
+}
+
+void reaper_watch_mount(const char *dir)
+{
+    tell_path('M', dir);
+}
+
+void reaper_forget_mount(const char *dir)
+{
+    tell_path('m', dir);
 }

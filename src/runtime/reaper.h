@@ -38,4 +38,10 @@ void reaper_forget(pid_t pgid);
 void reaper_watch_cgroup(const char *dir);
 void reaper_forget_cgroup(const char *dir);
 
+/* Lists / unlists a mount (a session's files, sandbox_root_create): at the
+ * server's end the watcher detaches it (after the cgroups are empty) and
+ * removes the folder. Same guarantees as reaper_watch. */
+void reaper_watch_mount(const char *dir);
+void reaper_forget_mount(const char *dir);
+
 #endif

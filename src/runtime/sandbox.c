@@ -48,6 +48,7 @@ struct sandbox {
     int netns_id;     /* registered with core/netns */
     char *cg[CG_MAX]; /* cgroup folders, NULL where not used */
     int memory_enforced;
+    char *root; /* the session's own files (a tmpfs), NULL until sandbox_root_create */
 };
 
 /* ---- small file helpers ---- */
@@ -170,6 +171,7 @@ int sandbox_init(int off)
     close(fd);
     if (mkdir_ok(SANDBOX_STAGE, 0755) != 0 || mkdir_ok(SANDBOX_STAGE "/home", 0755) != 0 ||
         mkdir_ok(SANDBOX_STAGE "/policy", 0755) != 0 || touch_file(SANDBOX_STAGE "/file") != 0 ||
+        mkdir_ok(SANDBOX_STAGE "/root", 0755) != 0 ||
         mkdir_ok(SANDBOX_STAGE "/uids", 0700) != 0) {
         log_error("sandbox: cannot create %s (%s): browsers run unsandboxed", SANDBOX_STAGE,
                   strerror(errno));
@@ -346,6 +348,13 @@ void sandbox_unref(struct sandbox *sb)
         reaper_forget_cgroup(sb->cg[i]);
         xfree(sb->cg[i]);
     }
+    if (sb->root) {
+        if (umount2(sb->root, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+            log_warn("sandbox: unmounting %s: %s", sb->root, strerror(errno));
+        (void)rmdir(sb->root);
+        reaper_forget_mount(sb->root);
+        xfree(sb->root);
+    }
     netns_unregister(sb->netns_id);
     if (sb->nsfd >= 0)
         close(sb->nsfd);
@@ -354,6 +363,59 @@ void sandbox_unref(struct sandbox *sb)
         close(sb->uid_lock_fd);
     }
     xfree(sb);
+}
+
+/* ---- the session's files ---- */
+
+/* The folders every session starts with: (path, mode, owned by the session). */
+static const struct {
+    const char *path;
+    mode_t mode;
+    int session_owned;
+} root_layout[] = {
+    {"tmp", 01777, 0},          {"tmp/downloads", 0755, 1}, {"home", 0755, 0},
+    {"home/kernel", 0755, 1},   {"home/kernel/Downloads", 0755, 1},
+};
+
+int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_bytes,
+                        struct err *e)
+{
+    if (sb->root)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: the session already has its files");
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", path, strerror(errno));
+    char opts[128];
+    snprintf(opts, sizeof opts, "size=%lld,nr_inodes=%lld,mode=0755,uid=0,gid=0", quota_bytes,
+             quota_bytes / 4096 + 1024);
+    if (mount("browserd-session", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+        int er = errno;
+        (void)rmdir(path);
+        return err_set(e, E_INTERNAL, "internal", "sandbox: mounting the session's files on %s: %s",
+                       path, strerror(er));
+    }
+    sb->root = xstrdup(path);
+    reaper_watch_mount(path);
+    int rfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    for (size_t i = 0; rfd >= 0 && i < sizeof root_layout / sizeof *root_layout; i++) {
+        if (mkdirat(rfd, root_layout[i].path, root_layout[i].mode) != 0 ||
+            fchmodat(rfd, root_layout[i].path, root_layout[i].mode, 0) != 0 ||
+            (root_layout[i].session_owned &&
+             fchownat(rfd, root_layout[i].path, sb->uid, (gid_t)sb->uid, AT_SYMLINK_NOFOLLOW) != 0)) {
+            int er = errno;
+            close(rfd);
+            return err_set(e, E_INTERNAL, "internal", "sandbox: %s/%s: %s", path,
+                           root_layout[i].path, strerror(er));
+        }
+    }
+    if (rfd < 0)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: open %s: %s", path, strerror(errno));
+    close(rfd);
+    return 0;
+}
+
+const char *sandbox_root(const struct sandbox *sb)
+{
+    return sb ? sb->root : NULL;
 }
 
 uid_t sandbox_uid(const struct sandbox *sb)
@@ -497,6 +559,7 @@ int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *po
     x->netns_fd = -1;
     x->home = home;
     x->policy = policy;
+    x->root = sb->root;
     x->uid = sb->uid;
     x->gid = (gid_t)sb->uid;
     x->netns_fd = fcntl(sb->nsfd, F_DUPFD_CLOEXEC, 0);
@@ -536,7 +599,7 @@ int sandbox_exec_enter(const struct sandbox_exec *x)
             return SBX_STEP_CGROUP;
     if (setns(x->netns_fd, CLONE_NEWNET) != 0)
         return SBX_STEP_NETNS;
-    if (x->home || x->policy || x->file) {
+    if (x->home || x->policy || x->file || x->root) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
             return SBX_STEP_MOUNTNS;
         if (x->home && mount(x->home, SANDBOX_STAGE "/home", NULL, MS_BIND, NULL) != 0)
@@ -544,6 +607,8 @@ int sandbox_exec_enter(const struct sandbox_exec *x)
         if (x->policy && mount(x->policy, SANDBOX_STAGE "/policy", NULL, MS_BIND, NULL) != 0)
             return SBX_STEP_STAGE;
         if (x->file && mount(x->file, SANDBOX_STAGE "/file", NULL, MS_BIND, NULL) != 0)
+            return SBX_STEP_STAGE;
+        if (x->root && mount(x->root, SANDBOX_STAGE "/root", NULL, MS_BIND, NULL) != 0)
             return SBX_STEP_STAGE;
     }
     /* Raw system calls: glibc's wrappers broadcast to threads the child
@@ -611,8 +676,7 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
         "usr/bin",       "/bin",           "--symlink",
         "usr/sbin",      "/sbin",          "--proc",
         "/proc",         "--dev",          "/dev",
-        "--tmpfs",       "/dev/shm",       "--tmpfs",
-        "/tmp",
+        "--tmpfs",       "/dev/shm",
     };
     for (size_t i = 0; i < sizeof head / sizeof *head; i++)
         push(ctx, xstrdup(head[i]));
@@ -624,6 +688,17 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
         push(ctx, xstrdup("--ro-bind-try"));
         push(ctx, xstrdup(host_ro[i]));
         push(ctx, xstrdup(host_ro[i]));
+    }
+    if (x->root) {
+        /* The session's own files: the same /tmp and /home for every
+         * process of the session (the browser's downloads, fs, process). */
+        static const char *const binds[] = {"--bind", SANDBOX_STAGE "/root/tmp", "/tmp",
+                                            "--bind", SANDBOX_STAGE "/root/home", "/home"};
+        for (size_t i = 0; i < sizeof binds / sizeof *binds; i++)
+            push(ctx, xstrdup(binds[i]));
+    } else {
+        push(ctx, xstrdup("--tmpfs"));
+        push(ctx, xstrdup("/tmp"));
     }
     if (home && x->home) {
         push(ctx, xstrdup("--bind"));

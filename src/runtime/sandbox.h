@@ -95,6 +95,25 @@ long long sandbox_pids_current(const struct sandbox *sb);
  * fills up to cap paths (owned by sb), returns how many. */
 int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap);
 
+/* ---- the session's files ---- */
+
+/* Gives the session its own files: a tmpfs of quota_bytes mounted on path
+ * (nosuid, nodev), holding /tmp (1777), /tmp/downloads, /home,
+ * /home/kernel and /home/kernel/Downloads (the last three and downloads
+ * owned by the session's user). Every process launched afterwards sees
+ * <path>/tmp as its /tmp and <path>/home as its /home; the fs and process
+ * APIs resolve client paths beneath path (RESOLVE_IN_ROOT). Unmounted by the
+ * last sandbox_unref. Call once, before the first launch. */
+int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_bytes,
+                        struct err *e) WUR;
+/* The host path of the session's files, NULL when it has none (sandbox
+ * off, or created without). Accepts NULL. */
+const char *sandbox_root(const struct sandbox *sb);
+/* What a client sees: the session's home and the folder the browser saves
+ * downloads to. */
+#define SANDBOX_HOME      "/home/kernel"
+#define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
+
 /* ---- launching a process inside ---- */
 
 /* What a forked child needs to enter the sandbox: descriptors and ids only,
@@ -110,6 +129,8 @@ struct sandbox_exec {
     const char *policy; /* NULL, or the policy folder, bound on SANDBOX_STAGE/policy */
     const char *file;   /* NULL, or one writable file (a log) bound on SANDBOX_STAGE/file and
                            seen inside at the same path; set by the caller after _open */
+    const char *root;   /* the session's files (sandbox_root), bound on SANDBOX_STAGE/root; seen
+                           inside as /tmp and /home (set by _open) */
 };
 
 /* Prepares x for one launch (opens the descriptors; close with

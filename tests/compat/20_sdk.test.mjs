@@ -13,10 +13,10 @@
 //
 // Methods without a test of their own below get a generated test that
 // expects the 501 (see the end of this file), so every SDK method is covered.
-import { appendFileSync, chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import Kernel, {
   APIError, AuthenticationError, BadRequestError, ConflictError, InternalServerError,
@@ -1100,6 +1100,19 @@ function resolveMethod(client, name) {
   let obj = client;
   for (const p of parts.slice(0, -1)) obj = obj[p];
   return obj[parts.at(-1)].bind(obj);
+}
+
+// SDK tests of one area each (fs, process, extensions, replays, ...) live in
+// tests/compat/sdk/*.mjs: each exports register(t), with t the helpers above,
+// and calls t.sdkTest like the tests of this file. Their methods count as
+// explicit, so the generated 501 test below skips them.
+const sdkDir = join(here, 'sdk');
+for (const f of (existsSync(sdkDir) ? readdirSync(sdkDir) : []).filter((n) => n.endsWith('.mjs')).sort()) {
+  const mod = await import(pathToFileURL(join(sdkDir, f)).href);
+  mod.register({
+    sdkTest, withServer, rejects, accessLines, assert, eq, request, startSite,
+    errors: { APIError, AuthenticationError, BadRequestError, ConflictError, InternalServerError, KernelError, NotFoundError, PermissionDeniedError, RateLimitError },
+  });
 }
 
 for (const m of sdkMethods()) {
