@@ -39,6 +39,43 @@
 /* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
  * size, so that one session cannot fill the host's disk. */
 #define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)
+/* multipart/form-data uploads: most parts per body, and most header bytes of
+ * one part (its Content-Disposition and Content-Type lines). */
+#define LIM_MULTIPART_PARTS        256
+#define LIM_MULTIPART_HEADER_BYTES (8u * 1024u)
+/* Browser extension archives (runtime/extpack): the zip as uploaded (the
+ * hosted client's own cap), its entries, its unpacked bytes (they land in a
+ * session's 1 GiB files), its manifest.json, and extensions per session or
+ * per load. */
+#define LIM_EXT_ZIP_BYTES      (50u * 1024u * 1024u)
+#define LIM_EXT_ENTRIES        5000u
+#define LIM_EXT_UNPACKED_BYTES (200ull * 1024u * 1024u)
+#define LIM_EXT_MANIFEST_BYTES (1u << 20)
+#define LIM_EXT_PER_SESSION    20
+/* Processes of a session (browsers.process.*, playwright.execute): exec's
+ * default and largest timeout; the output exec keeps per stream (the rest is
+ * read and dropped, the response says *_truncated); the output a spawned
+ * process keeps for late stream subscribers; processes running at once per
+ * session; how long an exited process still answers status and stream. */
+#define LIM_PROC_EXEC_TIMEOUT_S     60
+#define LIM_PROC_EXEC_TIMEOUT_MAX_S 600
+#define LIM_PROC_OUTPUT_BYTES       (16u * 1024u * 1024u)
+#define LIM_PROC_REPLAY_BYTES       (1u * 1024u * 1024u)
+#define LIM_PROC_PER_SESSION        32
+#define LIM_PROC_KEEP_EXITED_S      60
+/* playwright.execute: timeout_sec bounds and the runner's stdout/stderr kept. */
+#define LIM_PW_TIMEOUT_MAX_S   300
+#define LIM_PW_OUTPUT_BYTES    (1u * 1024u * 1024u)
+/* Replays (docs/replays.md): one recording's file and duration (also the
+ * default duration when max_duration_in_seconds is omitted), recordings
+ * encoding at once on this host (libx264 costs a fraction of a core each),
+ * the frame rate without a GPU, and how long finished recordings are kept
+ * when the org's plan gives no features.browser_replays.retention_days. */
+#define LIM_REPLAY_BYTES          (512LL * 1024 * 1024)
+#define LIM_REPLAY_SECONDS        (4 * 3600)
+#define LIM_REPLAYS_PER_HOST      4
+#define LIM_REPLAY_FPS            20
+#define LIM_REPLAY_RETENTION_DAYS 7
 /* Pagination. */
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100
