@@ -18,6 +18,7 @@
 
 #include "api/api.h"
 #include "api/browsers.h"
+#include "api/replays.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -873,6 +874,7 @@ int browsers_update(struct req *rq, struct resp *rs)
     json_t *d = json_loads(s.data, 0, NULL);
     struct sessrules_state cur;
     state_from(&s, d, &cur);
+    cur.recording_active = replays_recording_active(s.id);
     struct sessrules_plan plan;
     memset(&plan, 0, sizeof plan);
     rc = sessrules_plan_update(&cur, body, &plan, &rq->err);
@@ -883,9 +885,15 @@ int browsers_update(struct req *rq, struct resp *rs)
                      "browser session %s has ended; its browser is not running", s.id);
     if (rc == 0 && sessrules_plan_has(&plan, SESSACT_RESIZE)) {
         struct screen_resize sr = {plan.next.viewport.width, plan.next.viewport.height, &rq->err};
+        /* force: an active recording ends here and goes on as a new
+         * segment at the new size (api/replays). */
+        struct replays_segment seg = {0};
+        if (plan.restart_recording)
+            replays_resize_begin(s.id, &seg);
         rc = live_with_browser(l, resize_screen, &sr);
         if (rc == 0)
             rc = apply_resize(ws, &plan.next.viewport, &rq->err);
+        replays_resize_end(app, s.id, &seg, plan.next.viewport.width, plan.next.viewport.height);
         if (rc)
             rc = err_set(&rq->err, E_INTERNAL, "internal", "the window could not be resized: %s",
                          rq->err.message);

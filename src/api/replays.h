@@ -1,9 +1,50 @@
-/* api/replays: replays and live view (browsers.replays.*, browser_live_view_url). */
+/*
+ * api/replays: browsers.replays.* (SESSION_API.md section 6): recordings of
+ * a session's screen as MP4 (runtime/recorder), kept under
+ * DATA/replays/SESSION/ after the session ends for the plan's
+ * features.browser_replays.retention_days (LIM_REPLAY_RETENTION_DAYS when
+ * the plan gives none), then deleted. docs/replays.md.
+ *
+ * It also answers the viewport rule's question for browsers_update ("is a
+ * recording active?") and cuts a recording into segments around a forced
+ * resize.
+ */
 #ifndef BD_API_REPLAYS_H
 #define BD_API_REPLAYS_H
 
+#include "api/api.h"
+
+int replays_list(struct req *rq, struct resp *rs);
+int replays_start(struct req *rq, struct resp *rs);
+int replays_stop(struct req *rq, struct resp *rs);
+int replays_download(struct req *rq, struct resp *rs);
+
 /* The routes of this module, spliced into api_routes (routes.c): a list of
- * route initializers, each followed by a comma; empty while none is served. */
-#define REPLAYS_ROUTES
+ * route initializers, each followed by a comma. */
+#define REPLAYS_ROUTES                                                                             \
+    {"GET", "/browsers/{id}/replays", replays_list, AUTH_KEY},                                     \
+        {"POST", "/browsers/{id}/replays", replays_start, AUTH_KEY},                               \
+        {"POST", "/browsers/{id}/replays/{replay_id}/stop", replays_stop, AUTH_KEY},               \
+        {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY},
+
+/* 1 while session_id has a recording running (PATCH viewport is refused
+ * without force then). Thread-safe. */
+int replays_recording_active(const char *session_id);
+
+/* A forced resize of session_id: replays_resize_begin finishes its running
+ * recording (if any; waits for the file) and remembers its options in *seg;
+ * replays_resize_end starts a new recording (a separate replay) with those
+ * options at width x height. Failures of the new segment are logged, not
+ * reported: the resize itself succeeded. */
+struct replays_segment {
+    int active;
+    int framerate;
+    int seconds_left;
+    int retention_days;
+    char org_id[64];
+};
+void replays_resize_begin(const char *session_id, struct replays_segment *seg);
+void replays_resize_end(struct app *app, const char *session_id, const struct replays_segment *seg,
+                        int width, int height);
 
 #endif

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_EXT 8
+/* Room for every module that takes part in sessions (profiles, proxies,
+ * telemetry, webdriver, pools, computer, replays, and those to come). */
+#define MAX_EXT 16
 
 static const struct session_ext *exts[MAX_EXT + 1];
 static size_t nexts;

@@ -61,7 +61,7 @@ struct session_ext {
                        uint64_t from_browser);
 };
 
-/* Registers x (borrowed for the life of the process). At most 8 modules. */
+/* Registers x (borrowed for the life of the process). At most 16 modules. */
 void session_ext_register(const struct session_ext *x);
 /* The registered modules, NULL-terminated. */
 const struct session_ext *const *session_ext_all(void);

@@ -1,0 +1,268 @@
+// Issue 18: replays (browsers.replays.*, SESSION_API.md section 6) and the
+// viewport rule that depends on them. A session navigates three coloured
+// loopback pages (red, green, blue) while it records; the downloaded file is
+// probed with ffprobe (a valid MP4 with a duration) and its frames, decoded
+// with ffmpeg to one averaged pixel each, show the three colours in order.
+// Headless sessions record from DevTools screenshots, headful ones from their
+// X display. Around that: 409 while recording, 202 + Retry-After while a
+// recording runs, the options' bounds, 403 when the plan has replays off,
+// another org's key, replay ids that try to name other files, recordings of
+// ended sessions, and PATCH viewport with and without force.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+
+const ADMIN = 'replays-admin';
+const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
+
+const COLOURS = { red: [255, 0, 0], green: [0, 170, 0], blue: [0, 0, 255] };
+
+async function withServer(fn) {
+  const site = await startSite((req, res) => {
+    const name = req.url.slice(1);
+    const c = COLOURS[name] || [255, 255, 255];
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(`<!doctype html><title>${name}</title><body style="margin:0;background:rgb(${c.join(',')})"></body>`);
+  });
+  const s = await startServer({ args: [...site.allow, '--admin-token', ADMIN] });
+  try {
+    assert(/sandbox: on/.test(s.log), `the server runs sessions sandboxed:\n${s.log}`);
+    await fn(s, site);
+  } finally { await s.stop(); s.cleanup(); site.close(); }
+}
+
+async function create(s, body = {}, key = s.key) {
+  const r = await api(s, 'POST', '/browsers', { headless: true, viewport: { width: 640, height: 480 }, ...body }, key);
+  eq(r.status, 200, `create: ${r.text}`);
+  return r.json;
+}
+
+async function page(b) {
+  const br = await chromium.connectOverCDP(b.cdp_ws_url);
+  const ctx = br.contexts()[0];
+  const pg = ctx.pages()[0] || await ctx.newPage();
+  return { br, pg };
+}
+
+// The recording samples wall-clock time: each colour must stay on screen for
+// a while to appear in frames. This waits for time itself (the condition is
+// the clock), not for something that could be checked instead.
+const dwell = (ms) => { const end = Date.now() + ms; return waitFor(() => Date.now() >= end, `${ms} ms on screen`, ms + 1000, 50); };
+
+async function showColours(pg, site) {
+  for (const c of ['red', 'green', 'blue']) {
+    await pg.goto(`${site.url}/${c}`);
+    await waitFor(async () => (await pg.title()) === c, `${c} page shown`);
+    await dwell(1500);
+  }
+}
+
+// The download as bytes (the library's request() gives text).
+async function download(s, id, rid) {
+  const r = await fetch(`${s.base}/browsers/${id}/replays/${rid}`, { headers: { authorization: `Bearer ${s.key}`, accept: 'video/mp4' } });
+  const body = Buffer.from(await r.arrayBuffer());
+  return { status: r.status, headers: Object.fromEntries(r.headers), body };
+}
+
+// The colours of the frames in order (runs of one colour collapsed).
+function colourRuns(file) {
+  const raw = execFileSync('ffmpeg', ['-v', 'error', '-i', file, '-vf', 'scale=1:1:flags=area', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+    { maxBuffer: 1 << 26 });
+  const runs = [];
+  for (let i = 0; i + 2 < raw.length; i += 3) {
+    const [r, g, b] = [raw[i], raw[i + 1], raw[i + 2]];
+    let name = 'other';
+    for (const [n, c] of Object.entries(COLOURS))
+      if (Math.abs(r - c[0]) < 60 && Math.abs(g - c[1]) < 60 && Math.abs(b - c[2]) < 60) name = n;
+    if (runs.at(-1) !== name) runs.push(name);
+  }
+  return { runs, frames: raw.length / 3 };
+}
+
+function probe(file) {
+  const out = execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'format=format_name,duration:stream=codec_name,width,height',
+    '-of', 'json', file]).toString();
+  return JSON.parse(out);
+}
+
+// Records the three colours and checks the file; returns the replay record.
+async function recordColours(s, site, b, body = {}) {
+  const { br, pg } = await page(b);
+  try {
+    await pg.goto(`${site.url}/white`);
+    const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, { framerate: 10, ...body });
+    eq(st.status, 201, `start: ${st.text}`);
+    const rec = st.json;
+    assert(/^[a-z0-9]+$/.test(rec.replay_id), `replay_id: ${rec.replay_id}`);
+    assert(rec.started_at && rec.finished_at === null, `a running record: ${st.text}`);
+    await showColours(pg, site);
+    const pending = await download(s, b.session_id, rec.replay_id);
+    eq(pending.status, 202, 'download while recording: 202');
+    assert(Number(pending.headers['retry-after']) > 0, `Retry-After: ${pending.headers['retry-after']}`);
+    const stop = await request(s.base, 'POST', `/browsers/${b.session_id}/replays/${rec.replay_id}/stop`, { key: s.key, headers: { accept: '*/*' } });
+    eq(stop.status, 200, `stop: ${stop.text}`);
+    eq(stop.text, '', 'stop: empty body');
+    const dl = await download(s, b.session_id, rec.replay_id);
+    eq(dl.status, 200, `download after stop: ${dl.status}`);
+    eq(dl.headers['content-type'], 'video/mp4', 'content type');
+    const dir = mkdtempSync(join(tmpdir(), 'replay-'));
+    try {
+      const file = join(dir, 'r.mp4');
+      writeFileSync(file, dl.body);
+      const p = probe(file);
+      assert(/mp4/.test(p.format.format_name), `an MP4: ${JSON.stringify(p)}`);
+      assert(Number(p.format.duration) > 3, `duration > 3 s: ${JSON.stringify(p.format)}`);
+      eq(p.streams[0].codec_name, 'h264', 'H.264 video');
+      const { runs, frames } = colourRuns(file);
+      const seen = runs.filter((r) => r !== 'other');
+      const at = ['red', 'green', 'blue'].map((c) => seen.indexOf(c));
+      assert(at.every((i) => i >= 0) && at[0] < at[1] && at[1] < at[2], `frames show red, green, blue in order: ${runs.join(' ')} (${frames} frames)`);
+      return { rec, probe: p, bytes: dl.body.length };
+    } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally { await br.close().catch(() => {}); }
+}
+
+export const tests = [
+  {
+    name: 'a headless session records from DevTools screenshots: red, green, blue in order in a valid MP4',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s);
+      const { rec, probe: p } = await recordColours(s, site, b);
+      eq([p.streams[0].width, p.streams[0].height].join('x'), '640x480', 'the viewport size');
+      const list = await api(s, 'GET', `/browsers/${b.session_id}/replays`);
+      eq(list.status, 200, list.text);
+      assert(Array.isArray(list.json) && list.json.length === 1, `a bare array of one replay: ${list.text}`);
+      eq(list.json[0].replay_id, rec.replay_id, 'listed');
+      assert(list.json[0].finished_at, 'finished_at once stopped');
+      await api(s, 'DELETE', `/browsers/${b.session_id}`);
+    }),
+  },
+  {
+    name: 'a headful session records its X display: red, green, blue in order in a valid MP4',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s, { headless: false });
+      await recordColours(s, site, b);
+      await api(s, 'DELETE', `/browsers/${b.session_id}`);
+    }),
+  },
+  {
+    name: 'one recording at a time (409), options bounded (400), record_audio refused, stop and download errors, ids that name other files',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const id = b.session_id;
+      for (const [body, field] of [[{ framerate: 0 }, 'framerate'], [{ framerate: 21 }, 'framerate'], [{ framerate: 'x' }, 'framerate'],
+        [{ max_duration_in_seconds: 0 }, 'max_duration_in_seconds'], [{ max_duration_in_seconds: 1e9 }, 'max_duration_in_seconds'],
+        [{ record_audio: true }, 'record_audio'], [{ bogus: 1 }, 'bogus']]) {
+        const r = await api(s, 'POST', `/browsers/${id}/replays`, body);
+        eq(r.status, 400, `${JSON.stringify(body)}: ${r.text}`);
+        assert(r.json.message.includes(field), `the message names ${field}: ${r.json.message}`);
+      }
+      // null and no body are "no options".
+      const st = await request(s.base, 'POST', `/browsers/${id}/replays`, { key: s.key, raw: 'null', headers: { 'content-type': 'application/json' } });
+      eq(st.status, 201, `start with null: ${st.text}`);
+      const rid = st.json.replay_id;
+      const again = await request(s.base, 'POST', `/browsers/${id}/replays`, { key: s.key });
+      eq(again.status, 409, `a second recording: ${again.text}`);
+      assert(/in progress/.test(again.json.message), again.json.message);
+      eq((await api(s, 'POST', `/browsers/${id}/replays/${rid}/stop`)).status, 200, 'stop');
+      const twice = await api(s, 'POST', `/browsers/${id}/replays/${rid}/stop`);
+      eq(twice.status, 400, `stop a finished one: ${twice.text}`);
+      eq((await api(s, 'POST', `/browsers/${id}/replays/zzzz0000/stop`)).status, 404, 'stop an unknown replay');
+      eq((await api(s, 'GET', `/browsers/${id}/replays/zzzz0000`)).status, 404, 'download an unknown replay');
+      for (const bad of ['..%2F..%2Fbootstrap-api-key', '%2Fetc%2Fpasswd', 'ABC', '.json', `${rid}.json`, 'a'.repeat(65)]) {
+        const r = await api(s, 'GET', `/browsers/${id}/replays/${bad}`);
+        // A decoded slash makes more path segments: no replays route matches.
+        const ok = bad.includes('%2F') ? [400, 404, 501] : [400, 404];
+        assert(ok.includes(r.status), `${bad}: ${r.status} ${r.text}`);
+        assert(!/video/.test(r.headers['content-type'] || ''), `${bad}: no file`);
+      }
+      await api(s, 'DELETE', `/browsers/${id}`);
+    }),
+  },
+  {
+    name: 'replays are per org: another org\'s key gets 404; a plan without browser_replays gets 403',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {});
+      eq(st.status, 201, st.text);
+      const org = (await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name: 'other', plan: 'enterprise' } })).json;
+      const key = (await request(s.base, 'POST', `/admin/orgs/${org.id}/api_keys`, { key: ADMIN, body: { name: 'k' } })).json.key;
+      eq((await api(s, 'GET', `/browsers/${b.session_id}/replays`, undefined, key)).status, 404, 'list with another org\'s key');
+      eq((await api(s, 'GET', `/browsers/${b.session_id}/replays/${st.json.replay_id}`, undefined, key)).status, 404, 'download with another org\'s key');
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays/${st.json.replay_id}/stop`, undefined, key)).status, 404, 'stop with another org\'s key');
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays`, {}, key)).status, 404, 'start with another org\'s key');
+      const dev = (await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name: 'dev', plan: 'developer' } })).json;
+      const dkey = (await request(s.base, 'POST', `/admin/orgs/${dev.id}/api_keys`, { key: ADMIN, body: { name: 'k' } })).json.key;
+      const db = await create(s, {}, dkey);
+      const off = await api(s, 'POST', `/browsers/${db.session_id}/replays`, {}, dkey);
+      eq(off.status, 403, `replays off: ${off.text}`);
+      assert(/browser_replays/.test(off.json.message), off.json.message);
+      eq((await api(s, 'GET', `/browsers/${db.session_id}/replays`, undefined, dkey)).status, 403, 'list, replays off');
+      await api(s, 'DELETE', `/browsers/${db.session_id}`, undefined, dkey);
+      await api(s, 'DELETE', `/browsers/${b.session_id}`);
+    }),
+  },
+  {
+    name: 'a recording of an ended session is finished by the end and stays listable and downloadable',
+    timeout: 60000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s);
+      const { br, pg } = await page(b);
+      await pg.goto(`${site.url}/red`);
+      const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {});
+      eq(st.status, 201, st.text);
+      await dwell(1500);
+      await br.close().catch(() => {});
+      eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204, 'session deleted');
+      const list = await api(s, 'GET', `/browsers/${b.session_id}/replays`);
+      eq(list.status, 200, list.text);
+      eq(list.json.length, 1, 'listed after the end');
+      assert(list.json[0].finished_at, `finished by the end: ${list.text}`);
+      const dl = await download(s, b.session_id, st.json.replay_id);
+      eq(dl.status, 200, 'downloadable after the end');
+      assert(dl.body.length > 1000, `a file: ${dl.body.length} bytes`);
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays`, {})).status, 409, 'no new recording of an ended session');
+    }),
+  },
+  {
+    name: 'PATCH viewport: refused (409 naming the recording) without force; with force applied and recorded as a second segment',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const id = b.session_id;
+      // No recording: the resize goes through.
+      eq((await api(s, 'PATCH', `/browsers/${id}`, { viewport: { width: 600, height: 400 } })).status, 200, 'resize, nothing active');
+      const st = await api(s, 'POST', `/browsers/${id}/replays`, {});
+      eq(st.status, 201, st.text);
+      const locked = await api(s, 'PATCH', `/browsers/${id}`, { viewport: { width: 640, height: 480 } });
+      eq(locked.status, 409, `resize while recording: ${locked.text}`);
+      assert(/recording/.test(locked.json.message), `names the recording: ${locked.json.message}`);
+      const forced = await api(s, 'PATCH', `/browsers/${id}`, { viewport: { width: 640, height: 480, force: true } });
+      eq(forced.status, 200, `forced resize: ${forced.text}`);
+      const list = await api(s, 'GET', `/browsers/${id}/replays`);
+      eq(list.json.length, 2, `two segments: ${list.text}`);
+      assert(list.json[0].finished_at && list.json[1].finished_at === null, `the first finished, the second running: ${list.text}`);
+      eq(list.json[0].replay_id, st.json.replay_id, 'the first is the original');
+      const second = list.json[1].replay_id;
+      eq((await api(s, 'POST', `/browsers/${id}/replays/${second}/stop`)).status, 200, 'stop the second');
+      for (const [r, size] of [[st.json.replay_id, '600x400'], [second, '640x480']]) {
+        const dl = await download(s, id, r);
+        eq(dl.status, 200, `download ${r}`);
+        const dir = mkdtempSync(join(tmpdir(), 'replay-'));
+        try {
+          writeFileSync(join(dir, 'r.mp4'), dl.body);
+          const p = probe(join(dir, 'r.mp4'));
+          eq(`${p.streams[0].width}x${p.streams[0].height}`, size, `segment ${r} at its size`);
+        } finally { rmSync(dir, { recursive: true, force: true }); }
+      }
+      await api(s, 'DELETE', `/browsers/${id}`);
+    }),
+  },
+];
