@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/curl.h"
 #include "api/extensions.h"
 #include "api/fs.h"
 #include "api/process.h"
@@ -138,6 +139,7 @@ const struct route api_routes[] = {
     REPLAYS_ROUTES
     EXTENSIONS_ROUTES
     {"GET", "/browsers/{id}/logs/stream", logs_stream_get, KEY},
+    {"POST", "/browsers/{id}/curl", curl_post, KEY},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),

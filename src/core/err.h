@@ -29,6 +29,7 @@
 #define E_INTERNAL  (-EIO)          /* 500 internal */
 #define E_NOTIMPL   (-ENOSYS)       /* 501 not_implemented */
 #define E_UNAVAIL   (-EBUSY)        /* 503 unavailable */
+#define E_UPSTREAM  (-EPROTO)       /* 502 bad_gateway: a site or store the server reached failed */
 
 #define ERR_CODE_MAX 48
 #define ERR_MSG_MAX  512

@@ -16,7 +16,7 @@ static const struct {
     {E_METHOD, 405, "method_not_allowed"}, {E_CONFLICT, 409, "conflict"},
     {E_TOOBIG, 413, "payload_too_large"},  {E_LIMIT, 429, "rate_limited"},
     {E_INTERNAL, 500, "internal"},         {E_NOTIMPL, 501, "not_implemented"},
-    {E_UNAVAIL, 503, "unavailable"},
+    {E_UNAVAIL, 503, "unavailable"},       {E_UPSTREAM, 502, "bad_gateway"},
 };
 
 int http_status_for(int rc)

@@ -29,7 +29,13 @@ struct cdp_client {
     json_int_t want_id; /* id being awaited, 0 = none */
     json_t *reply;      /* the awaited response, once it arrived */
     int broken;         /* peer closed or transport failed */
+    char *keep;         /* events whose method starts with this are queued (NULL: none) */
+    json_t *events;     /* the queue: an array, oldest first */
 };
+
+/* Most events queued (cdp_client_keep_events); a browser that sends more
+ * before the caller reads them breaks the connection rather than the heap. */
+#define CDP_EVENTS_MAX 1024
 
 static ssize_t cdp_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len, int flags,
                            void *user)
@@ -53,7 +59,7 @@ static void cdp_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_m
         c->broken = 1;
         return;
     }
-    if (arg->opcode != WSLAY_TEXT_FRAME || c->want_id == 0 || c->reply != NULL)
+    if (arg->opcode != WSLAY_TEXT_FRAME || ((c->want_id == 0 || c->reply != NULL) && !c->keep))
         return;
     json_t *v = NULL;
     struct err e;
@@ -61,10 +67,17 @@ static void cdp_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_m
     if (jsonx_parse((const char *)arg->msg, arg->msg_length, LIM_WS_MESSAGE_BYTES, &v, &e) != 0)
         return;
     json_t *id = json_object_get(v, "id");
-    if (json_is_integer(id) && json_integer_value(id) == c->want_id)
+    const char *method = jsonx_str(v, "method");
+    if (c->want_id && !c->reply && json_is_integer(id) && json_integer_value(id) == c->want_id) {
         c->reply = v;
-    else
+    } else if (c->keep && ((!id && method && strncmp(method, c->keep, strlen(c->keep)) == 0) ||
+                           (json_is_integer(id) && !method))) {
+        if (json_array_size(c->events) >= CDP_EVENTS_MAX)
+            c->broken = 1;
+        json_array_append_new(c->events, v);
+    } else {
         json_decref(v);
+    }
 }
 
 static const struct wslay_event_callbacks cdp_callbacks = {
@@ -185,6 +198,28 @@ int cdp_client_call(struct cdp_client *c, const char *session, const char *metho
     return 0;
 }
 
+void cdp_client_keep_events(struct cdp_client *c, const char *prefix)
+{
+    xfree(c->keep);
+    c->keep = prefix ? xstrdup(prefix) : NULL;
+    if (!c->events)
+        c->events = json_array();
+}
+
+int cdp_client_event(struct cdp_client *c, int timeout_ms, json_t **event, struct err *e)
+{
+    *event = NULL;
+    int64_t deadline = clock_mono_us() + (int64_t)timeout_ms * 1000;
+    while (json_array_size(c->events) == 0 && !c->broken && cdp_pump(c, deadline) == 0)
+        ;
+    if (json_array_size(c->events) == 0)
+        return err_set(e, E_UNAVAIL, "unavailable", "CDP: %s",
+                       c->broken ? "the browser closed the connection" : "no event in time");
+    *event = json_incref(json_array_get(c->events, 0));
+    json_array_remove(c->events, 0);
+    return 0;
+}
+
 void cdp_client_close(struct cdp_client *c)
 {
     if (c == NULL)
@@ -194,5 +229,8 @@ void cdp_client_close(struct cdp_client *c)
     wslay_event_context_free(c->ws);
     close(c->sock.fd);
     xfree(c->sock.extra);
+    xfree(c->keep);
+    json_decref(c->events);
+    json_decref(c->reply);
     xfree(c);
 }

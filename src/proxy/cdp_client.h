@@ -28,6 +28,15 @@ int cdp_client_open(const char *ws_url, int timeout_ms, struct cdp_client **out,
 int cdp_client_call(struct cdp_client *c, const char *session, const char *method, json_t *params,
                     int wait, int timeout_ms, json_t **result, struct err *e) WUR;
 
+/* Queues the events (messages without an id) whose method starts with
+ * prefix ("Fetch.", say; NULL stops queueing), including those that arrive
+ * while cdp_client_call waits for its response, and the responses to calls
+ * made with wait 0 (messages with an id); other events are dropped. */
+void cdp_client_keep_events(struct cdp_client *c, const char *prefix);
+/* The oldest queued event (new reference), waiting up to timeout_ms for one.
+ * E_UNAVAIL on timeout or when the connection closed. */
+int cdp_client_event(struct cdp_client *c, int timeout_ms, json_t **event, struct err *e) WUR;
+
 /* Closes the connection (a close frame, best effort) and frees; accepts NULL. */
 void cdp_client_close(struct cdp_client *c);
 

@@ -1,0 +1,132 @@
+#include "api/curl.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "core/b64.h"
+#include "core/clock.h"
+#include "core/xalloc.h"
+#include "domain/curlreq.h"
+#include "runtime/bcurl.h"
+#include "runtime/sessmgr.h"
+#include "telemetry/telemetry.h"
+
+/* Requests in flight on this server: each holds a thread of the HTTP pool
+ * and a page of a browser for up to its timeout, so they are bounded. */
+#define CURL_INFLIGHT_MAX 32
+static atomic_int inflight;
+
+/* body as a JSON string: valid UTF-8 is kept, each invalid byte becomes
+ * U+FFFD (as a browser decodes text), so the record is always valid JSON. */
+static json_t *utf8_string(const char *s, size_t n)
+{
+    json_t *v = json_stringn(s, n);
+    if (v)
+        return v;
+    char *out = xmalloc(n * 3 + 1), *o = out;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : (c >> 4) == 0xE ? 3
+                   : c >= 0xF0 && c <= 0xF4                ? 4
+                                                           : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len > 2) {
+            unsigned char c1 = (unsigned char)s[i + 1];
+            /* overlong forms, UTF-16 surrogates, past U+10FFFF */
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
+                (c == 0xF4 && c1 >= 0x90))
+                ok = 0;
+        }
+        if (ok) {
+            memcpy(o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    v = json_stringn(out, (size_t)(o - out));
+    xfree(out);
+    return v ? v : json_string("");
+}
+
+static void report(const struct session_rec *rec, struct live *live, int status, int64_t t0)
+{
+    json_t *d = json_pack("{s:s,s:i,s:I}", "operation_id", "curl", "status", status, "duration_ms",
+                          (json_int_t)((clock_mono_us() - t0) / 1000));
+    struct telem_src src = {"kernel_api", "curl", 0};
+    telemetry_emit_src(rec->id, TELEM_PLATFORM, "api_call", &src, d);
+    live_touch(live);
+}
+
+int curl_post(struct req *rq, struct resp *rs)
+{
+    int64_t t0 = clock_mono_us();
+    json_t *body = NULL;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    struct curlreq cr;
+    rc = curlreq_parse(body, &cr, &rq->err);
+    json_decref(body);
+    if (rc)
+        return rc;
+    /* Only a GET may be repeated by the client's retries. */
+    rq->no_retry = strcmp(cr.method, "GET") != 0;
+    struct session_rec rec;
+    struct live *live = NULL;
+    char ws[512];
+    rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
+    if (rc) {
+        curlreq_clear(&cr);
+        return rc;
+    }
+    live_touch(live);
+    struct bcurl_result res;
+    memset(&res, 0, sizeof res);
+    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
+        rq->err.retry_after = 1;
+        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
+                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
+    } else {
+        rc = bcurl_run(ws, &cr, &res, &rq->err);
+    }
+    atomic_fetch_sub(&inflight, 1);
+    if (rc == 0 && res.transport_error) {
+        rs->status = 502;
+        rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res.message);
+        if (res.net_error)
+            json_object_set_new(rs->json, "net_error", json_integer(res.net_error));
+        if (res.net_error_name[0])
+            json_object_set_new(rs->json, "net_error_name", json_string(res.net_error_name));
+        /* A transport failure of a request that changes things is not
+         * repeated behind the caller's back; a GET may be. */
+        if (rq->no_retry)
+            resp_header(rs, "x-should-retry", "false");
+    } else if (rc == 0) {
+        json_t *b;
+        if (cr.base64) {
+            char *enc = b64_encode(res.body, res.body_len, NULL);
+            b = json_string(enc);
+            xfree(enc);
+        } else {
+            b = utf8_string(res.body, res.body_len);
+        }
+        rs->status = 200;
+        rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
+                             "body", b, "duration_ms", (json_int_t)res.duration_ms);
+    }
+    report(&rec, live, rc ? 500 : rs->status, t0);
+    bcurl_result_clear(&res);
+    curlreq_clear(&cr);
+    sessmgr_put(live);
+    session_rec_clear(&rec);
+    return rc;
+}
