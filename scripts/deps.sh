@@ -17,6 +17,15 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
 
+# playwright.execute's runner packages (playwright-core, esbuild; pinned by
+# runtime-js/package-lock.json), for `make run` and `make test` alike: the
+# server binds runtime-js/ read-only into a session's sandbox (docs/process.md).
+if [ ! -f runtime-js/node_modules/.package-lock.json ] ||
+   [ runtime-js/package-lock.json -nt runtime-js/node_modules/.package-lock.json ]; then
+    echo "deps: npm ci in runtime-js"
+    (cd runtime-js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # The client-compatibility suite's npm packages (versions pinned by its lock
 # file): for `make test` only (`deps.sh --tests`); `make run` does not need them.
 [ "${1:-}" = "--tests" ] || exit 0

@@ -1,0 +1,707 @@
+/*
+ * Handlers of /browsers/{id}/process/... and /browsers/{id}/playwright/execute
+ * (SESSION_API.md sections 3 and 5). Each call checks the session (404 for
+ * another organization's or an unknown one, 409 for an ended one), refuses a
+ * session without its sandbox (503 sandbox_required: nothing ever runs as the
+ * server's user), counts as activity for the idle timeout and is reported as
+ * an api_call telemetry event (platform for processes, control for
+ * Playwright). exec and playwright.execute park their request (no HTTP
+ * thread is held) until the process ends. Non-idempotent calls (exec, spawn,
+ * stdin, kill, playwright.execute) answer 5xx with x-should-retry: false, so
+ * that the official client never runs a command twice. docs/process.md.
+ */
+#include "api/process.h"
+
+#include <ctype.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/session_ext.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/limits.h"
+#include "core/strvec.h"
+#include "core/xalloc.h"
+#include "runtime/proc.h"
+#include "runtime/pwexec.h"
+#include "runtime/sandbox.h"
+#include "runtime/sessmgr.h"
+#include "telemetry/telemetry.h"
+
+/* ---- the session a call addresses ---- */
+
+struct call {
+    struct session_rec rec;
+    struct live *live;
+    struct sandbox *sb;
+    char ws[512];
+    int headful;
+    int64_t started_us;
+    const char *operation;
+    enum telem_cat cat;
+};
+
+static int call_open(struct req *rq, const char *operation, enum telem_cat cat, struct call *c)
+{
+    memset(c, 0, sizeof *c);
+    c->started_us = clock_mono_us();
+    c->operation = operation;
+    c->cat = cat;
+    int rc = api_live_session(rq, &c->rec, &c->live, c->ws, sizeof c->ws);
+    if (rc)
+        return rc;
+    live_touch(c->live);
+    c->sb = live_sandbox_ref(c->live);
+    if (!c->sb || !sandbox_root(c->sb))
+        return err_set(&rq->err, E_UNAVAIL, "sandbox_required",
+                       "needs the session sandbox: docs/sandbox.md");
+    json_t *d = json_loads(c->rec.data ? c->rec.data : "{}", 0, NULL);
+    c->headful = json_is_false(json_object_get(d, "headless"));
+    json_decref(d);
+    return 0;
+}
+
+/* Reports the call and releases the session (rc: the handler's outcome). */
+static int call_close(struct req *rq, struct call *c, int rc)
+{
+    if (c->live) {
+        int status = rc ? http_status_for(rc) : 200;
+        json_t *d =
+            json_pack("{s:s,s:i,s:I}", "operation_id", c->operation, "status", status,
+                      "duration_ms", (json_int_t)((clock_mono_us() - c->started_us) / 1000));
+        struct telem_src src = {"kernel_api", c->cat == TELEM_PLATFORM ? "process" : "playwright",
+                                0};
+        telemetry_emit_src(c->rec.id, c->cat, "api_call", &src, d);
+        live_touch(c->live);
+        sessmgr_put(c->live);
+        c->live = NULL;
+    }
+    sandbox_unref(c->sb);
+    c->sb = NULL;
+    session_rec_clear(&c->rec);
+    (void)rq;
+    return rc;
+}
+
+/* ---- parsing ---- */
+
+static int is_uuid(const char *s)
+{
+    if (strlen(s) != PROC_ID_LEN)
+        return 0;
+    for (int i = 0; i < PROC_ID_LEN; i++) {
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* A string without NUL bytes (execve cannot carry them). */
+static const char *plain_string(const json_t *v)
+{
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+        return NULL;
+    return json_string_value(v);
+}
+
+/* Strict standard base64 (padding required) into out (owned, xfree); -1 when
+ * malformed. */
+static int b64_decode(const char *in, size_t n, unsigned char **out, size_t *outlen)
+{
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    *out = NULL;
+    *outlen = 0;
+    if (n % 4)
+        return -1;
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i] == '=') {
+            if (i < n - 2)
+                return -1;
+            pad++;
+        } else if (pad || !in[i] || !strchr(alpha, in[i])) {
+            return -1;
+        }
+    }
+    unsigned char *b = xmalloc(n / 4 * 3 + 1);
+    if (n && EVP_DecodeBlock(b, (const unsigned char *)in, (int)n) < 0) {
+        xfree(b);
+        return -1;
+    }
+    *out = b;
+    *outlen = n / 4 * 3 - pad;
+    return 0;
+}
+
+static json_t *b64_json(const char *p, size_t n)
+{
+    char *t = xmalloc(4 * ((n + 2) / 3) + 1);
+    int len = EVP_EncodeBlock((unsigned char *)t, (const unsigned char *)p, (int)n);
+    json_t *s = json_stringn(t, (size_t)(len > 0 ? len : 0));
+    xfree(t);
+    return s;
+}
+
+/* What exec and spawn take (ProcessExecParams / ProcessSpawnParams). */
+struct run_params {
+    json_t *body;
+    struct strvec argv, env;
+    const char *cwd;
+    int as_root, tty, rows, cols;
+    long long timeout_s; /* 0: none given */
+};
+
+static void run_params_clear(struct run_params *r)
+{
+    json_decref(r->body);
+    strvec_free(&r->argv);
+    strvec_free(&r->env);
+}
+
+/* The session's user is the only one besides namespaced root: "kernel", its
+ * uid, either with ":gid" when gid is the session's group. */
+static int user_ok(const char *u, uid_t uid)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%u", (unsigned)uid);
+    const char *colon = strchr(u, ':');
+    size_t nl = colon ? (size_t)(colon - u) : strlen(u);
+    int name_ok = (nl == 6 && strncmp(u, "kernel", 6) == 0) ||
+                  (nl == strlen(num) && strncmp(u, num, nl) == 0);
+    return name_ok && (!colon || strcmp(colon + 1, num) == 0);
+}
+
+static int parse_run(struct req *rq, const struct call *c, int spawn, struct run_params *r)
+{
+    memset(r, 0, sizeof r[0]);
+    struct err *e = &rq->err;
+    if (rq->body_len == 0)
+        return err_set(e, E_INVALID, "bad_request", "request body required");
+    int rc = req_json_object(rq, 0, &r->body);
+    if (rc)
+        return rc;
+    json_t *b = r->body;
+    const char *cmd = plain_string(json_object_get(b, "command"));
+    if (!cmd || !*cmd)
+        return err_field(e, "command", "command required (a non-empty string without NUL bytes)");
+    strvec_push(&r->argv, xstrdup(cmd));
+    json_t *args = json_object_get(b, "args");
+    if (args && !json_is_null(args)) {
+        if (!json_is_array(args))
+            return err_field(e, "args", "must be an array of strings");
+        size_t i;
+        json_t *a;
+        json_array_foreach(args, i, a)
+        {
+            const char *s = plain_string(a);
+            if (!s)
+                return err_field(e, "args", "args[%zu] must be a string without NUL bytes", i);
+            strvec_push(&r->argv, xstrdup(s));
+        }
+    }
+    json_t *cwd = json_object_get(b, "cwd");
+    if (cwd && !json_is_null(cwd)) {
+        r->cwd = plain_string(cwd);
+        if (!r->cwd || r->cwd[0] != '/')
+            return err_field(e, "cwd", "must be an absolute path");
+    }
+    json_t *env = json_object_get(b, "env");
+    if (env && !json_is_null(env)) {
+        if (!json_is_object(env))
+            return err_field(e, "env", "must be an object of strings");
+        const char *k;
+        json_t *v;
+        json_object_foreach(env, k, v)
+        {
+            const char *s = plain_string(v);
+            if (!*k || strchr(k, '='))
+                return err_field(e, "env", "names must be non-empty and without '=': \"%s\"", k);
+            if (!s)
+                return err_field(e, "env", "env.%s must be a string without NUL bytes", k);
+            strvec_push(&r->env, xasprintf("%s=%s", k, s));
+        }
+    }
+    json_t *ar = json_object_get(b, "as_root");
+    if (ar && !json_is_null(ar) && !json_is_boolean(ar))
+        return err_field(e, "as_root", "must be a boolean");
+    r->as_root = json_is_true(ar);
+    json_t *au = json_object_get(b, "as_user");
+    if (au && !json_is_null(au)) {
+        const char *u = plain_string(au);
+        if (!u)
+            return err_field(e, "as_user", "must be a string");
+        if (r->as_root)
+            return err_set(e, E_INVALID, "bad_request", "cannot specify both as_root and as_user");
+        if (!user_ok(u, sandbox_uid(c->sb)))
+            return err_field(e, "as_user",
+                             "failed to lookup user \"%s\": a session's processes run as its user "
+                             "kernel (uid %u) or, with as_root, as root of its user namespace",
+                             u, (unsigned)sandbox_uid(c->sb));
+    }
+    json_t *to = json_object_get(b, "timeout_sec");
+    if (to && !json_is_null(to)) {
+        if (!json_is_integer(to))
+            return err_field(e, "timeout_sec", "must be an integer");
+        r->timeout_s = json_integer_value(to);
+        long long max = spawn ? 7 * 24 * 3600 : LIM_PROC_EXEC_TIMEOUT_MAX_S;
+        if (r->timeout_s < 1 || r->timeout_s > max)
+            return err_field(e, "timeout_sec", "must be between 1 and %lld", max);
+    }
+    if (spawn) {
+        json_t *t = json_object_get(b, "allocate_tty");
+        if (t && !json_is_null(t) && !json_is_boolean(t))
+            return err_field(e, "allocate_tty", "must be a boolean");
+        r->tty = json_is_true(t);
+        static const char *const dims[] = {"rows", "cols"};
+        for (int i = 0; i < 2; i++) {
+            json_t *v = json_object_get(b, dims[i]);
+            if (!v || json_is_null(v))
+                continue;
+            if (!json_is_integer(v) || json_integer_value(v) < 1)
+                return err_field(e, dims[i], "%s must be an integer >= 1", dims[i]);
+            if (json_integer_value(v) > 65535)
+                return err_field(e, dims[i], "%s must be <= 65535", dims[i]);
+            *(i == 0 ? &r->rows : &r->cols) = (int)json_integer_value(v);
+        }
+    }
+    return 0;
+}
+
+static void fill_spec(const struct call *c, struct app *app, const struct run_params *r,
+                      struct proc_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->session_id = c->rec.id;
+    s->sb = c->sb;
+    s->sessions = app->sessions;
+    s->argv = (const char *const *)r->argv.v;
+    s->env = (const char *const *)r->env.v;
+    s->cwd = r->cwd;
+    s->as_root = r->as_root;
+    s->tty = r->tty;
+    s->rows = r->rows;
+    s->cols = r->cols;
+    s->display = c->headful ? ":0" : NULL;
+}
+
+/* ---- exec: parked until the process ends ---- */
+
+struct waitjob {
+    struct call c;
+    struct req *rq;
+    struct proc *p;
+    int timeout_s;
+    int playwright;
+};
+
+static void job_exited(void *ctx, struct proc *p)
+{
+    (void)p;
+    struct waitjob *j = ctx;
+    req_resume(j->rq);
+}
+
+static void job_done(struct req *rq, int delivered)
+{
+    (void)delivered;
+    struct waitjob *j = rq->async_ctx;
+    if (!j)
+        return;
+    proc_put(j->p);
+    xfree(j);
+    rq->async_ctx = NULL;
+}
+
+static void exec_resume(struct req *rq, struct resp *rs)
+{
+    struct waitjob *j = rq->async_ctx;
+    struct proc_status st;
+    proc_status(j->p, &st);
+    int rc = 0;
+    if (st.timed_out) {
+        rc = err_set(&rq->err, E_INTERNAL, "internal",
+                     "process timed out (after %d s; it and everything it started were killed)",
+                     j->timeout_s);
+        resp_json(rs, 500, http_error_json(&rq->err));
+    } else {
+        size_t ol, el;
+        int ot, et;
+        const char *o = proc_out(j->p, PROC_STDOUT, &ol, &ot);
+        const char *er = proc_out(j->p, PROC_STDERR, &el, &et);
+        json_t *body = json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64",
+                                 b64_json(o, ol), "stderr_b64", b64_json(er, el), "duration_ms",
+                                 (json_int_t)st.duration_ms);
+        if (ot)
+            json_object_set_new(body, "stdout_truncated", json_true());
+        if (et)
+            json_object_set_new(body, "stderr_truncated", json_true());
+        resp_json(rs, 200, body);
+    }
+    rq->no_retry = 1;
+    call_close(rq, &j->c, rc);
+}
+
+int process_exec(struct req *rq, struct resp *rs)
+{
+    (void)rs;
+    rq->no_retry = 1;
+    struct waitjob *j = xcalloc(1, sizeof *j);
+    struct run_params r;
+    memset(&r, 0, sizeof r);
+    int rc = call_open(rq, "process.exec", TELEM_PLATFORM, &j->c);
+    if (rc == 0)
+        rc = parse_run(rq, &j->c, 0, &r);
+    if (rc == 0) {
+        struct proc_spec s;
+        fill_spec(&j->c, api_app(rq), &r, &s);
+        j->timeout_s = r.timeout_s ? (int)r.timeout_s : LIM_PROC_EXEC_TIMEOUT_S;
+        s.timeout_ms = (int64_t)j->timeout_s * 1000;
+        s.collect = LIM_PROC_OUTPUT_BYTES;
+        s.stdin_data = ""; /* stdin is empty (closed at once) */
+        s.on_exit = job_exited;
+        s.ctx = j;
+        j->rq = rq;
+        rc = proc_start(&s, &j->p, &rq->err);
+    }
+    run_params_clear(&r);
+    if (rc) {
+        call_close(rq, &j->c, rc);
+        xfree(j);
+        return rc;
+    }
+    return req_suspend(rq, exec_resume, job_done, j);
+}
+
+/* ---- spawn and the calls on a process ---- */
+
+int process_spawn(struct req *rq, struct resp *rs)
+{
+    rq->no_retry = 1;
+    struct call c;
+    struct run_params r;
+    memset(&r, 0, sizeof r);
+    int rc = call_open(rq, "process.spawn", TELEM_PLATFORM, &c);
+    if (rc == 0)
+        rc = parse_run(rq, &c, 1, &r);
+    struct proc *p = NULL;
+    if (rc == 0) {
+        struct proc_spec s;
+        fill_spec(&c, api_app(rq), &r, &s);
+        s.timeout_ms = r.timeout_s * 1000;
+        rc = proc_start(&s, &p, &rq->err);
+    }
+    run_params_clear(&r);
+    if (rc == 0) {
+        char ts[40];
+        clock_fmt_rfc3339(proc_started_ms(p), ts, sizeof ts);
+        /* The pid inside the session's PID namespace, once the command runs. */
+        int pid = 0;
+        for (int i = 0; i < 100 && (pid = proc_ns_pid(p)) == 0; i++) {
+            struct proc_status st;
+            proc_status(p, &st);
+            if (!st.running)
+                break;
+            struct timespec d = {0, 10 * 1000 * 1000};
+            nanosleep(&d, NULL);
+        }
+        resp_json(rs, 200,
+                  json_pack("{s:s,s:i,s:s}", "process_id", proc_id(p), "pid", pid, "started_at",
+                            ts));
+        proc_put(p);
+    }
+    return call_close(rq, &c, rc);
+}
+
+/* Opens the call and finds the process of params[1] in the session. */
+static int proc_open(struct req *rq, const char *operation, struct call *c, struct proc **p)
+{
+    *p = NULL;
+    if (!is_uuid(rq->params[1]))
+        return err_field(&rq->err, "process_id",
+                         "Invalid format for parameter process_id: not a UUID: \"%.64s\"",
+                         rq->params[1]);
+    int rc = call_open(rq, operation, TELEM_PLATFORM, c);
+    if (rc)
+        return rc;
+    *p = proc_get(c->rec.id, rq->params[1]);
+    if (!*p)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "process not found");
+    return 0;
+}
+
+int process_status_get(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    struct proc *p;
+    memset(&c, 0, sizeof c);
+    int rc = proc_open(rq, "process.status", &c, &p);
+    if (rc == 0) {
+        struct proc_status st;
+        proc_status(p, &st);
+        json_t *b = json_pack("{s:s,s:o,s:f}", "state", st.running ? "running" : "exited",
+                              "exit_code", st.running ? json_null() : json_integer(st.exit_code),
+                              "cpu_pct", st.cpu_pct);
+        if (st.running)
+            json_object_set_new(b, "mem_bytes", json_integer(st.mem_bytes));
+        resp_json(rs, 200, b);
+    }
+    proc_put(p);
+    return call_close(rq, &c, rc);
+}
+
+int process_stdin_post(struct req *rq, struct resp *rs)
+{
+    rq->no_retry = 1;
+    struct call c;
+    struct proc *p;
+    memset(&c, 0, sizeof c);
+    json_t *body = NULL;
+    int rc = proc_open(rq, "process.stdin", &c, &p);
+    if (rc == 0)
+        rc = req_json_object(rq, 0, &body);
+    const char *d = rc ? NULL : plain_string(json_object_get(body, "data_b64"));
+    if (rc == 0 && !d)
+        rc = err_field(&rq->err, "data_b64", "is required: base64 of the bytes to write");
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    if (rc == 0 && b64_decode(d, strlen(d), &bytes, &n) != 0)
+        rc = err_field(&rq->err, "data_b64", "invalid base64");
+    size_t written = 0;
+    if (rc == 0)
+        rc = proc_stdin(p, bytes, n, &written, &rq->err);
+    if (rc == 0)
+        resp_json(rs, 200, json_pack("{s:I}", "written_bytes", (json_int_t)written));
+    xfree(bytes);
+    json_decref(body);
+    proc_put(p);
+    return call_close(rq, &c, rc);
+}
+
+int process_kill(struct req *rq, struct resp *rs)
+{
+    rq->no_retry = 1;
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"HUP", SIGHUP}};
+    struct call c;
+    struct proc *p;
+    memset(&c, 0, sizeof c);
+    json_t *body = NULL;
+    int rc = proc_open(rq, "process.kill", &c, &p);
+    if (rc == 0)
+        rc = req_json_object(rq, 1, &body);
+    int sig = SIGTERM;
+    if (rc == 0) {
+        json_t *v = json_object_get(body, "signal");
+        if (v && !json_is_null(v)) {
+            const char *s = json_string_value(v);
+            sig = 0;
+            for (size_t i = 0; s && i < sizeof sigs / sizeof *sigs; i++)
+                if (strcmp(s, sigs[i].name) == 0)
+                    sig = sigs[i].sig;
+            if (!sig)
+                rc = err_field(&rq->err, "signal", "invalid signal: one of TERM, KILL, INT, HUP");
+        }
+    }
+    if (rc == 0)
+        rc = proc_signal(p, sig, &rq->err);
+    if (rc == 0)
+        resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
+    json_decref(body);
+    proc_put(p);
+    return call_close(rq, &c, rc);
+}
+
+int process_resize(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    struct proc *p;
+    memset(&c, 0, sizeof c);
+    json_t *body = NULL;
+    int rc = proc_open(rq, "process.resize", &c, &p);
+    if (rc == 0)
+        rc = req_json_object(rq, 0, &body);
+    json_int_t rows = 0, cols = 0;
+    if (rc == 0) {
+        json_t *rv = json_object_get(body, "rows"), *cv = json_object_get(body, "cols");
+        if (!json_is_integer(rv) || !json_is_integer(cv))
+            rc = err_set(&rq->err, E_INVALID, "bad_request",
+                         "rows and cols are required integers");
+        rows = json_integer_value(rv);
+        cols = json_integer_value(cv);
+        if (rc == 0 && (rows < 1 || cols < 1))
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "rows and cols must be > 0");
+        if (rc == 0 && (rows > 65535 || cols > 65535))
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "rows and cols must be <= 65535");
+    }
+    if (rc == 0)
+        rc = proc_resize(p, (int)rows, (int)cols, &rq->err);
+    if (rc == 0)
+        resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
+    json_decref(body);
+    proc_put(p);
+    return call_close(rq, &c, rc);
+}
+
+/* ---- stdout/stream: SSE of output chunks, then the exit event ---- */
+
+struct pstream {
+    pthread_mutex_t mu; /* hs against wake */
+    struct http_stream *hs;
+    struct proc_sub *sub;
+    struct buf out; /* encoded frames not yet sent */
+    int ended;
+};
+
+static void ps_wake(void *ctx)
+{
+    struct pstream *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    if (s->hs)
+        http_stream_wake(s->hs);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void frame(struct pstream *s, json_t *ev)
+{
+    char *t = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (!t)
+        return;
+    if (buf_append(&s->out, "data: ", 6) == 0 && buf_append(&s->out, t, strlen(t)) == 0)
+        (void)!buf_append(&s->out, "\n\n", 2);
+    xfree(t);
+}
+
+static long ps_read(void *ctx, char *dst, size_t cap)
+{
+    struct pstream *s = ctx;
+    while (s->out.len == 0 && !s->ended) {
+        char chunk[4096];
+        size_t n = 0;
+        int stream = 0, code = 0;
+        int r = proc_sub_next(s->sub, &stream, chunk, &n, &code);
+        if (r == 0)
+            return 0; /* parked until the process's next output */
+        if (r > 0) {
+            frame(s, json_pack("{s:s,s:o}", "stream", stream == PROC_STDERR ? "stderr" : "stdout",
+                               "data_b64", b64_json(chunk, n)));
+        } else {
+            frame(s, json_pack("{s:s,s:i}", "event", "exit", "exit_code", code));
+            s->ended = 1;
+        }
+    }
+    if (s->out.len == 0)
+        return -1;
+    size_t n = s->out.len < cap ? s->out.len : cap;
+    memcpy(dst, s->out.p, n);
+    memmove(s->out.p, s->out.p + n, s->out.len - n);
+    s->out.len -= n;
+    return (long)n;
+}
+
+static void ps_free(void *ctx)
+{
+    struct pstream *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->hs = NULL;
+    pthread_mutex_unlock(&s->mu);
+    proc_unsubscribe(s->sub);
+    buf_free(&s->out);
+    pthread_mutex_destroy(&s->mu);
+    xfree(s);
+}
+
+int process_stream_get(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    struct proc *p;
+    memset(&c, 0, sizeof c);
+    int rc = proc_open(rq, "process.stdout_stream", &c, &p);
+    if (rc == 0) {
+        struct pstream *s = xcalloc(1, sizeof *s);
+        pthread_mutex_init(&s->mu, NULL);
+        buf_init(&s->out, 1u << 20);
+        struct http_stream *hs = NULL;
+        resp_stream(rs, 200, "text/event-stream", ps_read, ps_free, s, &hs);
+        resp_header(rs, "Cache-Control", "no-cache");
+        resp_header(rs, "X-Accel-Buffering", "no");
+        resp_header(rs, "X-SSE-Content-Type", "application/json");
+        pthread_mutex_lock(&s->mu);
+        s->hs = hs;
+        pthread_mutex_unlock(&s->mu);
+        s->sub = proc_subscribe(p, ps_wake, s);
+    }
+    proc_put(p);
+    return call_close(rq, &c, rc);
+}
+
+/* ---- playwright.execute ---- */
+
+static void pw_resume(struct req *rq, struct resp *rs)
+{
+    struct waitjob *j = rq->async_ctx;
+    resp_json(rs, 200, pwexec_result(j->p, j->timeout_s));
+    rq->no_retry = 1;
+    call_close(rq, &j->c, 0);
+}
+
+int playwright_execute(struct req *rq, struct resp *rs)
+{
+    (void)rs;
+    rq->no_retry = 1;
+    struct waitjob *j = xcalloc(1, sizeof *j);
+    json_t *body = NULL;
+    int rc = call_open(rq, "playwright.execute", TELEM_CONTROL, &j->c);
+    if (rc == 0)
+        rc = req_json_object(rq, 0, &body);
+    const char *code = rc ? NULL : plain_string(json_object_get(body, "code"));
+    if (rc == 0 && (!code || !*code))
+        rc = err_field(&rq->err, "code", "code is required (a non-empty string)");
+    j->timeout_s = 60;
+    json_t *to = rc ? NULL : json_object_get(body, "timeout_sec");
+    if (to && !json_is_null(to)) {
+        if (!json_is_integer(to) || json_integer_value(to) < 1 ||
+            json_integer_value(to) > LIM_PW_TIMEOUT_MAX_S)
+            rc = err_field(&rq->err, "timeout_sec", "must be an integer between 1 and %d",
+                           LIM_PW_TIMEOUT_MAX_S);
+        else
+            j->timeout_s = (int)json_integer_value(to);
+    }
+    if (rc == 0) {
+        j->rq = rq;
+        j->playwright = 1;
+        rc = pwexec_start(j->c.sb, api_app(rq)->sessions, j->c.rec.id, j->c.ws, code,
+                          j->timeout_s, job_exited, j, &j->p, &rq->err);
+    }
+    json_decref(body);
+    if (rc) {
+        call_close(rq, &j->c, rc);
+        xfree(j);
+        return rc;
+    }
+    return req_suspend(rq, pw_resume, job_done, j);
+}
+
+/* ---- the session's end ---- */
+
+static void on_ending(struct session_ctx *sc, const char *reason)
+{
+    (void)reason;
+    proc_session_end(sc->rec->id);
+}
+
+static const struct session_ext process_ext = {.name = "process", .ending = on_ending};
+
+/* Registered at load time rather than from main.c: the module's only hook
+ * frees its table entries when a session ends (its processes die with the
+ * session's cgroup anyway). */
+__attribute__((constructor)) static void process_register(void)
+{
+    session_ext_register(&process_ext);
+}
