@@ -1,5 +1,5 @@
-/* Handlers of /browser_pools and the pool engine's start and stop (pools.c; route table in
- * routes.c). */
+/* Handlers of /browser_pools (pools.c; route table in routes.c), and the start and stop of
+ * the pool engine (src/runtime/pool.h) with the Chromium launcher it is given. */
 #ifndef BD_API_POOLS_H
 #define BD_API_POOLS_H
 
@@ -16,11 +16,13 @@ int pools_release(struct req *rq, struct resp *rs);
 int pools_flush(struct req *rq, struct resp *rs);
 /* Registers the pools' session module (before recovery). */
 void pools_init(struct app *app);
-/* Restores stored pools and starts the filler (after the session manager). */
+/* Creates the engine, restores stored pools and starts the filler (after the session
+ * manager: the engine registers pool capacity there). */
 int pools_start(struct app *app);
 /* Answers every parked acquire with 204 (before the HTTP server stops). */
 void pools_drain(void);
-/* Stops the filler (after the HTTP server, before the session manager). */
+/* Stops the filler and frees the engine (after the HTTP server, whose parked acquires
+ * hold engine waiters, and before the session manager). */
 void pools_stop(void);
 
 #endif

@@ -1,0 +1,853 @@
+/*
+ * The browser pool engine (contract in pool.h; design note docs/pools.md).
+ *
+ * A pool's browsers move warming -> available -> acquired -> (cleaning ->
+ * available | ended). A browser in the warming or cleaning state belongs to
+ * the thread working on it (the filler launching it, a release cleaning it):
+ * nothing else unlinks it, and that thread looks at the pool again once it
+ * holds the lock (deleted meanwhile? shrunk?) before the browser joins the
+ * pool. Browsers that become available serve the queue of waiters first, in
+ * arrival order, so an available browser and a queued waiter never coexist
+ * once the lock is released.
+ *
+ * The engine ends browsers and calls the session manager only with the lock
+ * released: ending a session calls back into the engine (pool_browser_gone)
+ * through the session's ending hook.
+ */
+#include "runtime/pool.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/jsonx.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "domain/pool_rules.h"
+#include "proxy/cdp_client.h"
+#include "runtime/sessmgr.h"
+
+#define TICK_MS_DEFAULT 200
+#define CDP_TIMEOUT_MS  5000
+
+enum pb_state { PB_WARMING, PB_AVAILABLE, PB_ACQUIRED, PB_CLEANING };
+
+struct pbrowser {
+    char sid[POOL_SID_MAX]; /* "" while warming */
+    enum pb_state state;
+    struct pbrowser *next;
+};
+
+struct pool_waiter {
+    struct pool_engine *g;
+    struct pool *p; /* the pool whose queue holds it; NULL once settled */
+    struct pool_waiter_ops ops;
+    void *ctx;
+    int64_t deadline_ms;
+    enum pool_wait_state state;
+    char sid[POOL_SID_MAX];
+    struct pool_waiter *next;
+};
+
+struct pool {
+    char id[32], org_id[32], project_id[32];
+    char name[256];
+    int64_t created_at;
+    json_t *config; /* browser_pool_config (owned) */
+    struct pbrowser *browsers;
+    struct pool_waiter *wq; /* FIFO */
+    double credit;          /* browsers the fill rate allows to start now */
+    int64_t last_tick_ms;
+    int deleted;
+    struct pool *next;
+};
+
+struct pool_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* wakes the filler */
+    struct pool *pools;
+    struct pool_launcher launcher;
+    struct sessmgr *sessions;
+    int tick_ms;
+    int64_t (*now_ms)(void);
+    pthread_t thread;
+    int started, stopping;
+};
+
+/* Session ids to end once the lock is released. */
+struct endlist {
+    char (*ids)[POOL_SID_MAX];
+    size_t n, cap;
+};
+
+static void endlist_add(struct endlist *l, const char *sid)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->ids = xrealloc(l->ids, l->cap * sizeof *l->ids);
+    }
+    snprintf(l->ids[l->n++], POOL_SID_MAX, "%s", sid);
+}
+
+/* Ends every listed browser (lock not held) and frees the list. */
+static void endlist_run(struct pool_engine *g, struct endlist *l, const char *reason)
+{
+    for (size_t i = 0; i < l->n; i++)
+        g->launcher.end(g->launcher.ctx, l->ids[i], reason);
+    xfree(l->ids);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- configuration ---- */
+
+static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
+{
+    json_t *v = json_object_get(cfg, k);
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static double cfg_num(const json_t *cfg, const char *k, double dflt)
+{
+    json_t *v = json_object_get(cfg, k);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+static long long pool_size(const struct pool *p)
+{
+    return cfg_int(p->config, "size", 1);
+}
+
+int64_t pool_default_wait_ms(const json_t *config)
+{
+    double rate = cfg_num(config, "fill_rate_per_minute", POOLRULES_FILL_RATE_DEFAULT);
+    /* 100 / rate minutes, in whole seconds as before */
+    return rate > 0 ? (int64_t)(6000.0 / rate) * 1000 : 0;
+}
+
+/* ---- pools and their browsers (g->mu held) ---- */
+
+static struct pool *find_locked(struct pool_engine *g, const char *id)
+{
+    for (struct pool *p = g->pools; p; p = p->next)
+        if (!p->deleted && strcmp(p->id, id) == 0)
+            return p;
+    return NULL;
+}
+
+static int count_locked(const struct pool *p, int state)
+{
+    int n = 0;
+    for (const struct pbrowser *b = p->browsers; b; b = b->next)
+        n += state < 0 || (int)b->state == state;
+    return n;
+}
+
+static struct pbrowser *browser_locked(struct pool *p, const char *sid)
+{
+    if (!sid[0])
+        return NULL; /* a warming browser has no id yet */
+    for (struct pbrowser *b = p->browsers; b; b = b->next)
+        if (strcmp(b->sid, sid) == 0)
+            return b;
+    return NULL;
+}
+
+static struct pbrowser *first_available_locked(struct pool *p)
+{
+    struct pbrowser *b = p->browsers;
+    while (b && b->state != PB_AVAILABLE)
+        b = b->next;
+    return b;
+}
+
+static void unlink_browser_locked(struct pool *p, struct pbrowser *b)
+{
+    for (struct pbrowser **pp = &p->browsers; *pp; pp = &(*pp)->next)
+        if (*pp == b) {
+            *pp = b->next;
+            xfree(b);
+            return;
+        }
+}
+
+/* Moves every browser of p in a state of mask to l (warming and cleaning
+ * browsers belong to another thread and are never taken). */
+static void take_locked(struct pool *p, unsigned mask, struct endlist *l)
+{
+    for (struct pbrowser **pp = &p->browsers; *pp;) {
+        struct pbrowser *b = *pp;
+        if ((b->state == PB_AVAILABLE || b->state == PB_ACQUIRED) && (mask & (1u << b->state))) {
+            endlist_add(l, b->sid);
+            *pp = b->next;
+            xfree(b);
+        } else {
+            pp = &b->next;
+        }
+    }
+}
+
+static void view_locked(const struct pool *p, struct pool_view *v)
+{
+    memset(v, 0, sizeof *v);
+    snprintf(v->id, sizeof v->id, "%s", p->id);
+    snprintf(v->org_id, sizeof v->org_id, "%s", p->org_id);
+    snprintf(v->project_id, sizeof v->project_id, "%s", p->project_id);
+    snprintf(v->name, sizeof v->name, "%s", p->name);
+    v->created_at = p->created_at;
+    v->config = json_deep_copy(p->config);
+    v->warming = count_locked(p, PB_WARMING) + count_locked(p, PB_CLEANING);
+    v->available = count_locked(p, PB_AVAILABLE);
+    v->acquired = count_locked(p, PB_ACQUIRED);
+}
+
+void pool_view_clear(struct pool_view *v)
+{
+    if (!v)
+        return;
+    json_decref(v->config);
+    v->config = NULL;
+}
+
+/* ---- waiters (g->mu held) ---- */
+
+/* Takes w out of its queue with its final state and tells its owner. */
+static void settle_locked(struct pool_waiter *w, enum pool_wait_state st)
+{
+    struct pool *p = w->p;
+    for (struct pool_waiter **wp = p ? &p->wq : NULL; wp && *wp; wp = &(*wp)->next)
+        if (*wp == w) {
+            *wp = w->next;
+            break;
+        }
+    w->p = NULL;
+    w->next = NULL;
+    w->state = st;
+    w->ops.wake(w->ctx);
+}
+
+/* Serves p's queue in arrival order: available browsers go to the first
+ * waiters; waiters behind them that left or whose deadline passed are
+ * settled, the others keep their place. */
+static void serve_locked(struct pool_engine *g, struct pool *p)
+{
+    int64_t now = g->now_ms();
+    for (struct pool_waiter *w = p->wq, *next; w; w = next) {
+        next = w->next;
+        struct pbrowser *b;
+        if (w->ops.gone && w->ops.gone(w->ctx)) {
+            settle_locked(w, POOL_WAIT_GONE);
+        } else if ((b = first_available_locked(p))) {
+            b->state = PB_ACQUIRED;
+            snprintf(w->sid, sizeof w->sid, "%s", b->sid);
+            settle_locked(w, POOL_WAIT_GRANTED);
+        } else if (now >= w->deadline_ms) {
+            settle_locked(w, POOL_WAIT_TIMEOUT);
+        }
+    }
+}
+
+/* A browser joins p as available unless the pool already holds its size
+ * (it shrank while the browser was out): then it is listed to be ended. */
+static void make_available_locked(struct pool_engine *g, struct pool *p, struct pbrowser *b,
+                                  struct endlist *l)
+{
+    if (count_locked(p, -1) > pool_size(p)) {
+        endlist_add(l, b->sid);
+        unlink_browser_locked(p, b);
+    } else {
+        b->state = PB_AVAILABLE;
+        serve_locked(g, p);
+    }
+}
+
+/* ---- the filler ---- */
+
+/* Launches one browser for p (g->mu held on entry and exit, released
+ * around the launch). */
+static void launch_locked(struct pool_engine *g, struct pool *p)
+{
+    struct pbrowser *ph = xcalloc(1, sizeof *ph);
+    ph->state = PB_WARMING;
+    ph->next = p->browsers;
+    p->browsers = ph;
+    struct pool_view v;
+    view_locked(p, &v);
+    pthread_mutex_unlock(&g->mu);
+    char sid[POOL_SID_MAX] = "";
+    int rc = g->launcher.launch(g->launcher.ctx, &v, sid);
+    if (rc)
+        log_warn("pool %s: a browser could not be warmed (%d)", v.id, rc);
+    pool_view_clear(&v);
+    pthread_mutex_lock(&g->mu);
+    /* ph is still linked: only this thread unlinks a warming browser. */
+    struct endlist l = {0};
+    const char *reason = p->deleted ? "pool deleted" : "pool shrunk";
+    if (rc) {
+        unlink_browser_locked(p, ph);
+    } else if (p->deleted) {
+        endlist_add(&l, sid);
+        unlink_browser_locked(p, ph);
+    } else {
+        snprintf(ph->sid, sizeof ph->sid, "%s", sid);
+        make_available_locked(g, p, ph, &l);
+    }
+    if (l.n) {
+        pthread_mutex_unlock(&g->mu);
+        endlist_run(g, &l, reason);
+        pthread_mutex_lock(&g->mu);
+    }
+}
+
+/* Every tick: serve each pool's queue (deadlines, departed clients), add
+ * elapsed / 60 s * fill_rate% * size to its launch credit, and start one
+ * browser for the first pool whose credit reached 1 below its size. Launches
+ * run one at a time, outside the lock. */
+static void *filler(void *arg)
+{
+    struct pool_engine *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stopping) {
+        struct timespec ts = clock_deadline(g->tick_ms);
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        if (g->stopping)
+            break;
+        int64_t now = g->now_ms();
+        struct pool *job = NULL;
+        for (struct pool *p = g->pools; p; p = p->next) {
+            if (p->deleted)
+                continue;
+            serve_locked(g, p);
+            long long size = pool_size(p);
+            double rate = cfg_num(p->config, "fill_rate_per_minute", POOLRULES_FILL_RATE_DEFAULT);
+            int have = count_locked(p, -1);
+            p->credit += (double)(now - p->last_tick_ms) / 60000.0 * rate / 100.0 * (double)size;
+            p->last_tick_ms = now;
+            if (p->credit > (double)(size - have))
+                p->credit = (double)(size - have) > 1 ? (double)(size - have) : 1;
+            if (have < size && p->credit >= 1.0 && !job) {
+                p->credit -= 1.0;
+                job = p;
+            }
+        }
+        if (job)
+            launch_locked(g, job);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static int64_t default_now(void)
+{
+    return clock_mono_ms();
+}
+
+struct pool_engine *pool_engine_new(const struct pool_engine_opts *o)
+{
+    struct pool_engine *g = xcalloc(1, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    clock_cond_init(&g->cv);
+    g->launcher = *o->launcher;
+    g->sessions = o->sessions;
+    g->tick_ms = o->tick_ms > 0 ? o->tick_ms : TICK_MS_DEFAULT;
+    g->now_ms = o->now_ms ? o->now_ms : default_now;
+    return g;
+}
+
+int pool_engine_start(struct pool_engine *g)
+{
+    if (pthread_create(&g->thread, NULL, filler, g) != 0)
+        return E_INTERNAL;
+    g->started = 1;
+    return 0;
+}
+
+void pool_engine_drain(struct pool_engine *g)
+{
+    pthread_mutex_lock(&g->mu);
+    for (struct pool *p = g->pools; p; p = p->next)
+        while (p->wq)
+            settle_locked(p->wq, POOL_WAIT_STOPPED);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void pool_engine_free(struct pool_engine *g)
+{
+    if (!g)
+        return;
+    if (g->started) {
+        pthread_mutex_lock(&g->mu);
+        g->stopping = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+    }
+    while (g->pools) {
+        struct pool *p = g->pools;
+        g->pools = p->next;
+        while (p->browsers) {
+            struct pbrowser *b = p->browsers;
+            p->browsers = b->next;
+            xfree(b);
+        }
+        for (struct pool_waiter *w = p->wq; w; w = w->next)
+            w->p = NULL; /* pool_waiter_finish must not touch the pool */
+        json_decref(p->config);
+        xfree(p);
+    }
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    xfree(g);
+}
+
+/* ---- capacity ---- */
+
+int pool_capacity_set(struct pool_engine *g, const char *org_id, const char *pool_id,
+                      long long size, long long limit, long long *pools, long long *sessions)
+{
+    if (!g->sessions)
+        return 0;
+    return sessmgr_pool_set(g->sessions, org_id, pool_id, size, limit, pools, sessions);
+}
+
+void pool_capacity_drop(struct pool_engine *g, const char *pool_id)
+{
+    if (g->sessions)
+        sessmgr_pool_drop(g->sessions, pool_id);
+}
+
+/* Makes the registered capacity follow a size already checked (or
+ * restored from the store): no limit. */
+static void capacity_follow(struct pool_engine *g, const char *org_id, const char *pool_id,
+                            long long size)
+{
+    if (pool_capacity_set(g, org_id, pool_id, size, -1, NULL, NULL) != 0)
+        log_error("pool %s: could not register its capacity", pool_id);
+}
+
+/* ---- pools ---- */
+
+int pool_add(struct pool_engine *g, const char *id, const char *org_id, const char *project_id,
+             const char *name, int64_t created_at, const json_t *config)
+{
+    struct pool *p = xcalloc(1, sizeof *p);
+    snprintf(p->id, sizeof p->id, "%s", id);
+    snprintf(p->org_id, sizeof p->org_id, "%s", org_id);
+    snprintf(p->project_id, sizeof p->project_id, "%s", project_id);
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "");
+    p->created_at = created_at;
+    p->config = config ? json_deep_copy(config) : json_object();
+    p->credit = 1.0; /* the first browser starts at once */
+    p->last_tick_ms = g->now_ms();
+    long long size = pool_size(p);
+    pthread_mutex_lock(&g->mu);
+    if (find_locked(g, id)) {
+        pthread_mutex_unlock(&g->mu);
+        json_decref(p->config);
+        xfree(p);
+        return E_CONFLICT;
+    }
+    p->next = g->pools;
+    g->pools = p;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    capacity_follow(g, org_id, id, size);
+    return 0;
+}
+
+int pool_get(struct pool_engine *g, const char *id, struct pool_view *out)
+{
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    if (p)
+        view_locked(p, out);
+    else
+        memset(out, 0, sizeof *out);
+    pthread_mutex_unlock(&g->mu);
+    return p ? 0 : E_NOTFOUND;
+}
+
+int pool_configure(struct pool_engine *g, const char *id, const char *name, const json_t *config,
+                   int discard_idle)
+{
+    struct endlist l = {0};
+    json_t *copy = json_deep_copy(config);
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    if (!p) {
+        pthread_mutex_unlock(&g->mu);
+        json_decref(copy);
+        return E_NOTFOUND;
+    }
+    json_t *old = p->config;
+    p->config = copy;
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "");
+    long long size = pool_size(p);
+    if (discard_idle) {
+        take_locked(p, 1u << PB_AVAILABLE, &l);
+        p->credit = (double)l.n; /* rebuilt at once, not at the fill rate */
+    } else {
+        /* Shrunk: available browsers beyond the new size go, the most
+         * recently warmed first (the list is newest first). */
+        for (struct pbrowser *b = p->browsers, *next; b && count_locked(p, -1) > size; b = next) {
+            next = b->next;
+            if (b->state == PB_AVAILABLE) {
+                endlist_add(&l, b->sid);
+                unlink_browser_locked(p, b);
+            }
+        }
+    }
+    char org[32];
+    snprintf(org, sizeof org, "%s", p->org_id);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    json_decref(old);
+    capacity_follow(g, org, id, size);
+    endlist_run(g, &l, "pool updated");
+    return 0;
+}
+
+int pool_leased(struct pool_engine *g, const char *id)
+{
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    int n = p ? count_locked(p, PB_ACQUIRED) : 0;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+int pool_delete(struct pool_engine *g, const char *id)
+{
+    struct endlist l = {0};
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    if (!p) {
+        pthread_mutex_unlock(&g->mu);
+        return E_NOTFOUND;
+    }
+    p->deleted = 1;
+    take_locked(p, (1u << PB_AVAILABLE) | (1u << PB_ACQUIRED), &l);
+    while (p->wq)
+        settle_locked(p->wq, POOL_WAIT_DELETED);
+    pthread_mutex_unlock(&g->mu);
+    pool_capacity_drop(g, id);
+    endlist_run(g, &l, "pool deleted");
+    return 0;
+}
+
+int pool_flush(struct pool_engine *g, const char *id)
+{
+    struct endlist l = {0};
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    if (p) {
+        take_locked(p, 1u << PB_AVAILABLE, &l);
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    endlist_run(g, &l, "pool flushed");
+    return p ? 0 : E_NOTFOUND;
+}
+
+/* ---- leases ---- */
+
+int pool_release(struct pool_engine *g, const char *id, const char *sid, int reuse)
+{
+    struct endlist l = {0};
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    struct pbrowser *b = p ? browser_locked(p, sid) : NULL;
+    if (!b || b->state != PB_ACQUIRED) {
+        pthread_mutex_unlock(&g->mu);
+        return E_NOTFOUND;
+    }
+    if (!reuse) {
+        unlink_browser_locked(p, b);
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        g->launcher.end(g->launcher.ctx, sid, "released");
+        return 0;
+    }
+    b->state = PB_CLEANING; /* neither leased nor available */
+    struct pool_view v;
+    view_locked(p, &v);
+    pthread_mutex_unlock(&g->mu);
+    int clean = g->launcher.clean(g->launcher.ctx, &v, sid);
+    pool_view_clear(&v);
+    pthread_mutex_lock(&g->mu);
+    /* Still linked unless the browser ended on its own meanwhile
+     * (pool_browser_gone); a delete leaves cleaning browsers to us. */
+    const char *reason = "released (could not be cleaned)";
+    if ((b = browser_locked(p, sid))) {
+        if (clean != 0 || p->deleted) {
+            if (p->deleted)
+                reason = "pool deleted";
+            endlist_add(&l, sid);
+            unlink_browser_locked(p, b);
+        } else {
+            reason = "pool shrunk";
+            make_available_locked(g, p, b, &l);
+        }
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    endlist_run(g, &l, reason);
+    return 0;
+}
+
+void pool_put_back(struct pool_engine *g, const char *id, const char *sid)
+{
+    struct endlist l = {0};
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    struct pbrowser *b = p ? browser_locked(p, sid) : NULL;
+    if (b && b->state == PB_ACQUIRED)
+        make_available_locked(g, p, b, &l);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    endlist_run(g, &l, "pool shrunk");
+}
+
+void pool_browser_gone(struct pool_engine *g, const char *id, const char *sid)
+{
+    pthread_mutex_lock(&g->mu);
+    for (struct pool *p = g->pools; p; p = p->next) {
+        struct pbrowser *b = strcmp(p->id, id) == 0 ? browser_locked(p, sid) : NULL;
+        if (b)
+            unlink_browser_locked(p, b);
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- waiters ---- */
+
+int pool_acquire(struct pool_engine *g, const char *id, int64_t wait_ms,
+                 const struct pool_waiter_ops *ops, void *ctx, char *sid, struct pool_waiter **w)
+{
+    sid[0] = '\0';
+    *w = NULL;
+    pthread_mutex_lock(&g->mu);
+    struct pool *p = find_locked(g, id);
+    if (!p) {
+        pthread_mutex_unlock(&g->mu);
+        return E_NOTFOUND;
+    }
+    /* An available browser implies an empty queue (serve_locked runs
+     * whenever one becomes available), so this keeps first come, first
+     * served. */
+    struct pbrowser *b = p->wq ? NULL : first_available_locked(p);
+    if (b) {
+        b->state = PB_ACQUIRED;
+        snprintf(sid, POOL_SID_MAX, "%s", b->sid);
+        pthread_mutex_unlock(&g->mu);
+        return 0;
+    }
+    if (wait_ms < 0)
+        wait_ms = pool_default_wait_ms(p->config);
+    if (wait_ms <= 0) {
+        pthread_mutex_unlock(&g->mu);
+        return E_LIMIT;
+    }
+    struct pool_waiter *nw = xcalloc(1, sizeof *nw);
+    nw->g = g;
+    nw->p = p;
+    nw->ops = *ops;
+    nw->ctx = ctx;
+    nw->deadline_ms = g->now_ms() + wait_ms;
+    nw->state = POOL_WAIT_QUEUED;
+    struct pool_waiter **tail = &p->wq;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = nw;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    *w = nw;
+    return 0;
+}
+
+enum pool_wait_state pool_waiter_state(struct pool_waiter *w, char *sid)
+{
+    pthread_mutex_lock(&w->g->mu);
+    enum pool_wait_state st = w->state;
+    if (sid)
+        snprintf(sid, POOL_SID_MAX, "%s", st == POOL_WAIT_GRANTED ? w->sid : "");
+    pthread_mutex_unlock(&w->g->mu);
+    return st;
+}
+
+enum pool_wait_state pool_waiter_finish(struct pool_waiter *w, char *sid)
+{
+    if (sid)
+        sid[0] = '\0';
+    if (!w)
+        return POOL_WAIT_QUEUED;
+    pthread_mutex_lock(&w->g->mu);
+    struct pool *p = w->p;
+    for (struct pool_waiter **wp = p ? &p->wq : NULL; wp && *wp; wp = &(*wp)->next)
+        if (*wp == w) {
+            *wp = w->next;
+            break;
+        }
+    enum pool_wait_state st = w->state;
+    if (sid && st == POOL_WAIT_GRANTED)
+        snprintf(sid, POOL_SID_MAX, "%s", w->sid);
+    pthread_mutex_unlock(&w->g->mu);
+    xfree(w);
+    return st;
+}
+
+/* ---- Chromium helpers (DevTools) ---- */
+
+/* The first page's target id into out, and every target in *all (may be
+ * NULL). E_NOTFOUND when the browser has no page. */
+static int cdp_first_page(struct cdp_client *cc, char *out, size_t cap, json_t **all, struct err *e)
+{
+    json_t *res = NULL;
+    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, CDP_TIMEOUT_MS, &res, e);
+    if (rc)
+        return rc;
+    json_t *infos = json_object_get(res, "targetInfos");
+    size_t i;
+    json_t *t;
+    rc = E_NOTFOUND;
+    json_array_foreach(infos, i, t)
+    {
+        const char *type = jsonx_str(t, "type");
+        if (type && strcmp(type, "page") == 0 && rc != 0) {
+            snprintf(out, cap, "%s", jsonx_str(t, "targetId"));
+            rc = 0;
+        }
+    }
+    if (all)
+        *all = json_incref(infos);
+    json_decref(res);
+    return rc;
+}
+
+/* Navigates target to url; wait: also wait until the navigation committed. */
+static void navigate(struct cdp_client *cc, const char *target, const char *url, int wait)
+{
+    struct err e;
+    err_init(&e);
+    json_t *res = NULL, *ignored = NULL;
+    json_t *p = json_pack("{s:s,s:b}", "targetId", target, "flatten", 1);
+    if (cdp_client_call(cc, NULL, "Target.attachToTarget", p, 1, CDP_TIMEOUT_MS, &res, &e) == 0) {
+        json_t *np = json_pack("{s:s}", "url", url);
+        if (cdp_client_call(cc, jsonx_str(res, "sessionId"), "Page.navigate", np, wait,
+                            CDP_TIMEOUT_MS, &ignored, &e) != 0)
+            log_debug("pool navigate %s: %s", url, e.message);
+        json_decref(np);
+    }
+    json_decref(p);
+    json_decref(res);
+    json_decref(ignored);
+}
+
+void pool_cdp_navigate(const char *ws, const char *url)
+{
+    struct err e;
+    err_init(&e);
+    struct cdp_client *cc;
+    char target[128];
+    if (cdp_client_open(ws, CDP_TIMEOUT_MS, &cc, &e) != 0)
+        return;
+    if (cdp_first_page(cc, target, sizeof target, NULL, &e) == 0)
+        navigate(cc, target, url, 0);
+    cdp_client_close(cc);
+}
+
+/* The origin ("scheme://host[:port]") of an http(s) URL into out; 0 if none. */
+static int origin_of(const char *url, char *out, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    if (!p || (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0))
+        return 0;
+    const char *end = strchr(p + 3, '/');
+    size_t n = end ? (size_t)(end - url) : strlen(url);
+    if (n + 1 > cap)
+        return 0;
+    memcpy(out, url, n);
+    out[n] = '\0';
+    return 1;
+}
+
+/* Reusing the first page avoids starting a renderer. */
+int pool_cdp_clean(const char *ws, const char *start_url)
+{
+    struct err e;
+    err_init(&e);
+    struct cdp_client *cc;
+    if (cdp_client_open(ws, CDP_TIMEOUT_MS, &cc, &e) != 0)
+        return E_UNAVAIL;
+    json_t *all = NULL;
+    char keep[128];
+    int rc = cdp_first_page(cc, keep, sizeof keep, &all, &e);
+    if (rc == E_NOTFOUND) { /* no page at all: make one */
+        json_t *res = NULL, *params = json_pack("{s:s}", "url", "about:blank");
+        rc = cdp_client_call(cc, NULL, "Target.createTarget", params, 1, CDP_TIMEOUT_MS, &res, &e);
+        snprintf(keep, sizeof keep, "%s", rc == 0 ? jsonx_str(res, "targetId") : "");
+        json_decref(params); /* cdp_client_call borrows params */
+        json_decref(res);
+    }
+    json_t *origins = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(all, i, t)
+    {
+        const char *type = jsonx_str(t, "type"), *id = jsonx_str(t, "targetId");
+        const char *url = jsonx_str(t, "url");
+        char origin[512];
+        if (url && origin_of(url, origin, sizeof origin))
+            json_array_append_new(origins, json_string(origin));
+        if (!type || !id || strcmp(id, keep) == 0 || strcmp(type, "page") != 0)
+            continue;
+        /* Waited for: a page still open could finish a request (a favicon,
+         * say) after the cookies were cleared and set one again. */
+        json_t *p = json_pack("{s:s}", "targetId", id), *r = NULL;
+        if (cdp_client_call(cc, NULL, "Target.closeTarget", p, 1, CDP_TIMEOUT_MS, &r, &e) != 0)
+            log_debug("pool release: closeTarget: %s", e.message);
+        json_decref(r);
+        json_decref(p);
+    }
+    json_decref(all);
+    if (rc == 0 && keep[0])
+        navigate(cc, keep, start_url && *start_url ? start_url : "about:blank", 1);
+    json_array_foreach(origins, i, t)
+    {
+        json_t *p = json_pack("{s:O,s:s}", "origin", t, "storageTypes", "all");
+        if (cdp_client_call(cc, NULL, "Storage.clearDataForOrigin", p, 0, 0, NULL, &e) != 0)
+            log_debug("pool release: clearDataForOrigin: %s", e.message);
+        json_decref(p);
+    }
+    json_decref(origins);
+    if (rc == 0) {
+        /* Waiting for this answer also waits for every command sent before it:
+         * a DevTools connection answers in order. */
+        json_t *none = json_object();
+        /* A response already on its way when the pages closed can still set
+         * a cookie: clear until none is left (a few rounds at most). */
+        for (int round = 0; rc == 0 && round < 3; round++) {
+            json_t *r2 = NULL;
+            if (round) {
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            rc =
+                cdp_client_call(cc, NULL, "Storage.clearCookies", none, 1, CDP_TIMEOUT_MS, &r2, &e);
+            json_decref(r2);
+            r2 = NULL;
+            int clean = rc == 0 &&
+                        cdp_client_call(cc, NULL, "Storage.getCookies", none, 1, CDP_TIMEOUT_MS,
+                                        &r2, &e) == 0 &&
+                        json_array_size(json_object_get(r2, "cookies")) == 0;
+            json_decref(r2);
+            if (clean)
+                break;
+        }
+        json_decref(none);
+    }
+    cdp_client_close(cc);
+    return rc;
+}
