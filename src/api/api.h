@@ -143,6 +143,10 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
  * stay valid; clients reconnect. */
 int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
                                   const char *archive_path, struct err *e) WUR;
+/* Restarts a live session's browser with the settings in s->data (which are
+ * recorded), keeping its folder: used when the extensions to load changed.
+ * Same sandbox; clients reconnect. */
+int browsers_restart(struct app *app, const struct session_rec *s, struct err *e) WUR;
 /* "ws[s]://PUBLIC" + path + "?jwt=" + token, from the public URL (owned). */
 char *api_public_ws_url(const struct app *app, const char *path, const char *token);
 /* The Browser record of a session (new reference). */

@@ -18,6 +18,7 @@
 
 #include "api/api.h"
 #include "api/browsers.h"
+#include "api/extensions.h"
 #include "api/replays.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
@@ -197,14 +198,12 @@ static int bool_query(struct req *rq, const char *name, int *out)
 
 /* ---- create ---- */
 
-/* Extensions and vaults are areas this server does not serve (issue notes):
- * a clear 501 naming the field, never a silent drop. The fields modules
- * serve (profile, proxy, telemetry export) are checked by their hooks. */
+/* Vaults are an area this server does not serve (issue notes): a clear 501
+ * naming the field, never a silent drop. The fields modules serve
+ * (profile, proxy, telemetry export) are checked by their hooks;
+ * extensions by api/extensions before launch. */
 static int unsupported_create_fields(struct err *e, const struct sessrules_create *c)
 {
-    if (c->extensions && json_array_size(c->extensions) > 0)
-        return err_set(e, E_NOTIMPL, "not_implemented",
-                       "extensions: extensions are not served by this server");
     if (c->vaults && json_array_size(c->vaults) > 0)
         return err_set(e, E_NOTIMPL, "not_implemented",
                        "vaults: vaults are not served by this server");
@@ -360,6 +359,7 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     /* The sandbox before the modules: the egress proxy listens inside its
      * network namespace. The browser holds its own reference. */
     struct sandbox *sb = NULL;
+    const char **ext_dirs = NULL;
     if (rc == 0 && sandbox_enabled() &&
         (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
         rc = launch_failed(s->id, "sandbox", rc, e);
@@ -372,6 +372,11 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
             rc = launch_failed(s->id, "sandbox", rc, e);
     }
     o.sandbox = sb;
+    /* Extensions unpack into the sandbox's files (api/extensions.h). */
+    if (rc == 0 && json_array_size(c.extensions) &&
+        (rc = extensions_session_prepare(app, org_id, project_id, ent, c.extensions, sb, doc,
+                                         e)) == 0)
+        o.extension_dirs = ext_dirs = extensions_launch_dirs(doc);
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)
             rc = (*x)->prepare(&sc, e);
@@ -380,6 +385,7 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
         rc = launch_failed(s->id, "start", rc, e);
     sandbox_unref(sb);
     xfree(policy);
+    xfree(ext_dirs);
     if (rc) {
         if (!pooled)
             sessmgr_unreserve(app->sessions, org_id);
@@ -419,8 +425,11 @@ static int take_sandbox(void *ctx, struct chromium *c)
     return 0;
 }
 
-int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
-                                  const char *archive_path, struct err *e)
+/* Restarts a live session's browser with its settings (s->data): the old
+ * browser closes cleanly; with replace_dir its folder is replaced by the
+ * archive's contents (none: an empty profile). */
+static int restart_browser(struct app *app, const struct session_rec *s, int replace_dir,
+                           const char *archive_path, struct err *e)
 {
     json_t *d = json_loads(s->data, 0, NULL);
     if (!d)
@@ -443,11 +452,14 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
         .proxy_server = egress,
         .memory_max_bytes = memory_bytes(jsonx_str(d, "memory") ? jsonx_str(d, "memory") : "8"),
     };
+    const char **ext_dirs = extensions_launch_dirs(d);
+    o.extension_dirs = ext_dirs;
     /* The old browser closes cleanly (it may be saving to its own profile),
      * then its folder is replaced by the profile's state. */
     struct live *l = sessmgr_get(app->sessions, s->id);
     if (!l) {
         xfree(policy);
+        xfree(ext_dirs);
         json_decref(d);
         return err_set(e, E_CONFLICT, "session_ended", "browser session %s has ended", s->id);
     }
@@ -457,8 +469,9 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
     o.sandbox = sb;
     struct chromium *fresh = NULL;
     int rc = sessmgr_replace(app->sessions, s->id, NULL);
-    remove_tree(dir);
-    if (rc == 0 && archive_path)
+    if (replace_dir)
+        remove_tree(dir);
+    if (rc == 0 && replace_dir && archive_path)
         rc = profile_archive_extract(archive_path, dir, e);
     if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0)
         rc = launch_failed(s->id, "restart", rc, e);
@@ -481,8 +494,20 @@ int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
     }
     sessmgr_put(l);
     xfree(policy);
+    xfree(ext_dirs);
     json_decref(d);
     return rc;
+}
+
+int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
+                                  const char *archive_path, struct err *e)
+{
+    return restart_browser(app, s, 1, archive_path, e);
+}
+
+int browsers_restart(struct app *app, const struct session_rec *s, struct err *e)
+{
+    return restart_browser(app, s, 0, NULL, e);
 }
 
 json_t *browsers_render(struct app *app, const struct session_rec *s)

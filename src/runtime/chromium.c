@@ -802,6 +802,17 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
         strvec_push(av, xasprintf("--proxy-server=%s", o->proxy_server));
         strvec_push(av, xstrdup("--proxy-bypass-list=<-loopback>"));
     }
+    /* Debian's Chromium still honours --load-extension (its launcher passes
+     * one for the system's extensions; this later one wins). */
+    if (o->extension_dirs && o->extension_dirs[0]) {
+        char *list = xstrdup("--load-extension=");
+        for (size_t i = 0; o->extension_dirs[i]; i++) {
+            char *next = xasprintf("%s%s%s", list, i ? "," : "", o->extension_dirs[i]);
+            xfree(list);
+            list = next;
+        }
+        strvec_push(av, list);
+    }
     for (size_t i = 0; o->extra_args && o->extra_args[i]; i++)
         strvec_push(av, xstrdup(o->extra_args[i]));
     strvec_push(av, xstrdup(o->start_url ? o->start_url : "about:blank"));

@@ -176,5 +176,15 @@ int sq_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
                       struct otlp_dest_rec **rows, size_t *n);
 int sq_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
 int sq_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
+/* ---- extensions (sqlite_extensions.c) ---- */
+extern const char sq_schema_extensions[];
+int sq_ext_create(struct store *st_, struct ext_rec *x);
+int sq_ext_get(struct store *st_, const char *org_id, const char *project_id,
+               const char *id_or_name, struct ext_rec *out);
+int sq_ext_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                const char *query, struct page *pg, struct ext_rec **rows, size_t *n);
+int sq_ext_count(struct store *st_, const char *org_id, int64_t *n);
+int sq_ext_touch(struct store *st_, const char *id, int64_t last_used_at);
+int sq_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
 #endif

@@ -156,6 +156,19 @@ struct otlp_dest_rec {
 void telem_event_rec_clear(struct telem_event_rec *r);
 void otlp_dest_rec_clear(struct otlp_dest_rec *d);
 /* records: telemetry */
+/* An uploaded browser extension (the zip lives in the data folder, see
+ * api/extensions.h). Scoped to a project; the name is unique within it. */
+struct ext_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME]; /* "" = none */
+    int64_t created_at;
+    int64_t size_bytes;
+    char checksum[65];    /* hex SHA-256 of the uploaded zip */
+    int64_t last_used_at; /* 0 = never loaded into a browser */
+};
+/* records: extensions */
 
 /* Filters of GET /browsers. */
 struct session_filter {
@@ -310,6 +323,23 @@ struct store_ops {
     int (*otlp_dest_update)(struct store *st, const struct otlp_dest_rec *d);
     int (*otlp_dest_delete)(struct store *st, const char *org_id, const char *id);
     /* ops: telemetry */
+    /* Extensions. create fills id and created_at; E_CONFLICT when the
+     * project already has one with that (non-empty) name. get finds by id,
+     * or else by exact name, within the org's project. list: name is an
+     * exact case-insensitive name, query a case-insensitive substring of the
+     * name or an exact id (NULL = any). count: the org's stored extensions.
+     * touch sets last_used_at (E_NOTFOUND when deleted). */
+    int (*ext_create)(struct store *st, struct ext_rec *x);
+    int (*ext_get)(struct store *st, const char *org_id, const char *project_id,
+                   const char *id_or_name, struct ext_rec *out);
+    int (*ext_list)(struct store *st, const char *org_id, const char *project_id,
+                    const char *name, const char *query, struct page *pg, struct ext_rec **rows,
+                    size_t *n);
+    int (*ext_count)(struct store *st, const char *org_id, int64_t *n);
+    int (*ext_touch)(struct store *st, const char *id, int64_t last_used_at);
+    int (*ext_delete)(struct store *st, const char *org_id, const char *project_id,
+                      const char *id);
+    /* ops: extensions */
 };
 
 struct store {
@@ -379,6 +409,13 @@ void org_rec_clear(struct org_rec *o);
 #define store_otlp_dest_update(st, ...)     ((st)->ops->otlp_dest_update((st), __VA_ARGS__))
 #define store_otlp_dest_delete(st, ...)     ((st)->ops->otlp_dest_delete((st), __VA_ARGS__))
 /* wrappers: telemetry */
+#define store_ext_create(st, ...) ((st)->ops->ext_create((st), __VA_ARGS__))
+#define store_ext_get(st, ...)    ((st)->ops->ext_get((st), __VA_ARGS__))
+#define store_ext_list(st, ...)   ((st)->ops->ext_list((st), __VA_ARGS__))
+#define store_ext_count(st, ...)  ((st)->ops->ext_count((st), __VA_ARGS__))
+#define store_ext_touch(st, ...)  ((st)->ops->ext_touch((st), __VA_ARGS__))
+#define store_ext_delete(st, ...) ((st)->ops->ext_delete((st), __VA_ARGS__))
+/* wrappers: extensions */
 #define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))
 #define store_key_rotate(st, ...) ((st)->ops->key_rotate((st), __VA_ARGS__))

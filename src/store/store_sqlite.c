@@ -256,6 +256,13 @@ static const struct store_ops sqlite_ops = {
     .otlp_dest_update = sq_otlp_dest_update,
     .otlp_dest_delete = sq_otlp_dest_delete,
     /* ops: telemetry */
+    .ext_create = sq_ext_create,
+    .ext_get = sq_ext_get,
+    .ext_list = sq_ext_list,
+    .ext_count = sq_ext_count,
+    .ext_touch = sq_ext_touch,
+    .ext_delete = sq_ext_delete,
+    /* ops: extensions */
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -272,6 +279,8 @@ static const struct sq_migration migrations[] = {
     /* migrations: proxies */
     {"0010_telemetry", sq_schema_telemetry},
     /* migrations: telemetry */
+    {"0019_extensions", sq_schema_extensions},
+    /* migrations: extensions */
 };
 
 static int migrate(struct conn *c)
