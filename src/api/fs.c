@@ -1,0 +1,998 @@
+/*
+ * Handlers of /browsers/{id}/fs/... (browsers.fs.*, SESSION_API.md section
+ * 2): gate (the key's live session, features.file_io, a sandbox with its own
+ * files), parse, act through runtime/sessfs, render the kernel-images wire
+ * format (201/200/204, bare arrays, FileInfo with Go FileMode strings).
+ *
+ * Watches: one inotify descriptor per watch, at most LIM_FS_WATCHES per
+ * session. Events are read from inotify by the events stream itself when it
+ * is woken; one ticker thread wakes every open stream every FS_TICK_MS and
+ * ends the watches of sessions that have ended.
+ */
+#include "api/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/log.h"
+#include "core/multipart.h"
+#include "core/path.h"
+#include "core/xalloc.h"
+#include "runtime/sandbox.h"
+#include "runtime/sessfs.h"
+#include "runtime/sessmgr.h"
+#include "telemetry/telemetry.h"
+
+#define FS_TICK_MS       200
+#define FS_INLINE_BYTES  (8u * 1024u * 1024u) /* read_file answers bigger files streamed */
+#define FS_EVENTS_QUEUED (256u * 1024u)       /* encoded events waiting for a slow client */
+#define FS_WATCH_MASK                                                                              \
+    (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |            \
+     IN_MOVE_SELF)
+
+/* ---- what every call needs ---- */
+
+struct call {
+    struct session_rec rec;
+    struct live *live;
+    struct sandbox *sb;
+    struct sessfs fs;
+    const char *op;
+    int64_t started_us;
+};
+
+/* 404 for a session that is not the key's (or unknown), 409 when it has
+ * ended, 403 without file_io, 503 without a sandbox with its own files. */
+static void call_init(struct call *c)
+{
+    memset(c, 0, sizeof *c);
+    c->fs.rootfd = -1;
+}
+
+/* call_open on a call_init'ed c; call_close releases either way. */
+static int call_open(struct req *rq, const char *op, int mutates, struct call *c)
+{
+    c->op = op;
+    c->started_us = clock_mono_us();
+    /* A change to files is not repeated by the client's retries. */
+    rq->no_retry = mutates;
+    char ws[512];
+    int rc = api_live_session(rq, &c->rec, &c->live, ws, sizeof ws);
+    if (rc)
+        return rc;
+    if ((rc = api_require_feature(rq, "file_io")) != 0)
+        return rc;
+    c->sb = live_sandbox_ref(c->live);
+    const char *root = sandbox_root(c->sb);
+    if (root == NULL)
+        return err_set(&rq->err, E_UNAVAIL, "sandbox_required",
+                       "browsers.fs needs the session sandbox: docs/sandbox.md");
+    rc = sessfs_open(&c->fs, root, sandbox_uid(c->sb));
+    if (rc < 0)
+        return err_set(&rq->err, E_INTERNAL, "internal", "opening the session's files: %s",
+                       strerror(-rc));
+    live_touch(c->live);
+    return 0;
+}
+
+/* Reports the call (category platform) and releases what call_open took. */
+static int call_close(struct req *rq, struct call *c, int rc)
+{
+    if (c->live) {
+        int status = rc == 0 ? 200 : http_status_for(rc);
+        json_t *d =
+            json_pack("{s:s,s:i,s:I}", "operation_id", c->op, "status", status, "duration_ms",
+                      (json_int_t)((clock_mono_us() - c->started_us) / 1000));
+        struct telem_src src = {"kernel_api", "fs", 0};
+        telemetry_emit_src(c->rec.id, TELEM_PLATFORM, "api_call", &src, d);
+        sessmgr_put(c->live);
+    }
+    sessfs_close(&c->fs);
+    sandbox_unref(c->sb);
+    session_rec_clear(&c->rec);
+    (void)rq;
+    return rc;
+}
+
+/* The one table from sessfs's -errno to the client's Error record. what is
+ * the operation's kernel-images phrase for a missing path ("file not
+ * found"). */
+static int fs_fail(struct req *rq, int rc, const char *path, const char *what)
+{
+    switch (rc) {
+    case -ENOENT:
+        return err_set(&rq->err, E_NOTFOUND, "not_found",
+                       "%s: %s (fs sees the session's own files: /tmp and /home)", what, path);
+    case -ENOTDIR:
+        return err_set(&rq->err, E_INVALID, "bad_request", "path is not a directory: %s", path);
+    case -EISDIR:
+        return err_set(&rq->err, E_INVALID, "bad_request", "path is a directory: %s", path);
+    case -EACCES:
+    case -EPERM:
+        return err_set(&rq->err, E_FORBIDDEN, "forbidden",
+                       "permission denied: %s (operations run as the session's user)", path);
+    case -EEXIST:
+        return err_set(&rq->err, E_CONFLICT, "conflict", "path already exists: %s", path);
+    case -ENOTEMPTY:
+        return err_set(&rq->err, E_CONFLICT, "conflict", "directory not empty: %s", path);
+    case -ENOSPC:
+    case -EDQUOT:
+        return err_set(&rq->err, E_TOOBIG, "insufficient_storage",
+                       "the session's files are full (%lld MiB quota): %s",
+                       LIM_SESSION_DISK_BYTES >> 20, path);
+    case -EINVAL:
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "not possible on this path (the root, or not a regular file): %s", path);
+    case -ELOOP:
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "too many symbolic links or folders nested too deep: %s", path);
+    case -ENAMETOOLONG:
+        return err_set(&rq->err, E_INVALID, "bad_request", "path too long: %s", path);
+    case -E2BIG:
+        return err_set(&rq->err, E_TOOBIG, "payload_too_large", "too large: %s", path);
+    case -EBUSY:
+        return err_set(&rq->err, E_CONFLICT, "conflict", "path is busy: %s", path);
+    default:
+        return err_set(&rq->err, E_INTERNAL, "internal", "%s failed: %s", path, strerror(-rc));
+    }
+}
+
+/* A required absolute path (query or body field). */
+static int need_path(struct req *rq, const char *field, const char *p)
+{
+    if (p == NULL || p[0] == '\0')
+        return err_field(&rq->err, field, "%s cannot be empty", field);
+    if (p[0] != '/')
+        return err_field(&rq->err, field, "%s must be an absolute path", field);
+    if (strlen(p) >= PATH_MAX)
+        return err_field(&rq->err, field, "%s is too long", field);
+    return 0;
+}
+
+static int mode_field(struct req *rq, const char *field, const char *s, mode_t dflt, mode_t *out)
+{
+    if (s == NULL) {
+        *out = dflt;
+        return 0;
+    }
+    if (sessfs_parse_mode(s, out) != 0)
+        return err_field(&rq->err, field, "invalid mode: an octal string of 3 or 4 digits");
+    *out &= 01777; /* no setuid/setgid inside a session */
+    return 0;
+}
+
+/* A JSON body (required) with string fields. */
+static int body_obj(struct req *rq, json_t **out)
+{
+    *out = NULL;
+    if (rq->body_len == 0)
+        return err_set(&rq->err, E_INVALID, "bad_request", "request body required");
+    return req_json_object(rq, 0, out);
+}
+
+static int str_field(struct req *rq, const json_t *o, const char *k, const char **out)
+{
+    json_t *v = json_object_get(o, k);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return err_field(&rq->err, k, "must be a string");
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* FileInfo of SESSION_API.md section 2. */
+static json_t *file_info(const char *name, const char *path, const struct stat *st)
+{
+    char mode[32], mt[64], frac[16];
+    sessfs_mode_string(st->st_mode, mode, sizeof mode);
+    struct tm tm;
+    gmtime_r(&st->st_mtim.tv_sec, &tm);
+    strftime(mt, sizeof mt, "%Y-%m-%dT%H:%M:%S", &tm);
+    /* RFC 3339 with nanoseconds, trailing zeros dropped, as Go prints it. */
+    frac[0] = '\0';
+    if (st->st_mtim.tv_nsec) {
+        snprintf(frac, sizeof frac, ".%09ld", st->st_mtim.tv_nsec);
+        size_t n = strlen(frac);
+        while (frac[n - 1] == '0')
+            frac[--n] = '\0';
+    }
+    char stamp[96];
+    snprintf(stamp, sizeof stamp, "%s%sZ", mt, frac);
+    return json_pack("{s:s,s:s,s:I,s:b,s:s,s:s}", "name", name, "path", path, "size_bytes",
+                     (json_int_t)(S_ISDIR(st->st_mode) ? 0 : st->st_size), "is_dir",
+                     S_ISDIR(st->st_mode), "mod_time", stamp, "mode", mode);
+}
+
+/* The normalized client path (no trailing slash, no "." or ".."). */
+static void norm_path(const char *in, char *out, size_t cap)
+{
+    if (path_absolute(in, out, cap) != 0)
+        snprintf(out, cap, "%s", in);
+}
+
+/* ---- read_file ---- */
+
+struct fstream {
+    int fd;
+    off_t left;
+};
+
+static long fread_cb(void *ctx, char *buf, size_t cap)
+{
+    struct fstream *s = ctx;
+    if (s->left <= 0)
+        return -1;
+    ssize_t n = read(s->fd, buf, cap < (size_t)s->left ? cap : (size_t)s->left);
+    if (n <= 0)
+        return -1; /* the file shrank: the body ends short, the client sees it */
+    s->left -= n;
+    return (long)n;
+}
+
+static void ffree_cb(void *ctx)
+{
+    struct fstream *s = ctx;
+    close(s->fd);
+    xfree(s);
+}
+
+int fs_read_file(struct req *rq, struct resp *rs)
+{
+    const char *path = req_query(rq, "path");
+    int rc = need_path(rq, "path", path);
+    if (rc)
+        return rc;
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.read_file", 0, &c)) != 0)
+        return call_close(rq, &c, rc);
+    int fd;
+    struct stat st;
+    rc = sessfs_read_open(&c.fs, path, &fd, &st);
+    if (rc < 0)
+        return call_close(rq, &c, fs_fail(rq, rc, path, "file not found"));
+    if (st.st_size <= (off_t)FS_INLINE_BYTES) {
+        char *data = xmalloc((size_t)st.st_size + 1);
+        size_t got = 0;
+        while (got < (size_t)st.st_size) {
+            ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        close(fd);
+        resp_text(rs, 200, "application/octet-stream", data, got);
+    } else {
+        struct fstream *s = xcalloc(1, sizeof *s);
+        s->fd = fd;
+        s->left = st.st_size;
+        resp_stream(rs, 200, "application/octet-stream", fread_cb, ffree_cb, s, NULL);
+    }
+    return call_close(rq, &c, 0);
+}
+
+/* ---- write_file, create_directory, delete_*, move, set_file_permissions ---- */
+
+int fs_write_file(struct req *rq, struct resp *rs)
+{
+    const char *path = req_query(rq, "path");
+    int rc = need_path(rq, "path", path);
+    mode_t mode;
+    if (rc == 0)
+        rc = mode_field(rq, "mode", req_query(rq, "mode"), 0644, &mode);
+    if (rc == 0 && rq->body_len == 0)
+        rc = err_set(&rq->err, E_INVALID, "bad_request", "empty request body");
+    if (rc)
+        return rc;
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.write_file", 1, &c)) != 0)
+        return call_close(rq, &c, rc);
+    rc = sessfs_write(&c.fs, path, mode, rq->body, rq->body_len);
+    if (rc < 0)
+        rc = fs_fail(rq, rc, path, "directory not found");
+    else
+        resp_empty(rs, 201);
+    return call_close(rq, &c, rc);
+}
+
+/* The PUT handlers taking {path} (and more) as JSON. */
+enum put_op { PUT_MKDIR, PUT_UNLINK, PUT_RMTREE, PUT_MOVE, PUT_CHMOD };
+
+/* owner/group: only the session's own user (its number, or "kernel"). */
+static int own_ok(const char *v, uid_t uid)
+{
+    if (v == NULL || strcmp(v, "kernel") == 0)
+        return 1;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    return errno == 0 && end != v && *end == '\0' && n == (unsigned long)uid;
+}
+
+static int put_call(struct req *rq, struct resp *rs, enum put_op op)
+{
+    static const char *const ops[] = {"fs.create_directory", "fs.delete_file",
+                                      "fs.delete_directory", "fs.move", "fs.set_file_permissions"};
+    json_t *b;
+    int rc = body_obj(rq, &b);
+    if (rc)
+        return rc;
+    const char *path = NULL, *dst = NULL, *mode_s = NULL, *owner = NULL, *group = NULL;
+    mode_t mode = 0;
+    if (op == PUT_MOVE) {
+        if ((rc = str_field(rq, b, "src_path", &path)) == 0 &&
+            (rc = str_field(rq, b, "dest_path", &dst)) == 0 && (!path || !dst))
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "src_path and dest_path required");
+        if (rc == 0 && (rc = need_path(rq, "src_path", path)) == 0)
+            rc = need_path(rq, "dest_path", dst);
+    } else if ((rc = str_field(rq, b, "path", &path)) == 0) {
+        rc = need_path(rq, "path", path);
+    }
+    if (rc == 0 && (op == PUT_MKDIR || op == PUT_CHMOD))
+        rc = str_field(rq, b, "mode", &mode_s);
+    if (rc == 0 && op == PUT_CHMOD && mode_s == NULL)
+        rc = err_field(&rq->err, "mode", "mode is required");
+    if (rc == 0 && (op == PUT_MKDIR || op == PUT_CHMOD))
+        rc = mode_field(rq, "mode", mode_s, 0755, &mode);
+    if (rc == 0 && op == PUT_CHMOD && (rc = str_field(rq, b, "owner", &owner)) == 0)
+        rc = str_field(rq, b, "group", &group);
+    struct call c;
+    call_init(&c);
+    if (rc || (rc = call_open(rq, ops[op], 1, &c)) != 0) {
+        json_decref(b);
+        return call_close(rq, &c, rc);
+    }
+    switch (op) {
+    case PUT_MKDIR:
+        rc = sessfs_mkdir(&c.fs, path, mode);
+        if (rc < 0)
+            rc = fs_fail(rq, rc, path, "parent directory not found");
+        break;
+    case PUT_UNLINK:
+        rc = sessfs_unlink(&c.fs, path);
+        if (rc < 0)
+            rc = fs_fail(rq, rc, path, "file not found");
+        break;
+    case PUT_RMTREE:
+        rc = sessfs_rmtree(&c.fs, path);
+        if (rc < 0)
+            rc = fs_fail(rq, rc, path, "directory not found");
+        break;
+    case PUT_MOVE:
+        rc = sessfs_move(&c.fs, path, dst);
+        if (rc == -ENOTDIR)
+            rc = err_set(&rq->err, E_NOTFOUND, "not_found", "destination directory not found: %s",
+                         dst);
+        else if (rc < 0)
+            rc = fs_fail(rq, rc, path, "source not found");
+        break;
+    case PUT_CHMOD:
+        if (!own_ok(owner, sandbox_uid(c.sb)) || !own_ok(group, sandbox_uid(c.sb))) {
+            rc = err_field(&rq->err, owner && !own_ok(owner, sandbox_uid(c.sb)) ? "owner" : "group",
+                           "may only name the session's own user: kernel (uid %u)",
+                           (unsigned)sandbox_uid(c.sb));
+            break;
+        }
+        rc = sessfs_chmod(&c.fs, path, mode);
+        if (rc < 0)
+            rc = fs_fail(rq, rc, path, "path not found");
+        break;
+    }
+    json_decref(b);
+    if (rc == 0)
+        resp_empty(rs, op == PUT_MKDIR ? 201 : 200);
+    return call_close(rq, &c, rc);
+}
+
+int fs_create_directory(struct req *rq, struct resp *rs)
+{
+    return put_call(rq, rs, PUT_MKDIR);
+}
+
+int fs_delete_file(struct req *rq, struct resp *rs)
+{
+    return put_call(rq, rs, PUT_UNLINK);
+}
+
+int fs_delete_directory(struct req *rq, struct resp *rs)
+{
+    return put_call(rq, rs, PUT_RMTREE);
+}
+
+int fs_move(struct req *rq, struct resp *rs)
+{
+    return put_call(rq, rs, PUT_MOVE);
+}
+
+int fs_set_file_permissions(struct req *rq, struct resp *rs)
+{
+    return put_call(rq, rs, PUT_CHMOD);
+}
+
+/* ---- list_files, file_info, download_dir_zip ---- */
+
+int fs_list_files(struct req *rq, struct resp *rs)
+{
+    const char *path = req_query(rq, "path");
+    int rc = need_path(rq, "path", path);
+    if (rc)
+        return rc;
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.list_files", 0, &c)) != 0)
+        return call_close(rq, &c, rc);
+    struct sessfs_entry *v;
+    size_t n;
+    rc = sessfs_list(&c.fs, path, &v, &n);
+    if (rc < 0)
+        return call_close(rq, &c, fs_fail(rq, rc, path, "directory not found"));
+    char dir[PATH_MAX];
+    norm_path(path, dir, sizeof dir);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char *p = xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", v[i].name);
+        json_array_append_new(arr, file_info(v[i].name, p, &v[i].st));
+        xfree(p);
+    }
+    sessfs_entries_free(v, n);
+    resp_json(rs, 200, arr);
+    return call_close(rq, &c, 0);
+}
+
+int fs_file_info(struct req *rq, struct resp *rs)
+{
+    const char *path = req_query(rq, "path");
+    int rc = need_path(rq, "path", path);
+    if (rc)
+        return rc;
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.file_info", 0, &c)) != 0)
+        return call_close(rq, &c, rc);
+    struct stat st;
+    rc = sessfs_stat(&c.fs, path, &st);
+    if (rc < 0)
+        return call_close(rq, &c, fs_fail(rq, rc, path, "path not found"));
+    char p[PATH_MAX];
+    norm_path(path, p, sizeof p);
+    const char *base = strrchr(p, '/');
+    resp_json(rs, 200, file_info(base && base[1] ? base + 1 : "/", p, &st));
+    return call_close(rq, &c, 0);
+}
+
+int fs_download_dir_zip(struct req *rq, struct resp *rs)
+{
+    const char *path = req_query(rq, "path");
+    int rc = need_path(rq, "path", path);
+    if (rc)
+        return rc;
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.download_dir_zip", 0, &c)) != 0)
+        return call_close(rq, &c, rc);
+    struct buf b;
+    buf_init(&b, LIM_FS_ZIP_DOWNLOAD_BYTES);
+    rc = sessfs_zip_dir(&c.fs, path, &b);
+    if (rc == -E2BIG) {
+        rc = err_set(&rq->err, E_TOOBIG, "payload_too_large",
+                     "the zip of %s passes %u MiB: download smaller folders", path,
+                     LIM_FS_ZIP_DOWNLOAD_BYTES >> 20);
+    } else if (rc < 0) {
+        rc = fs_fail(rq, rc, path, "directory not found");
+    } else {
+        resp_text(rs, 200, "application/zip", b.p ? b.p : xstrdup(""), b.len);
+        b.p = NULL;
+    }
+    buf_free(&b);
+    return call_close(rq, &c, rc);
+}
+
+/* ---- upload, upload_zip ---- */
+
+/* A text part as a string (owned); NULL when it holds a NUL byte. */
+static char *part_text(const struct mp_part *p)
+{
+    if (memchr(p->data, '\0', p->len) != NULL)
+        return NULL;
+    return xstrndup(p->data, p->len);
+}
+
+/* "files[3][file]", "files[3].file", "files.3.file": index and field. */
+static int upload_field(const char *name, unsigned *idx, const char **field)
+{
+    const char *p;
+    if (strncmp(name, "files[", 6) == 0)
+        p = name + 6;
+    else if (strncmp(name, "files.", 6) == 0)
+        p = name + 6;
+    else
+        return -1;
+    char *end;
+    if (*p < '0' || *p > '9')
+        return -1;
+    unsigned long i = strtoul(p, &end, 10);
+    if (i >= LIM_MULTIPART_PARTS)
+        return -1;
+    if (name[5] == '[') {
+        if (*end != ']')
+            return -1;
+        end++;
+    }
+    if (strcmp(end, "[file]") == 0 || strcmp(end, ".file") == 0)
+        *field = "file";
+    else if (strcmp(end, "[dest_path]") == 0 || strcmp(end, ".dest_path") == 0)
+        *field = "dest_path";
+    else
+        return -1;
+    *idx = (unsigned)i;
+    return 0;
+}
+
+static int parse_form(struct req *rq, struct mp_form *f)
+{
+    return multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, f, &rq->err);
+}
+
+int fs_upload(struct req *rq, struct resp *rs)
+{
+    struct mp_form f;
+    int rc = parse_form(rq, &f);
+    if (rc)
+        return rc;
+    /* Parts arrive in any order (the SDK's createForm): grouped by index. */
+    const struct mp_part *file[LIM_MULTIPART_PARTS] = {0}, *dest[LIM_MULTIPART_PARTS] = {0};
+    unsigned used = 0;
+    for (size_t i = 0; rc == 0 && i < f.n; i++) {
+        unsigned idx;
+        const char *field;
+        const struct mp_part *p = &f.parts[i];
+        if (strcmp(p->name, "file") == 0 || strcmp(p->name, "dest_path") == 0) {
+            idx = 0; /* the single-file shorthand */
+            field = p->name;
+        } else if (upload_field(p->name, &idx, &field) != 0) {
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "invalid form field: %.200s", p->name);
+            break;
+        }
+        const struct mp_part **slot = strcmp(field, "file") == 0 ? &file[idx] : &dest[idx];
+        if (*slot)
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "duplicate form field: %.200s",
+                         p->name);
+        *slot = p;
+        if (idx + 1 > used)
+            used = idx + 1;
+    }
+    size_t count = 0;
+    for (unsigned i = 0; rc == 0 && i < used; i++) {
+        if (!file[i] && !dest[i])
+            continue;
+        if (!file[i] || !dest[i])
+            rc = err_set(&rq->err, E_INVALID, "bad_request",
+                         "each item must include file and dest_path (files[%u])", i);
+        count++;
+    }
+    if (rc == 0 && count == 0)
+        rc = err_set(&rq->err, E_INVALID, "bad_request", "no files provided");
+    char **paths = xcalloc(used ? used : 1, sizeof *paths);
+    for (unsigned i = 0; rc == 0 && i < used; i++) {
+        if (!dest[i])
+            continue;
+        paths[i] = part_text(dest[i]);
+        if (paths[i] == NULL || paths[i][0] != '/')
+            rc = err_set(&rq->err, E_INVALID, "bad_request",
+                         "dest_path must be an absolute path (files[%u][dest_path])", i);
+    }
+    struct call c;
+    call_init(&c);
+    if (rc == 0 && (rc = call_open(rq, "fs.upload", 1, &c)) == 0) {
+        for (unsigned i = 0; rc == 0 && i < used; i++) {
+            if (!file[i])
+                continue;
+            int r = sessfs_write(&c.fs, paths[i], 0644, file[i]->data, file[i]->len);
+            if (r < 0)
+                rc = fs_fail(rq, r, paths[i], "destination not found");
+        }
+        if (rc == 0)
+            resp_empty(rs, 201);
+    }
+    for (unsigned i = 0; i < used; i++)
+        xfree(paths[i]);
+    xfree(paths);
+    multipart_free(&f);
+    return call_close(rq, &c, rc);
+}
+
+int fs_upload_zip(struct req *rq, struct resp *rs)
+{
+    struct mp_form f;
+    int rc = parse_form(rq, &f);
+    if (rc)
+        return rc;
+    const struct mp_part *zip = multipart_find(&f, "zip_file");
+    const struct mp_part *dp = multipart_find(&f, "dest_path");
+    for (size_t i = 0; i < f.n; i++)
+        if (strcmp(f.parts[i].name, "zip_file") != 0 && strcmp(f.parts[i].name, "dest_path") != 0)
+            rc = err_set(&rq->err, E_INVALID, "bad_request", "invalid form field: %.200s",
+                         f.parts[i].name);
+    if (rc == 0 && (!zip || !dp))
+        rc = err_set(&rq->err, E_INVALID, "bad_request", "zip_file and dest_path are required");
+    char *dest = rc == 0 ? part_text(dp) : NULL;
+    if (rc == 0 && (dest == NULL || dest[0] != '/'))
+        rc = err_set(&rq->err, E_INVALID, "bad_request", "dest_path must be an absolute path");
+    struct call c;
+    call_init(&c);
+    if (rc == 0 && (rc = call_open(rq, "fs.upload_zip", 1, &c)) == 0) {
+        rc = sessfs_unzip(&c.fs, dest, zip->data, zip->len, &rq->err);
+        if (rc == 0)
+            resp_empty(rs, 201);
+    }
+    xfree(dest);
+    multipart_free(&f);
+    return call_close(rq, &c, rc);
+}
+
+/* ---- watch ---- */
+
+struct wdir {
+    int wd;
+    char *path;
+};
+
+struct fswatch {
+    char id[CRYPTO_ID_LEN + 1];
+    char session_id[64];
+    struct live *live; /* a reference, for "has the session ended" */
+    char *root;        /* the session's files (host path), to watch new folders */
+    uid_t uid;
+    int ifd;
+    int recursive;
+    int budget; /* folders this watch may still add */
+    struct wdir *dirs;
+    size_t ndirs, capdirs;
+    struct http_stream *hs; /* the events stream, NULL when none */
+    struct buf out;         /* encoded frames not yet sent */
+    int ended;              /* stopped, or its session ended: the stream ends */
+    int refs;               /* the registry's, and the stream's */
+    struct fswatch *next;
+};
+
+static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fswatch *watches;
+static pthread_once_t ticker_once = PTHREAD_ONCE_INIT;
+
+static void watch_release(struct fswatch *w) /* under w_mu */
+{
+    if (--w->refs > 0)
+        return;
+    close(w->ifd);
+    for (size_t i = 0; i < w->ndirs; i++)
+        xfree(w->dirs[i].path);
+    xfree(w->dirs);
+    xfree(w->root);
+    buf_free(&w->out);
+    sessmgr_put(w->live);
+    xfree(w);
+}
+
+/* Takes w out of the registry and ends its stream. Under w_mu. */
+static void watch_end(struct fswatch *w)
+{
+    for (struct fswatch **pp = &watches; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            w->ended = 1;
+            if (w->hs)
+                http_stream_wake(w->hs);
+            watch_release(w);
+            return;
+        }
+}
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, FS_TICK_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&w_mu);
+        for (struct fswatch *w = watches, *next; w; w = next) {
+            next = w->next;
+            char ws[512];
+            if (live_ws_url(w->live, ws, sizeof ws) != 0)
+                watch_end(w); /* watches die with their session */
+            else if (w->hs)
+                http_stream_wake(w->hs);
+        }
+        pthread_mutex_unlock(&w_mu);
+    }
+    return NULL;
+}
+
+static void ticker_start(void)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, ticker, NULL) != 0)
+        log_warn("fs: no watch ticker thread: events wait for the next call");
+    pthread_attr_destroy(&at);
+}
+
+static void wdir_add(void *ctx, int wd, const char *path)
+{
+    struct fswatch *w = ctx;
+    for (size_t i = 0; i < w->ndirs; i++)
+        if (w->dirs[i].wd == wd) {
+            xfree(w->dirs[i].path);
+            w->dirs[i].path = xstrdup(path);
+            return;
+        }
+    if (w->ndirs == w->capdirs) {
+        w->capdirs = w->capdirs ? w->capdirs * 2 : 8;
+        w->dirs = xrealloc(w->dirs, w->capdirs * sizeof *w->dirs);
+    }
+    w->dirs[w->ndirs].wd = wd;
+    w->dirs[w->ndirs].path = xstrdup(path);
+    w->ndirs++;
+}
+
+static const char *wdir_path(const struct fswatch *w, int wd)
+{
+    for (size_t i = 0; i < w->ndirs; i++)
+        if (w->dirs[i].wd == wd)
+            return w->dirs[i].path;
+    return NULL;
+}
+
+static struct fswatch *watch_find(const char *session_id, const char *id) /* under w_mu */
+{
+    for (struct fswatch *w = watches; w; w = w->next)
+        if (strcmp(w->id, id) == 0 && strcmp(w->session_id, session_id) == 0)
+            return w;
+    return NULL;
+}
+
+int fs_watch_start(struct req *rq, struct resp *rs)
+{
+    json_t *b;
+    int rc = body_obj(rq, &b);
+    if (rc)
+        return rc;
+    const char *path = NULL;
+    json_t *rec = json_object_get(b, "recursive");
+    if ((rc = str_field(rq, b, "path", &path)) == 0)
+        rc = need_path(rq, "path", path);
+    if (rc == 0 && rec && !json_is_boolean(rec) && !json_is_null(rec))
+        rc = err_field(&rq->err, "recursive", "must be a boolean");
+    if (rc) {
+        json_decref(b);
+        return rc;
+    }
+    struct call c;
+    call_init(&c);
+    if ((rc = call_open(rq, "fs.watch", 0, &c)) != 0) {
+        json_decref(b);
+        return call_close(rq, &c, rc);
+    }
+    pthread_once(&ticker_once, ticker_start);
+    int mine = 0;
+    pthread_mutex_lock(&w_mu);
+    for (struct fswatch *w = watches; w; w = w->next)
+        mine += strcmp(w->session_id, c.rec.id) == 0;
+    pthread_mutex_unlock(&w_mu);
+    if (mine >= LIM_FS_WATCHES) {
+        json_decref(b);
+        return call_close(rq, &c,
+                          err_set(&rq->err, E_LIMIT, "rate_limited",
+                                  "a session has at most %d watches: stop one first",
+                                  LIM_FS_WATCHES));
+    }
+    struct fswatch *w = xcalloc(1, sizeof *w);
+    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->ifd < 0) {
+        int er = errno;
+        xfree(w);
+        json_decref(b);
+        return call_close(rq, &c,
+                          err_set(&rq->err, E_UNAVAIL, "unavailable",
+                                  "no inotify instance left on this host: %s", strerror(er)));
+    }
+    crypto_new_id(w->id);
+    snprintf(w->session_id, sizeof w->session_id, "%s", c.rec.id);
+    w->root = xstrdup(sandbox_root(c.sb));
+    w->uid = sandbox_uid(c.sb);
+    w->recursive = json_is_true(rec);
+    w->budget = LIM_FS_WATCH_DIRS;
+    buf_init(&w->out, FS_EVENTS_QUEUED);
+    rc =
+        sessfs_watch_add(&c.fs, w->ifd, path, FS_WATCH_MASK, w->recursive, &w->budget, wdir_add, w);
+    if (rc == -E2BIG)
+        rc = err_set(&rq->err, E_INVALID, "bad_request",
+                     "a recursive watch covers at most %d folders: %s has more", LIM_FS_WATCH_DIRS,
+                     path);
+    else if (rc < 0)
+        rc = fs_fail(rq, rc, path, "path not found");
+    json_decref(b); /* path pointed into it */
+    if (rc) {
+        close(w->ifd);
+        for (size_t i = 0; i < w->ndirs; i++)
+            xfree(w->dirs[i].path);
+        xfree(w->dirs);
+        xfree(w->root);
+        buf_free(&w->out);
+        xfree(w);
+        return call_close(rq, &c, rc);
+    }
+    /* The watch keeps its own reference to the session. */
+    w->live = sessmgr_get(api_app(rq)->sessions, c.rec.id);
+    if (w->live == NULL) {
+        pthread_mutex_lock(&w_mu);
+        w->refs = 1;
+        watch_release(w);
+        pthread_mutex_unlock(&w_mu);
+        return call_close(rq, &c,
+                          err_set(&rq->err, E_CONFLICT, "session_ended", "the session ended"));
+    }
+    pthread_mutex_lock(&w_mu);
+    w->refs = 1;
+    w->next = watches;
+    watches = w;
+    pthread_mutex_unlock(&w_mu);
+    resp_json(rs, 201, json_pack("{s:s}", "watch_id", w->id));
+    return call_close(rq, &c, 0);
+}
+
+/* Appends one FileSystemEvent frame. */
+static void emit(struct fswatch *w, const char *type, const char *dir, const char *name, int is_dir)
+{
+    char *path =
+        name && *name ? xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", name) : xstrdup(dir);
+    const char *base = strrchr(path, '/');
+    json_t *ev = json_pack("{s:s,s:s,s:s,s:b}", "type", type, "name", base ? base + 1 : path,
+                           "path", path, "is_dir", is_dir);
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    xfree(path);
+    if (!text)
+        return;
+    /* A client that does not read loses events past the queue's limit, as
+     * kernel-images drops events past its channel's 100 slots. */
+    if (buf_reserve(&w->out, strlen(text) + 8) == 0 && buf_append(&w->out, "data: ", 6) == 0 &&
+        buf_append(&w->out, text, strlen(text)) == 0)
+        (void)!buf_append(&w->out, "\n\n", 2);
+    xfree(text);
+}
+
+/* A folder created under a recursive watch is watched too, resolved again
+ * beneath the session's root as its user. */
+static void watch_new_dir(struct fswatch *w, const char *path)
+{
+    struct sessfs fs;
+    if (sessfs_open(&fs, w->root, w->uid) != 0)
+        return;
+    (void)!sessfs_watch_add(&fs, w->ifd, path, FS_WATCH_MASK, 1, &w->budget, wdir_add, w);
+    sessfs_close(&fs);
+}
+
+/* Turns what inotify has queued into frames. Under w_mu. */
+static void drain(struct fswatch *w)
+{
+    char ebuf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+    while ((n = read(w->ifd, ebuf, sizeof ebuf)) > 0) {
+        for (char *p = ebuf; p < ebuf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            p += sizeof *ev + ev->len;
+            const char *dir = wdir_path(w, ev->wd);
+            if (dir == NULL)
+                continue;
+            const char *name = ev->len ? ev->name : NULL;
+            int is_dir = (ev->mask & IN_ISDIR) != 0;
+            if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
+                emit(w, "CREATE", dir, name, is_dir);
+                if (is_dir && w->recursive && name) {
+                    char *child = xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", name);
+                    watch_new_dir(w, child);
+                    xfree(child);
+                }
+            } else if (ev->mask & IN_MODIFY) {
+                emit(w, "WRITE", dir, name, is_dir);
+            } else if (ev->mask & IN_DELETE) {
+                emit(w, "DELETE", dir, name, is_dir);
+            } else if (ev->mask & IN_MOVED_FROM) {
+                emit(w, "RENAME", dir, name, is_dir);
+            } else if (ev->mask & IN_DELETE_SELF) {
+                emit(w, "DELETE", dir, NULL, 1);
+            } else if (ev->mask & IN_MOVE_SELF) {
+                emit(w, "RENAME", dir, NULL, 1);
+            }
+        }
+    }
+}
+
+static long wread(void *ctx, char *dst, size_t cap)
+{
+    struct fswatch *w = ctx;
+    pthread_mutex_lock(&w_mu);
+    if (!w->ended)
+        drain(w);
+    long r;
+    if (w->out.len == 0) {
+        r = w->ended ? -1 : 0;
+    } else {
+        size_t n = w->out.len < cap ? w->out.len : cap;
+        memcpy(dst, w->out.p, n);
+        memmove(w->out.p, w->out.p + n, w->out.len - n);
+        w->out.len -= n;
+        r = (long)n;
+    }
+    pthread_mutex_unlock(&w_mu);
+    return r;
+}
+
+static void wfree(void *ctx)
+{
+    struct fswatch *w = ctx;
+    pthread_mutex_lock(&w_mu);
+    w->hs = NULL;
+    watch_release(w);
+    pthread_mutex_unlock(&w_mu);
+}
+
+int fs_watch_events(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    call_init(&c);
+    int rc = call_open(rq, "fs.watch_events", 0, &c);
+    if (rc)
+        return call_close(rq, &c, rc);
+    pthread_mutex_lock(&w_mu);
+    struct fswatch *w = watch_find(c.rec.id, rq->params[1]);
+    if (w == NULL) {
+        rc = err_set(&rq->err, E_NOTFOUND, "not_found", "watch not found: %s", rq->params[1]);
+    } else if (w->hs != NULL) {
+        rc = err_set(&rq->err, E_CONFLICT, "conflict", "watch %s already has an events stream",
+                     w->id);
+    } else {
+        w->refs++;
+        resp_stream(rs, 200, "text/event-stream", wread, wfree, w, &w->hs);
+        resp_header(rs, "Cache-Control", "no-cache");
+        resp_header(rs, "X-Accel-Buffering", "no");
+        resp_header(rs, "X-SSE-Content-Type", "application/json");
+    }
+    pthread_mutex_unlock(&w_mu);
+    return call_close(rq, &c, rc);
+}
+
+int fs_watch_stop(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    call_init(&c);
+    int rc = call_open(rq, "fs.watch_stop", 1, &c);
+    if (rc)
+        return call_close(rq, &c, rc);
+    pthread_mutex_lock(&w_mu);
+    struct fswatch *w = watch_find(c.rec.id, rq->params[1]);
+    if (w == NULL)
+        rc = err_set(&rq->err, E_NOTFOUND, "not_found", "watch not found: %s", rq->params[1]);
+    else
+        watch_end(w);
+    pthread_mutex_unlock(&w_mu);
+    if (rc == 0)
+        resp_empty(rs, 204);
+    return call_close(rq, &c, rc);
+}
