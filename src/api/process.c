@@ -327,6 +327,9 @@ static void exec_resume(struct req *rq, struct resp *rs)
                      "process timed out (after %d s; it and everything it started were killed)",
                      j->timeout_s);
         resp_json(rs, 500, http_error_json(&rq->err));
+        /* A resumed response is built here, not by the HTTP layer's error
+         * path: the header that stops the client's retry is ours to add. */
+        resp_header(rs, "x-should-retry", "false");
     } else {
         size_t ol, el;
         int ot, et;
