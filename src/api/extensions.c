@@ -227,6 +227,12 @@ static int open_beneath(const char *root, const char *rel, struct err *e)
         close(fd);
         if (next < 0) {
             xfree(path);
+            /* The session's user put something else there (its own files). */
+            if (err == ELOOP || err == ENOTDIR || err == EXDEV || err == EAGAIN)
+                return err_set(e, E_INVALID, "bad_request",
+                               "/%s in the session is a symbolic link or not a folder: remove "
+                               "it to load extensions",
+                               rel);
             return err_set(e, E_INTERNAL, "internal",
                            "the session's folder %s cannot be opened: %s", rel, strerror(err));
         }
@@ -598,11 +604,12 @@ static char *store_url(const char *id, const char *os)
 }
 
 /* 502: the store is the failing party, not the client nor this server. */
-static void bad_gateway(struct resp *rs, const char *what, const char *id, const char *why)
+static int bad_gateway(struct req *rq, const char *what, const char *id, const char *why)
 {
     char *msg = xasprintf("the Chrome Web Store %s for extension %s: %s", what, id, why);
-    resp_json(rs, 502, json_pack("{s:s,s:s}", "code", "bad_gateway", "message", msg));
+    int rc = err_set(&rq->err, E_UPSTREAM, "bad_gateway", "%s", msg);
     xfree(msg);
+    return rc;
 }
 
 int extensions_from_chrome_store(struct req *rq, struct resp *rs)
@@ -632,15 +639,13 @@ int extensions_from_chrome_store(struct req *rq, struct resp *rs)
     xfree(src);
     if (rc) {
         log_warn("extensions: Chrome Web Store fetch of %s failed: %s", id, fe.message);
-        bad_gateway(rs, "could not be reached", id, fe.message);
-        return 0;
+        return bad_gateway(rq, "could not be reached", id, fe.message);
     }
     size_t off = 0;
     if ((rc = extpack_crx_payload(body, len, &off, &fe)) != 0 ||
         (rc = extpack_check(body + off, len - off, NULL, &fe)) != 0) {
-        bad_gateway(rs, "sent an unusable package", id, fe.message);
         xfree(body);
-        return 0;
+        return bad_gateway(rq, "sent an unusable package", id, fe.message);
     }
     char *zip = xmalloc(len - off + 1);
     memcpy(zip, body + off, len - off);
