@@ -25,6 +25,7 @@
 #include "api/org.h"
 #include "api/browsers.h"
 #include "api/pools.h"
+#include "api/process.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/telemetry.h"
@@ -423,6 +424,7 @@ static int cmd_serve(int argc, char **argv)
      * before it stops: no new connections, no pending BiDi openings, every
      * relayed WebSocket closed, then the daemon. */
     pools_drain();
+    process_api_drain(); /* parked exec/playwright requests are answered */
     http_quiesce(srv);
     webdriver_fini();
     /* fini: webdriver */

@@ -290,6 +290,11 @@ static void fill_spec(const struct call *c, struct app *app, const struct run_pa
 
 /* ---- exec: parked until the process ends ---- */
 
+/* Parked requests, counted so that the server's stop can wait for them. */
+static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_cv; /* monotonic clock: made by process_register */
+static int jobs_active, jobs_draining;
+
 struct waitjob {
     struct call c;
     struct req *rq;
@@ -305,15 +310,52 @@ static void job_exited(void *ctx, struct proc *p)
     req_resume(j->rq);
 }
 
-static void job_done(struct req *rq, int delivered)
+/* A new parked job, unless the server is stopping (then 503). */
+static int job_new(struct req *rq, struct waitjob **out)
 {
-    (void)delivered;
-    struct waitjob *j = rq->async_ctx;
+    *out = NULL;
+    pthread_mutex_lock(&jobs_mu);
+    int draining = jobs_draining;
+    if (!draining)
+        jobs_active++;
+    pthread_mutex_unlock(&jobs_mu);
+    if (draining)
+        return err_set(&rq->err, E_UNAVAIL, "unavailable", "the server is stopping");
+    *out = xcalloc(1, sizeof **out);
+    return 0;
+}
+
+static void job_free(struct waitjob *j)
+{
     if (!j)
         return;
     proc_put(j->p);
     xfree(j);
+    pthread_mutex_lock(&jobs_mu);
+    jobs_active--;
+    pthread_cond_broadcast(&jobs_cv);
+    pthread_mutex_unlock(&jobs_mu);
+}
+
+static void job_done(struct req *rq, int delivered)
+{
+    (void)delivered;
+    job_free(rq->async_ctx);
     rq->async_ctx = NULL;
+}
+
+void process_api_drain(void)
+{
+    pthread_mutex_lock(&jobs_mu);
+    jobs_draining = 1;
+    pthread_mutex_unlock(&jobs_mu);
+    proc_kill_all();
+    struct timespec until = clock_deadline(10000);
+    pthread_mutex_lock(&jobs_mu);
+    while (jobs_active > 0)
+        if (pthread_cond_timedwait(&jobs_cv, &jobs_mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&jobs_mu);
 }
 
 static void exec_resume(struct req *rq, struct resp *rs)
@@ -352,10 +394,13 @@ int process_exec(struct req *rq, struct resp *rs)
 {
     (void)rs;
     rq->no_retry = 1;
-    struct waitjob *j = xcalloc(1, sizeof *j);
+    struct waitjob *j;
+    int rc = job_new(rq, &j);
+    if (rc)
+        return rc;
     struct run_params r;
     memset(&r, 0, sizeof r);
-    int rc = call_open(rq, "process.exec", TELEM_PLATFORM, &j->c);
+    rc = call_open(rq, "process.exec", TELEM_PLATFORM, &j->c);
     if (rc == 0)
         rc = parse_run(rq, &j->c, 0, &r);
     if (rc == 0) {
@@ -373,7 +418,7 @@ int process_exec(struct req *rq, struct resp *rs)
     run_params_clear(&r);
     if (rc) {
         call_close(rq, &j->c, rc);
-        xfree(j);
+        job_free(j);
         return rc;
     }
     return req_suspend(rq, exec_resume, job_done, j);
@@ -658,9 +703,12 @@ int playwright_execute(struct req *rq, struct resp *rs)
 {
     (void)rs;
     rq->no_retry = 1;
-    struct waitjob *j = xcalloc(1, sizeof *j);
+    struct waitjob *j;
+    int rc = job_new(rq, &j);
+    if (rc)
+        return rc;
     json_t *body = NULL;
-    int rc = call_open(rq, "playwright.execute", TELEM_CONTROL, &j->c);
+    rc = call_open(rq, "playwright.execute", TELEM_CONTROL, &j->c);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     const char *code = rc ? NULL : plain_string(json_object_get(body, "code"));
@@ -685,7 +733,7 @@ int playwright_execute(struct req *rq, struct resp *rs)
     json_decref(body);
     if (rc) {
         call_close(rq, &j->c, rc);
-        xfree(j);
+        job_free(j);
         return rc;
     }
     return req_suspend(rq, pw_resume, job_done, j);
@@ -706,5 +754,6 @@ static const struct session_ext process_ext = {.name = "process", .ending = on_e
  * session's cgroup anyway). */
 __attribute__((constructor)) static void process_register(void)
 {
+    clock_cond_init(&jobs_cv);
     session_ext_register(&process_ext);
 }

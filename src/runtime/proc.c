@@ -1071,3 +1071,15 @@ void proc_session_end(const char *session_id)
     }
     put_list(gone);
 }
+
+void proc_kill_all(void)
+{
+    pthread_mutex_lock(&table_mu);
+    for (struct proc *p = table; p; p = p->next) {
+        pthread_mutex_lock(&p->mu);
+        if (!p->reaped)
+            (void)kill(-p->pid, SIGKILL);
+        pthread_mutex_unlock(&p->mu);
+    }
+    pthread_mutex_unlock(&table_mu);
+}

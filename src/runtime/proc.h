@@ -124,5 +124,8 @@ void proc_unsubscribe(struct proc_sub *s);
 
 /* Kills every process of a session and forgets them (the session ended). */
 void proc_session_end(const char *session_id);
+/* Kills every process of every session (the server stops); their on_exit
+ * callbacks follow on their threads. */
+void proc_kill_all(void);
 
 #endif
