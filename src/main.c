@@ -401,6 +401,7 @@ static int cmd_serve(int argc, char **argv)
         .routes = api_routes,
         .nroutes = api_nroutes,
         .authorize = api_authorize,
+        .rewrite = api_session_url_rewrite,
         .cleanup = api_cleanup,
         .bound = on_bound,
         .app = &app,

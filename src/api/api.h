@@ -61,6 +61,10 @@ extern const struct route api_routes[];
 extern const size_t api_nroutes;
 
 int api_authorize(struct req *rq, unsigned flags);
+/* http_config.rewrite: a session's own URL (its base_url,
+ * /browser/sessions/{id}/<tail>) is routed as /browsers/{id}/<tail> and
+ * authorized by the session's token instead of an API key. */
+int api_session_url_rewrite(const char *path, char *out, size_t cap);
 void api_cleanup(struct req *rq);
 
 static inline struct app *api_app(struct req *rq)

@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/token.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 
@@ -74,9 +75,66 @@ static int select_project(struct req *rq, struct auth *a, struct store *st)
                    "X-Kernel-Project-Id");
 }
 
+/* Prefix of a session's own URL (its Browser record's base_url). */
+#define SESSION_URL_PREFIX "/browser/sessions/"
+
+int api_session_url_rewrite(const char *path, char *out, size_t cap)
+{
+    size_t pl = strlen(SESSION_URL_PREFIX);
+    if (strncmp(path, SESSION_URL_PREFIX, pl) != 0)
+        return 0;
+    const char *id = path + pl, *slash = strchr(id, '/');
+    /* /browser/sessions/{id}/<tail>: a tail is required (the session API
+     * lives below the session; the session's record itself does not). */
+    if (!slash || slash == id || !slash[1])
+        return 0;
+    int n = snprintf(out, cap, "/browsers/%s", id);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* A request to a session's own URL: the session's token (the jwt query
+ * parameter, as in its cdp_ws_url) instead of an API key, valid for that
+ * session's API only. The caller acts as the session's organization and
+ * project. */
+static int session_url_authorize(struct req *rq, unsigned flags)
+{
+    struct app *app = api_app(rq);
+    if (!(flags & AUTH_KEY) || (flags & AUTH_ORG_ADMIN) || rq->nparams < 1 ||
+        strncmp(rq->route->pattern, "/browsers/{id}/", 15) != 0)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "no endpoint %s %s under a session URL",
+                       rq->method, rq->path);
+    struct token_claims c;
+    const char *jwt = req_query(rq, "jwt");
+    if (!jwt)
+        return unauthorized(rq, "a session URL needs the session's token: the jwt query parameter");
+    int rc = token_verify(app->token_key, sizeof app->token_key, jwt, "cdp", clock_now_ms() / 1000,
+                          &c, &rq->err);
+    if (rc)
+        return rc;
+    if (strcmp(c.sub, rq->params[0]) != 0)
+        return unauthorized(rq, "the token belongs to another session");
+    struct auth *a = xcalloc(1, sizeof *a);
+    rq->auth = a;
+    struct session_rec s;
+    rc = store_session_get(app->store, c.org, "", c.sub, 1, &s);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found", c.sub);
+    if (rc)
+        return err_set(&rq->err, rc, "internal", "authentication failed");
+    rc = store_org_get(app->store, c.org, &a->org);
+    if (rc == 0 && store_project_get(app->store, c.org, s.project_id, &a->project) != 0)
+        rc = E_NOTFOUND;
+    session_rec_clear(&s);
+    if (rc)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found", c.sub);
+    return 0;
+}
+
 int api_authorize(struct req *rq, unsigned flags)
 {
     struct app *app = api_app(rq);
+    if (rq->via_session_url)
+        return session_url_authorize(rq, flags);
     if (flags & AUTH_ADMIN) {
         size_t n = strlen(app->cfg.admin_token);
         if (n == 0)

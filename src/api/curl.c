@@ -2,7 +2,9 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api.h"
 #include "core/b64.h"
@@ -122,6 +124,131 @@ int curl_post(struct req *rq, struct resp *rs)
         rs->status = 200;
         rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
                              "body", b, "duration_ms", (json_int_t)res.duration_ms);
+    }
+    report(&rec, live, rc ? 500 : rs->status, t0);
+    bcurl_result_clear(&res);
+    curlreq_clear(&cr);
+    sessmgr_put(live);
+    session_rec_clear(&rec);
+    return rc;
+}
+
+/* ---- {base_url}/curl/raw: browsers.fetch ---- */
+
+/* Request headers that are the transport's or the official client's own,
+ * never the target's: dropped rather than refused (SESSION_API.md 7.2). */
+static int raw_dropped(const char *name, const char *value)
+{
+    static const char *const names[] = {
+        "host",      "authorization", "content-length", "connection", "keep-alive",
+        "te",        "trailer",       "trailers",       "transfer-encoding", "upgrade",
+        "expect",    "accept-encoding", "x-kernel-project-id", "proxy-authorization",
+        "proxy-connection",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return 1;
+    if (strncasecmp(name, "x-stainless-", 12) == 0 || strncasecmp(name, "proxy-", 6) == 0)
+        return 1;
+    /* The client's own User-Agent: the browser's applies instead. */
+    return strcasecmp(name, "user-agent") == 0 && strncmp(value, "Kernel/", 7) == 0;
+}
+
+static void collect_header(void *ctx, const char *k, const char *v)
+{
+    if (!raw_dropped(k, v ? v : ""))
+        json_object_set_new((json_t *)ctx, k, json_string(v ? v : ""));
+}
+
+/* Response headers the server's own framing replaces (the body is the
+ * decoded whole). */
+static int raw_hop(const char *name)
+{
+    static const char *const names[] = {"content-length", "transfer-encoding", "connection",
+                                        "keep-alive", "content-encoding", "content-type"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int curl_raw(struct req *rq, struct resp *rs)
+{
+    int64_t t0 = clock_mono_us();
+    /* Every answer: the official client would otherwise repeat a request
+     * whose target answered 408, 409, 429 or 5xx (SESSION_API.md 7.2). */
+    rq->no_retry = 1;
+    resp_header(rs, "x-should-retry", "false");
+    const char *url = req_query(rq, "url");
+    const char *tmo = req_query(rq, "timeout_ms");
+    json_t *spec = json_pack("{s:s,s:s,s:o}", "url", url ? url : "", "method", rq->method,
+                             "headers", json_object());
+    req_header_each(rq, collect_header, json_object_get(spec, "headers"));
+    if (tmo) {
+        char *end;
+        long long v = strtoll(tmo, &end, 10);
+        json_object_set_new(spec, "timeout_ms", *tmo && !*end ? json_integer(v) : json_string(tmo));
+    }
+    struct curlreq cr;
+    int rc = curlreq_parse(spec, &cr, &rq->err);
+    json_decref(spec);
+    if (rc)
+        return rc;
+    if (rq->body_len) {
+        if (!curlreq_method_has_body(cr.method)) {
+            curlreq_clear(&cr);
+            return err_field(&rq->err, "body", "is not sent with %s", rq->method);
+        }
+        cr.body = xmalloc(rq->body_len + 1);
+        memcpy(cr.body, rq->body, rq->body_len);
+        cr.body[rq->body_len] = '\0';
+        cr.body_len = rq->body_len;
+    }
+    struct session_rec rec;
+    struct live *live = NULL;
+    char ws[512];
+    rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
+    if (rc) {
+        curlreq_clear(&cr);
+        return rc;
+    }
+    live_touch(live);
+    struct bcurl_result res;
+    memset(&res, 0, sizeof res);
+    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
+        rq->err.retry_after = 1;
+        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
+                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
+    } else {
+        rc = bcurl_run(ws, &cr, &res, &rq->err);
+    }
+    atomic_fetch_sub(&inflight, 1);
+    if (rc == 0 && res.transport_error) {
+        rs->status = 502;
+        rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res.message);
+        if (res.net_error)
+            json_object_set_new(rs->json, "net_error", json_integer(res.net_error));
+        if (res.net_error_name[0])
+            json_object_set_new(rs->json, "net_error_name", json_string(res.net_error_name));
+    } else if (rc == 0) {
+        rs->status = res.status;
+        rs->more_headers = json_array();
+        const char *k;
+        json_t *vals;
+        json_object_foreach(res.headers, k, vals) {
+            size_t i;
+            json_t *v;
+            if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
+                json_array_append_new(rs->more_headers,
+                                      json_pack("[s,O]", "Content-Type", json_array_get(vals, 0)));
+            if (raw_hop(k))
+                continue;
+            json_array_foreach(vals, i, v) json_array_append_new(rs->more_headers,
+                                                                 json_pack("[s,O]", k, v));
+        }
+        rs->text = res.body;
+        rs->text_len = res.body_len;
+        res.body = NULL;
     }
     report(&rec, live, rc ? 500 : rs->status, t0);
     bcurl_result_clear(&res);

@@ -6,5 +6,8 @@
 #include "http/http.h"
 
 int curl_post(struct req *rq, struct resp *rs);
+/* browsers.fetch ({base_url}/curl/raw?url=...&jwt=...): the target's own
+ * status, headers and body, relayed (SESSION_API.md section 7.2). */
+int curl_raw(struct req *rq, struct resp *rs);
 
 #endif

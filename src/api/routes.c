@@ -140,6 +140,11 @@ const struct route api_routes[] = {
     EXTENSIONS_ROUTES
     {"GET", "/browsers/{id}/logs/stream", logs_stream_get, KEY},
     {"POST", "/browsers/{id}/curl", curl_post, KEY},
+    {"GET", "/browsers/{id}/curl/raw", curl_raw, KEY},
+    {"POST", "/browsers/{id}/curl/raw", curl_raw, KEY},
+    {"PUT", "/browsers/{id}/curl/raw", curl_raw, KEY},
+    {"PATCH", "/browsers/{id}/curl/raw", curl_raw, KEY},
+    {"DELETE", "/browsers/{id}/curl/raw", curl_raw, KEY},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),

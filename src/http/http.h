@@ -34,6 +34,7 @@ struct req {
     size_t body_len;
     int body_too_big;
     int no_retry;   /* a 5xx answer carries x-should-retry: false (non-idempotent action) */
+    int via_session_url; /* path was rewritten by http_config.rewrite (a session's own URL) */
     struct err err; /* the handler's failure, rendered by the HTTP layer */
     void *app;      /* from http_config.app */
     void *auth;     /* set by the authorize hook, released by its cleanup */
@@ -71,6 +72,8 @@ struct resp {
     void (*upgrade_cancel)(void *ctx);
     void *upgrade_ctx;
     struct http_stream *stream; /* set by resp_stream */
+    json_t *more_headers;       /* owned, NULL or [[name, value], ...]: headers of any number and
+                                   size (a relayed response's); sent after headers[] */
 };
 
 /* Returns 0 after filling resp, or an E_* code with req->err filled. */
@@ -102,6 +105,11 @@ struct http_config {
      * public URL of an ephemeral port, is set before the first request). May
      * be NULL. */
     void (*bound)(void *app, int port);
+    /* May be NULL. Called with each request's path before routing: returns 1
+     * after writing another path into out (cap bytes) to route instead (the
+     * request then has via_session_url set, for the authorize hook), 0 to
+     * route the path as it is. Must be thread-safe. */
+    int (*rewrite)(const char *path, char *out, size_t cap);
     void *app;
 };
 
@@ -137,6 +145,8 @@ int req_client_gone(struct req *rq);
 /* Request accessors. Returned strings are borrowed for the request's life. */
 const char *req_header(struct req *rq, const char *name);
 const char *req_query(struct req *rq, const char *name);
+/* Calls fn for each request header (repeated names included). */
+void req_header_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
 /* Calls fn for each query argument (repeated keys included). */
 void req_query_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
 /* Parses the body as a JSON object. An empty body is {} when empty_ok.

@@ -95,6 +95,7 @@ struct ctx {
     struct upgrade_ctx upgrade; /* fn == NULL: no upgrade queued */
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
+    char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
     struct buf body; /* the request body, at most body_limit bytes; rq.body points into it */
     size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
 };
@@ -128,6 +129,12 @@ void req_query_each(struct req *rq, void (*fn)(void *, const char *, const char 
 {
     struct each_ctx ec = {fn, ctx};
     MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, each_arg, &ec);
+}
+
+void req_header_each(struct req *rq, void (*fn)(void *, const char *, const char *), void *ctx)
+{
+    struct each_ctx ec = {fn, ctx};
+    MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, each_arg, &ec);
 }
 
 int req_json_object(struct req *rq, int empty_ok, json_t **out)
@@ -422,6 +429,16 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
         MHD_add_response_header(r, "Content-Type", ctype);
     for (size_t i = 0; i < rs->nheaders; i++)
         MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
+    size_t hi;
+    json_t *h;
+    json_array_foreach(rs->more_headers, hi, h) {
+        const char *hn = json_string_value(json_array_get(h, 0));
+        const char *hv = json_string_value(json_array_get(h, 1));
+        if (hn && hv)
+            MHD_add_response_header(r, hn, hv);
+    }
+    json_decref(rs->more_headers);
+    rs->more_headers = NULL;
     rq->status = rs->status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)rs->status, r);
     MHD_destroy_response(r);
@@ -433,6 +450,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
 /* Turns rq->err into an Error response. */
 static void error_resp(struct req *rq, struct resp *rs, int rc)
 {
+    json_decref(rs->more_headers); /* a relayed response's: not this error's */
+    rs->more_headers = NULL;
     if (!rq->err.rc)
         err_set(&rq->err, rc, http_code_for(http_status_for(rc)), "%s",
                 http_code_for(http_status_for(rc)));
@@ -529,12 +548,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.done_fn = NULL;
         cx->rq.async_ctx = NULL;
         cx->rq.suspended = 0;
-        cx->body_limit = body_limit(srv, method, url);
-        buf_init(&cx->body, cx->body_limit);
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
-        cx->rq.path = url;
+        const char *routed = url;
+        if (srv->cfg.rewrite && strlen(url) < LIM_PATH_BYTES &&
+            srv->cfg.rewrite(url, cx->pathbuf, sizeof cx->pathbuf))
+            routed = cx->pathbuf;
+        cx->rq.path = routed;
+        cx->rq.via_session_url = routed != url;
+        cx->body_limit = body_limit(srv, method, routed);
+        buf_init(&cx->body, cx->body_limit);
         cx->rq.app = srv->cfg.app;
         cx->rq.start_us = clock_mono_us();
         err_init(&cx->rq.err);

@@ -73,11 +73,12 @@ int sq_session_get(struct store *st_, const char *org_id, const char *project_id
     CONN(s, c);
     sqlite3_stmt *st;
     int rc = sqx_q(c, &st,
-                   "SELECT " SESSION_COLS " FROM sessions WHERE org_id = ? AND project_id = ?"
+                   "SELECT " SESSION_COLS " FROM sessions WHERE org_id = ?"
+                   " AND (project_id = ? OR (? = '' AND id = ?))"
                    " AND (id = ? OR (name = ? AND name != '' AND status = 'active'))"
                    " AND (? OR status = 'active') ORDER BY id = ? DESC LIMIT 1",
-                   "ssssis", org_id, project_id, id_or_name, id_or_name, (int64_t)include_deleted,
-                   id_or_name);
+                   "ssssssis", org_id, project_id, project_id, id_or_name, id_or_name, id_or_name,
+                   (int64_t)include_deleted, id_or_name);
     int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : E_INTERNAL;
     if (rc == SQLITE_ROW) {
         session_row(st, out);

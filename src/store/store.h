@@ -246,7 +246,9 @@ struct store_ops {
     /* Sessions. Insert fails with E_CONFLICT when an active session of the
      * project already has the (non-empty) name. */
     int (*session_insert)(struct store *st, const struct session_rec *s);
-    /* By id, or else by name among the project's active sessions. */
+    /* By id, or else by name among the project's active sessions. A
+     * project_id of "" finds a session of any project of the org, by id only
+     * (a session's own URL, whose token names the org and the session). */
     int (*session_get)(struct store *st, const char *org_id, const char *project_id,
                        const char *id_or_name, int include_deleted, struct session_rec *out);
     int (*session_list)(struct store *st, const char *org_id, const char *project_id,

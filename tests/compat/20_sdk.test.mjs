@@ -14,6 +14,7 @@
 // Methods without a test of their own below get a generated test that
 // expects the 501 (see the end of this file), so every SDK method is covered.
 import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -174,8 +175,10 @@ function checkBrowser(b, what) {
   }
   if ('tags' in b) assert(b.tags && typeof b.tags === 'object', `${what}: tags`);
   if ('pool' in b) assert(typeof b.pool.id === 'string', `${what}: pool.id`);
-  // base_url makes the SDK route curl/telemetry-stream calls to it: only send it where those answer.
-  assert(!('base_url' in b), `${what}: base_url sent, but browserd serves no {base_url}/curl`);
+  // base_url makes the SDK route curl and telemetry/stream (and browsers.fetch) to the session's
+  // own URL: a live session has one, below the server's address; an ended one has none.
+  if (b.deleted_at) assert(!('base_url' in b), `${what}: an ended session has no base_url`);
+  else assert(typeof b.base_url === 'string' && /\/browser\/sessions\/[a-z0-9]+$/.test(b.base_url) && b.base_url.endsWith(b.session_id), `${what}: base_url ${b.base_url}`);
 }
 
 async function collect(iter) {
@@ -391,14 +394,45 @@ sdkTest('browsers.create', 'the projectID option selects the project (X-Kernel-P
     eq(e.error.code, 'project_not_found');
   }), 90000);
 
-sdkTest('browsers.fetch', "not served: browserd sends no base_url, so the SDK refuses before sending (KernelError)", (ctx) =>
-  withServer(async (s, client) => {
-    let err;
-    try { await client.browsers.fetch('aaaaaaaaaaaaaaaaaaaaaaaa', 'http://127.0.0.1:9/'); } catch (e) { err = e; }
-    assert(err instanceof KernelError && !(err instanceof APIError), `KernelError expected, got ${err}`);
-    assert(/route cache/.test(err.message), err.message);
-    ctx.notServed('the SDK sends it to {base_url}/curl/raw; the Browser record has no base_url');
-  }), 30000);
+sdkTest('browsers.fetch', 'through {base_url}/curl/raw with the session jwt: the target\'s status, headers and body; POST bodies; a target 404 is an APIError sent once (x-should-retry: false)', async () => {
+  let hits = 0;
+  const site = http.createServer((rq, rs) => {
+    hits++;
+    let body = '';
+    rq.on('data', (d) => { body += d; });
+    rq.on('end', () => {
+      if (rq.url === '/missing') { rs.writeHead(404, { 'content-type': 'text/plain' }); return rs.end('nope'); }
+      rs.writeHead(200, { 'content-type': 'application/json', 'x-site': 'yes' });
+      rs.end(JSON.stringify({ method: rq.method, body, ua: rq.headers['user-agent'], auth: rq.headers.authorization || null, stainless: Object.keys(rq.headers).filter((k) => k.startsWith('x-stainless')) }));
+    });
+  });
+  await new Promise((r) => site.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${site.address().port}`;
+  try {
+    await withServer(async (s, client) => {
+      const b = await client.browsers.create({ headless: true });
+      let r = await client.browsers.fetch(b.session_id, `${base}/x`);
+      eq(r.status, 200, 'status');
+      eq(r.headers.get('x-site'), 'yes', 'a target header');
+      let j = await r.json();
+      eq(j.method, 'GET', 'method');
+      assert(/Chrome/.test(j.ua), `the browser's User-Agent, not the client's: ${j.ua}`);
+      eq(j.auth, null, 'no Authorization reaches the target');
+      eq(j.stainless.length, 0, 'no X-Stainless-* header reaches the target');
+      r = await client.browsers.fetch(b.session_id, `${base}/x`, { method: 'POST', body: 'payload', headers: { 'content-type': 'text/plain' } });
+      j = await r.json();
+      eq(j.method, 'POST', 'POST');
+      eq(j.body, 'payload', 'POST body');
+      const before = hits;
+      let err;
+      try { await client.browsers.fetch(b.session_id, `${base}/missing`); } catch (e) { err = e; }
+      assert(err instanceof APIError && err.status === 404, `a target 404 is an APIError: ${err}`);
+      eq(hits - before, 1, 'sent once');
+      assert(!/jwt=/.test(s.log), 'no jwt= in the server log');
+      await client.browsers.deleteByID(b.session_id);
+    }, { args: ['--allow-loopback', `127.0.0.1:${site.address().port}`] });
+  } finally { site.close(); }
+}, 120000);
 
 // ---- computer controls (issue 17) ------------------------------------------
 

@@ -214,3 +214,48 @@ export const tests = [
     }),
   },
 ];
+
+// ---- the session's own URL (base_url, SESSION_API.md 7.3) ----
+
+const sessionUrl = (b, tail, jwt) => {
+  const u = new URL(`${b.base_url}/${tail}`);
+  if (jwt !== undefined) u.searchParams.set('jwt', jwt);
+  return u;
+};
+const jwtOf = (b) => new URL(b.cdp_ws_url).searchParams.get('jwt');
+const raw = (u, { method = 'POST', body, headers = {} } = {}) => request(u.origin, method, u.pathname + u.search, { body, headers });
+
+tests.push({
+  name: 'base_url: the session API is served again under the Browser record\'s base_url with the session\'s jwt instead of the API key; the token works for its own session only and dies with it; jwt= is never logged',
+  timeout: 120000,
+  fn: () => withSite(async (s, w) => {
+    const a = await create(s);
+    const b = await create(s);
+    assert(a.base_url && a.base_url.startsWith(s.base), `base_url below the server's address: ${a.base_url}`);
+    // curl with the jwt: works, no API key needed.
+    let r = await raw(sessionUrl(a, 'curl', jwtOf(a)), { body: { url: `${w.url}/echo` } });
+    eq(r.status, 200, r.text);
+    eq(r.json.status, 201, 'curl through base_url');
+    // No jwt, a bad one, another session's, or the API key instead: refused.
+    eq((await raw(sessionUrl(a, 'curl'), { body: { url: w.url } })).status, 401, 'no jwt');
+    eq((await raw(sessionUrl(a, 'curl', 'x.y.z'), { body: { url: w.url } })).status, 401, 'a malformed jwt');
+    eq((await raw(sessionUrl(a, 'curl', jwtOf(b)), { body: { url: w.url } })).status, 401, "another session's jwt");
+    eq((await raw(sessionUrl(a, 'curl'), { body: { url: w.url }, headers: { authorization: `Bearer ${s.key}` } })).status, 401, 'the API key is not a session token');
+    // Only the per-session API lives there: not the session itself, not other resources.
+    eq((await raw(new URL(`${a.base_url}?jwt=${jwtOf(a)}`), { method: 'GET' })).status, 404, 'the record itself');
+    const climb = await raw(new URL(`${s.base}/browser/sessions/${a.session_id}/%2e%2e/%2e%2e/org/entitlements?jwt=${jwtOf(a)}`), { method: 'GET' });
+    assert(climb.status === 404 || climb.status === 401, `no climbing out of the session URL: ${climb.status}`);
+    // curl/raw (browsers.fetch) relays the target's answer.
+    const u = sessionUrl(a, 'curl/raw', jwtOf(a));
+    u.searchParams.set('url', `${w.url}/teapot`);
+    r = await raw(u, { method: 'GET' });
+    eq(r.status, 418, "the target's status");
+    eq(r.text, 'short and stout', "the target's body");
+    eq(r.headers['x-should-retry'], 'false', 'never retried by the client');
+    // The token dies with its session.
+    await api(s, 'DELETE', `/browsers/${a.session_id}`);
+    r = await raw(sessionUrl(a, 'curl', jwtOf(a)), { body: { url: w.url } });
+    assert(r.status === 404 || r.status === 409, `an ended session's URL: ${r.status}`);
+    assert(!/jwt=/.test(s.log), 'no jwt= in the server log');
+  }),
+});
