@@ -300,4 +300,30 @@ export const tests = [
       } finally { site.close(); }
     },
   },
+  {
+    name: 'issue 20 process display and stop: a headful session\'s process gets DISPLAY=:0 and reaches the X server; stopping the server answers a running exec and playwright.execute and exits cleanly',
+    timeout: 90000,
+    fn: async () => {
+      const s = await startServer();
+      try {
+        const id = await create(s, { headless: false });
+        let r = await exec(s, id, { command: 'sh', args: ['-c', 'echo $DISPLAY; ls -a /tmp/.X11-unix 2>&1; cat /proc/net/unix | grep -c X11'] });
+        assert(/^:0\n/.test(r.out), `DISPLAY: ${r.out}`);
+        assert(/^[1-9]/m.test(r.out.split('\n').at(-2)), `the X server's socket is in the namespace: ${r.out}`);
+        const hl = await create(s);
+        r = await exec(s, hl, { command: 'sh', args: ['-c', 'echo "[$DISPLAY]"'] });
+        eq(r.out, '[]\n', 'no DISPLAY in a headless session');
+        const pending = [
+          exec(s, id, { command: 'sleep', args: ['4249'] }),
+          api(s, 'POST', `/browsers/${id}/playwright/execute`, { code: 'await new Promise((r) => setTimeout(r, 60000))' }),
+        ];
+        await waitFor(() => pgrep('^sleep 4249').length && pgrep('runtime-js/runner.mjs').length, 'both running');
+        eq(await s.stop(), 0, 'the server exits cleanly with parked requests');
+        const [e, p] = await Promise.all(pending.map((x) => x.catch((err) => ({ error: err.message }))));
+        eq(e.status, 200, `the exec was answered: ${JSON.stringify(e.json || e)}`);
+        eq(p.status, 200, `playwright.execute was answered: ${JSON.stringify(p.json || p)}`);
+        eq(pgrep('^sleep 4249'), [], 'nothing left running');
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
 ];
