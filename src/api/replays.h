@@ -13,6 +13,7 @@
 #define BD_API_REPLAYS_H
 
 #include "api/api.h"
+#include "api/liveview.h"
 
 int replays_list(struct req *rq, struct resp *rs);
 int replays_start(struct req *rq, struct resp *rs);
@@ -20,12 +21,12 @@ int replays_stop(struct req *rq, struct resp *rs);
 int replays_download(struct req *rq, struct resp *rs);
 
 /* The routes of this module, spliced into api_routes (routes.c): a list of
- * route initializers, each followed by a comma. */
+ * route initializers, each followed by a comma (the live view's included). */
 #define REPLAYS_ROUTES                                                                             \
     {"GET", "/browsers/{id}/replays", replays_list, AUTH_KEY},                                     \
         {"POST", "/browsers/{id}/replays", replays_start, AUTH_KEY},                               \
         {"POST", "/browsers/{id}/replays/{replay_id}/stop", replays_stop, AUTH_KEY},               \
-        {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY},
+        {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY}, LIVEVIEW_ROUTES
 
 /* 1 while session_id has a recording running (PATCH viewport is refused
  * without force then). Thread-safe. */

@@ -134,8 +134,14 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
     push(v, "veryfast");
     push(v, "-tune");
     push(v, "zerolatency");
+    /* A keyframe every 10 s: a 1080p keyframe of a page of text is ~150 KB,
+     * most of a static page's bytes at a shorter interval. Fragments are
+     * cut every second anyway (frag_duration), so a recording cut short
+     * loses at most a second. */
     push(v, "-g");
-    pushi(v, o->framerate * 2);
+    pushi(v, o->framerate * 10);
+    push(v, "-crf");
+    push(v, "28");
     push(v, "-threads");
     push(v, "2");
     push(v, "-fs");
@@ -143,7 +149,7 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
     push(v, "-f");
     push(v, "mp4");
     push(v, "-movflags");
-    push(v, "+frag_keyframe+empty_moov+default_base_moof");
+    push(v, "+empty_moov+default_base_moof");
     push(v, "-frag_duration");
     push(v, "1000000");
     push(v, "pipe:1");
@@ -151,12 +157,7 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
 
 /* ---- headless: screenshots over DevTools ---- */
 
-struct shooter {
-    struct cdp_client *cc;
-    char sid[128];
-};
-
-static void shooter_close(struct shooter *s)
+void rec_shooter_close(struct rec_shooter *s)
 {
     cdp_client_close(s->cc);
     s->cc = NULL;
@@ -164,7 +165,7 @@ static void shooter_close(struct shooter *s)
 }
 
 /* Attaches to the first page target. */
-static int shooter_open(struct shooter *s, const char *ws_url, struct err *e)
+static int shooter_open(struct rec_shooter *s, const char *ws_url, struct err *e)
 {
     int rc = cdp_client_open(ws_url, CAPTURE_MS, &s->cc, e);
     if (rc)
@@ -198,20 +199,17 @@ static int shooter_open(struct shooter *s, const char *ws_url, struct err *e)
     if (rc == 0 && !s->sid[0])
         rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
     if (rc)
-        shooter_close(s);
+        rec_shooter_close(s);
     return rc;
 }
 
-/* One JPEG of the page (owned, *len bytes), or NULL when the browser does
- * not give one (the connection is dropped and reopened next time: the page
- * may have been replaced). */
-static unsigned char *shooter_take(struct shooter *s, const char *ws_url, size_t *len)
+unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int quality, size_t *len)
 {
     struct err e;
     err_init(&e);
     if (!s->cc && shooter_open(s, ws_url, &e) != 0)
         return NULL;
-    json_t *p = json_pack("{s:s,s:i}", "format", "jpeg", "quality", 80);
+    json_t *p = json_pack("{s:s,s:i}", "format", "jpeg", "quality", quality);
     json_t *res = NULL;
     int rc = cdp_client_call(s->cc, s->sid, "Page.captureScreenshot", p, 1, CAPTURE_MS, &res, &e);
     json_decref(p);
@@ -228,7 +226,7 @@ static unsigned char *shooter_take(struct shooter *s, const char *ws_url, size_t
     }
     json_decref(res);
     if (!out)
-        shooter_close(s);
+        rec_shooter_close(s);
     return out;
 }
 
@@ -312,7 +310,7 @@ static int wait_exit(pid_t pid, int ms)
 static void *recorder_main(void *arg)
 {
     struct recorder *r = arg;
-    struct shooter sh = {0};
+    struct rec_shooter sh = {0};
     struct pending pend = {0};
     unsigned char *last = NULL;
     size_t last_len = 0;
@@ -338,7 +336,7 @@ static void *recorder_main(void *arg)
             long long due = (now - t0) * r->framerate / 1000000 + 1;
             if (due > frames_sent) {
                 size_t n = 0;
-                unsigned char *img = shooter_take(&sh, r->ws_url, &n);
+                unsigned char *img = rec_shooter_take(&sh, r->ws_url, 80, &n);
                 if (img) {
                     xfree(last);
                     last = img;
@@ -395,7 +393,7 @@ static void *recorder_main(void *arg)
     r->file_fd = -1;
     close(r->out_fd);
     r->out_fd = -1;
-    shooter_close(&sh);
+    rec_shooter_close(&sh);
     xfree(last);
     xfree(pend.buf);
     pthread_mutex_lock(&r->mu);

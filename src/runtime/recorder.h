@@ -38,6 +38,7 @@
 
 struct sandbox;
 struct recorder;
+struct cdp_client;
 
 struct recorder_opts {
     const struct sandbox *sb; /* the session's sandbox (borrowed; referenced while recording) */
@@ -69,5 +70,19 @@ long long recorder_bytes(struct recorder *r);
 /* Stops, waits for the end (bounded by RECORDER_FINISH_MS, then kills) and
  * frees. Accepts NULL. */
 void recorder_free(struct recorder *r);
+
+/* JPEG pictures of a browser's first page over its DevTools (the headless
+ * recorder's source, and the live view's). One user at a time; zero it to
+ * start, rec_shooter_close to end. */
+struct rec_shooter {
+    struct cdp_client *cc;
+    char sid[128];
+};
+/* One JPEG at quality 1..100 (owned, *len bytes), or NULL when the browser
+ * gives none (the connection is dropped and reopened next time: the page may
+ * have been replaced). */
+unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int quality,
+                                size_t *len);
+void rec_shooter_close(struct rec_shooter *s);
 
 #endif

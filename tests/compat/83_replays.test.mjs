@@ -8,6 +8,10 @@
 // recording runs, the options' bounds, 403 when the plan has replays off,
 // another org's key, replay ids that try to name other files, recordings of
 // ended sessions, and PATCH viewport with and without force.
+// Live view (browser_live_view_url, section 9): a second Chromium opens the
+// URL; the viewer's canvas shows the session's colours, a click in it reaches
+// the session's page, a crafted read-only connection's clicks do not, a
+// viewer locks the viewport, and the URL dies with the session.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +27,13 @@ const COLOURS = { red: [255, 0, 0], green: [0, 170, 0], blue: [0, 0, 255] };
 async function withServer(fn) {
   const site = await startSite((req, res) => {
     const name = req.url.slice(1);
+    if (name === 'clicks') {
+      // Left half: "left N", right half: "right N" in the title.
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<!doctype html><title>none</title><body style="margin:0;height:100vh;background:rgb(255,0,0)"><script>let n=0;' +
+        'document.addEventListener("mousedown",e=>{n++;document.title=(e.clientX<innerWidth/2?"left ":"right ")+n})</script></body>');
+      return;
+    }
     const c = COLOURS[name] || [255, 255, 255];
     res.writeHead(200, { 'content-type': 'text/html' });
     res.end(`<!doctype html><title>${name}</title><body style="margin:0;background:rgb(${c.join(',')})"></body>`);
@@ -124,6 +135,15 @@ async function recordColours(s, site, b, body = {}) {
     } finally { rmSync(dir, { recursive: true, force: true }); }
   } finally { await br.close().catch(() => {}); }
 }
+
+// The colour at the centre of the viewer's canvas.
+const centre = (vp) => vp.evaluate(() => {
+  const c = document.getElementById('c');
+  if (!c.width) return null;
+  const d = c.getContext('2d').getImageData(c.width >> 1, c.height >> 1, 1, 1).data;
+  return [d[0], d[1], d[2]];
+});
+const near = (px, c) => px && px.every((v, i) => Math.abs(v - c[i]) < 40);
 
 export const tests = [
   {
@@ -263,6 +283,65 @@ export const tests = [
         } finally { rmSync(dir, { recursive: true, force: true }); }
       }
       await api(s, 'DELETE', `/browsers/${id}`);
+    }),
+  },
+  {
+    name: 'live view: a headful session\'s URL shows its screen in a second Chromium, a click in the viewer reaches the page, read-only drops a crafted client\'s input, a viewer locks the viewport, the URL dies with the session',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const hl = await create(s);
+      eq(hl.browser_live_view_url, undefined, 'no live view for a headless session');
+      await api(s, 'DELETE', `/browsers/${hl.session_id}`);
+      const b = await create(s, { headless: false });
+      const url = b.browser_live_view_url;
+      assert(url && url.startsWith(`${s.base}/browser/live/`), `browser_live_view_url: ${url}`);
+      eq((await api(s, 'GET', `/browsers/${b.session_id}`)).json.browser_live_view_url, url, 'the same URL in GET');
+      const forged = url.slice(0, -4) + (url.endsWith('0000') ? '1111' : '0000');
+      eq((await request(s.base, 'GET', new URL(forged).pathname)).status, 404, 'a forged token');
+      const { br, pg } = await page(b);
+      const viewer = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+      try {
+        await pg.goto(`${site.url}/green`);
+        const vp = await (await viewer.newContext({ viewport: { width: 800, height: 500 } })).newPage();
+        await vp.goto(url);
+        await waitFor(async () => near(await centre(vp), COLOURS.green), 'the viewer shows the green page');
+        const t0 = Date.now();
+        await pg.goto(`${site.url}/clicks`);
+        await waitFor(async () => near(await centre(vp), COLOURS.red), 'the viewer shows the next page');
+        console.log(`  live view: a navigation shown in the viewer after ${Date.now() - t0} ms`);
+        const locked = await api(s, 'PATCH', `/browsers/${b.session_id}`, { viewport: { width: 600, height: 400 } });
+        eq(locked.status, 409, `resize with a viewer: ${locked.text}`);
+        assert(/live view/.test(locked.json.message), `names the live view: ${locked.json.message}`);
+        // A crafted read-only client sends a click on the left half; it must
+        // not arrive. Frames received after it prove it was handled.
+        const ro = await vp.evaluate(async (u) => {
+          const ws = new WebSocket(u.replace(/^http/, 'ws') + '/ws?readOnly=true');
+          let frames = 0;
+          await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
+          ws.onmessage = () => { frames++; };
+          ws.send(JSON.stringify({ action: 'click_mouse', body: { x: 10, y: 10 } }));
+          const at = frames;
+          await new Promise((r) => { const t = setInterval(() => { if (frames >= at + 3) { clearInterval(t); r(); } }, 20); });
+          ws.close();
+          return frames;
+        }, url);
+        assert(ro >= 3, `the read-only client got frames (${ro})`);
+        eq(await pg.title(), 'none', 'a read-only click did not reach the page');
+        // The viewer's page itself, read-only: a real click is not sent either.
+        const rv = await (await viewer.newContext({ viewport: { width: 800, height: 500 } })).newPage();
+        await rv.goto(url + '?readOnly=true');
+        await waitFor(async () => near(await centre(rv), COLOURS.red), 'the read-only viewer shows the page');
+        await rv.mouse.click(100, 250);
+        // A click in the control viewer's right half reaches the page.
+        await vp.mouse.click(700, 250);
+        await waitFor(async () => /^right/.test(await pg.title()), 'the click reached the session\'s page');
+        eq(await pg.title(), 'right 1', 'exactly the control viewer\'s click arrived');
+        await rv.close();
+        await br.close().catch(() => {});
+        eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204, 'session deleted');
+        eq((await request(s.base, 'GET', new URL(url).pathname)).status, 404, 'the URL dies with the session');
+        await waitFor(async () => (await vp.textContent('#s')) === 'disconnected', 'the viewer is disconnected');
+      } finally { await viewer.close(); await br.close().catch(() => {}); }
     }),
   },
 ];
