@@ -163,9 +163,10 @@ export const tests = [
           const { br, pg } = await page(b);
           try {
             // Playwright points downloads at a folder of its own machine when
-            // it connects; a client that wants the browser's own folder says so.
+            // it connects; 'default' gives the browser its own behaviour back,
+            // which saves to $HOME/Downloads (HOME is /home/kernel).
             const bc = await br.newBrowserCDPSession();
-            await bc.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: '/home/kernel/Downloads' });
+            await bc.send('Browser.setDownloadBehavior', { behavior: 'default' });
             await pg.goto(`${site.url}/`);
             await pg.click('#d');
             const list = await waitFor(async () => {
