@@ -123,6 +123,17 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
     json_object_set_new(r, "cdp_ws_url", signed_url(app, s, "cdp", "/browser/cdp"));
     json_object_set_new(r, "webdriver_ws_url",
                         signed_url(app, s, "webdriver", "/browser/webdriver"));
+    /* The session's own API (api_session_url_rewrite), authorized by the
+     * jwt of cdp_ws_url, which the official client takes from there. */
+    if (strcmp(s->status, "active") == 0) {
+        const char *pub = app->cfg.public_url;
+        size_t n = strlen(pub);
+        while (n && pub[n - 1] == '/')
+            n--;
+        char *base = xasprintf("%.*s/browser/sessions/%s", (int)n, pub, s->id);
+        json_object_set_new(r, "base_url", json_string(base));
+        xfree(base);
+    }
     static const char *const copied[] = {
         "region",     "stealth", "headless", "memory",        "timeout_seconds",
         "kiosk_mode", "gpu",     "viewport", "chrome_policy", "network",
