@@ -74,6 +74,7 @@ struct pool_engine {
     int64_t (*now_ms)(void);
     pthread_t thread;
     int started, stopping;
+    uint64_t ticks; /* filler passes */
 };
 
 /* Session ids to end once the lock is released. */
@@ -333,6 +334,7 @@ static void *filler(void *arg)
         }
         if (job)
             launch_locked(g, job);
+        g->ticks++;
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -361,6 +363,14 @@ int pool_engine_start(struct pool_engine *g)
         return E_INTERNAL;
     g->started = 1;
     return 0;
+}
+
+uint64_t pool_engine_ticks(struct pool_engine *g)
+{
+    pthread_mutex_lock(&g->mu);
+    uint64_t n = g->ticks;
+    pthread_mutex_unlock(&g->mu);
+    return n;
 }
 
 void pool_engine_drain(struct pool_engine *g)

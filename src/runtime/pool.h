@@ -87,6 +87,9 @@ struct pool_engine_opts {
 struct pool_engine *pool_engine_new(const struct pool_engine_opts *o);
 /* Starts the filler thread. Returns 0 or E_INTERNAL. */
 int pool_engine_start(struct pool_engine *g) WUR;
+/* The number of passes the filler made so far: a test that checks that
+ * nothing happens waits for a few passes instead of a fixed time. */
+uint64_t pool_engine_ticks(struct pool_engine *g);
 /* Settles every waiter with POOL_WAIT_STOPPED (the server is stopping). */
 void pool_engine_drain(struct pool_engine *g);
 /* Stops the filler and frees every pool; accepts NULL. Browsers are not
