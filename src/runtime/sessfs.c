@@ -608,6 +608,10 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
         struct stat st;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
+        /* FIFOs and sockets have nothing a zip can carry (kernel-images
+         * writes a header only; libarchive's zip writer refuses them). */
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+            continue;
         char *name = xasprintf("%s%s%s", prefix, de->d_name, S_ISDIR(st.st_mode) ? "/" : "");
         archive_entry_clear(en);
         archive_entry_set_pathname(en, name);
@@ -757,7 +761,7 @@ static int unzip_as(struct sessfs *fs, const char *dest, const void *zip, size_t
     size_t entries = 0;
     long long total = 0;
     struct archive_entry *en;
-    int r;
+    int r = ARCHIVE_EOF;
     rc = 0;
     while (rc == 0 && (r = archive_read_next_header(a, &en)) == ARCHIVE_OK) {
         const char *name = archive_entry_pathname(en);
@@ -805,9 +809,15 @@ static int unzip_as(struct sessfs *fs, const char *dest, const void *zip, size_t
                          slash ? relp : ".");
                 rc = mkdir_p_rel(fs, dir, 0755, &pfd);
                 if (rc == 0) {
-                    snprintf(lname, sizeof lname, "%s", slash ? slash + 1 : relp);
-                    if (symlinkat(target, pfd, lname) != 0)
-                        rc = -errno;
+                    const char *base = slash ? slash + 1 : relp;
+                    size_t bl = strlen(base);
+                    if (bl >= sizeof lname) {
+                        rc = -ENAMETOOLONG;
+                    } else {
+                        memcpy(lname, base, bl + 1);
+                        if (symlinkat(target, pfd, lname) != 0)
+                            rc = -errno;
+                    }
                     close(pfd);
                 }
                 if (rc < 0)

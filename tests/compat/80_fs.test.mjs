@@ -341,6 +341,26 @@ export const tests = [
     }),
   },
   {
+    name: 'issue 20 fs: without the session sandbox (BROWSERD_SANDBOX=off) every fs call is a 503 sandbox_required, never a file of the server\'s user',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
+      try {
+        const b = await create(s);
+        const id = b.session_id;
+        for (const r of [
+          await api(s, 'GET', `/browsers/${id}/fs/list_files?path=/tmp`),
+          await read(s, id, '/etc/hostname'),
+          await write(s, id, '/tmp/x', 'x'),
+          await api(s, 'POST', `/browsers/${id}/fs/watch`, { path: '/tmp' }),
+        ]) {
+          eq(r.status, 503, r.text);
+          eq(r.json.code, 'sandbox_required', 'code');
+        }
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
+  {
     name: 'issue 20 fs: a watch dies with its session: the events stream ends when the session is deleted',
     timeout: 60000,
     fn: () => withServer(async (s) => {
