@@ -12,7 +12,6 @@
  */
 #include "api/process.h"
 
-#include <ctype.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +24,7 @@
 #include "core/limits.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "domain/procreq.h"
 #include "runtime/proc.h"
 #include "runtime/pwexec.h"
 #include "runtime/sandbox.h"
@@ -86,56 +86,7 @@ static int call_close(struct req *rq, struct call *c, int rc)
     return rc;
 }
 
-/* ---- parsing ---- */
-
-static int is_uuid(const char *s)
-{
-    if (strlen(s) != PROC_ID_LEN)
-        return 0;
-    for (int i = 0; i < PROC_ID_LEN; i++) {
-        int dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i]))
-            return 0;
-    }
-    return 1;
-}
-
-/* A string without NUL bytes (execve cannot carry them). */
-static const char *plain_string(const json_t *v)
-{
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-        return NULL;
-    return json_string_value(v);
-}
-
-/* Strict standard base64 (padding required) into out (owned, xfree); -1 when
- * malformed. */
-static int b64_decode(const char *in, size_t n, unsigned char **out, size_t *outlen)
-{
-    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    *out = NULL;
-    *outlen = 0;
-    if (n % 4)
-        return -1;
-    size_t pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (in[i] == '=') {
-            if (i < n - 2)
-                return -1;
-            pad++;
-        } else if (pad || !in[i] || !strchr(alpha, in[i])) {
-            return -1;
-        }
-    }
-    unsigned char *b = xmalloc(n / 4 * 3 + 1);
-    if (n && EVP_DecodeBlock(b, (const unsigned char *)in, (int)n) < 0) {
-        xfree(b);
-        return -1;
-    }
-    *out = b;
-    *outlen = n / 4 * 3 - pad;
-    return 0;
-}
+/* ---- parsing (domain/procreq) ---- */
 
 static json_t *b64_json(const char *p, size_t n)
 {
@@ -146,132 +97,33 @@ static json_t *b64_json(const char *p, size_t n)
     return s;
 }
 
-/* What exec and spawn take (ProcessExecParams / ProcessSpawnParams). */
-struct run_params {
-    json_t *body;
-    struct strvec argv, env;
-    const char *cwd;
-    int as_root, tty, rows, cols;
-    long long timeout_s; /* 0: none given */
-};
-
-static void run_params_clear(struct run_params *r)
+/* The exec or spawn body; kernel-images' "request body required" first. */
+static int parse_run(struct req *rq, const struct call *c, int spawn, struct procreq *r)
 {
-    json_decref(r->body);
-    strvec_free(&r->argv);
-    strvec_free(&r->env);
-}
-
-/* The session's user is the only one besides namespaced root: "kernel", its
- * uid, either with ":gid" when gid is the session's group. */
-static int user_ok(const char *u, uid_t uid)
-{
-    char num[32];
-    snprintf(num, sizeof num, "%u", (unsigned)uid);
-    const char *colon = strchr(u, ':');
-    size_t nl = colon ? (size_t)(colon - u) : strlen(u);
-    int name_ok = (nl == 6 && strncmp(u, "kernel", 6) == 0) ||
-                  (nl == strlen(num) && strncmp(u, num, nl) == 0);
-    return name_ok && (!colon || strcmp(colon + 1, num) == 0);
-}
-
-static int parse_run(struct req *rq, const struct call *c, int spawn, struct run_params *r)
-{
-    memset(r, 0, sizeof r[0]);
-    struct err *e = &rq->err;
+    memset(r, 0, sizeof *r);
     if (rq->body_len == 0)
-        return err_set(e, E_INVALID, "bad_request", "request body required");
-    int rc = req_json_object(rq, 0, &r->body);
+        return err_set(&rq->err, E_INVALID, "bad_request", "request body required");
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    json_t *b = r->body;
-    const char *cmd = plain_string(json_object_get(b, "command"));
-    if (!cmd || !*cmd)
-        return err_field(e, "command", "command required (a non-empty string without NUL bytes)");
-    strvec_push(&r->argv, xstrdup(cmd));
-    json_t *args = json_object_get(b, "args");
-    if (args && !json_is_null(args)) {
-        if (!json_is_array(args))
-            return err_field(e, "args", "must be an array of strings");
-        size_t i;
-        json_t *a;
-        json_array_foreach(args, i, a)
-        {
-            const char *s = plain_string(a);
-            if (!s)
-                return err_field(e, "args", "args[%zu] must be a string without NUL bytes", i);
-            strvec_push(&r->argv, xstrdup(s));
-        }
-    }
-    json_t *cwd = json_object_get(b, "cwd");
-    if (cwd && !json_is_null(cwd)) {
-        r->cwd = plain_string(cwd);
-        if (!r->cwd || r->cwd[0] != '/')
-            return err_field(e, "cwd", "must be an absolute path");
-    }
-    json_t *env = json_object_get(b, "env");
-    if (env && !json_is_null(env)) {
-        if (!json_is_object(env))
-            return err_field(e, "env", "must be an object of strings");
-        const char *k;
-        json_t *v;
-        json_object_foreach(env, k, v)
-        {
-            const char *s = plain_string(v);
-            if (!*k || strchr(k, '='))
-                return err_field(e, "env", "names must be non-empty and without '=': \"%s\"", k);
-            if (!s)
-                return err_field(e, "env", "env.%s must be a string without NUL bytes", k);
-            strvec_push(&r->env, xasprintf("%s=%s", k, s));
-        }
-    }
-    json_t *ar = json_object_get(b, "as_root");
-    if (ar && !json_is_null(ar) && !json_is_boolean(ar))
-        return err_field(e, "as_root", "must be a boolean");
-    r->as_root = json_is_true(ar);
-    json_t *au = json_object_get(b, "as_user");
-    if (au && !json_is_null(au)) {
-        const char *u = plain_string(au);
-        if (!u)
-            return err_field(e, "as_user", "must be a string");
-        if (r->as_root)
-            return err_set(e, E_INVALID, "bad_request", "cannot specify both as_root and as_user");
-        if (!user_ok(u, sandbox_uid(c->sb)))
-            return err_field(e, "as_user",
-                             "failed to lookup user \"%s\": a session's processes run as its user "
-                             "kernel (uid %u) or, with as_root, as root of its user namespace",
-                             u, (unsigned)sandbox_uid(c->sb));
-    }
-    json_t *to = json_object_get(b, "timeout_sec");
-    if (to && !json_is_null(to)) {
-        if (!json_is_integer(to))
-            return err_field(e, "timeout_sec", "must be an integer");
-        r->timeout_s = json_integer_value(to);
-        long long max = spawn ? 7 * 24 * 3600 : LIM_PROC_EXEC_TIMEOUT_MAX_S;
-        if (r->timeout_s < 1 || r->timeout_s > max)
-            return err_field(e, "timeout_sec", "must be between 1 and %lld", max);
-    }
-    if (spawn) {
-        json_t *t = json_object_get(b, "allocate_tty");
-        if (t && !json_is_null(t) && !json_is_boolean(t))
-            return err_field(e, "allocate_tty", "must be a boolean");
-        r->tty = json_is_true(t);
-        static const char *const dims[] = {"rows", "cols"};
-        for (int i = 0; i < 2; i++) {
-            json_t *v = json_object_get(b, dims[i]);
-            if (!v || json_is_null(v))
-                continue;
-            if (!json_is_integer(v) || json_integer_value(v) < 1)
-                return err_field(e, dims[i], "%s must be an integer >= 1", dims[i]);
-            if (json_integer_value(v) > 65535)
-                return err_field(e, dims[i], "%s must be <= 65535", dims[i]);
-            *(i == 0 ? &r->rows : &r->cols) = (int)json_integer_value(v);
-        }
-    }
-    return 0;
+    rc = procreq_parse(body, spawn, (unsigned)sandbox_uid(c->sb), r, &rq->err);
+    /* cwd is borrowed from the body: keep it alive with the request's
+     * params (freed by run_done). */
+    if (rc == 0 && r->cwd)
+        r->cwd = xstrdup(r->cwd);
+    json_decref(body);
+    return rc;
 }
 
-static void fill_spec(const struct call *c, struct app *app, const struct run_params *r,
+static void run_done(struct procreq *r)
+{
+    xfree((char *)r->cwd);
+    r->cwd = NULL;
+    procreq_clear(r);
+}
+
+static void fill_spec(const struct call *c, struct app *app, const struct procreq *r,
                       struct proc_spec *s)
 {
     memset(s, 0, sizeof *s);
@@ -398,7 +250,7 @@ int process_exec(struct req *rq, struct resp *rs)
     int rc = job_new(rq, &j);
     if (rc)
         return rc;
-    struct run_params r;
+    struct procreq r;
     memset(&r, 0, sizeof r);
     rc = call_open(rq, "process.exec", TELEM_PLATFORM, &j->c);
     if (rc == 0)
@@ -415,7 +267,7 @@ int process_exec(struct req *rq, struct resp *rs)
         j->rq = rq;
         rc = proc_start(&s, &j->p, &rq->err);
     }
-    run_params_clear(&r);
+    run_done(&r);
     if (rc) {
         call_close(rq, &j->c, rc);
         job_free(j);
@@ -430,7 +282,7 @@ int process_spawn(struct req *rq, struct resp *rs)
 {
     rq->no_retry = 1;
     struct call c;
-    struct run_params r;
+    struct procreq r;
     memset(&r, 0, sizeof r);
     int rc = call_open(rq, "process.spawn", TELEM_PLATFORM, &c);
     if (rc == 0)
@@ -442,7 +294,7 @@ int process_spawn(struct req *rq, struct resp *rs)
         s.timeout_ms = r.timeout_s * 1000;
         rc = proc_start(&s, &p, &rq->err);
     }
-    run_params_clear(&r);
+    run_done(&r);
     if (rc == 0) {
         char ts[40];
         clock_fmt_rfc3339(proc_started_ms(p), ts, sizeof ts);
@@ -468,7 +320,7 @@ int process_spawn(struct req *rq, struct resp *rs)
 static int proc_open(struct req *rq, const char *operation, struct call *c, struct proc **p)
 {
     *p = NULL;
-    if (!is_uuid(rq->params[1]))
+    if (!procreq_is_uuid(rq->params[1]))
         return err_field(&rq->err, "process_id",
                          "Invalid format for parameter process_id: not a UUID: \"%.64s\"",
                          rq->params[1]);
@@ -511,12 +363,12 @@ int process_stdin_post(struct req *rq, struct resp *rs)
     int rc = proc_open(rq, "process.stdin", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
-    const char *d = rc ? NULL : plain_string(json_object_get(body, "data_b64"));
+    const char *d = rc ? NULL : json_string_value(json_object_get(body, "data_b64"));
     if (rc == 0 && !d)
         rc = err_field(&rq->err, "data_b64", "is required: base64 of the bytes to write");
     unsigned char *bytes = NULL;
     size_t n = 0;
-    if (rc == 0 && b64_decode(d, strlen(d), &bytes, &n) != 0)
+    if (rc == 0 && procreq_b64_decode(d, json_string_length(json_object_get(body, "data_b64")), &bytes, &n) != 0)
         rc = err_field(&rq->err, "data_b64", "invalid base64");
     size_t written = 0;
     if (rc == 0)
@@ -532,10 +384,6 @@ int process_stdin_post(struct req *rq, struct resp *rs)
 int process_kill(struct req *rq, struct resp *rs)
 {
     rq->no_retry = 1;
-    static const struct {
-        const char *name;
-        int sig;
-    } sigs[] = {{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"HUP", SIGHUP}};
     struct call c;
     struct proc *p;
     memset(&c, 0, sizeof c);
@@ -547,11 +395,7 @@ int process_kill(struct req *rq, struct resp *rs)
     if (rc == 0) {
         json_t *v = json_object_get(body, "signal");
         if (v && !json_is_null(v)) {
-            const char *s = json_string_value(v);
-            sig = 0;
-            for (size_t i = 0; s && i < sizeof sigs / sizeof *sigs; i++)
-                if (strcmp(s, sigs[i].name) == 0)
-                    sig = sigs[i].sig;
+            sig = procreq_signal(json_string_value(v));
             if (!sig)
                 rc = err_field(&rq->err, "signal", "invalid signal: one of TERM, KILL, INT, HUP");
         }
@@ -574,21 +418,11 @@ int process_resize(struct req *rq, struct resp *rs)
     int rc = proc_open(rq, "process.resize", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
-    json_int_t rows = 0, cols = 0;
-    if (rc == 0) {
-        json_t *rv = json_object_get(body, "rows"), *cv = json_object_get(body, "cols");
-        if (!json_is_integer(rv) || !json_is_integer(cv))
-            rc = err_set(&rq->err, E_INVALID, "bad_request",
-                         "rows and cols are required integers");
-        rows = json_integer_value(rv);
-        cols = json_integer_value(cv);
-        if (rc == 0 && (rows < 1 || cols < 1))
-            rc = err_set(&rq->err, E_INVALID, "bad_request", "rows and cols must be > 0");
-        if (rc == 0 && (rows > 65535 || cols > 65535))
-            rc = err_set(&rq->err, E_INVALID, "bad_request", "rows and cols must be <= 65535");
-    }
+    int rows = 0, cols = 0;
     if (rc == 0)
-        rc = proc_resize(p, (int)rows, (int)cols, &rq->err);
+        rc = procreq_resize(body, &rows, &cols, &rq->err);
+    if (rc == 0)
+        rc = proc_resize(p, rows, cols, &rq->err);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
     json_decref(body);
@@ -711,9 +545,11 @@ int playwright_execute(struct req *rq, struct resp *rs)
     rc = call_open(rq, "playwright.execute", TELEM_CONTROL, &j->c);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
-    const char *code = rc ? NULL : plain_string(json_object_get(body, "code"));
+    const char *code = rc ? NULL : json_string_value(json_object_get(body, "code"));
     if (rc == 0 && (!code || !*code))
         rc = err_field(&rq->err, "code", "code is required (a non-empty string)");
+    if (rc == 0 && strlen(code) != json_string_length(json_object_get(body, "code")))
+        rc = err_field(&rq->err, "code", "must not contain NUL bytes");
     j->timeout_s = 60;
     json_t *to = rc ? NULL : json_object_get(body, "timeout_sec");
     if (to && !json_is_null(to)) {
