@@ -761,12 +761,13 @@ static void *proc_thread(void *arg)
                 pf[n] = (struct pollfd){.fd = *fds[i], .events = POLLIN};
                 kind[n++] = i;
             }
-        pthread_mutex_lock(&p->in_mu);
+        /* stdin_data and in_fd change only on this thread while initial
+         * stdin is pending (proc_stdin refuses until then): no lock, so
+         * that a client's slow stdin write never stalls the output. */
         if (p->stdin_data && p->in_fd >= 0) {
             pf[n] = (struct pollfd){.fd = p->in_fd, .events = POLLOUT};
             kind[n++] = 3;
         }
-        pthread_mutex_unlock(&p->in_mu);
         int64_t now = clock_mono_ms();
         int reaped;
         pthread_mutex_lock(&p->mu);
