@@ -160,6 +160,41 @@ void extensions_init(struct app *app)
 
 /* ---- resolution (sessions and pools) ---- */
 
+/* Appends to ids the stored extension each selector names, skipping
+ * duplicates; stops at the first unknown one (E_NOTFOUND) unless skip. */
+static int resolve_each(struct app *app, const char *org_id, const char *project_id,
+                        const json_t *selectors, int skip, json_t *ids, struct err *e)
+{
+    for (size_t i = 0; i < json_array_size(selectors); i++) {
+        const json_t *sel = json_array_get(selectors, i);
+        const char *id = jsonx_str(sel, "id");
+        const char *name = jsonx_str(sel, "name");
+        const char *ref = id && *id ? id : name ? name : "";
+        struct ext_rec x;
+        memset(&x, 0, sizeof x);
+        int rc = *ref ? store_ext_get(app->store, org_id, project_id, ref, &x) : E_NOTFOUND;
+        /* The store matches an id or a name; a selector names one of the two. */
+        if (rc == 0 && ((id && *id && strcmp(x.id, id) != 0) ||
+                        (!(id && *id) && strcmp(x.name, ref) != 0)))
+            rc = E_NOTFOUND;
+        if (rc == E_NOTFOUND && skip)
+            continue;
+        if (rc == E_NOTFOUND)
+            return err_set(e, rc, "extension_not_found",
+                           "extensions[%zu]: no extension with %s %s in this project", i,
+                           id && *id ? "id" : "name", ref);
+        if (rc)
+            return err_set(e, rc, "internal", "extensions: the extension could not be read");
+        /* The same extension twice would be loaded once: keep the first. */
+        int dup = 0;
+        for (size_t j = 0; j < json_array_size(ids); j++)
+            dup |= strcmp(json_string_value(json_array_get(ids, j)), x.id) == 0;
+        if (!dup)
+            json_array_append_new(ids, json_string(x.id));
+    }
+    return 0;
+}
+
 int extensions_resolve(struct app *app, const char *org_id, const char *project_id,
                        const json_t *ent, const json_t *selectors, json_t **ids, struct err *e)
 {
@@ -173,32 +208,18 @@ int extensions_resolve(struct app *app, const char *org_id, const char *project_
                        "organization's plan");
     if (n > LIM_EXT_PER_SESSION)
         return err_field(e, "extensions", "at most %d entries (got %zu)", LIM_EXT_PER_SESSION, n);
-    for (size_t i = 0; i < n; i++) {
-        const json_t *sel = json_array_get(selectors, i);
-        const char *id = jsonx_str(sel, "id");
-        const char *name = jsonx_str(sel, "name");
-        const char *ref = id && *id ? id : name ? name : "";
-        struct ext_rec x;
-        memset(&x, 0, sizeof x);
-        int rc = *ref ? store_ext_get(app->store, org_id, project_id, ref, &x) : E_NOTFOUND;
-        /* The store matches an id or a name; a selector names one of the two. */
-        if (rc == 0 && ((id && *id && strcmp(x.id, id) != 0) ||
-                        (!(id && *id) && strcmp(x.name, ref) != 0)))
-            rc = E_NOTFOUND;
-        if (rc == E_NOTFOUND)
-            return err_set(e, rc, "extension_not_found",
-                           "extensions[%zu]: no extension with %s %s in this project", i,
-                           id && *id ? "id" : "name", ref);
-        if (rc)
-            return err_set(e, rc, "internal", "extensions: the extension could not be read");
-        /* The same extension twice would be loaded once: keep the first. */
-        int dup = 0;
-        for (size_t j = 0; j < json_array_size(*ids); j++)
-            dup |= strcmp(json_string_value(json_array_get(*ids, j)), x.id) == 0;
-        if (!dup)
-            json_array_append_new(*ids, json_string(x.id));
-    }
-    return 0;
+    return resolve_each(app, org_id, project_id, selectors, 0, *ids, e);
+}
+
+json_t *extensions_ids(struct app *app, const char *org_id, const char *project_id,
+                       const json_t *selectors)
+{
+    json_t *ids = json_array();
+    struct err e;
+    err_init(&e);
+    if (resolve_each(app, org_id, project_id, selectors, 1, ids, &e) != 0)
+        log_warn("extensions: %s", e.message);
+    return ids;
 }
 
 /* Opens the folder rel beneath the session's files (root), creating the

@@ -43,6 +43,12 @@ int extensions_resolve(struct app *app, const char *org_id, const char *project_
                        const json_t *ent, const json_t *selectors, json_t **ids,
                        struct err *e) WUR;
 
+/* The ids the selectors name now, in order, duplicates and extensions that
+ * no longer exist left out (a new array): a pool record's extension_ids.
+ * No plan check (rendering). */
+json_t *extensions_ids(struct app *app, const char *org_id, const char *project_id,
+                       const json_t *selectors);
+
 /* POST /browsers, after the sandbox's files exist and before launch:
  * resolves selectors (as above), unpacks each extension into the session's
  * files and records EXT_DOC_DIRS / EXT_DOC_IDS in doc. Nothing to do for
