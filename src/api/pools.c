@@ -565,16 +565,23 @@ static int gone_req(void *ctx)
 static const struct pool_waiter_ops acquire_ops = {.wake = wake_req, .gone = gone_req};
 
 /* Hands browser sid to the client of rq: the lease applied, 200 with its
- * record; on failure the browser goes back and the error is returned. */
+ * record; on failure the browser goes back (or is ended when it is not
+ * running) and the error is returned. */
 static int hand_over(struct req *rq, struct resp *rs, struct acquire *a, const char *sid)
 {
     json_t *rec = NULL;
     int rc = apply_lease(a->pool_id, sid, &a->lease, &rec, &rq->err);
-    if (rc) {
+    if (rc == E_INTERNAL) {
+        /* Not running or without a row: it is ended, and replaced. */
+        if (pool_release(engine(), a->pool_id, sid, 0) != 0)
+            log_debug("pool %s: browser %s already gone", a->pool_id, sid);
+        a->handed_back = 1;
+    } else if (rc) { /* the browser is fine (a name conflict, say): back it goes */
         unlease(a->pool_id, sid);
         a->handed_back = 1;
-        return rc;
     }
+    if (rc)
+        return rc;
     resp_json(rs, 200, rec);
     return 0;
 }
