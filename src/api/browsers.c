@@ -384,9 +384,9 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     }
     o.sandbox = sb;
     /* Extensions unpack into the sandbox's files (api/extensions.h). */
-    if (rc == 0 && json_array_size(c.extensions) &&
-        (rc = extensions_session_prepare(app, org_id, project_id, ent, c.extensions, sb, doc,
-                                         e)) == 0)
+    if (rc == 0 && json_array_size(c.extensions))
+        rc = extensions_session_prepare(app, org_id, project_id, ent, c.extensions, sb, doc, e);
+    if (rc == 0)
         o.extension_dirs = ext_dirs = extensions_launch_dirs(doc);
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)

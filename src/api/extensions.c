@@ -47,14 +47,14 @@
 #define FEATURE "browser_extensions"
 /* Where a session's extensions go, relative to its files (sandbox_root),
  * and how the browser sees them. */
-#define EXT_STORED_REL   "home/kernel/.extensions"
-#define EXT_STORED_SEEN  "/home/kernel/.extensions"
-#define EXT_UPLOADED_REL "home/kernel/extensions"
+#define EXT_STORED_REL    "home/kernel/.extensions"
+#define EXT_STORED_SEEN   "/home/kernel/.extensions"
+#define EXT_UPLOADED_REL  "home/kernel/extensions"
 #define EXT_UPLOADED_SEEN "/home/kernel/extensions"
 /* The Chrome Web Store fetch: the operator's URL template (placeholders
  * {id}, {os}, {arch}, {prodversion}) and how long it may take. */
-#define CHROME_STORE_ENV        "BROWSERD_CHROME_STORE_URL"
-#define CHROME_STORE_DEFAULT                                                                        \
+#define CHROME_STORE_ENV "BROWSERD_CHROME_STORE_URL"
+#define CHROME_STORE_DEFAULT                                                                       \
     "https://clients2.google.com/service/update2/crx?response=redirect&os={os}&arch={arch}"        \
     "&os_arch=x86_64&nacl_arch=x86-64&prod=chromiumcrx&prodchannel=&prodversion={prodversion}"     \
     "&lang=en-US&acceptformat=crx3&x=id%3D{id}%26installsource%3Dondemand%26uc"
@@ -83,9 +83,9 @@ static json_t *render(const struct ext_rec *x)
     json_object_set_new(r, "size_bytes", json_integer(x->size_bytes));
     json_object_set_new(r, "checksum", x->checksum[0] ? json_string(x->checksum) : json_null());
     json_object_set_new(r, "last_used_at",
-                        x->last_used_at ? json_string(clock_fmt_rfc3339(x->last_used_at, t,
-                                                                        sizeof t))
-                                        : json_null());
+                        x->last_used_at
+                            ? json_string(clock_fmt_rfc3339(x->last_used_at, t, sizeof t))
+                            : json_null());
     json_object_set_new(r, "name", x->name[0] ? json_string(x->name) : json_null());
     return r;
 }
@@ -174,8 +174,8 @@ static int resolve_each(struct app *app, const char *org_id, const char *project
         memset(&x, 0, sizeof x);
         int rc = *ref ? store_ext_get(app->store, org_id, project_id, ref, &x) : E_NOTFOUND;
         /* The store matches an id or a name; a selector names one of the two. */
-        if (rc == 0 && ((id && *id && strcmp(x.id, id) != 0) ||
-                        (!(id && *id) && strcmp(x.name, ref) != 0)))
+        if (rc == 0 &&
+            ((id && *id && strcmp(x.id, id) != 0) || (!(id && *id) && strcmp(x.name, ref) != 0)))
             rc = E_NOTFOUND;
         if (rc == E_NOTFOUND && skip)
             continue;
@@ -241,8 +241,8 @@ static int open_beneath(const char *root, const char *rel, struct err *e)
         if (mkdirat(fd, c, 0755) == 0)
             (void)fchmodat(fd, c, 0755, 0);
         struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                          RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS};
+                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+                                          RESOLVE_NO_MAGICLINKS};
         int next = (int)syscall(SYS_openat2, fd, c, &how, sizeof how);
         int err = errno;
         close(fd);
@@ -317,8 +317,9 @@ int extensions_session_prepare(struct app *app, const char *org_id, const char *
         size_t len = 0;
         int r = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len);
         if (r)
-            rc = err_set(e, E_INTERNAL, "internal", "extensions: the zip of extension %s "
-                                                    "cannot be read: %s",
+            rc = err_set(e, E_INTERNAL, "internal",
+                         "extensions: the zip of extension %s "
+                         "cannot be read: %s",
                          id, strerror(-r));
         else if ((rc = unpack_new(dfd, id, zip, len, e)) == E_CONFLICT)
             rc = 0; /* already unpacked: ids name immutable zips */
@@ -397,8 +398,8 @@ int extensions_upload(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     struct mp_form f = {0};
-    if ((rc = multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, &f,
-                              &rq->err)))
+    if ((rc =
+             multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, &f, &rq->err)))
         return rc;
     struct ext_rec x;
     memset(&x, 0, sizeof x);
@@ -438,8 +439,8 @@ int extensions_upload(struct req *rq, struct resp *rs)
     if (rc == 0) {
         rc = store_ext_create(app->store, &x);
         if (rc == E_CONFLICT)
-            err_set(&rq->err, rc, "conflict", "an extension named %s already exists in this project",
-                    x.name);
+            err_set(&rq->err, rc, "conflict",
+                    "an extension named %s already exists in this project", x.name);
     }
     if (rc == 0) {
         char path[1200];
@@ -448,8 +449,8 @@ int extensions_upload(struct req *rq, struct resp *rs)
         if (w) {
             log_error("extension %s: cannot write %s: %s", x.id, path, strerror(-w));
             (void)store_ext_delete(app->store, x.org_id, x.project_id, x.id);
-            rc = err_set(&rq->err, E_INTERNAL, "internal",
-                         "the extension could not be stored (%s)", strerror(-w));
+            rc = err_set(&rq->err, E_INTERNAL, "internal", "the extension could not be stored (%s)",
+                         strerror(-w));
         }
     }
     pthread_mutex_unlock(&upload_mu);
@@ -504,8 +505,8 @@ int extensions_download(struct req *rq, struct resp *rs)
     char *zip = NULL;
     size_t len = 0;
     if ((rc = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len)) != 0)
-        return err_set(&rq->err, E_INTERNAL, "internal", "the zip of extension %s cannot be read: %s",
-                       x.id, strerror(-rc));
+        return err_set(&rq->err, E_INTERNAL, "internal",
+                       "the zip of extension %s cannot be read: %s", x.id, strerror(-rc));
     resp_text(rs, 200, "application/octet-stream", zip, len);
     resp_header(rs, "Content-Disposition", "attachment; filename=\"%s.zip\"",
                 x.name[0] ? x.name : x.id);
@@ -699,8 +700,7 @@ static int part_index(const char *name, const char **field)
 }
 
 /* Groups the parts by index (any order: SESSION_API.md 0.2). */
-static int parse_uploads(struct req *rq, const struct mp_form *f, struct upload_ext *u,
-                         size_t *n)
+static int parse_uploads(struct req *rq, const struct mp_form *f, struct upload_ext *u, size_t *n)
 {
     *n = 0;
     memset(u, 0, sizeof(struct upload_ext) * LIM_EXT_PER_SESSION);
@@ -732,19 +732,18 @@ static int parse_uploads(struct req *rq, const struct mp_form *f, struct upload_
         char path[48];
         snprintf(path, sizeof path, "extensions[%zu]", i);
         if (!u[i].name || !u[i].zip)
-            return err_field(&rq->err, path,
-                             "each extension must include both name and zip_file");
+            return err_field(&rq->err, path, "each extension must include both name and zip_file");
         const struct mp_part *nm = u[i].name;
         if (!fields_name_ok(nm->data, nm->len) || (nm->len == 1 && nm->data[0] == '.') ||
             (nm->len == 2 && memcmp(nm->data, "..", 2) == 0))
-            return err_field(&rq->err, path, "invalid extension name: must match "
-                                             "^[A-Za-z0-9._-]{1,255}$ and not be . or ..");
+            return err_field(&rq->err, path,
+                             "invalid extension name: must match "
+                             "^[A-Za-z0-9._-]{1,255}$ and not be . or ..");
         for (size_t j = 0; j < i; j++)
             if (u[j].name->len == nm->len && memcmp(u[j].name->data, nm->data, nm->len) == 0)
                 return err_field(&rq->err, path, "duplicate name %.*s", (int)nm->len, nm->data);
         if (u[i].zip->len > LIM_EXT_ZIP_BYTES)
-            return err_field(&rq->err, path, "zip_file is larger than %u bytes",
-                             LIM_EXT_ZIP_BYTES);
+            return err_field(&rq->err, path, "zip_file is larger than %u bytes", LIM_EXT_ZIP_BYTES);
         struct err ze;
         err_init(&ze);
         if (extpack_check(u[i].zip->data, u[i].zip->len, NULL, &ze) != 0)
@@ -793,8 +792,7 @@ static int install_uploads(struct req *rq, const char *root, const struct upload
     close(dfd);
     if (json_array_size(dirs) > 2 * LIM_EXT_PER_SESSION && rc == 0)
         rc = err_set(&rq->err, E_INVALID, "bad_request",
-                     "extensions: a session loads at most %d extensions",
-                     2 * LIM_EXT_PER_SESSION);
+                     "extensions: a session loads at most %d extensions", 2 * LIM_EXT_PER_SESSION);
     return rc;
 }
 
@@ -818,8 +816,7 @@ int extensions_load(struct req *rq, struct resp *rs)
         rc = err_set(&rq->err, E_UNAVAIL, "sandbox_required",
                      "extensions: needs the session sandbox: docs/sandbox.md");
     if (rc == 0)
-        rc = multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, &f,
-                             &rq->err);
+        rc = multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, &f, &rq->err);
     if (rc == 0)
         rc = parse_uploads(rq, &f, u, &n);
     pthread_mutex_lock(&load_mu);

@@ -40,8 +40,7 @@ struct sandbox;
  * pass the selectors on to browsers_spawn in the browser body's
  * `extensions`. */
 int extensions_resolve(struct app *app, const char *org_id, const char *project_id,
-                       const json_t *ent, const json_t *selectors, json_t **ids,
-                       struct err *e) WUR;
+                       const json_t *ent, const json_t *selectors, json_t **ids, struct err *e) WUR;
 
 /* The ids the selectors name now, in order, duplicates and extensions that
  * no longer exist left out (a new array): a pool record's extension_ids.

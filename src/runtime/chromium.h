@@ -36,9 +36,6 @@ struct chromium_opts {
     const char *policy_json;       /* NULL or a JSON object text of Chrome enterprise policies for
                                       THIS browser only */
     const char *start_url;         /* NULL = about:blank; must not start with '-' */
-    const char *const *extension_dirs; /* NULL-terminated, may be NULL: unpacked extension
-                                          folders as the browser sees them ->
-                                          --load-extension=a,b (no commas in a path) */
     const char *const *extra_args; /* NULL-terminated, may be NULL (test-mode flags such as
                                       --host-resolver-rules); trusted, passed verbatim */
     long long memory_max_bytes;    /* 0 = none; else a cgroup v2 memory.max where the host
@@ -47,6 +44,9 @@ struct chromium_opts {
                                       browser and its Xvfb run in; the browser takes a
                                       reference. Its DevTools URL then names the sandbox's
                                       network namespace ("ws://nsN@127.0.0.1:PORT/...") */
+    /* NULL-terminated, may be NULL: unpacked extension folders as the browser
+     * sees them -> --load-extension=a,b (no commas in a path). */
+    const char *const *extension_dirs;
 };
 
 struct chromium; /* opaque */

@@ -159,7 +159,10 @@ static ssize_t conn_io(struct conn *c, void *buf, size_t n, int writing, int64_t
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return -1;
         /* TLS may need to read while writing and the reverse: wait for both. */
-        int w = wait_fd(c->fd, c->ssl ? (short)(POLLIN | POLLOUT) : writing ? POLLOUT : POLLIN,
+        int w = wait_fd(c->fd,
+                        c->ssl    ? (short)(POLLIN | POLLOUT)
+                        : writing ? POLLOUT
+                                  : POLLIN,
                         deadline);
         if (w != 0) {
             errno = -w;
@@ -226,8 +229,8 @@ static int header(const char *head, const char *name, char *out, size_t cap)
 
 /* One exchange: *status, the head's Location in loc (when a redirect) and
  * the body. */
-static int exchange(const struct url *u, size_t max, int64_t deadline, int *status,
-                    char *loc, size_t loccap, char **body, size_t *len, struct err *e)
+static int exchange(const struct url *u, size_t max, int64_t deadline, int *status, char *loc,
+                    size_t loccap, char **body, size_t *len, struct err *e)
 {
     struct conn c = {dial(u, deadline, e), NULL};
     if (c.fd < 0)
@@ -239,8 +242,8 @@ static int exchange(const struct url *u, size_t max, int64_t deadline, int *stat
     for (size_t off = 0, n = strlen(req); rc == 0 && off < n;) {
         ssize_t w = conn_io(&c, req + off, n - off, 1, deadline);
         if (w <= 0)
-            rc = err_set(e, E_UNAVAIL, "unavailable", "%s: sending the request failed: %s",
-                         u->host, errno == ETIMEDOUT ? "timed out" : strerror(errno));
+            rc = err_set(e, E_UNAVAIL, "unavailable", "%s: sending the request failed: %s", u->host,
+                         errno == ETIMEDOUT ? "timed out" : strerror(errno));
         else
             off += (size_t)w;
     }
@@ -261,8 +264,8 @@ static int exchange(const struct url *u, size_t max, int64_t deadline, int *stat
         if (r == 0)
             break;
         if (r < 0)
-            rc = err_set(e, E_UNAVAIL, "unavailable", "%s: reading the answer failed: %s",
-                         u->host, errno == ETIMEDOUT ? "timed out" : strerror(errno));
+            rc = err_set(e, E_UNAVAIL, "unavailable", "%s: reading the answer failed: %s", u->host,
+                         errno == ETIMEDOUT ? "timed out" : strerror(errno));
         else
             n += (size_t)r;
     }
@@ -288,8 +291,7 @@ static int exchange(const struct url *u, size_t max, int64_t deadline, int *stat
         long d = dechunk(sep + 4, blen);
         if (d < 0) {
             xfree(buf);
-            return err_set(e, E_UNAVAIL, "unavailable", "%s: a malformed chunked answer",
-                           u->host);
+            return err_set(e, E_UNAVAIL, "unavailable", "%s: a malformed chunked answer", u->host);
         }
         blen = (size_t)d;
     } else if (header(buf, "Content-Length", cl, sizeof cl) == 0) {
@@ -323,8 +325,9 @@ int extfetch_get(const char *url, size_t max, int timeout_ms, char **body, size_
     for (int hop = 0;; hop++) {
         struct url u;
         if (url_parse(cur, &u) != 0) {
-            int rc = err_set(e, E_INVALID, "bad_request", "cannot fetch %.300s (http or https "
-                                                          "URLs only)",
+            int rc = err_set(e, E_INVALID, "bad_request",
+                             "cannot fetch %.300s (http or https "
+                             "URLs only)",
                              cur);
             xfree(cur);
             return rc;
@@ -336,10 +339,10 @@ int extfetch_get(const char *url, size_t max, int timeout_ms, char **body, size_
         int rc = exchange(&u, max, deadline, &status, loc, sizeof loc, &b, &n, e);
         if (rc == 0 && status >= 300 && status < 400 && loc[0]) {
             xfree(b);
-            char *next = loc[0] == '/' && loc[1] != '/'
-                             ? xasprintf("%s://%s:%s%s", u.https ? "https" : "http", u.host,
-                                         u.port, loc)
-                             : xstrdup(loc);
+            char *next =
+                loc[0] == '/' && loc[1] != '/'
+                    ? xasprintf("%s://%s:%s%s", u.https ? "https" : "http", u.host, u.port, loc)
+                    : xstrdup(loc);
             xfree(u.path);
             xfree(cur);
             cur = next;

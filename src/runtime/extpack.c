@@ -326,8 +326,8 @@ int extpack_unpack(const void *zip, size_t len, int dirfd, struct err *e)
         const char *leaf = NULL;
         int pfd = parent_of(dirfd, path, &leaf);
         if (pfd < 0) {
-            rc = err_set(e, E_INTERNAL, "internal", "cannot create the folder of %.200s: %s",
-                         path, strerror(-pfd));
+            rc = err_set(e, E_INTERNAL, "internal", "cannot create the folder of %.200s: %s", path,
+                         strerror(-pfd));
         } else if (archive_entry_filetype(en) == AE_IFDIR) {
             char name[256];
             snprintf(name, sizeof name, "%.*s", (int)strcspn(leaf, "/"), leaf);
@@ -347,8 +347,7 @@ int extpack_unpack(const void *zip, size_t len, int dirfd, struct err *e)
                              strerror(errno));
             else {
                 if (fchmod(fd, 0644) != 0)
-                    rc = err_set(e, E_INTERNAL, "internal", "cannot set the mode of %.200s",
-                                 path);
+                    rc = err_set(e, E_INTERNAL, "internal", "cannot set the mode of %.200s", path);
                 if (rc == 0)
                     rc = read_data(a, path, &total, write_all, &fd, e);
                 close(fd);

@@ -25,10 +25,10 @@
 
 /* What extpack_check learnt of an archive. */
 struct extpack_info {
-    int manifest_version;      /* 2 or 3 */
-    char name[256];            /* manifest "name" ("" when absent or not a string) */
-    char version[64];          /* manifest "version" ("" when absent) */
-    size_t entries;            /* entries in the archive */
+    int manifest_version;              /* 2 or 3 */
+    char name[256];                    /* manifest "name" ("" when absent or not a string) */
+    char version[64];                  /* manifest "version" ("" when absent) */
+    size_t entries;                    /* entries in the archive */
     unsigned long long unpacked_bytes; /* sum of the files' sizes */
 };
 

@@ -65,11 +65,12 @@ int sq_ext_list(struct store *st_, const char *org_id, const char *project_id, c
                 const char *query, struct page *pg, struct ext_rec **rows, size_t *n)
 {
     CONN(s, c);
-    sqlite3_stmt *st = sqx_prep(c, "SELECT " EXT_COLS " FROM extensions"
-                                   " WHERE org_id = ?1 AND project_id = ?2"
-                                   " AND (?3 IS NULL OR lower(name) = lower(?3))"
-                                   " AND (?4 IS NULL OR id = ?4 OR instr(lower(name), lower(?4)) > 0)"
-                                   " ORDER BY created_at, id LIMIT ?5 OFFSET ?6");
+    sqlite3_stmt *st =
+        sqx_prep(c, "SELECT " EXT_COLS " FROM extensions"
+                    " WHERE org_id = ?1 AND project_id = ?2"
+                    " AND (?3 IS NULL OR lower(name) = lower(?3))"
+                    " AND (?4 IS NULL OR id = ?4 OR instr(lower(name), lower(?4)) > 0)"
+                    " ORDER BY created_at, id LIMIT ?5 OFFSET ?6");
     if (!st) {
         sqx_conn_put(s, c);
         return E_INTERNAL;
@@ -112,8 +113,8 @@ int sq_ext_touch(struct store *st_, const char *id, int64_t last_used_at)
 {
     CONN(s, c);
     sqlite3_stmt *st = NULL;
-    int rc = sqx_q(c, &st, "UPDATE extensions SET last_used_at = ? WHERE id = ? RETURNING id",
-                   "is", last_used_at, id);
+    int rc = sqx_q(c, &st, "UPDATE extensions SET last_used_at = ? WHERE id = ? RETURNING id", "is",
+                   last_used_at, id);
     int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : sqx_qrc(rc);
     if (rc == SQLITE_ROW)
         sqlite3_reset(st);
