@@ -21,6 +21,7 @@
 #include "api/api.h"
 #include "api/computer.h"
 #include "api/logs.h"
+#include "api/liveview.h"
 #include "api/webdriver.h"
 #include "api/org.h"
 #include "api/browsers.h"
@@ -428,6 +429,7 @@ static int cmd_serve(int argc, char **argv)
     process_api_drain(); /* parked exec/playwright requests are answered */
     http_quiesce(srv);
     webdriver_fini();
+    liveview_fini(); /* live view viewers' WebSockets */
     /* fini: webdriver */
     api_relay_shutdown(&app);
     http_stop(srv);

@@ -52,7 +52,15 @@ struct viewer {
 };
 
 static pthread_mutex_t viewers_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t viewers_gone; /* monotonic (clock_cond_init) */
+static pthread_once_t viewers_once = PTHREAD_ONCE_INIT;
 static struct viewer *viewers;
+static int closing; /* liveview_fini: every viewer ends, none starts */
+
+static void viewers_init(void)
+{
+    clock_cond_init(&viewers_gone);
+}
 
 /* ---- tokens ---- */
 
@@ -224,6 +232,10 @@ static void *viewer_main(void *arg)
         struct live *l = sessmgr_get(v->app->sessions, v->sid);
         int alive = l && live_ws_url(l, ws, sizeof ws) == 0;
         sessmgr_put(l);
+        pthread_mutex_lock(&viewers_mu);
+        if (closing)
+            alive = 0;
+        pthread_mutex_unlock(&viewers_mu);
         if (!alive) {
             /* The session ended: the viewer's page shows it and stops. */
             (void)wslay_event_queue_close(v->ws, 4404, (const uint8_t *)"session ended", 13);
@@ -280,7 +292,24 @@ static void *viewer_main(void *arg)
     xfree(v->sock.extra);
     http_upgrade_close(v->up);
     xfree(v);
+    pthread_mutex_lock(&viewers_mu);
+    pthread_cond_broadcast(&viewers_gone);
+    pthread_mutex_unlock(&viewers_mu);
     return NULL;
+}
+
+void liveview_fini(void)
+{
+    pthread_once(&viewers_once, viewers_init);
+    pthread_mutex_lock(&viewers_mu);
+    closing = 1;
+    /* Each viewer notices within a loop turn (<= 200 ms plus a capture). */
+    struct timespec dl = clock_deadline(10000);
+    while (viewers && pthread_cond_timedwait(&viewers_gone, &viewers_mu, &dl) != ETIMEDOUT)
+        ;
+    if (viewers)
+        log_error("live view: viewers still connected at shutdown");
+    pthread_mutex_unlock(&viewers_mu);
 }
 
 static void lv_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
@@ -295,6 +324,7 @@ static void lv_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         v->sock.extra_len = extra_len;
     }
     v->started_us = clock_mono_us();
+    pthread_once(&viewers_once, viewers_init);
     pthread_mutex_lock(&viewers_mu);
     v->next = viewers;
     viewers = v;

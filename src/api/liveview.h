@@ -19,6 +19,11 @@
 int liveview_page(struct req *rq, struct resp *rs);
 int liveview_ws(struct req *rq, struct resp *rs);
 
+/* Before the HTTP daemon stops (main.c): ends every viewer's connection
+ * (their threads close them through the daemon) and waits for them, at most
+ * 10 s. */
+void liveview_fini(void);
+
 /* 1 while session_id has a live view viewer connected. Thread-safe. */
 int liveview_active(const char *session_id);
 

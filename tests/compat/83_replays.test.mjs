@@ -344,4 +344,21 @@ export const tests = [
       } finally { await viewer.close(); await br.close().catch(() => {}); }
     }),
   },
+  {
+    name: 'live view: a server stopped while a viewer and a recording are connected ends cleanly (viewers closed before the HTTP daemon stops)',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({});
+      const viewer = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+      try {
+        const b = await create(s, { headless: false });
+        eq((await api(s, 'POST', `/browsers/${b.session_id}/replays`, {})).status, 201, 'recording');
+        const vp = await viewer.newPage();
+        await vp.goto(b.browser_live_view_url);
+        await vp.waitForFunction(() => window.lvFrames > 2);
+        eq(await s.stop(), 0, 'the server exits 0 (and reports no sanitizer error)');
+        await waitFor(async () => (await vp.textContent('#s')) === 'disconnected', 'the viewer is disconnected');
+      } finally { await viewer.close(); await s.stop(); s.cleanup(); }
+    },
+  },
 ];
