@@ -629,12 +629,12 @@ int fs_upload_zip(struct req *rq, struct resp *rs)
                          f.parts[i].name);
     if (rc == 0 && (!zip || !dp))
         rc = err_set(&rq->err, E_INVALID, "bad_request", "zip_file and dest_path are required");
-    char *dest = rc == 0 ? part_text(dp) : NULL;
+    char *dest = rc == 0 && dp ? part_text(dp) : NULL;
     if (rc == 0 && (dest == NULL || dest[0] != '/'))
         rc = err_set(&rq->err, E_INVALID, "bad_request", "dest_path must be an absolute path");
     struct call c;
     call_init(&c);
-    if (rc == 0 && (rc = call_open(rq, "fs.upload_zip", 1, &c)) == 0) {
+    if (rc == 0 && zip && dest && (rc = call_open(rq, "fs.upload_zip", 1, &c)) == 0) {
         rc = sessfs_unzip(&c.fs, dest, zip->data, zip->len, &rq->err);
         if (rc == 0)
             resp_empty(rs, 201);

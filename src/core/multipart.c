@@ -173,11 +173,11 @@ static int parse_disposition(const char *v, size_t vl, struct mp_part *p, size_t
     int r;
     char *name, *value;
     while ((r = next_param(&c, &name, &value)) == 1) {
-        char **slot = strcasecmp(name, "name") == 0       ? &p->name
-                      : strcasecmp(name, "filename") == 0 ? &p->filename
-                                                          : NULL;
-        if (slot != NULL && *slot == NULL) {
-            *slot = value;
+        if (strcasecmp(name, "name") == 0 && p->name == NULL) {
+            p->name = value;
+            value = NULL;
+        } else if (strcasecmp(name, "filename") == 0 && p->filename == NULL) {
+            p->filename = value;
             value = NULL;
         }
         xfree(name);
@@ -274,8 +274,10 @@ int multipart_parse(const char *content_type, const char *body, size_t len, stru
     size_t blen = strlen(boundary), dlen = blen + 4;
     memcpy(dl, "\r\n--", 4);
     memcpy(dl + 4, boundary, blen);
-    if (body == NULL)
+    if (body == NULL) {
+        body = "";
         len = 0;
+    }
     size_t pos;
     if (len >= dlen - 2 && memcmp(body, dl + 2, dlen - 2) == 0 &&
         delim_line_ok(body, len, dlen - 2)) {

@@ -801,7 +801,7 @@ static int unzip_as(struct sessfs *fs, const char *dest, const void *zip, size_t
                 rc = err_set(e, E_INVALID, "bad_request",
                              "invalid zip file: link '%.200s' points outside the folder", name);
             } else {
-                int pfd;
+                int pfd = -1;
                 char lname[NAME_MAX + 1];
                 const char *slash = strrchr(relp, '/');
                 char dir[PATH_MAX];
