@@ -98,10 +98,10 @@ static int read_file(const char *path, size_t max, char **out, size_t *len)
     if (fd < 0)
         return -errno;
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size > max) {
-        int err = errno ? -errno : -EFBIG;
+    int err = fstat(fd, &st) != 0 ? -errno : (size_t)st.st_size > max ? -EFBIG : 0;
+    if (err) {
         close(fd);
-        return (size_t)st.st_size > max ? -EFBIG : err;
+        return err;
     }
     size_t n = (size_t)st.st_size, got = 0;
     char *buf = xmalloc(n ? n : 1);

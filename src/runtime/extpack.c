@@ -289,6 +289,12 @@ static int write_all(void *ctx, const void *buf, size_t n, struct err *e)
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
+        /* A full disk here is the session's own files (1 GiB): the
+         * client's extensions do not fit, not a fault of the server. */
+        if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
+            return err_set(e, E_INVALID, "bad_request",
+                           "the extensions do not fit in the space left for them: %s",
+                           strerror(errno));
         if (w < 0)
             return err_set(e, E_INTERNAL, "internal", "cannot write an extension file: %s",
                            strerror(errno));
