@@ -187,10 +187,13 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 20 process spawn: stdin, stream with exit last and a replay for a late subscriber, status, kill signals, the per-session cap',
+    name: 'issue 20 process spawn: stdin, stream with exit last and a replay for a late subscriber, status with CPU and memory, kill signals, the per-session cap, platform api_call events',
     timeout: 90000,
     fn: () => withServer(async (s) => {
-      const id = await create(s);
+      const id = await create(s, { telemetry: { browser: { platform: { enabled: true } } } });
+      const busy = await spawn(s, id, { command: 'sh', args: ['-c', 'while :; do :; done'] });
+      await waitFor(async () => (await api(s, 'GET', `/browsers/${id}/process/${busy.process_id}/status`)).json.cpu_pct > 5, 'a busy loop shows CPU use');
+      eq((await api(s, 'POST', `/browsers/${id}/process/${busy.process_id}/kill`, { signal: 'KILL' })).json, { ok: true }, 'kill KILL');
       let sp = await spawn(s, id, { command: 'sh', args: ['-c', 'echo ready; echo err >&2; read x; echo got $x; exit 3'] });
       assert(/^[0-9a-f-]{36}$/.test(sp.process_id) && sp.pid > 0 && !Number.isNaN(Date.parse(sp.started_at)), JSON.stringify(sp));
       let st = await api(s, 'GET', `/browsers/${id}/process/${sp.process_id}/status`);
@@ -228,6 +231,17 @@ export const tests = [
       isError(over, 409, 'conflict');
       for (const p of many) await api(s, 'POST', `/browsers/${id}/process/${p}/kill`, { signal: 'KILL' });
       await waitFor(() => pgrep('^sleep 4248').length === 0, 'the 32 sleeps gone');
+      // Every call is an api_call event of category platform.
+      const calls = await waitFor(async () => {
+        const r = await api(s, 'GET', `/browsers/${id}/telemetry/events?limit=100&category=platform`);
+        const c = (r.json || []).map((e) => e.event).filter((e) => e.type === 'api_call');
+        return c.some((e) => e.data.operation_id === 'process.stdin') && c;
+      }, 'platform api_call events');
+      assert(calls.every((e) => e.category === 'platform'), JSON.stringify(calls[0]));
+      for (const op of ['process.spawn', 'process.status', 'process.stdout_stream', 'process.kill']) {
+        assert(calls.some((e) => e.data.operation_id === op && typeof e.data.status === 'number'), `an event for ${op}`);
+      }
+      assert(calls.some((e) => e.data.operation_id === 'process.spawn' && e.data.status === 409), 'the refused spawn is reported with its status');
     }),
   },
   {
@@ -265,7 +279,7 @@ export const tests = [
       const site = await startSite((rq, rs) => { rs.writeHead(200, { 'content-type': 'text/html' }); rs.end('<title>loopback title</title><p>hi'); });
       try {
         await withServer(async (s) => {
-          const a = await create(s);
+          const a = await create(s, { telemetry: { enabled: true } });
           const b = await create(s);
           const run = (id, body) => api(s, 'POST', `/browsers/${id}/playwright/execute`, body);
           let r = await run(a, { code: `await page.goto(${JSON.stringify(site.url)}); console.log('from code'); return await page.title();` });
@@ -296,6 +310,9 @@ export const tests = [
           isError(await run(a, { code: 'return 1', timeout_sec: 301 }), 400, 'bad_request');
           r = await run(b, { code: 'return page.url()' });
           eq(r.json.success, true, `B runs its own code: ${r.text}`);
+          const ev = await api(s, 'GET', `/browsers/${a}/telemetry/events?limit=100&category=control`);
+          assert(ev.json.map((e) => e.event).some((e) => e.type === 'api_call' && e.data.operation_id === 'playwright.execute' && e.data.status === 200),
+            `playwright.execute is a control api_call event: ${ev.text.slice(0, 500)}`);
         }, { args: site.allow });
       } finally { site.close(); }
     },
