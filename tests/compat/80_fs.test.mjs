@@ -361,6 +361,36 @@ export const tests = [
     },
   },
   {
+    name: 'issue 20 fs: the 1 GiB quota: a write past it is a 413 insufficient_storage naming the quota, not a 500; deleting frees it',
+    timeout: 120000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const id = b.session_id;
+      const chunk = Buffer.alloc(60 * 1024 * 1024, 7);
+      let r, n = 0;
+      const t0 = Date.now();
+      for (; n < 24; n++) {
+        r = await write(s, id, `/tmp/fill-${n}`, chunk);
+        if (r.status !== 201) break;
+      }
+      const ms = Date.now() - t0;
+      console.log(`  measured: ${n} writes of 60 MiB through write_file in ${ms} ms (${Math.round((n * 60 * 1000) / ms)} MiB/s)`);
+      assert(n >= 15 && n < 24, `the quota stops the writes near 1 GiB (${n} x 60 MiB went in)`);
+      eq(r.status, 413, `past the quota: ${r.text}`);
+      eq(r.json.code, 'insufficient_storage', 'code');
+      assert(/full \(1024 MiB quota\)/.test(r.json.message), r.json.message);
+      const t1 = Date.now();
+      const rd = await read(s, id, '/tmp/fill-5');
+      eq(rd.status, 200, 'read a 60 MiB file (streamed past 8 MiB)');
+      eq(rd.text.length, chunk.length, 'all of it');
+      assert(rd.text === chunk.toString('utf8'), 'the same bytes');
+      console.log(`  measured: read_file of 60 MiB in ${Date.now() - t1} ms`);
+      for (let i = 0; i < 3; i++) eq((await api(s, 'PUT', `/browsers/${id}/fs/delete_file`, { path: `/tmp/fill-${i}` })).status, 200, 'delete');
+      eq((await write(s, id, '/tmp/after', chunk)).status, 201, 'room again after deleting');
+      await api(s, 'DELETE', `/browsers/${id}`);
+    }),
+  },
+  {
     name: 'issue 20 fs: a watch dies with its session: the events stream ends when the session is deleted',
     timeout: 60000,
     fn: () => withServer(async (s) => {
