@@ -286,13 +286,25 @@ static int path_place(const char *path)
 /* stat of an absolute sandbox path as the sandbox sees it: the session's
  * files are resolved inside its root (RESOLVE_IN_ROOT: its symlinks cannot
  * name host files), the system on the host. 0 or -errno. */
+static int has_dotdot(const char *path)
+{
+    for (const char *c = path; (c = strstr(c, "..")) != NULL; c += 2)
+        if (c > path && c[-1] == '/' && (c[2] == '/' || c[2] == '\0'))
+            return 1;
+    return 0;
+}
+
 static int sandbox_stat(const char *root, const char *path, struct stat *st)
 {
+    if (strcmp(path, "/") == 0)
+        return stat("/", st) == 0 ? 0 : -errno;
     int place = path_place(path);
     if (place == 0)
         return -ENOENT;
+    /* The system folders are looked at on the host: a ".." would climb out
+     * of them there (into what the sandbox does not show). */
     if (place == 2)
-        return stat(path, st) == 0 ? 0 : -errno;
+        return has_dotdot(path) ? -ENOENT : stat(path, st) == 0 ? 0 : -errno;
     int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rfd < 0)
         return -errno;
@@ -949,8 +961,17 @@ int proc_signal(struct proc *p, int sig, struct err *e)
         if (kill(-p->pid, SIGKILL) != 0)
             rc = -errno;
     } else {
+        /* Just after spawn the command may not be forked yet: wait for it
+         * (bounded) rather than answer "not running". */
         find_cmd_locked(p);
-        if (p->cmd_pidfd < 0)
+        for (int i = 0; i < 200 && p->cmd_pidfd < 0 && !p->reaped; i++) {
+            pthread_mutex_unlock(&p->mu);
+            struct timespec d = {0, 5 * 1000 * 1000};
+            nanosleep(&d, NULL);
+            pthread_mutex_lock(&p->mu);
+            find_cmd_locked(p);
+        }
+        if (p->reaped || p->cmd_pidfd < 0)
             rc = -ESRCH;
         else if (syscall(SYS_pidfd_send_signal, p->cmd_pidfd, sig, NULL, 0) != 0)
             rc = -errno;

@@ -100,6 +100,9 @@ export const tests = [
       assert(r.json.exit_code !== 0 && r.out === '', '/proc/1/root is the sandbox\'s own');
       isError(await exec(s, id, { command: '/work/main/build/proc/browserd' }), 400, 'bad_request');
       isError(await exec(s, id, { command: 'definitely-not-a-command' }), 400, 'bad_request');
+      // ".." out of the system folders is not looked up on the host.
+      isError(await exec(s, id, { command: '/usr/../bin/sh', args: ['-c', 'true'] }), 400, 'bad_request');
+      isError(await exec(s, id, { command: '/usr/../work/main/build/proc/browserd' }), 400, 'bad_request');
       isError(await exec(s, id, { command: 'ls', cwd: '/nonexistent' }), 400, 'bad_request');
       // as_root is root of the session's user namespace: uid 0 inside, the session's uid outside.
       r = await exec(s, id, { command: 'id', args: ['-u'], as_root: true });
@@ -217,7 +220,7 @@ export const tests = [
       sp = await spawn(s, id, { command: 'sh', args: ['-c', 'seq 1 20000'] });
       const big = await stream(s, id, sp.process_id);
       eq(big.filter((e) => e.stream).map((e) => e.text).join(''), Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join(''), 'all of seq');
-      // Signals.
+      // Signals; TERM right after spawn reaches the command.
       sp = await spawn(s, id, { command: 'sleep', args: ['4247'] });
       isError(await api(s, 'POST', `/browsers/${id}/process/${sp.process_id}/kill`, { signal: 'STOP' }), 400, 'bad_request');
       eq((await api(s, 'POST', `/browsers/${id}/process/${sp.process_id}/kill`, { signal: 'TERM' })).json, { ok: true }, 'kill TERM');
