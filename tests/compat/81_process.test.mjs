@@ -172,6 +172,9 @@ export const tests = [
       eq(r.headers['x-should-retry'], 'false', 'exec 5xx is not retried');
       await waitFor(() => pgrep('^sleep 4245').length === 0 && pgrep('^sleep 4246').length === 0, 'the grandchild and child sleeps killed');
       isError(await exec(s, id, { command: 'id', timeout_sec: 601 }), 400, 'bad_request');
+      // Output past 16 MiB per stream is dropped and said so.
+      r = await exec(s, id, { command: 'sh', args: ['-c', 'head -c 17000000 /dev/zero; echo small >&2'] });
+      eq([r.status, Buffer.from(r.json.stdout_b64, 'base64').length, r.json.stdout_truncated, r.err, r.json.stderr_truncated], [200, 16 * 1024 * 1024, true, 'small\n', undefined], 'stdout capped at 16 MiB');
       // Fork loop.
       const t0 = Date.now();
       r = await exec(s, id, { command: 'sh', args: ['-c', 'f() { f & f & wait; }; f'], timeout_sec: 5 });
@@ -220,6 +223,13 @@ export const tests = [
       sp = await spawn(s, id, { command: 'sh', args: ['-c', 'seq 1 20000'] });
       const big = await stream(s, id, sp.process_id);
       eq(big.filter((e) => e.stream).map((e) => e.text).join(''), Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join(''), 'all of seq');
+      // A late subscriber gets the last MiB kept, then the exit.
+      sp = await spawn(s, id, { command: 'seq', args: ['1', '500000'] });
+      await waitFor(async () => (await api(s, 'GET', `/browsers/${id}/process/${sp.process_id}/status`)).json.state === 'exited', 'seq done');
+      const tailEv = await stream(s, id, sp.process_id);
+      const tailOut = tailEv.filter((e) => e.stream).map((e) => e.text).join('');
+      assert(tailOut.length <= 1024 * 1024 && tailOut.length > 512 * 1024 && tailOut.endsWith('\n499999\n500000\n'), `the replay keeps the newest MiB: ${tailOut.length} bytes`);
+      eq(tailEv.at(-1), { event: 'exit', exit_code: 0 }, 'exit after the replay');
       // Signals; TERM right after spawn reaches the command.
       sp = await spawn(s, id, { command: 'sleep', args: ['4247'] });
       isError(await api(s, 'POST', `/browsers/${id}/process/${sp.process_id}/kill`, { signal: 'STOP' }), 400, 'bad_request');
