@@ -654,7 +654,9 @@ int pool_acquire(struct pool_engine *g, const char *id, int64_t wait_ms,
         pthread_mutex_unlock(&g->mu);
         return 0;
     }
-    if (wait_ms < 0)
+    if (!ops)
+        wait_ms = 0;
+    else if (wait_ms < 0)
         wait_ms = pool_default_wait_ms(p->config);
     if (wait_ms <= 0) {
         pthread_mutex_unlock(&g->mu);

@@ -183,7 +183,9 @@ struct pool_waiter_ops {
  * stopping, and calls ops->wake(ctx) then. wait_ms < 0 means the pool's
  * default: the time it needs to fill at its rate (100 / fill_rate minutes; 0
  * when it does not refill). With no browser and no wait, returns E_LIMIT.
- * E_NOTFOUND for an unknown pool. The caller owns *w (pool_waiter_finish).
+ * E_NOTFOUND for an unknown pool. ops (copied) and ctx are kept only for a
+ * waiter; ops NULL means the caller cannot wait. The caller owns *w
+ * (pool_waiter_finish).
  */
 int pool_acquire(struct pool_engine *g, const char *id, int64_t wait_ms,
                  const struct pool_waiter_ops *ops, void *ctx, char *sid,

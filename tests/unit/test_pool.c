@@ -683,7 +683,7 @@ static void *acquirer(void *arg)
  * engine applies the size, as the PATCH handler does. */
 static void *resizer(void *arg)
 {
-    char id[8];
+    char id[16];
     snprintf(id, sizeof id, "q%d", (int)(intptr_t)arg);
     unsigned seed = 7u + (unsigned)(intptr_t)arg;
     for (int i = 0; i < ROUNDS; i++) {
@@ -736,7 +736,7 @@ static void capacity_holds_under_concurrent_acquires_and_resizes(void **state)
 {
     (void)state;
     for (int i = 0; i < NPOOLS; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "q%d", i);
         assert_int_equal(pool_capacity_set(G, "org", id, 2, LIMIT, NULL, NULL), 0);
         json_t *cfg = json_pack("{s:i,s:i}", "size", 2, "fill_rate_per_minute", 100000);
@@ -761,7 +761,7 @@ static void capacity_holds_under_concurrent_acquires_and_resizes(void **state)
     long long sizes = 0;
     int held = 0;
     for (int i = 0; i < NPOOLS; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "q%d", i);
         struct pool_view v;
         assert_int_equal(pool_get(G, id, &v), 0);
