@@ -3,7 +3,7 @@
 // Every escape probe is paired with the same probe on the session's own
 // things succeeding, so that a broken probe cannot pass.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
@@ -180,6 +180,8 @@ export const tests = [
       r = await exec(s, id, { command: 'sh', args: ['-c', 'f() { f & f & wait; }; f'], timeout_sec: 5 });
       isError(r, 500, 'internal');
       assert(Date.now() - t0 < 30000, 'the fork loop ended at its timeout');
+      const ev = ['/sys/fs/cgroup/pids/browserd', '/sys/fs/cgroup/browserd'].map((d) => join(d, id, 'pids.events')).find((f) => existsSync(f));
+      if (ev) assert(/^max [1-9]/m.test(readFileSync(ev, 'utf8')), `the session's pids limit was hit: ${readFileSync(ev, 'utf8')}`);
       eq((await api(s, 'GET', '/browsers')).status, 200, 'the server answers after the fork loop');
       r = await exec(s, id, { command: 'echo', args: ['alive'] });
       eq(r.out, 'alive\n', 'the session runs processes again after the fork loop');
