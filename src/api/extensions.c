@@ -417,8 +417,11 @@ int extensions_upload(struct req *rq, struct resp *rs)
             rc = err_field(&rq->err, p->name, "is not a field of an extension upload (file, name)");
         }
     }
-    if (!file && rc == 0)
-        rc = err_field(&rq->err, "file", "is required (the zip of the unpacked extension)");
+    if (!file) {
+        multipart_free(&f);
+        return rc ? rc
+                  : err_field(&rq->err, "file", "is required (the zip of the unpacked extension)");
+    }
     if (rc == 0 && file->len > LIM_EXT_ZIP_BYTES)
         rc = err_field(&rq->err, "file", "is larger than %u bytes", LIM_EXT_ZIP_BYTES);
     if (rc == 0)
@@ -664,8 +667,8 @@ int extensions_from_chrome_store(struct req *rq, struct resp *rs)
         return bad_gateway(rq, "could not be reached", id, fe.message);
     }
     size_t off = 0;
-    if ((rc = extpack_crx_payload(body, len, &off, &fe)) != 0 ||
-        (rc = extpack_check(body + off, len - off, NULL, &fe)) != 0) {
+    if (extpack_crx_payload(body, len, &off, &fe) != 0 ||
+        extpack_check(body + off, len - off, NULL, &fe) != 0) {
         xfree(body);
         return bad_gateway(rq, "sent an unusable package", id, fe.message);
     }

@@ -278,9 +278,9 @@ static int exchange(const struct url *u, size_t max, int64_t deadline, int *stat
     char *sep = rc == 0 ? memmem(buf, n, "\r\n\r\n", 4) : NULL;
     if (rc == 0 && (!sep || sscanf(buf, "HTTP/1.%*d %d", status) != 1))
         rc = err_set(e, E_UNAVAIL, "unavailable", "%s: the answer is not HTTP", u->host);
-    if (rc) {
+    if (rc || !sep) {
         xfree(buf);
-        return rc;
+        return rc ? rc : E_UNAVAIL;
     }
     *sep = '\0';
     size_t blen = n - (size_t)(sep + 4 - buf);

@@ -264,9 +264,10 @@ static int subdir(int dfd, const char *name)
  * at a time; *leaf points into path at that component. */
 static int parent_of(int dfd, char *path, const char **leaf)
 {
+    *leaf = path;
     int fd = dup(dfd);
     if (fd < 0)
-        return -errno;
+        return errno ? -errno : -EBADF;
     char *p = path;
     for (char *slash; (slash = strchr(p, '/')) != NULL && slash[1]; p = slash + 1) {
         *slash = '\0';
