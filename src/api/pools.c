@@ -53,10 +53,14 @@ static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
 
 /* ---- the Chromium launcher ---- */
 
-/* The POST /browsers body a pool browser is launched from. Launch options of
- * the pool configuration are copied here; extensions (refused by
- * unsupported_config until they are served) will resolve to the session's
- * extension list at this point. */
+/* The POST /browsers body a pool browser is launched from: every launch
+ * option of the pool configuration is copied here, and browsers_spawn
+ * validates and applies it as for a standalone session.
+ *
+ * Extensions: the pool's "extensions" is the same [{id} | {name}] list as
+ * POST /browsers takes. To serve them, add "extensions" to `copied`, drop the
+ * refusal in unsupported_config (keeping a check that they exist), and render
+ * extension_ids from the resolved list in render_pool. */
 static json_t *spawn_body(const json_t *cfg)
 {
     static const char *const copied[] = {"headless",      "stealth", "kiosk_mode", "viewport",
