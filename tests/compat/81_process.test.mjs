@@ -358,4 +358,20 @@ export const tests = [
       } finally { await s.stop(); s.cleanup(); }
     },
   },
+  {
+    name: 'issue 20 process without a sandbox: a session of an unsandboxed server refuses exec, spawn and playwright.execute with 503 sandbox_required (nothing runs as the server\'s user)',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
+      try {
+        const id = await create(s);
+        for (const [path, body] of [['process/exec', { command: 'id' }], ['process/spawn', { command: 'id' }], ['playwright/execute', { code: 'return 1' }]]) {
+          const r = await api(s, 'POST', `/browsers/${id}/${path}`, body);
+          isError(r, 503, 'sandbox_required');
+          assert(/docs\/sandbox\.md/.test(r.json.message), r.text);
+          eq(r.headers['x-should-retry'], 'false', `${path}: not retried`);
+        }
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
 ];
