@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,89 @@ int fs_file_info(struct req *rq, struct resp *rs)
     return call_close(rq, &c, 0);
 }
 
+/* download_dir_zip streams: a producer thread (as the session's user) builds
+ * the zip into a pipe; the response reads the pipe's other end and parks
+ * when it is empty, woken by the producer after each write. Either side may
+ * finish first; the last one frees. */
+struct zstream {
+    pthread_mutex_t mu;
+    int rfd, wfd;
+    struct http_stream *hs; /* NULL once the response is over */
+    int refs;               /* the response's and the producer's */
+    struct sessfs fs;       /* the producer's (owned) */
+    char path[PATH_MAX];
+};
+
+static atomic_int zip_streams; /* producers running on this server */
+
+static void zstream_release(struct zstream *z) /* under z->mu; unlocks */
+{
+    int last = --z->refs == 0;
+    pthread_mutex_unlock(&z->mu);
+    if (last) {
+        pthread_mutex_destroy(&z->mu);
+        xfree(z);
+    }
+}
+
+static int zwrite(void *ctx, const void *data, size_t n)
+{
+    struct zstream *z = ctx;
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(z->wfd, p, n); /* blocks while the client is slow */
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno; /* EPIPE: the response ended and closed rfd */
+        }
+        p += w;
+        n -= (size_t)w;
+        pthread_mutex_lock(&z->mu);
+        if (z->hs)
+            http_stream_wake(z->hs);
+        pthread_mutex_unlock(&z->mu);
+    }
+    return 0;
+}
+
+static void *zproduce(void *arg)
+{
+    struct zstream *z = arg;
+    int rc = sessfs_zip_dir(&z->fs, z->path, zwrite, z);
+    if (rc < 0 && rc != -EPIPE)
+        log_warn("fs: download_dir_zip of %s stopped: %s (the client gets a truncated zip)",
+                 z->path, strerror(-rc));
+    sessfs_close(&z->fs);
+    pthread_mutex_lock(&z->mu);
+    close(z->wfd); /* the reader sees the end */
+    if (z->hs)
+        http_stream_wake(z->hs);
+    atomic_fetch_sub(&zip_streams, 1);
+    zstream_release(z);
+    return NULL;
+}
+
+static long zread(void *ctx, char *buf, size_t cap)
+{
+    struct zstream *z = ctx;
+    ssize_t n = read(z->rfd, buf, cap);
+    if (n > 0)
+        return (long)n;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0; /* parked until the producer's next write */
+    return -1;
+}
+
+static void zfree(void *ctx)
+{
+    struct zstream *z = ctx;
+    pthread_mutex_lock(&z->mu);
+    z->hs = NULL;
+    close(z->rfd); /* a producer still writing gets EPIPE and stops */
+    zstream_release(z);
+}
+
 int fs_download_dir_zip(struct req *rq, struct resp *rs)
 {
     const char *path = req_query(rq, "path");
@@ -484,21 +568,52 @@ int fs_download_dir_zip(struct req *rq, struct resp *rs)
     call_init(&c);
     if ((rc = call_open(rq, "fs.download_dir_zip", 0, &c)) != 0)
         return call_close(rq, &c, rc);
-    struct buf b;
-    buf_init(&b, LIM_FS_ZIP_DOWNLOAD_BYTES);
-    rc = sessfs_zip_dir(&c.fs, path, &b);
-    if (rc == -E2BIG) {
-        rc = err_set(&rq->err, E_TOOBIG, "payload_too_large",
-                     "the zip of %s passes %u MiB: download smaller folders", path,
-                     LIM_FS_ZIP_DOWNLOAD_BYTES >> 20);
-    } else if (rc < 0) {
-        rc = fs_fail(rq, rc, path, "directory not found");
-    } else {
-        resp_text(rs, 200, "application/zip", b.p ? b.p : xstrdup(""), b.len);
-        b.p = NULL;
+    struct stat st;
+    rc = sessfs_stat(&c.fs, path, &st);
+    if (rc == 0 && !S_ISDIR(st.st_mode))
+        rc = -ENOTDIR;
+    if (rc < 0)
+        return call_close(rq, &c, fs_fail(rq, rc, path, "directory not found"));
+    if (atomic_fetch_add(&zip_streams, 1) >= LIM_FS_ZIP_STREAMS) {
+        atomic_fetch_sub(&zip_streams, 1);
+        return call_close(rq, &c,
+                          err_set(&rq->err, E_LIMIT, "rate_limited",
+                                  "%d folder downloads are being zipped on this server: retry "
+                                  "in a moment",
+                                  LIM_FS_ZIP_STREAMS));
     }
-    buf_free(&b);
-    return call_close(rq, &c, rc);
+    struct zstream *z = xcalloc(1, sizeof *z);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        atomic_fetch_sub(&zip_streams, 1);
+        xfree(z);
+        return call_close(
+            rq, &c,
+            err_set(&rq->err, E_INTERNAL, "internal", "failed to create zip: %s", strerror(errno)));
+    }
+    (void)fcntl(p[0], F_SETFL, O_NONBLOCK);
+    pthread_mutex_init(&z->mu, NULL);
+    z->rfd = p[0];
+    z->wfd = p[1];
+    z->refs = 2;
+    z->fs = c.fs; /* the producer takes the session's root descriptor */
+    c.fs.rootfd = -1;
+    snprintf(z->path, sizeof z->path, "%s", path);
+    resp_stream(rs, 200, "application/zip", zread, zfree, z, &z->hs);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, zproduce, z) != 0) {
+        /* No producer: the response reads an immediate end (an empty body). */
+        sessfs_close(&z->fs);
+        close(z->wfd);
+        atomic_fetch_sub(&zip_streams, 1);
+        pthread_mutex_lock(&z->mu);
+        zstream_release(z);
+    }
+    pthread_attr_destroy(&at);
+    return call_close(rq, &c, 0);
 }
 
 /* ---- upload, upload_zip ---- */

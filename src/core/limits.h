@@ -45,12 +45,12 @@
 #define LIM_MULTIPART_HEADER_BYTES (8u * 1024u)
 /* browsers.fs (docs/fs.md): entries one list_files answers; entries and
  * unpacked bytes of one upload_zip (the session's 1 GiB tmpfs stops the rest);
- * the zip download_dir_zip builds in memory; watches per session and folders
- * one recursive watch may cover. */
+ * download_dir_zip streams being zipped at once on this server (a thread
+ * each); watches per session and folders one recursive watch may cover. */
 #define LIM_FS_LIST_ENTRIES       100000u
 #define LIM_FS_ZIP_ENTRIES        10000u
 #define LIM_FS_ZIP_UNPACKED_BYTES (512LL * 1024 * 1024)
-#define LIM_FS_ZIP_DOWNLOAD_BYTES (256u * 1024u * 1024u)
+#define LIM_FS_ZIP_STREAMS        16
 #define LIM_FS_WATCHES            16
 #define LIM_FS_WATCH_DIRS         1024
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the

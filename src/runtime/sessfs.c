@@ -576,11 +576,17 @@ int sessfs_chmod(struct sessfs *fs, const char *path, mode_t mode)
 
 /* ---- zip ---- */
 
+struct zip_out {
+    int (*fn)(void *ctx, const void *data, size_t n);
+    void *ctx;
+};
+
 static la_ssize_t zip_write_cb(struct archive *a, void *ctx, const void *data, size_t n)
 {
-    struct buf *b = ctx;
-    if (buf_append(b, data, n) != 0) {
-        archive_set_error(a, E2BIG, "zip larger than the cap");
+    struct zip_out *o = ctx;
+    int rc = o->fn(o->ctx, data, n);
+    if (rc < 0) {
+        archive_set_error(a, -rc, "the zip's reader went away");
         return -1;
     }
     return (la_ssize_t)n;
@@ -634,14 +640,14 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
             archive_entry_set_size(en, 0);
         }
         if (rc == 0 && archive_write_header(a, en) != ARCHIVE_OK)
-            rc = archive_errno(a) == E2BIG ? -E2BIG : -EIO;
+            rc = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
         if (rc == 0 && fd >= 0) {
             char chunk[65536];
             ssize_t r;
             off_t total = 0;
             while (rc == 0 && total < st.st_size && (r = read(fd, chunk, sizeof chunk)) > 0) {
                 if (archive_write_data(a, chunk, (size_t)r) < 0)
-                    rc = archive_errno(a) == E2BIG ? -E2BIG : -EIO;
+                    rc = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
                 total += r;
             }
         }
@@ -658,7 +664,7 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
     return rc;
 }
 
-static int zip_dir_as(struct sessfs *fs, const char *path, struct buf *out)
+static int zip_dir_as(struct sessfs *fs, const char *path, struct zip_out *out)
 {
     int dfd = resolve(fs, path, O_RDONLY | O_DIRECTORY);
     if (dfd < 0)
@@ -673,15 +679,17 @@ static int zip_dir_as(struct sessfs *fs, const char *path, struct buf *out)
     } else {
         rc = zip_walk(a, dfd, "", 0);
         if (archive_write_close(a) != ARCHIVE_OK && rc == 0)
-            rc = archive_errno(a) == E2BIG ? -E2BIG : -EIO;
+            rc = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
     }
     archive_write_free(a);
     return rc;
 }
 
-int sessfs_zip_dir(struct sessfs *fs, const char *path, struct buf *out)
+int sessfs_zip_dir(struct sessfs *fs, const char *path,
+                   int (*out)(void *ctx, const void *data, size_t n), void *ctx)
 {
-    AS_SESSION(fs, zip_dir_as(fs, path, out));
+    struct zip_out o = {out, ctx};
+    AS_SESSION(fs, zip_dir_as(fs, path, &o));
 }
 
 /* An entry name is relative and has no ".." component. */

@@ -28,7 +28,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "core/buf.h"
 #include "core/err.h"
 
 struct sessfs {
@@ -76,10 +75,13 @@ int sessfs_move(struct sessfs *fs, const char *src, const char *dst) WUR;
 /* chmod (& 01777) of path, following a final link inside the root. */
 int sessfs_chmod(struct sessfs *fs, const char *path, mode_t mode) WUR;
 
-/* A zip of folder path into out (a buf whose max is the cap: -E2BIG past
- * it): folders as entries ending in '/', regular files with their content,
- * symbolic links as links; nothing is followed. */
-int sessfs_zip_dir(struct sessfs *fs, const char *path, struct buf *out) WUR;
+/* Writes a zip of folder path through out(ctx, bytes, n) as it is built
+ * (out returns 0, or -errno to abort: the client went away): folders as
+ * entries ending in '/', regular files with their content, symbolic links as
+ * links; nothing is followed; FIFOs and sockets are left out. Blocks while
+ * out blocks, so it belongs on a thread of its own. */
+int sessfs_zip_dir(struct sessfs *fs, const char *path,
+                   int (*out)(void *ctx, const void *data, size_t n), void *ctx) WUR;
 /* Extracts the zip (len bytes) under folder dest (created when missing):
  * E_INVALID with a message for an absolute or ".." entry, a link leaving
  * the root, a hard link, a malformed archive, more than LIM_FS_ZIP_ENTRIES
