@@ -16,11 +16,18 @@
  * fake). Nor the store, HTTP or sessions' records: src/api/pools.c persists
  * pools, applies a lease's settings to the session and renders records.
  *
+ * Who calls what: src/api/pools.c creates the engine after the session
+ * manager (pools_start), calls pool_capacity_set before a pool's row changes
+ * and the rest of this API from its handlers, and pool_browser_gone from the
+ * sessions' ending hook; the filler thread calls launcher.launch; whoever
+ * flushes, deletes, resizes or releases calls launcher.end and .clean.
+ *
  * Threading: every function is thread-safe. One mutex guards every pool; the
- * engine never calls the launcher or the session manager's slow paths with it
- * held, so launcher callbacks may call back into the engine (pool_get,
- * pool_browser_gone). The exception is pool_waiter_ops.wake, which runs with
- * the mutex held and must only signal (req_resume).
+ * engine calls neither the launcher nor the session manager with it held, so
+ * launcher callbacks may call back into the engine (pool_get,
+ * pool_browser_gone). The exceptions are the waiter callbacks
+ * (pool_waiter_ops), which run with the mutex held and must not call the
+ * engine: wake only signals (req_resume), gone only looks at a socket.
  *
  * Pools are never freed while the engine runs (a deleted pool is marked and
  * kept), which lets the filler drop the lock around a launch safely.
