@@ -171,8 +171,10 @@ static int job_new(struct req *rq, struct waitjob **out)
     if (!draining)
         jobs_active++;
     pthread_mutex_unlock(&jobs_mu);
-    if (draining)
-        return err_set(&rq->err, E_UNAVAIL, "unavailable", "the server is stopping");
+    if (draining) {
+        err_set(&rq->err, E_UNAVAIL, "unavailable", "the server is stopping");
+        return E_UNAVAIL;
+    }
     *out = xcalloc(1, sizeof **out);
     return 0;
 }
@@ -229,9 +231,9 @@ static void exec_resume(struct req *rq, struct resp *rs)
         int ot, et;
         const char *o = proc_out(j->p, PROC_STDOUT, &ol, &ot);
         const char *er = proc_out(j->p, PROC_STDERR, &el, &et);
-        json_t *body = json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64",
-                                 b64_json(o, ol), "stderr_b64", b64_json(er, el), "duration_ms",
-                                 (json_int_t)st.duration_ms);
+        json_t *body =
+            json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64", b64_json(o, ol),
+                      "stderr_b64", b64_json(er, el), "duration_ms", (json_int_t)st.duration_ms);
         if (ot)
             json_object_set_new(body, "stdout_truncated", json_true());
         if (et)
@@ -308,9 +310,9 @@ int process_spawn(struct req *rq, struct resp *rs)
             struct timespec d = {0, 10 * 1000 * 1000};
             nanosleep(&d, NULL);
         }
-        resp_json(rs, 200,
-                  json_pack("{s:s,s:i,s:s}", "process_id", proc_id(p), "pid", pid, "started_at",
-                            ts));
+        resp_json(
+            rs, 200,
+            json_pack("{s:s,s:i,s:s}", "process_id", proc_id(p), "pid", pid, "started_at", ts));
         proc_put(p);
     }
     return call_close(rq, &c, rc);
@@ -342,9 +344,9 @@ int process_status_get(struct req *rq, struct resp *rs)
     if (rc == 0) {
         struct proc_status st;
         proc_status(p, &st);
-        json_t *b = json_pack("{s:s,s:o,s:f}", "state", st.running ? "running" : "exited",
-                              "exit_code", st.running ? json_null() : json_integer(st.exit_code),
-                              "cpu_pct", st.cpu_pct);
+        json_t *b =
+            json_pack("{s:s,s:o,s:f}", "state", st.running ? "running" : "exited", "exit_code",
+                      st.running ? json_null() : json_integer(st.exit_code), "cpu_pct", st.cpu_pct);
         if (st.running)
             json_object_set_new(b, "mem_bytes", json_integer(st.mem_bytes));
         resp_json(rs, 200, b);
@@ -368,7 +370,8 @@ int process_stdin_post(struct req *rq, struct resp *rs)
         rc = err_field(&rq->err, "data_b64", "is required: base64 of the bytes to write");
     unsigned char *bytes = NULL;
     size_t n = 0;
-    if (rc == 0 && procreq_b64_decode(d, json_string_length(json_object_get(body, "data_b64")), &bytes, &n) != 0)
+    if (rc == 0 && procreq_b64_decode(d, json_string_length(json_object_get(body, "data_b64")),
+                                      &bytes, &n) != 0)
         rc = err_field(&rq->err, "data_b64", "invalid base64");
     size_t written = 0;
     if (rc == 0)
@@ -546,10 +549,13 @@ int playwright_execute(struct req *rq, struct resp *rs)
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     const char *code = rc ? NULL : json_string_value(json_object_get(body, "code"));
-    if (rc == 0 && (!code || !*code))
-        rc = err_field(&rq->err, "code", "code is required (a non-empty string)");
-    if (rc == 0 && strlen(code) != json_string_length(json_object_get(body, "code")))
-        rc = err_field(&rq->err, "code", "must not contain NUL bytes");
+    if (rc == 0 && (!code || !*code)) {
+        err_field(&rq->err, "code", "code is required (a non-empty string)");
+        rc = E_INVALID;
+    } else if (rc == 0 && strlen(code) != json_string_length(json_object_get(body, "code"))) {
+        err_field(&rq->err, "code", "must not contain NUL bytes");
+        rc = E_INVALID;
+    }
     j->timeout_s = 60;
     json_t *to = rc ? NULL : json_object_get(body, "timeout_sec");
     if (to && !json_is_null(to)) {
@@ -563,8 +569,8 @@ int playwright_execute(struct req *rq, struct resp *rs)
     if (rc == 0) {
         j->rq = rq;
         j->playwright = 1;
-        rc = pwexec_start(j->c.sb, api_app(rq)->sessions, j->c.rec.id, j->c.ws, code,
-                          j->timeout_s, job_exited, j, &j->p, &rq->err);
+        rc = pwexec_start(j->c.sb, api_app(rq)->sessions, j->c.rec.id, j->c.ws, code, j->timeout_s,
+                          job_exited, j, &j->p, &rq->err);
     }
     json_decref(body);
     if (rc) {

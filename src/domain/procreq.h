@@ -16,9 +16,9 @@
 
 /* A validated exec or spawn body. Strings in argv and env are owned. */
 struct procreq {
-    struct strvec argv;  /* command, then args */
-    struct strvec env;   /* "K=V" from env */
-    const char *cwd;     /* borrowed from the body; NULL: the default */
+    struct strvec argv; /* command, then args */
+    struct strvec env;  /* "K=V" from env */
+    const char *cwd;    /* borrowed from the body; NULL: the default */
     int as_root;
     int tty, rows, cols; /* spawn only; rows/cols 0 when not given */
     long long timeout_s; /* 0: not given */

@@ -32,13 +32,13 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-#define PROC_CHUNK        4096
-#define PROC_MAX_CHUNKS   4096 /* replay list: also bounded in count (tiny chunks) */
-#define PROC_TICK_MS      250
-#define PROC_TOUCH_MS     5000
-#define PROC_DRAIN_MS     2000 /* output still read after the exit */
+#define PROC_CHUNK         4096
+#define PROC_MAX_CHUNKS    4096 /* replay list: also bounded in count (tiny chunks) */
+#define PROC_TICK_MS       250
+#define PROC_TOUCH_MS      5000
+#define PROC_DRAIN_MS      2000 /* output still read after the exit */
 #define PROC_STDIN_WAIT_MS 5000
-#define PROC_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define PROC_PATH          "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct chunk {
     struct chunk *next;
@@ -62,16 +62,16 @@ struct proc {
     char id[PROC_ID_LEN + 1];
     char session_id[64];
     struct sessmgr *sessions;
-    pid_t pid;      /* the bwrap the server started; its process group is the tree */
-    pid_t cmd_pid;  /* the command, as the host sees it (0 until found) */
-    int cmd_pidfd;  /* pidfd of cmd_pid, or -1 */
+    pid_t pid;     /* the bwrap the server started; its process group is the tree */
+    pid_t cmd_pid; /* the command, as the host sees it (0 until found) */
+    int cmd_pidfd; /* pidfd of cmd_pid, or -1 */
     int ns_pid;
     int reaped, exited, timed_out, forgotten;
     int exit_code;
     int64_t started_mono_ms, started_wall_ms, ended_mono_ms;
     int64_t deadline_ms; /* monotonic; 0 = none */
     int tty;
-    int in_fd;  /* stdin pipe or the PTY master; -1 when closed (under in_mu) */
+    int in_fd; /* stdin pipe or the PTY master; -1 when closed (under in_mu) */
     int out_fd, err_fd, res_fd;
     pthread_mutex_t in_mu;
     char *stdin_data; /* pending initial stdin (the thread writes it) */
@@ -327,13 +327,14 @@ static int sandbox_stat(const char *root, const char *path, struct stat *st)
 static int check_command(const char *root, const char *cmd, const char *cwd, struct err *e)
 {
     struct stat st;
+    memset(&st, 0, sizeof st);
     if (cwd) {
         int rc = sandbox_stat(root, cwd, &st);
         if (rc == 0 && !S_ISDIR(st.st_mode))
             rc = -ENOTDIR;
         if (rc)
-            return err_field(e, "cwd", "chdir %s: %s (the sandbox shows /tmp, /home and /usr)",
-                             cwd, strerror(-rc));
+            return err_field(e, "cwd", "chdir %s: %s (the sandbox shows /tmp, /home and /usr)", cwd,
+                             strerror(-rc));
     }
     if (strchr(cmd, '/')) {
         if (cmd[0] != '/')
@@ -1002,8 +1003,9 @@ int proc_resize(struct proc *p, int rows, int cols, struct err *e)
 const char *proc_out(struct proc *p, int stream, size_t *len, int *truncated)
 {
     struct buf *b = stream == PROC_STDOUT ? &p->out : stream == PROC_STDERR ? &p->err : &p->res;
-    int t = stream == PROC_STDOUT ? p->out_trunc : stream == PROC_STDERR ? p->err_trunc
-                                                                           : p->res_trunc;
+    int t = stream == PROC_STDOUT   ? p->out_trunc
+            : stream == PROC_STDERR ? p->err_trunc
+                                    : p->res_trunc;
     if (truncated)
         *truncated = t;
     *len = b->len;

@@ -46,17 +46,17 @@ struct proc_spec {
     const struct sandbox *sb; /* borrowed for the call; must have sandbox_root */
     struct sessmgr *sessions; /* touched while the process runs (idle timeout); may be NULL */
     const char *const *argv;  /* command and arguments; argv[0] is exec'd directly (no shell) */
-    const char *const *env;   /* "K=V" pairs on top of the clean base, NULL-terminated; may be NULL */
-    const char *cwd;          /* absolute inside the sandbox; NULL: /home/kernel */
-    int as_root;              /* uid 0 inside the sandbox's user namespace (no capabilities) */
-    int tty, rows, cols;      /* a PTY (rows/cols 0: the kernel's default size) */
-    int64_t timeout_ms;       /* killed (whole tree) after this long; 0: no deadline */
-    size_t collect;           /* keep stdout/stderr whole, up to this many bytes each (exec);
-                                 0: the bounded replay list for stream subscribers */
-    const char *display;      /* ":0" for a headful session's X server, or NULL */
+    const char *const *env; /* "K=V" pairs on top of the clean base, NULL-terminated; may be NULL */
+    const char *cwd;        /* absolute inside the sandbox; NULL: /home/kernel */
+    int as_root;            /* uid 0 inside the sandbox's user namespace (no capabilities) */
+    int tty, rows, cols;    /* a PTY (rows/cols 0: the kernel's default size) */
+    int64_t timeout_ms;     /* killed (whole tree) after this long; 0: no deadline */
+    size_t collect;         /* keep stdout/stderr whole, up to this many bytes each (exec);
+                               0: the bounded replay list for stream subscribers */
+    const char *display;    /* ":0" for a headful session's X server, or NULL */
     const char *const *extra_ro; /* host paths bound read-only at the same place; may be NULL */
-    int result_fd;            /* also capture what the process writes to its descriptor 3 */
-    const char *stdin_data;   /* written to stdin then closed (copied); NULL: stdin stays open */
+    int result_fd;               /* also capture what the process writes to its descriptor 3 */
+    const char *stdin_data;      /* written to stdin then closed (copied); NULL: stdin stays open */
     size_t stdin_len;
     /* Called once when the process has exited and its output is drained
      * (the process's thread). */
@@ -83,9 +83,9 @@ int64_t proc_started_ms(const struct proc *p); /* wall clock, for started_at */
 
 struct proc_status {
     int running;
-    int exit_code;   /* valid when !running: the command's status, 128+N when killed by signal N */
-    int timed_out;   /* killed at its deadline */
-    double cpu_pct;  /* CPU time over wall time since start, in percent of one CPU */
+    int exit_code;  /* valid when !running: the command's status, 128+N when killed by signal N */
+    int timed_out;  /* killed at its deadline */
+    double cpu_pct; /* CPU time over wall time since start, in percent of one CPU */
     long long mem_bytes; /* resident set, while running */
     int64_t duration_ms;
 };

@@ -44,10 +44,10 @@ static const struct parse_case parse_cases[] = {
     {"env names non-empty", 0, "{\"command\":\"ls\",\"env\":{\"\":\"1\"}}", 0, "non-empty"},
     {"3.1 as_root boolean", 0, "{\"command\":\"ls\",\"as_root\":true}", 1, NULL},
     {"3.1 as_root must be a boolean", 0, "{\"command\":\"ls\",\"as_root\":1}", 0, "boolean"},
-    {"3.4 as_user: the session's user kernel", 0, "{\"command\":\"ls\",\"as_user\":\"kernel\"}",
-     1, NULL},
-    {"3.4 as_user: root is not the session's user", 0,
-     "{\"command\":\"ls\",\"as_user\":\"root\"}", 0, "failed to lookup user"},
+    {"3.4 as_user: the session's user kernel", 0, "{\"command\":\"ls\",\"as_user\":\"kernel\"}", 1,
+     NULL},
+    {"3.4 as_user: root is not the session's user", 0, "{\"command\":\"ls\",\"as_user\":\"root\"}",
+     0, "failed to lookup user"},
     {"3.1 cannot specify both as_root and as_user", 0,
      "{\"command\":\"ls\",\"as_root\":true,\"as_user\":\"kernel\"}", 0,
      "cannot specify both as_root and as_user"},
@@ -64,8 +64,7 @@ static const struct parse_case parse_cases[] = {
     {"3.1 spawn TTY: cols must be <= 65535", 1, "{\"command\":\"sh\",\"cols\":70000}", 0,
      "cols must be <= 65535"},
     {"3.1 spawn rows >= 1", 1, "{\"command\":\"sh\",\"rows\":0}", 0, ">= 1"},
-    {"allocate_tty is a boolean", 1, "{\"command\":\"sh\",\"allocate_tty\":\"yes\"}", 0,
-     "boolean"},
+    {"allocate_tty is a boolean", 1, "{\"command\":\"sh\",\"allocate_tty\":\"yes\"}", 0, "boolean"},
 };
 
 static void test_parse(void **state)
@@ -220,10 +219,8 @@ static void test_b64(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_parse_values),
-        cmocka_unit_test(test_user),
-        cmocka_unit_test(test_uuid_signal_resize),
+        cmocka_unit_test(test_parse), cmocka_unit_test(test_parse_values),
+        cmocka_unit_test(test_user),  cmocka_unit_test(test_uuid_signal_resize),
         cmocka_unit_test(test_b64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
