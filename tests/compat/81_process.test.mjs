@@ -321,6 +321,12 @@ export const tests = [
           eq(r.json.success, true, r.text);
           assert(!String(r.json.result).includes(bp.browserId), `A's code cannot reach B's DevTools: ${r.json.result}`);
           if (ap.port !== bp.port) assert(/^refused/.test(r.json.result), `nothing listens there in A's namespace: ${r.json.result}`);
+          // The runner is in the sandbox: the server's files are not there, the session's are.
+          r = await run(a, { code: `const fs = await import('node:fs'); const probe = (p) => { try { return fs.readFileSync(p, 'utf8'); } catch (e) { return 'denied ' + e.code; } }; fs.writeFileSync('/tmp/pw-own.txt', 'own'); return [probe(${JSON.stringify(join(s.dir, 'bootstrap-api-key'))}), probe('/tmp/pw-own.txt'), probe('/proc/1/root/etc/hostname'), process.getuid()];` });
+          eq(r.json.success, true, r.text);
+          eq(r.json.result.slice(0, 2), ['denied ENOENT', 'own'], 'the runner sees the session\'s files only');
+          assert(!String(r.json.result[2]).includes(readFileSync('/etc/hostname', 'utf8').trim()) || readFileSync('/etc/hostname', 'utf8').trim() === 'browserd', `not the host's root: ${r.json.result[2]}`);
+          assert(r.json.result[3] >= 1100000, `the runner runs as the session's uid: ${r.json.result[3]}`);
           isError(await run(a, { code: '' }), 400, 'bad_request');
           isError(await run(a, { code: 'return 1', timeout_sec: 301 }), 400, 'bad_request');
           r = await run(b, { code: 'return page.url()' });
