@@ -639,6 +639,9 @@ static int bad_gateway(struct req *rq, const char *what, const char *id, const c
 
 int extensions_from_chrome_store(struct req *rq, struct resp *rs)
 {
+    /* A store that is down or refuses the id stays so for the seconds of the
+     * SDK's retries, each of which could wait the whole fetch timeout. */
+    rq->no_retry = 1;
     int rc = api_require_feature(rq, FEATURE);
     if (rc)
         return rc;

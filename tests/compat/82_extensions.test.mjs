@@ -267,6 +267,7 @@ export const tests = [
       await withServer(async (s) => {
         const r = await api(s, 'GET', `/extensions/from_chrome_store?url=${id}`);
         isError(r, 502, 'bad_gateway');
+        eq(r.headers['x-should-retry'], 'false', 'not retried by the SDK');
         assert(/could not be reached/.test(r.json.message) && /127\.0\.0\.1/.test(r.json.message), r.json.message);
       }, { env: { BROWSERD_CHROME_STORE_URL: `http://127.0.0.1:${port}/update?x={id}` } });
     },
