@@ -579,21 +579,26 @@ int sessfs_chmod(struct sessfs *fs, const char *path, mode_t mode)
 struct zip_out {
     int (*fn)(void *ctx, const void *data, size_t n);
     void *ctx;
+    int failed; /* the first -errno of fn; later bytes are dropped */
 };
 
+/* A failing reader is not reported to libarchive: its zip writer leaks the
+ * deflate state of an entry whose output failed. The bytes are dropped
+ * instead and the walk stops at the next check of `failed`. */
 static la_ssize_t zip_write_cb(struct archive *a, void *ctx, const void *data, size_t n)
 {
+    (void)a;
     struct zip_out *o = ctx;
-    int rc = o->fn(o->ctx, data, n);
-    if (rc < 0) {
-        archive_set_error(a, -rc, "the zip's reader went away");
-        return -1;
+    if (o->failed == 0) {
+        int rc = o->fn(o->ctx, data, n);
+        if (rc < 0)
+            o->failed = rc;
     }
     return (la_ssize_t)n;
 }
 
 /* Adds folder dfd (a read descriptor, consumed) as prefix/ and what it holds. */
-static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
+static int zip_walk(struct archive *a, struct zip_out *o, int dfd, const char *prefix, int depth)
 {
     if (depth > SESSFS_DEPTH_MAX) {
         close(dfd);
@@ -608,7 +613,7 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
     int rc = 0;
     struct dirent *de;
     struct archive_entry *en = archive_entry_new();
-    while (rc == 0 && (de = readdir(d)) != NULL) {
+    while (rc == 0 && o->failed == 0 && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         struct stat st;
@@ -645,7 +650,8 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
             char chunk[65536];
             ssize_t r;
             off_t total = 0;
-            while (rc == 0 && total < st.st_size && (r = read(fd, chunk, sizeof chunk)) > 0) {
+            while (rc == 0 && o->failed == 0 && total < st.st_size &&
+                   (r = read(fd, chunk, sizeof chunk)) > 0) {
                 if (archive_write_data(a, chunk, (size_t)r) < 0)
                     rc = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
                 total += r;
@@ -655,7 +661,7 @@ static int zip_walk(struct archive *a, int dfd, const char *prefix, int depth)
             close(fd);
         if (rc == 0 && S_ISDIR(st.st_mode)) {
             int cfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            rc = cfd < 0 ? -errno : zip_walk(a, cfd, name, depth + 1);
+            rc = cfd < 0 ? -errno : zip_walk(a, o, cfd, name, depth + 1);
         }
         xfree(name);
     }
@@ -677,9 +683,11 @@ static int zip_dir_as(struct sessfs *fs, const char *path, struct zip_out *out)
         close(dfd);
         rc = -EIO;
     } else {
-        rc = zip_walk(a, dfd, "", 0);
+        rc = zip_walk(a, out, dfd, "", 0);
         if (archive_write_close(a) != ARCHIVE_OK && rc == 0)
             rc = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
+        if (rc == 0)
+            rc = out->failed;
     }
     archive_write_free(a);
     return rc;
@@ -688,7 +696,7 @@ static int zip_dir_as(struct sessfs *fs, const char *path, struct zip_out *out)
 int sessfs_zip_dir(struct sessfs *fs, const char *path,
                    int (*out)(void *ctx, const void *data, size_t n), void *ctx)
 {
-    struct zip_out o = {out, ctx};
+    struct zip_out o = {out, ctx, 0};
     AS_SESSION(fs, zip_dir_as(fs, path, &o));
 }
 
