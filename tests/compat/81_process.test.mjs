@@ -380,4 +380,21 @@ export const tests = [
       } finally { await s.stop(); s.cleanup(); }
     },
   },
+  {
+    name: 'issue 20 process activity: a running process keeps its session from idling out; once it ends, the idle timeout applies again',
+    timeout: 90000,
+    fn: () => withServer(async (s) => {
+      // The idle session is made after the last call to the busy one: without
+      // its process, the busy session would end first.
+      const busy = await create(s, { timeout_seconds: 10 });
+      const sp = await spawn(s, busy, { command: 'sleep', args: ['4250'] });
+      const idle = await create(s, { timeout_seconds: 10 });
+      const ended = async (id) => (await api(s, 'GET', `/browsers/${id}?include_deleted=true`)).json.deleted_at;
+      await waitFor(() => ended(idle), 'the idle session ended by its timeout', 30000, 250);
+      assert(!(await ended(busy)), 'the session with a running process is still live');
+      assert(pgrep('^sleep 4250').length === 1, 'its process runs');
+      eq((await api(s, 'POST', `/browsers/${busy}/process/${sp.process_id}/kill`, { signal: 'KILL' })).status, 200, 'kill');
+      await waitFor(() => ended(busy), 'the session idles out once its process ended', 30000, 250);
+    }),
+  },
 ];
