@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/extensions.h"
 #include "api/pools.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
@@ -55,17 +56,14 @@ static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
 
 /* The POST /browsers body a pool browser is launched from: every launch
  * option of the pool configuration is copied here, and browsers_spawn
- * validates and applies it as for a standalone session.
- *
- * Extensions: the pool's "extensions" is the same [{id} | {name}] list as
- * POST /browsers takes. To serve them, add "extensions" to `copied`, drop the
- * refusal in unsupported_config (keeping a check that they exist), and render
- * extension_ids from the resolved list in render_pool. */
+ * validates and applies it as for a standalone session. The pool's
+ * "extensions" is the same [{id} | {name}] list as POST /browsers takes,
+ * resolved in browsers_spawn in the order configured (api/extensions.h). */
 static json_t *spawn_body(const json_t *cfg)
 {
-    static const char *const copied[] = {"headless",      "stealth", "kiosk_mode", "viewport",
-                                         "chrome_policy", "network", "start_url",  "profile",
-                                         "proxy_id",      NULL};
+    static const char *const copied[] = {"headless",      "stealth",    "kiosk_mode", "viewport",
+                                         "chrome_policy", "network",    "start_url",  "profile",
+                                         "proxy_id",      "extensions", NULL};
     json_t *b = json_object();
     for (size_t i = 0; copied[i]; i++) {
         json_t *v = json_object_get(cfg, copied[i]);
@@ -269,9 +267,11 @@ static json_t *render_pool(const struct pool_view *p)
     json_object_set_new(r, "acquired_count", json_integer(p->acquired));
     json_object_set_new(r, "available_count", json_integer(p->available));
     json_object_set_new(r, "browser_pool_config", json_deep_copy(p->config));
-    /* Extensions are not served yet (a pool with extensions is refused), so
-     * the resolved list is always empty; profile_id resolves the selector. */
-    json_object_set_new(r, "extension_ids", json_array());
+    /* The configured selectors resolved, in load order (an extension a pool
+     * names cannot be deleted); profile_id resolves the selector. */
+    json_object_set_new(
+        r, "extension_ids",
+        extensions_ids(P.app, p->org_id, p->project_id, json_object_get(p->config, "extensions")));
     /* profile_id is the resolved id, whether the selector named an id or a
      * name; omitted when no profile is attached (or it was deleted since). */
     struct profile_rec pr;
@@ -330,10 +330,19 @@ static int check_capacity(struct req *rq, const char *pool_id, long long size)
 /* Fields of a pool configuration this server cannot serve yet. */
 static int unsupported_config(struct req *rq, const json_t *cfg)
 {
+    /* Extensions must exist now and the plan allow them (403/404/400). */
     json_t *ext = json_object_get(cfg, "extensions");
-    if (json_array_size(ext) > 0)
-        return err_set(&rq->err, E_NOTIMPL, "not_implemented",
-                       "extensions: extensions are not served by this server");
+    if (json_array_size(ext) > 0) {
+        const json_t *ent = NULL;
+        json_t *ids = NULL;
+        int rc = api_entitlements(rq, &ent);
+        if (rc == 0)
+            rc = extensions_resolve(api_app(rq), api_auth(rq)->org.id, api_auth(rq)->project.id,
+                                    ent, ext, &ids, &rq->err);
+        json_decref(ids);
+        if (rc)
+            return rc;
+    }
     /* The profile must exist now, not only when a browser is warmed. */
     json_t *prof = json_object_get(cfg, "profile");
     struct profile_rec pr;

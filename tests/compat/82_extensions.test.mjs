@@ -12,7 +12,7 @@
 // invisible.
 import { existsSync, readdirSync } from 'node:fs';
 import http from 'node:http';
-import { startServer, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 import { makeZip, makeCrx3, markExtension, markSite, pageMark, sha256 } from './sdk/extensions.mjs';
 
 const ADMIN = 'ext-admin-token';
@@ -273,3 +273,40 @@ export const tests = [
     },
   },
 ];
+
+// Pools (wired by the lead from docs/extensions.md "Pools"): selectors
+// resolved in extension_ids, echoed as sent, loaded into the pool's browsers.
+tests.push({
+  name: 'issue 19 pools: PATCH extensions [{name}] -> extension_ids resolved and the selectors echoed; an acquired browser marks the page; the extension cannot be deleted while named (409); unknown -> 404; [] clears',
+  timeout: 120000,
+  fn: async () => {
+    const site = await markSite();
+    try {
+      await withServer(async (s) => {
+        const up = await upload(s, markExtension('pool'), 'marker');
+        eq(up.status, 201, up.text);
+        const c = await api(s, 'POST', '/browser_pools', { size: 1, headless: true, fill_rate_per_minute: 6000 });
+        eq(c.status, 200, c.text);
+        eq(c.json.extension_ids, [], 'none at first');
+        // A browser of the old configuration is ready; the PATCH discards it.
+        await waitFor(async () => (await api(s, 'GET', `/browser_pools/${c.json.id}`)).json.available_count === 1, 'the first pool browser', 30000, 150);
+        const p = await api(s, 'PATCH', `/browser_pools/${c.json.id}`, { extensions: [{ name: 'marker' }], discard_all_idle: true });
+        eq(p.status, 200, p.text);
+        eq(p.json.extension_ids, [up.json.id], 'extension_ids resolved');
+        eq(p.json.browser_pool_config.extensions, [{ name: 'marker' }], 'the selectors as sent');
+        const del = await api(s, 'DELETE', '/extensions/marker');
+        isError(del, 409, 'extension_in_use');
+        const a = await api(s, 'POST', `/browser_pools/${c.json.id}/acquire`, { acquire_timeout_seconds: 30 });
+        eq(a.status, 200, a.text);
+        const mk = await pageMark(a.json.cdp_ws_url, site.url);
+        eq(mk, 'pool', 'the pool browser runs the content script');
+        isError(await api(s, 'PATCH', `/browser_pools/${c.json.id}`, { extensions: [{ name: 'nope' }] }), 404, 'extension_not_found');
+        const cleared = await api(s, 'PATCH', `/browser_pools/${c.json.id}`, { extensions: [] });
+        eq(cleared.json.extension_ids, [], 'cleared');
+        eq((await api(s, 'DELETE', '/extensions/marker')).status, 204, 'deletable once no pool names it');
+        const off = await newOrg(s, { features: { browser_extensions: { enabled: false } } });
+        isError(await api(s, 'POST', '/browser_pools', { size: 1, extensions: [{ name: 'x' }] }, off.key), 403, 'feature_not_enabled');
+      }, { args: site.allow });
+    } finally { site.close(); }
+  },
+});
