@@ -25,15 +25,18 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
+#include "proxy/cdp_client.h"
 #include "proxy/ws.h"
 #include "runtime/computer.h"
 #include "runtime/recorder.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
-#define LV_FPS         25
-#define LV_QUALITY     60
-#define LV_MAC_BYTES   16
+#define LV_FPS       25
+#define LV_QUALITY   60
+#define LV_MAC_BYTES 16
+/* Largest screencast frame accepted from the browser. */
+#define LV_FRAME_BYTES (16u << 20)
 #define LV_INPUT_BYTES (COMP_TYPE_MAX_BYTES + 1024)
 #define LV_TOKEN_MAX   (2 * STORE_ID + 2 * LV_MAC_BYTES + 4)
 
@@ -216,61 +219,156 @@ static void emit(const struct viewer *v, const char *type, json_t *data)
     telemetry_emit_src(v->sid, TELEM_CONNECTION, type, &src, data);
 }
 
+/* The page's screencast: the browser pushes a JPEG when the page changes,
+ * with at most two frames unacknowledged. Each frame is acked as it arrives
+ * (the browser encodes the next while this one travels) and only the newest
+ * waits to be sent, at most LV_FPS times a second and only when the
+ * viewer's socket has taken the previous one: a slow viewer gets fewer
+ * frames, never a backlog. */
+struct cast {
+    struct rec_shooter sh; /* the DevTools connection and the page's session */
+    unsigned char *frame;  /* the newest frame not yet sent (owned) */
+    size_t len;
+    json_t *ack; /* the screencast sessionId of the frame being acked */
+    int64_t retry_at;
+};
+
+static void cast_close(struct cast *c)
+{
+    rec_shooter_close(&c->sh);
+    xfree(c->frame);
+    c->frame = NULL;
+    json_decref(c->ack);
+    c->ack = NULL;
+}
+
+static int cast_start(struct cast *c, const char *ws)
+{
+    struct err e;
+    err_init(&e);
+    if (rec_shooter_attach(&c->sh, ws, &e) != 0)
+        return -1;
+    cdp_client_keep_events(c->sh.cc, "Page.screencastFrame");
+    json_t *p =
+        json_pack("{s:s,s:i,s:i}", "format", "jpeg", "quality", LV_QUALITY, "everyNthFrame", 1);
+    json_t *r = NULL;
+    int rc = cdp_client_call(c->sh.cc, c->sh.sid, "Page.startScreencast", p, 1, 3000, &r, &e);
+    json_decref(p);
+    json_decref(r);
+    if (rc) {
+        cast_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void cast_ack(struct cast *c)
+{
+    if (!c->ack || !c->sh.cc)
+        return;
+    struct err e;
+    err_init(&e);
+    json_t *p = json_pack("{s:O}", "sessionId", c->ack);
+    json_t *ignored = NULL;
+    if (cdp_client_call(c->sh.cc, c->sh.sid, "Page.screencastFrameAck", p, 0, 0, &ignored, &e) != 0)
+        log_debug("live view: screencast ack: %s", e.message);
+    json_decref(p);
+    json_decref(ignored);
+    json_decref(c->ack);
+    c->ack = NULL;
+}
+
+/* Takes the frames that arrived, waiting up to ms for the first; keeps the
+ * newest (an older unsent one is acked and dropped). -1 when the browser's
+ * connection is gone. */
+static int cast_pump(struct cast *c, int ms)
+{
+    for (;;) {
+        json_t *ev = NULL;
+        struct err e;
+        err_init(&e);
+        if (cdp_client_event(c->sh.cc, ms, &ev, &e) != 0)
+            return strstr(e.message, "closed") ? -1 : 0;
+        ms = 0;
+        const char *m = jsonx_str(ev, "method");
+        json_t *params = json_object_get(ev, "params");
+        const char *b64 = jsonx_str(params, "data");
+        size_t n = b64 ? strlen(b64) : 0;
+        if (m && strcmp(m, "Page.screencastFrame") == 0 && n && n / 4 * 3 <= LV_FRAME_BYTES) {
+            unsigned char *img = xmalloc(n / 4 * 3 + 3);
+            size_t got = telem_base64_decode(b64, n, img);
+            if (got == (size_t)-1 || got == 0) {
+                xfree(img);
+            } else {
+                xfree(c->frame);
+                c->frame = img;
+                c->len = got;
+            }
+            json_decref(c->ack);
+            c->ack = json_incref(json_object_get(params, "sessionId"));
+            cast_ack(c);
+        }
+        json_decref(ev);
+    }
+}
+
 static void *viewer_main(void *arg)
 {
     struct viewer *v = arg;
-    struct rec_shooter sh = {0};
-    int64_t frame_us = 1000000 / LV_FPS, next = clock_mono_us();
-    int64_t size_at = 0;
+    struct cast cast;
+    memset(&cast, 0, sizeof cast);
+    int64_t frame_us = 1000000 / LV_FPS, sent_at = 0, check_at = 0;
+    char ws[512] = "";
     for (;;) {
         int64_t now = clock_mono_us();
-        if (now - size_at > 1000000) {
-            size_at = now;
+        if (now >= check_at) {
+            check_at = now + 200000;
+            struct live *l = sessmgr_get(v->app->sessions, v->sid);
+            int alive = l && live_ws_url(l, ws, sizeof ws) == 0;
+            sessmgr_put(l);
+            pthread_mutex_lock(&viewers_mu);
+            if (closing)
+                alive = 0;
+            pthread_mutex_unlock(&viewers_mu);
+            if (!alive) {
+                /* The session ended: the viewer's page shows it and stops. */
+                (void)wslay_event_queue_close(v->ws, 4404, (const uint8_t *)"session ended", 13);
+                (void)wslay_event_send(v->ws);
+                break;
+            }
             refresh_size(v);
         }
-        char ws[512];
-        struct live *l = sessmgr_get(v->app->sessions, v->sid);
-        int alive = l && live_ws_url(l, ws, sizeof ws) == 0;
-        sessmgr_put(l);
-        pthread_mutex_lock(&viewers_mu);
-        if (closing)
-            alive = 0;
-        pthread_mutex_unlock(&viewers_mu);
-        if (!alive) {
-            /* The session ended: the viewer's page shows it and stops. */
-            (void)wslay_event_queue_close(v->ws, 4404, (const uint8_t *)"session ended", 13);
-            (void)wslay_event_send(v->ws);
-            break;
-        }
-        if (now >= next && wslay_event_get_queued_msg_count(v->ws) == 0) {
-            next = now + frame_us;
-            size_t n = 0;
-            unsigned char *jpg = rec_shooter_take(&sh, ws, LV_QUALITY, &n);
-            if (jpg) {
-                struct wslay_event_msg m = {WSLAY_BINARY_FRAME, jpg, n};
-                if (wslay_event_queue_msg(v->ws, &m) == 0)
-                    v->frames++;
-                xfree(jpg); /* wslay copied it */
-            }
+        if (!cast.sh.cc && now >= cast.retry_at && cast_start(&cast, ws) != 0)
+            cast.retry_at = now + 1000000;
+        if (cast.frame && now - sent_at >= frame_us &&
+            wslay_event_get_queued_msg_count(v->ws) == 0) {
+            struct wslay_event_msg m = {WSLAY_BINARY_FRAME, cast.frame, cast.len};
+            if (wslay_event_queue_msg(v->ws, &m) == 0)
+                v->frames++;
+            xfree(cast.frame); /* wslay copied it */
+            cast.frame = NULL;
+            sent_at = now;
         }
         if (!wslay_event_want_read(v->ws) && !wslay_event_want_write(v->ws))
             break;
         short events = POLLIN;
         if (wslay_event_want_write(v->ws))
             events |= POLLOUT;
-        int64_t left = (next - clock_mono_us()) / 1000;
-        int timeout = left < 0 ? 0 : left > 200 ? 200 : (int)left;
-        if (v->sock.extra_off < v->sock.extra_len)
-            timeout = 0;
         struct pollfd p = {.fd = v->sock.fd, .events = events};
-        int r = poll(&p, 1, timeout);
+        int r = poll(&p, 1, cast.sh.cc ? 0 : 50);
         if (r < 0 && errno != EINTR)
             break;
         if ((r > 0 || v->sock.extra_off < v->sock.extra_len) &&
             (wslay_event_recv(v->ws) != 0 || wslay_event_send(v->ws) != 0))
             break;
+        /* Waits for the browser's next frame (or the viewer, at most 10 ms
+         * later). */
+        if (cast.sh.cc && cast_pump(&cast, cast.frame ? 2 : 10) < 0) {
+            cast_close(&cast);
+            cast.retry_at = clock_mono_us() + 200000;
+        }
     }
-    rec_shooter_close(&sh);
+    cast_close(&cast);
     pthread_mutex_lock(&viewers_mu);
     for (struct viewer **pp = &viewers; *pp; pp = &(*pp)->next)
         if (*pp == v) {

@@ -164,8 +164,7 @@ void rec_shooter_close(struct rec_shooter *s)
     s->sid[0] = '\0';
 }
 
-/* Attaches to the first page target. */
-static int shooter_open(struct rec_shooter *s, const char *ws_url, struct err *e)
+int rec_shooter_attach(struct rec_shooter *s, const char *ws_url, struct err *e)
 {
     int rc = cdp_client_open(ws_url, CAPTURE_MS, &s->cc, e);
     if (rc)
@@ -207,7 +206,7 @@ unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int q
 {
     struct err e;
     err_init(&e);
-    if (!s->cc && shooter_open(s, ws_url, &e) != 0)
+    if (!s->cc && rec_shooter_attach(s, ws_url, &e) != 0)
         return NULL;
     json_t *p = json_pack("{s:s,s:i}", "format", "jpeg", "quality", quality);
     json_t *res = NULL;

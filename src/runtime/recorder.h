@@ -84,5 +84,9 @@ struct rec_shooter {
 unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int quality,
                                 size_t *len);
 void rec_shooter_close(struct rec_shooter *s);
+/* Connects s to the browser and attaches to its first page (s->cc, s->sid
+ * set), for callers that send the page their own commands (the live view's
+ * screencast). 0, or the failure in e (s left closed). */
+int rec_shooter_attach(struct rec_shooter *s, const char *ws_url, struct err *e) WUR;
 
 #endif
