@@ -73,6 +73,9 @@
 #define LIM_PROC_REPLAY_BYTES       (1u * 1024u * 1024u)
 #define LIM_PROC_PER_SESSION        32
 #define LIM_PROC_KEEP_EXITED_S      60
+/* All exec output the server holds at once, every session together: past
+ * it, output is dropped (and said truncated) rather than held. */
+#define LIM_PROC_OUTPUT_TOTAL_BYTES (256u * 1024u * 1024u)
 /* playwright.execute: timeout_sec bounds and the runner's stdout/stderr kept. */
 #define LIM_PW_TIMEOUT_MAX_S   300
 #define LIM_PW_OUTPUT_BYTES    (1u * 1024u * 1024u)

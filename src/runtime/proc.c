@@ -90,6 +90,8 @@ struct proc {
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct proc *table;
+/* Bytes held in collect buffers by every process (LIM_PROC_OUTPUT_TOTAL_BYTES). */
+static size_t collected_total;
 
 /* ---- references and the table ---- */
 
@@ -109,6 +111,10 @@ static void proc_free(struct proc *p)
         struct chunk *c = p->head;
         p->head = c->next;
         xfree(c);
+    }
+    if (p->collect) {
+        size_t held = p->out.len + p->err.len;
+        __atomic_sub_fetch(&collected_total, held, __ATOMIC_RELAXED);
     }
     buf_free(&p->out);
     buf_free(&p->err);
@@ -681,10 +687,21 @@ static void deliver(struct proc *p, int stream, const char *data, size_t n)
         struct buf *b = stream == PROC_STDOUT ? &p->out : &p->err;
         int *t = stream == PROC_STDOUT ? &p->out_trunc : &p->err_trunc;
         size_t room = b->len < p->collect ? p->collect - b->len : 0;
-        if (n > room)
+        size_t take = n < room ? n : room;
+        /* Reserve from the server-wide budget; give back what is over. */
+        size_t after = __atomic_add_fetch(&collected_total, take, __ATOMIC_RELAXED);
+        if (after > LIM_PROC_OUTPUT_TOTAL_BYTES) {
+            size_t over = after - LIM_PROC_OUTPUT_TOTAL_BYTES;
+            over = over < take ? over : take;
+            __atomic_sub_fetch(&collected_total, over, __ATOMIC_RELAXED);
+            take -= over;
+        }
+        if (take < n)
             *t = 1;
-        if (room && buf_append(b, data, n < room ? n : room) != 0)
+        if (take && buf_append(b, data, take) != 0) {
+            __atomic_sub_fetch(&collected_total, take, __ATOMIC_RELAXED);
             *t = 1;
+        }
     } else {
         struct chunk *c = xmalloc(sizeof *c);
         c->next = NULL;
