@@ -768,7 +768,7 @@ static void replays_ending(struct session_ctx *sc, const char *reason)
     pthread_mutex_unlock(&table_mu);
     finish_entries(mine, 1);
     reconcile();
-    sweep(sc->app, 0);
+    sweep(sc->app, 1);
 }
 
 static const struct session_ext replays_ext = {

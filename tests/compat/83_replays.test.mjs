@@ -13,7 +13,7 @@
 // the session's page, a crafted read-only connection's clicks do not, a
 // viewer locks the viewport, and the URL dies with the session.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -255,6 +255,25 @@ export const tests = [
     }),
   },
   {
+    name: 'retention: a plan with features.browser_replays.retention_days 0 keeps nothing once the session has ended',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const org = await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name: 'r0', plan: 'enterprise', overrides: { features: { browser_replays: { retention_days: 0 } } } } });
+      eq(org.status, 201, org.text);
+      const key = (await request(s.base, 'POST', `/admin/orgs/${org.json.id}/api_keys`, { key: ADMIN, body: { name: 'k' } })).json.key;
+      const b = await create(s, {}, key);
+      const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {}, key);
+      eq(st.status, 201, st.text);
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays/${st.json.replay_id}/stop`, undefined, key)).status, 200, 'stop');
+      eq((await api(s, 'GET', `/browsers/${b.session_id}/replays`, undefined, key)).json.length, 1, 'listed while the session lives');
+      assert(existsSync(join(s.dir, 'replays', b.session_id, `${st.json.replay_id}.mp4`)), 'the file exists while the session lives');
+      eq((await api(s, 'DELETE', `/browsers/${b.session_id}`, undefined, key)).status, 204, 'session deleted');
+      eq((await api(s, 'GET', `/browsers/${b.session_id}/replays`, undefined, key)).json, [], 'deleted at the session\'s end');
+      eq((await api(s, 'GET', `/browsers/${b.session_id}/replays/${st.json.replay_id}`, undefined, key)).status, 404, 'download after deletion');
+      assert(!existsSync(join(s.dir, 'replays', b.session_id, `${st.json.replay_id}.mp4`)), 'the file is gone');
+    }),
+  },
+  {
     name: 'PATCH viewport: refused (409 naming the recording) without force; with force applied and recorded as a second segment',
     timeout: 60000,
     fn: () => withServer(async (s) => {
@@ -295,7 +314,7 @@ export const tests = [
       const hl = await create(s);
       eq(hl.browser_live_view_url, undefined, 'no live view for a headless session');
       await api(s, 'DELETE', `/browsers/${hl.session_id}`);
-      const b = await create(s, { headless: false });
+      const b = await create(s, { headless: false, telemetry: {} });
       const url = b.browser_live_view_url;
       assert(url && url.startsWith(`${s.base}/browser/live/`), `browser_live_view_url: ${url}`);
       eq((await api(s, 'GET', `/browsers/${b.session_id}`)).json.browser_live_view_url, url, 'the same URL in GET');
@@ -340,6 +359,13 @@ export const tests = [
         await waitFor(async () => /^right/.test(await pg.title()), 'the click reached the session\'s page');
         eq(await pg.title(), 'right 1', 'exactly the control viewer\'s click arrived');
         await rv.close();
+        // Viewers attach and detach as connection telemetry events.
+        const evs = () => api(s, 'GET', `/browsers/${b.session_id}/telemetry/events?limit=100`).then((r) => r.json || []);
+        const has = (list, type, ro) => list.some((e) => e.event.type === type && e.event.category === 'connection' && e.event.data.read_only === ro);
+        await waitFor(async () => { const l = await evs(); return has(l, 'live_view_connect', false) && has(l, 'live_view_connect', true) && has(l, 'live_view_disconnect', true); },
+          'live_view_connect (control and read-only) and live_view_disconnect events');
+        const disc = (await evs()).find((e) => e.event.type === 'live_view_disconnect' && e.event.data.read_only);
+        assert(disc.event.data.dropped_inputs >= 1 && disc.event.data.inputs === 0, `the read-only viewer's inputs were dropped: ${JSON.stringify(disc.event.data)}`);
         await br.close().catch(() => {});
         eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204, 'session deleted');
         eq((await request(s.base, 'GET', new URL(url).pathname)).status, 404, 'the URL dies with the session');
