@@ -390,4 +390,20 @@ export const tests = [
       } finally { await viewer.close(); await s.stop(); s.cleanup(); }
     },
   },
+  {
+    name: 'without the session sandbox (BROWSERD_SANDBOX=off) start is a 503 sandbox_required: no ffmpeg as the server\'s user',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
+      try {
+        const b = await create(s);
+        const r = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {});
+        eq(r.status, 503, r.text);
+        eq(r.json.code, 'sandbox_required', 'code');
+        assert(/sandbox/.test(r.json.message), r.json.message);
+        eq((await api(s, 'GET', `/browsers/${b.session_id}/replays`)).json, [], 'nothing recorded');
+        await api(s, 'DELETE', `/browsers/${b.session_id}`);
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
 ];
