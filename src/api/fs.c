@@ -917,14 +917,15 @@ int fs_watch_start(struct req *rq, struct resp *rs)
                                   LIM_FS_WATCHES));
     }
     struct fswatch *w = xcalloc(1, sizeof *w);
-    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w->ifd = sessfs_inotify_new(&c.fs);
     if (w->ifd < 0) {
-        int er = errno;
+        int er = -w->ifd;
         xfree(w);
         json_decref(b);
         return call_close(rq, &c,
-                          err_set(&rq->err, E_UNAVAIL, "unavailable",
-                                  "no inotify instance left on this host: %s", strerror(er)));
+                          err_set(&rq->err, E_LIMIT, "rate_limited",
+                                  "no inotify instance left for this session's user: %s",
+                                  strerror(er)));
     }
     crypto_new_id(w->id);
     snprintf(w->session_id, sizeof w->session_id, "%s", c.rec.id);

@@ -90,6 +90,16 @@ int sessfs_zip_dir(struct sessfs *fs, const char *path,
 int sessfs_unzip(struct sessfs *fs, const char *dest, const void *zip, size_t len,
                  struct err *e) WUR;
 
+/* A new inotify descriptor (non-blocking, close-on-exec) charged to the
+ * session's user. The kernel counts instances and watches per real uid
+ * (fs.inotify.max_user_instances, 128 by default): made as the server's root,
+ * a few sessions' watches would exhaust the host's budget for everyone. So it
+ * is made with this thread's real and effective uids set to the session's
+ * user (a raw setresuid: this thread only; the saved uid stays 0) and both
+ * restored at once, which gives the thread its capabilities back. -errno
+ * (-EMFILE: the user's budget is spent). */
+int sessfs_inotify_new(const struct sessfs *fs) WUR;
+
 /* Adds an inotify watch (mask) on folder path to the inotify descriptor ifd;
  * *wd receives the watch descriptor. With recursive, every folder below is
  * watched too, up to *budget folders in all (decremented; -E2BIG when it

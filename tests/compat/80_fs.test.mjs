@@ -456,6 +456,12 @@ export const tests = [
       eq((await write(s, id, '/tmp/seen.txt', 'x')).status, 201, 'write');
       await waitFor(() => /"type":"CREATE","name":"seen.txt","path":"\/tmp\/seen.txt","is_dir":false/.test(body), `a CREATE frame (${body})`);
       assert(/^data: \{/.test(body) && !/event:/.test(body), `frames are data: lines only: ${body}`);
+      // At most 16 watches per session; each inotify instance is charged to the
+      // session's own user, not to the server's root (docs/fs.md).
+      for (let i = 1; i < 16; i++) eq((await api(s, 'POST', `/browsers/${id}/fs/watch`, { path: '/home/kernel' })).status, 201, `watch ${i + 1}`);
+      const over = await api(s, 'POST', `/browsers/${id}/fs/watch`, { path: '/tmp' });
+      eq(over.status, 429, `a 17th watch: ${over.text}`);
+      assert(/at most 16 watches/.test(over.json.message), over.json.message);
       const del = await api(s, 'DELETE', `/browsers/${id}`);
       assert(del.status >= 200 && del.status < 300, `delete the session: ${del.status}`);
       await waitFor(() => ended, 'the stream ends with the session');

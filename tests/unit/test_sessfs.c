@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +67,13 @@ static void mode_parsing(void **state)
     }
     mode_t m;
     assert_int_equal(sessfs_parse_mode(NULL, &m), -EINVAL);
+}
+
+static void count_dir(void *ctx, int wd, const char *path)
+{
+    (void)wd;
+    (void)path;
+    (*(int *)ctx)++;
 }
 
 struct root {
@@ -139,12 +147,33 @@ static void resolution_stays_in_root(void **state)
     assert_int_equal(sessfs_rmtree(&r->fs, "/"), -EINVAL);
 }
 
+/* The inotify instance is charged to the session's user, and the thread's
+ * real uid is root again afterwards. */
+static void inotify_charged_to_the_session(void **state)
+{
+    struct root *r = *state;
+    if (geteuid() != 0)
+        skip();
+    int fd = sessfs_inotify_new(&r->fs);
+    assert_true(fd >= 0);
+    uid_t ru, eu, su;
+    assert_int_equal(getresuid(&ru, &eu, &su), 0);
+    assert_int_equal(ru, 0);
+    assert_int_equal(eu, 0);
+    assert_int_equal(su, 0);
+    int budget = 4, n = 0;
+    assert_int_equal(sessfs_watch_add(&r->fs, fd, "/tmp", IN_CREATE, 1, &budget, count_dir, &n), 0);
+    assert_int_equal(n, 1);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mode_strings),
         cmocka_unit_test(mode_parsing),
         cmocka_unit_test_setup_teardown(resolution_stays_in_root, root_setup, root_teardown),
+        cmocka_unit_test_setup_teardown(inotify_charged_to_the_session, root_setup, root_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
