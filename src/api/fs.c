@@ -133,6 +133,7 @@ static int fs_fail(struct req *rq, int rc, const char *path, const char *what)
                        "the session's files are full (%lld MiB quota): %s",
                        LIM_SESSION_DISK_BYTES >> 20, path);
     case -EINVAL:
+    case -ENXIO: /* a FIFO without a reader */
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "not possible on this path (the root, or not a regular file): %s", path);
     case -ELOOP:
