@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
+#include "domain/replay_rules.h"
 #include "proxy/cdp_client.h"
 #include "proxy/ws.h"
 #include "runtime/computer.h"
@@ -32,13 +33,11 @@
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
-#define LV_FPS       25
-#define LV_QUALITY   60
-#define LV_MAC_BYTES 16
+#define LV_FPS     25
+#define LV_QUALITY 60
 /* Largest screencast frame accepted from the browser. */
 #define LV_FRAME_BYTES (16u << 20)
 #define LV_INPUT_BYTES (COMP_TYPE_MAX_BYTES + 1024)
-#define LV_TOKEN_MAX   (2 * STORE_ID + 2 * LV_MAC_BYTES + 4)
 
 struct viewer {
     struct app *app;
@@ -63,39 +62,6 @@ static int closing; /* liveview_fini: every viewer ends, none starts */
 static void viewers_init(void)
 {
     clock_cond_init(&viewers_gone);
-}
-
-/* ---- tokens ---- */
-
-static void mac_hex(const struct app *app, const char *org, const char *sid,
-                    char out[2 * LV_MAC_BYTES + 1])
-{
-    char msg[2 * STORE_ID + 16];
-    int n = snprintf(msg, sizeof msg, "live-view\n%s\n%s", org, sid);
-    uint8_t mac[32];
-    crypto_hmac_sha256(app->token_key, sizeof app->token_key, msg, (size_t)n, mac);
-    for (int i = 0; i < LV_MAC_BYTES; i++)
-        snprintf(out + 2 * i, 3, "%02x", mac[i]);
-}
-
-/* ORG.SESSION.MAC -> org and sid when the MAC is ours. */
-static int token_parse(const struct app *app, const char *token, char *org, char *sid)
-{
-    size_t n = strlen(token);
-    if (n > LV_TOKEN_MAX)
-        return -1;
-    const char *d1 = strchr(token, '.');
-    const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
-    if (!d1 || !d2 || d1 == token || d2 == d1 + 1 || (size_t)(d1 - token) >= STORE_ID ||
-        (size_t)(d2 - d1 - 1) >= STORE_ID || strlen(d2 + 1) != 2 * LV_MAC_BYTES)
-        return -1;
-    memcpy(org, token, (size_t)(d1 - token));
-    org[d1 - token] = '\0';
-    memcpy(sid, d1 + 1, (size_t)(d2 - d1 - 1));
-    sid[d2 - d1 - 1] = '\0';
-    char want[2 * LV_MAC_BYTES + 1];
-    mac_hex(app, org, sid, want);
-    return crypto_equal(want, d2 + 1, 2 * LV_MAC_BYTES) ? 0 : -1;
 }
 
 /* ---- viewers ---- */
@@ -470,7 +436,8 @@ static void lv_cancel(void *ctx)
 static int open_token(struct req *rq, char *org, char *sid)
 {
     struct app *app = api_app(rq);
-    if (token_parse(app, rq->params[0], org, sid) != 0)
+    if (liveview_token_parse(app->token_key, sizeof app->token_key, rq->params[0], org, STORE_ID,
+                             sid, STORE_ID) != 0)
         return err_set(&rq->err, E_NOTFOUND, "not_found", "no live view at this address");
     struct live *l = sessmgr_get(app->sessions, sid);
     char ws[512];
@@ -586,8 +553,9 @@ static void lv_render(struct session_ctx *sc, json_t *record)
 {
     if (jsonx_bool(sc->doc, "headless", 1) || sc->rec->deleted_at)
         return;
-    char mac[2 * LV_MAC_BYTES + 1];
-    mac_hex(sc->app, sc->rec->org_id, sc->rec->id, mac);
+    char mac[LIVEVIEW_MAC_HEX + 1];
+    liveview_token_mac(sc->app->token_key, sizeof sc->app->token_key, sc->rec->org_id, sc->rec->id,
+                       mac);
     const char *pub = sc->app->cfg.public_url;
     size_t n = strlen(pub);
     while (n && pub[n - 1] == '/')

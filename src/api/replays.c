@@ -31,17 +31,15 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/xalloc.h"
-#include "domain/fields.h"
+#include "domain/replay_rules.h"
 #include "runtime/chromium.h"
 #include "runtime/recorder.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
-#define DEFAULT_FPS    10
 #define SWEEP_EVERY_MS 60000
 #define DAY_MS         (86400LL * 1000)
-#define REPLAY_ID_MAX  64
 
 /* A recording running (or finishing) on this host. */
 struct running {
@@ -70,18 +68,6 @@ static void replays_root(const struct app *app, char *out, size_t cap)
 static void session_dir(const struct app *app, const char *sid, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/replays/%s", app->cfg.data_dir, sid);
-}
-
-/* Replay ids are ours (crypto_new_id); anything else cannot name a file. */
-static int valid_replay_id(const char *id)
-{
-    size_t n = strlen(id);
-    if (n == 0 || n > REPLAY_ID_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9')))
-            return 0;
-    return 1;
 }
 
 static void write_note(const char *dir, const char *rid, const char *org_id, int64_t started_at,
@@ -295,7 +281,7 @@ static int open_session(struct req *rq, struct session_rec *rec)
 static int replay_param(struct req *rq, const char **rid)
 {
     *rid = rq->params[1];
-    if (!valid_replay_id(*rid))
+    if (!replay_valid_id(*rid))
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "replay_id: must be 1 to %d lowercase letters and digits (got \"%.80s\")",
                        REPLAY_ID_MAX, *rid);
@@ -364,61 +350,22 @@ int replays_list(struct req *rq, struct resp *rs)
 
 /* ---- start ---- */
 
-struct start_opts {
-    int framerate;
-    int max_seconds;
-};
-
 /* The optional body: null, {} and no body at all are "no options". */
-static int parse_start(struct req *rq, int gpu, struct start_opts *o)
+static int parse_start(struct req *rq, int gpu, struct replay_opts *o)
 {
-    o->framerate = DEFAULT_FPS;
-    o->max_seconds = LIM_REPLAY_SECONDS;
     size_t n = rq->body_len;
     const char *b = rq->body ? rq->body : "";
     while (n && (b[n - 1] == ' ' || b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == '\t'))
         n--;
     size_t lead = strspn(b, " \n\r\t");
     if (lead >= n || (n - lead == 4 && strncmp(b + lead, "null", 4) == 0))
-        return 0;
+        return replay_parse_start(NULL, gpu, LIM_REPLAY_SECONDS, o, &rq->err);
     json_t *body = NULL;
     int rc = req_json_object(rq, 1, &body);
-    if (rc)
-        return rc;
-    static const char *const known[] = {"framerate", "max_duration_in_seconds", "record_audio",
-                                        NULL};
-    struct err *e = &rq->err;
-    rc = fields_check_known("", body, known, e);
-    int max_fps = gpu ? 60 : LIM_REPLAY_FPS;
-    const json_t *v = json_object_get(body, "framerate");
-    if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max_fps)
-            rc = err_field(e, "framerate", "must be an integer from 1 to %d%s", max_fps,
-                           gpu ? "" : " (more than 20 needs a GPU session)");
-        else
-            o->framerate = (int)json_integer_value(v);
-    }
-    v = json_object_get(body, "max_duration_in_seconds");
-    if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > LIM_REPLAY_SECONDS)
-            rc = err_field(e, "max_duration_in_seconds",
-                           "must be an integer from 1 to %d (this server's cap per recording)",
-                           LIM_REPLAY_SECONDS);
-        else
-            o->max_seconds = (int)json_integer_value(v);
-    }
-    v = json_object_get(body, "record_audio");
-    if (v && !json_is_null(v)) {
-        if (!json_is_boolean(v))
-            rc = err_field(e, "record_audio", "must be a boolean, not %s", fields_type_name(v));
-        else if (json_is_true(v))
-            rc = err_field(e, "record_audio",
-                           "audio is not recorded by this server (sessions have no audio "
-                           "device); send false or leave it out");
-    }
+    if (rc == 0)
+        rc = replay_parse_start(body, gpu, LIM_REPLAY_SECONDS, o, &rq->err);
     json_decref(body);
-    return rc ? E_INVALID : 0;
+    return rc;
 }
 
 struct browser_view {
@@ -545,7 +492,7 @@ int replays_start(struct req *rq, struct resp *rs)
         w = 1920;
         h = 1080;
     }
-    struct start_opts o;
+    struct replay_opts o;
     json_t *record = NULL;
     if ((rc = parse_start(rq, gpu, &o)) == 0)
         rc = start_recording(api_app(rq), l, rec.id, rec.org_id, ws, w, h, o.framerate,
