@@ -509,17 +509,8 @@ int pools_delete(struct req *rq, struct resp *rs)
         pool_rec_clear(&r);
         return rc;
     }
-    json_t *force = json_object_get(body, "force");
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "force") != 0)
-            rc = err_field(&rq->err, k, "unknown field");
-    }
-    if (force && !json_is_boolean(force))
-        rc = err_field(&rq->err, "force", "must be a boolean");
-    int forced = json_is_true(force);
+    int forced = 0;
+    rc = poolrules_validate_delete(body, &forced, &rq->err);
     json_decref(body);
     int leased = rc == 0 ? pool_leased(engine(), r.id) : 0;
     if (leased && !forced)
@@ -683,31 +674,14 @@ int pools_acquire(struct req *rq, struct resp *rs)
 
 int pools_release(struct req *rq, struct resp *rs)
 {
-    static const char *const allowed[] = {"session_id", "reuse", NULL};
     struct pool_rec r;
     json_t *body;
     int rc = api_require_feature(rq, "browser_pools");
     if (rc || (rc = req_json_object(rq, 0, &body)))
         return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        int ok = 0;
-        for (size_t i = 0; allowed[i]; i++)
-            ok |= strcmp(allowed[i], k) == 0;
-        if (!ok)
-            rc = err_field(&rq->err, k, "unknown field");
-    }
-    const char *sid = jsonx_str(body, "session_id");
-    json_t *reuse_v = json_object_get(body, "reuse");
-    if (!sid || !*sid)
-        rc = err_field(&rq->err, "session_id", "is required: the id of an acquired browser");
-    if (reuse_v && !json_is_boolean(reuse_v))
-        rc = err_field(&rq->err, "reuse", "must be a boolean");
-    int reuse = reuse_v ? json_is_true(reuse_v) : 1;
     char id[POOL_SID_MAX];
-    snprintf(id, sizeof id, "%s", sid ? sid : "");
+    int reuse = 1;
+    rc = poolrules_validate_release(body, id, sizeof id, &reuse, &rq->err);
     json_decref(body);
     if (rc || (rc = load_pool(rq, &r)))
         return rc;

@@ -412,3 +412,58 @@ int poolrules_validate_acquire(const json_t *body, const json_t *pool_config,
     }
     return 0;
 }
+
+/* Refuses every key of body not in allowed (NULL-terminated). */
+static void only_fields(const json_t *body, const char *const *allowed, struct err *e)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)body, k, v) {
+        int ok = 0;
+        for (size_t i = 0; allowed[i]; i++)
+            ok |= strcmp(allowed[i], k) == 0;
+        if (!ok)
+            (void)err_field(e, k, "unknown field");
+    }
+}
+
+int poolrules_validate_release(const json_t *body, char *session_id, size_t cap, int *reuse,
+                               struct err *e)
+{
+    static const char *const allowed[] = {"session_id", "reuse", NULL};
+    session_id[0] = '\0';
+    *reuse = 1;
+    if (!json_is_object(body))
+        return err_field(e, "", "must be a JSON object");
+    only_fields(body, allowed, e);
+    json_t *sid = json_object_get(body, "session_id");
+    json_t *r = json_object_get(body, "reuse");
+    if (!json_is_string(sid) || json_string_length(sid) == 0)
+        (void)err_field(e, "session_id", "is required: the id of an acquired browser");
+    else if (json_string_length(sid) >= cap)
+        (void)err_field(e, "session_id", "is longer than %zu bytes", cap - 1);
+    else
+        snprintf(session_id, cap, "%s", json_string_value(sid));
+    if (r && !json_is_boolean(r))
+        (void)err_field(e, "reuse", "must be a boolean");
+    else if (r)
+        *reuse = json_is_true(r);
+    return err_has_fields(e) ? E_INVALID : 0;
+}
+
+int poolrules_validate_delete(const json_t *body, int *force, struct err *e)
+{
+    static const char *const allowed[] = {"force", NULL};
+    *force = 0;
+    if (!body)
+        return 0;
+    if (!json_is_object(body))
+        return err_field(e, "", "must be a JSON object");
+    only_fields(body, allowed, e);
+    json_t *f = json_object_get(body, "force");
+    if (f && !json_is_boolean(f))
+        (void)err_field(e, "force", "must be a boolean");
+    else
+        *force = json_is_true(f);
+    return err_has_fields(e) ? E_INVALID : 0;
+}

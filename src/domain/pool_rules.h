@@ -94,4 +94,13 @@ int poolrules_validate_acquire(const json_t *body, const json_t *pool_config,
 /* Releases the lease's references and resets it; accepts NULL. */
 void poolrules_lease_clear(struct poolrules_lease *l);
 
+/* POST /browser_pools/{id}/release: {session_id (required, non-empty),
+ * reuse (boolean, default true)} and nothing else. Fills session_id (cap
+ * bytes) and *reuse, or E_INVALID with one field error per problem. */
+int poolrules_validate_release(const json_t *body, char *session_id, size_t cap, int *reuse,
+                               struct err *e) WUR;
+/* DELETE /browser_pools/{id}: {force (boolean, default false)} and nothing
+ * else; an empty body is {}. */
+int poolrules_validate_delete(const json_t *body, int *force, struct err *e) WUR;
+
 #endif

@@ -126,6 +126,33 @@ void http_quiesce(struct http_server *srv);
  * connections must have been closed (http_upgrade_close) before. */
 void http_stop(struct http_server *srv);
 
+/* ---- in-process requests (tests of handlers without sockets) ---- */
+
+struct http_call_req {
+    const char *method;
+    const char *path;                /* without the query */
+    const char *const *query;        /* NULL-terminated name, value pairs; may be NULL */
+    const char *const *headers;      /* the same, names without case */
+    const char *body;
+    size_t body_len;
+};
+
+struct http_call_res {
+    int status;
+    json_t *json;    /* the JSON body, or NULL */
+    char *text;      /* a raw body, or NULL */
+    size_t text_len;
+    json_t *headers; /* {name: value} of the handler's response headers */
+};
+
+/* Runs one request through cfg's rewrite, routing, authorize hook, handler
+ * and cleanup on the calling thread, as a connection would, and returns the
+ * response in *out (http_call_res_clear it). -1 when the handler parked the
+ * request, upgraded it or streamed its answer: those need a connection. */
+int http_call(const struct http_config *cfg, const struct http_call_req *in,
+              struct http_call_res *out);
+void http_call_res_clear(struct http_call_res *r);
+
 /* A handler returns HTTP_SUSPEND (after req_suspend) to answer later. */
 #define HTTP_SUSPEND 1
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -98,17 +99,41 @@ struct ctx {
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
     struct buf body; /* the request body, at most body_limit bytes; rq.body points into it */
     size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
+    /* An in-process request (http_call): no connection; these lists,
+     * NULL-terminated name/value pairs, stand for its headers and query. */
+    const char *const *call_headers;
+    const char *const *call_query;
 };
+
+/* A value of an http_call list: names compared without case for headers. */
+static const char *call_lookup(const char *const *kv, const char *name, int nocase)
+{
+    for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+        if (nocase ? strcasecmp(kv[i], name) == 0 : strcmp(kv[i], name) == 0)
+            return kv[i + 1];
+    return NULL;
+}
+
+static void call_each(const char *const *kv, void (*fn)(void *, const char *, const char *),
+                      void *ctx)
+{
+    for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+        fn(ctx, kv[i], kv[i + 1]);
+}
 
 /* ---- request accessors ---- */
 
 const char *req_header(struct req *rq, const char *name)
 {
+    if (!rq->conn)
+        return call_lookup(((struct ctx *)rq)->call_headers, name, 1);
     return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
 }
 
 const char *req_query(struct req *rq, const char *name)
 {
+    if (!rq->conn)
+        return call_lookup(((struct ctx *)rq)->call_query, name, 0);
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
@@ -127,12 +152,20 @@ static enum MHD_Result each_arg(void *cls, enum MHD_ValueKind kind, const char *
 
 void req_query_each(struct req *rq, void (*fn)(void *, const char *, const char *), void *ctx)
 {
+    if (!rq->conn) {
+        call_each(((struct ctx *)rq)->call_query, fn, ctx);
+        return;
+    }
     struct each_ctx ec = {fn, ctx};
     MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, each_arg, &ec);
 }
 
 void req_header_each(struct req *rq, void (*fn)(void *, const char *, const char *), void *ctx)
 {
+    if (!rq->conn) {
+        call_each(((struct ctx *)rq)->call_headers, fn, ctx);
+        return;
+    }
     struct each_ctx ec = {fn, ctx};
     MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, each_arg, &ec);
 }
@@ -226,11 +259,15 @@ int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
 
 void req_resume(struct req *rq)
 {
+    if (!rq->conn)
+        return; /* http_call refuses parked requests */
     MHD_resume_connection(rq->conn);
 }
 
 int req_client_gone(struct req *rq)
 {
+    if (!rq->conn)
+        return 0; /* an in-process caller waits for its answer */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci)
@@ -527,6 +564,76 @@ static size_t body_limit(const struct http_server *srv, const char *method, cons
             return LIM_UPLOAD_BYTES;
     }
     return LIM_BODY_BYTES;
+}
+
+int http_call(const struct http_config *cfg, const struct http_call_req *in,
+              struct http_call_res *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strlen(in->path) >= LIM_PATH_BYTES)
+        return -1;
+    struct http_server *srv = xcalloc(1, sizeof *srv);
+    srv->cfg = *cfg;
+    struct ctx *cx = xcalloc(1, sizeof *cx);
+    cx->srv = srv;
+    cx->call_headers = in->headers;
+    cx->call_query = in->query;
+    cx->rq.method = in->method;
+    cx->rq.path = in->path;
+    if (cfg->rewrite && cfg->rewrite(in->path, cx->pathbuf, sizeof cx->pathbuf)) {
+        cx->rq.path = cx->pathbuf;
+        cx->rq.via_session_url = 1;
+    }
+    cx->rq.app = cfg->app;
+    cx->rq.start_us = clock_mono_us();
+    err_init(&cx->rq.err);
+    cx->body_limit = body_limit(srv, in->method, cx->rq.path);
+    buf_init(&cx->body, cx->body_limit);
+    if (in->body_len && buf_append(&cx->body, in->body, in->body_len) != 0)
+        cx->rq.body_too_big = 1;
+    cx->rq.body = cx->body.p;
+    cx->rq.body_len = cx->body.len;
+    struct resp rs = {0};
+    rs.status = 200;
+    int rc = 0;
+    if (cx->rq.body_too_big) {
+        err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
+                "request body exceeds the limit of %zu bytes", cx->body_limit);
+        error_resp(&cx->rq, &rs, E_TOOBIG);
+    } else if (dispatch(cx, &rs) == HTTP_SUSPEND || rs.upgrade || rs.stream) {
+        rc = -1; /* parked, upgraded and streamed answers need a connection */
+    }
+    if (rc == 0) {
+        out->status = rs.status;
+        out->json = rs.json;
+        out->text = rs.text;
+        out->text_len = rs.text_len;
+        out->headers = json_object();
+        for (size_t i = 0; i < rs.nheaders; i++)
+            json_object_set_new(out->headers, rs.headers[i].name,
+                                json_string(rs.headers[i].value));
+        rs.json = NULL;
+        rs.text = NULL;
+    }
+    json_decref(rs.json);
+    xfree(rs.text);
+    json_decref(rs.more_headers);
+    if (cx->rq.done_fn)
+        cx->rq.done_fn(&cx->rq, rc == 0);
+    if (cfg->cleanup)
+        cfg->cleanup(&cx->rq);
+    buf_free(&cx->body);
+    xfree(cx);
+    xfree(srv);
+    return rc;
+}
+
+void http_call_res_clear(struct http_call_res *r)
+{
+    json_decref(r->json);
+    json_decref(r->headers);
+    xfree(r->text);
+    memset(r, 0, sizeof *r);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,

@@ -504,12 +504,70 @@ static void acquire_rules(void **state)
     json_decref(pool);
 }
 
+/* Release and delete bodies: the body, the outcome, the first detail. */
+static void release_delete_rules(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        int ok, reuse;
+        const char *detail;
+    } rel[] = {
+        {"{\"session_id\":\"abc\"}", 1, 1, ""},
+        {"{\"session_id\":\"abc\",\"reuse\":false}", 1, 0, ""},
+        {"{\"session_id\":\"abc\",\"reuse\":true}", 1, 1, ""},
+        {"{}", 0, 1, "session_id: is required"},
+        {"{\"session_id\":\"\"}", 0, 1, "session_id: is required"},
+        {"{\"session_id\":7}", 0, 1, "session_id: is required"},
+        {"{\"session_id\":\"abc\",\"reuse\":\"no\"}", 0, 1, "reuse: must be a boolean"},
+        {"{\"session_id\":\"abc\",\"keep\":true}", 0, 1, "keep: unknown field"},
+        {"[]", 0, 1, "must be a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        json_t *b = json_loads(rel[i].body, JSON_DECODE_ANY, NULL);
+        struct err e;
+        err_init(&e);
+        char sid[64];
+        int reuse = -1;
+        int rc = poolrules_validate_release(b, sid, sizeof sid, &reuse, &e);
+        json_decref(b);
+        if ((rc == 0) != rel[i].ok || (rel[i].ok && (reuse != rel[i].reuse || strcmp(sid, "abc"))) ||
+            (!rel[i].ok && (!e.ndetails || strstr(e.details[0].message, rel[i].detail) != e.details[0].message)))
+            fail_msg("release %s: rc %d reuse %d detail \"%s\"", rel[i].body, rc, reuse,
+                     e.ndetails ? e.details[0].message : "");
+    }
+    static const struct {
+        const char *body; /* NULL: no body */
+        int ok, force;
+        const char *detail;
+    } del[] = {
+        {NULL, 1, 0, ""},
+        {"{}", 1, 0, ""},
+        {"{\"force\":true}", 1, 1, ""},
+        {"{\"force\":false}", 1, 0, ""},
+        {"{\"force\":1}", 0, 0, "force: must be a boolean"},
+        {"{\"purge\":true}", 0, 0, "purge: unknown field"},
+    };
+    for (size_t i = 0; i < sizeof del / sizeof *del; i++) {
+        json_t *b = del[i].body ? json_loads(del[i].body, 0, NULL) : NULL;
+        struct err e;
+        err_init(&e);
+        int force = -1;
+        int rc = poolrules_validate_delete(b, &force, &e);
+        json_decref(b);
+        if ((rc == 0) != del[i].ok || (del[i].ok && force != del[i].force) ||
+            (!del[i].ok && (!e.ndetails || strstr(e.details[0].message, del[i].detail) != e.details[0].message)))
+            fail_msg("delete %s: rc %d force %d", del[i].body ? del[i].body : "(none)", rc, force);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_rules),
         cmocka_unit_test(update_rules),
         cmocka_unit_test(acquire_rules),
+        cmocka_unit_test(release_delete_rules),
     };
     return cmocka_run_group_tests_name("domain/pool_rules", tests, NULL, NULL);
 }
