@@ -193,7 +193,7 @@ static void test_tag_filter_limit(void **state)
 {
     struct fixture *fx = *state;
     const char *q[2 * 17 + 1];
-    char keys[17][16];
+    char keys[17][24];
     for (int i = 0; i < 17; i++) {
         snprintf(keys[i], sizeof keys[i], "tags[k%d]", i);
         q[2 * i] = keys[i];
