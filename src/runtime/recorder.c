@@ -272,6 +272,8 @@ struct pending {
 
 static void pending_add(struct pending *p, const unsigned char *b, size_t n)
 {
+    if (n == 0)
+        return;
     if (p->off == p->len)
         p->off = p->len = 0;
     if (p->len + n > p->cap) {
