@@ -66,7 +66,7 @@ struct proc {
     pid_t cmd_pid; /* the command, as the host sees it (0 until found) */
     int cmd_pidfd; /* pidfd of cmd_pid, or -1 */
     int ns_pid;
-    int reaped, exited, timed_out, forgotten;
+    int reaped, exited, timed_out;
     int exit_code;
     int64_t started_mono_ms, started_wall_ms, ended_mono_ms;
     int64_t deadline_ms; /* monotonic; 0 = none */
@@ -90,6 +90,7 @@ struct proc {
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct proc *table;
+static int stopping; /* proc_kill_all ran: no new process (under table_mu) */
 /* Bytes held in collect buffers by every process (LIM_PROC_OUTPUT_TOTAL_BYTES). */
 static size_t collected_total;
 
@@ -604,6 +605,8 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
 
     pthread_mutex_lock(&table_mu);
     struct proc *gone = expire_locked();
+    if (rc == 0 && stopping)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "the server is stopping");
     if (rc == 0 && count_running_locked(s->session_id) >= LIM_PROC_PER_SESSION)
         rc = err_set(e, E_CONFLICT, "conflict",
                      "the session already runs %d processes (at most %d at once)",
@@ -745,15 +748,17 @@ static void pull(struct proc *p, int *fd, int stream)
     *fd = -1;
 }
 
+/* Under p->mu: proc_session_end and proc_kill_all clear p->sessions under
+ * it, so that no thread touches a session manager the server is freeing. */
 static void touch_session(struct proc *p)
 {
-    if (!p->sessions)
-        return;
-    struct live *l = sessmgr_get(p->sessions, p->session_id);
+    pthread_mutex_lock(&p->mu);
+    struct live *l = p->sessions ? sessmgr_get(p->sessions, p->session_id) : NULL;
     if (l) {
         live_touch(l);
         sessmgr_put(l);
     }
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Writes the pending initial stdin; closes stdin once it is all written. */
@@ -1105,7 +1110,7 @@ void proc_session_end(const char *session_id)
     pthread_mutex_unlock(&table_mu);
     for (struct proc *p = gone; p; p = p->next) {
         pthread_mutex_lock(&p->mu);
-        p->forgotten = 1;
+        p->sessions = NULL;
         if (!p->reaped)
             (void)kill(-p->pid, SIGKILL);
         pthread_mutex_unlock(&p->mu);
@@ -1116,8 +1121,10 @@ void proc_session_end(const char *session_id)
 void proc_kill_all(void)
 {
     pthread_mutex_lock(&table_mu);
+    stopping = 1;
     for (struct proc *p = table; p; p = p->next) {
         pthread_mutex_lock(&p->mu);
+        p->sessions = NULL;
         if (!p->reaped)
             (void)kill(-p->pid, SIGKILL);
         pthread_mutex_unlock(&p->mu);

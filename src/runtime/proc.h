@@ -124,8 +124,9 @@ void proc_unsubscribe(struct proc_sub *s);
 
 /* Kills every process of a session and forgets them (the session ended). */
 void proc_session_end(const char *session_id);
-/* Kills every process of every session (the server stops); their on_exit
- * callbacks follow on their threads. */
+/* Kills every process of every session (the server stops) and refuses new
+ * ones (E_UNAVAIL); their on_exit callbacks follow on their threads, which
+ * no longer touch the session manager (it may be freed after this). */
 void proc_kill_all(void);
 
 #endif
