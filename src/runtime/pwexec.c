@@ -16,12 +16,19 @@
 static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
 static char dir_path[PATH_MAX];
 
+/* The runner and its installed packages (scripts/deps.sh). */
 static int has_runner(const char *dir)
 {
-    char p[PATH_MAX + 32];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/runner.mjs", dir);
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    static const char *const need[] = {"runner.mjs", "node_modules/playwright-core/package.json",
+                                       "node_modules/esbuild/package.json"};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+        char p[PATH_MAX + 64];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, need[i]);
+        if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            return 0;
+    }
+    return 1;
 }
 
 static void find_dir(void)
@@ -64,8 +71,8 @@ int pwexec_start(const struct sandbox *sb, struct sessmgr *sessions, const char 
     const char *dir = pwexec_dir();
     if (!dir)
         return err_set(e, E_UNAVAIL, "unavailable",
-                       "failed to start playwright daemon: runtime-js/ not found (run "
-                       "scripts/deps.sh, or set BROWSERD_RUNTIME_JS)");
+                       "failed to start playwright daemon: runtime-js/ with its packages not "
+                       "found (run scripts/deps.sh, or set BROWSERD_RUNTIME_JS)");
     /* ws://nsN@127.0.0.1:PORT/... -> ws://127.0.0.1:PORT/... */
     char url[1024];
     const char *at = strchr(ws, '@');

@@ -22,7 +22,8 @@
 #define PWEXEC_NODE "/usr/bin/node"
 
 /* The runtime-js folder: $BROWSERD_RUNTIME_JS, else the first ancestor
- * folder of the server's executable holding runtime-js/runner.mjs. NULL when
+ * folder of the server's executable holding runtime-js/runner.mjs with its
+ * packages installed (node_modules/playwright-core and esbuild). NULL when
  * neither exists (the call then answers 503). Found once, borrowed. */
 const char *pwexec_dir(void);
 
