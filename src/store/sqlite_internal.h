@@ -28,6 +28,7 @@ struct sq {
     char *path;
     pthread_mutex_t mu;
     struct conn *idle; /* connections not in use */
+    struct sq_authcache *auth; /* auth_lookup's cache (sqlite_tenancy.c); NULL = uncached */
 };
 
 /* A named schema migration; applied once, in array order, recorded by name. */
@@ -116,6 +117,10 @@ int sq_key_list(struct store *st_, const char *org_id, const struct name_filter 
 int sq_key_update(struct store *st_, const struct apikey_rec *k);
 int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
                   struct apikey_rec *fresh);
+/* The cache of auth_lookup and its change watch (a connection of its own);
+ * open leaves s->auth NULL (lookups uncached) when that cannot be had. */
+void sq_authcache_open(struct sq *s);
+void sq_authcache_close(struct sq *s);
 
 /* ---- sessions (sqlite_sessions.c) ---- */
 int sq_session_insert(struct store *st_, const struct session_rec *r);

@@ -1,4 +1,5 @@
 /* SQLite backend: organizations, plans, projects, API keys, meta. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include "core/crypto.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "store/keycache.h"
 #include "store/sqlite_internal.h"
 
 const char sq_schema_tenancy[] =
@@ -430,8 +432,87 @@ int sq_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out)
 
 static void org_row_at(sqlite3_stmt *st, int base, struct org_rec *o);
 
+/*
+ * auth_lookup's cache. Keys and orgs change from other processes (`browserd
+ * admin`), so the cache must learn of every commit, wherever it comes from.
+ * PRAGMA data_version tells a connection exactly that: its value changes
+ * whenever ANOTHER connection (of this process or any other) has committed
+ * since the last reading. The watch is a pool connection taken for good and
+ * never used to write, so every commit to the file, this process's own
+ * included, moves it. Reading it starts and ends a read transaction on the
+ * WAL index in shared memory: no disk I/O, no lock a writer waits on.
+ * Each change seen bumps the epoch that keycache.h keys its entries by.
+ */
+struct sq_authcache {
+    pthread_mutex_t mu; /* the watch connection is used by one thread at a time */
+    struct conn *watch;
+    sqlite3_stmt *dv; /* PRAGMA data_version on watch */
+    int64_t last_dv;
+    uint64_t epoch;
+    struct keycache *kc;
+};
+
+/* The epoch as of now: bumped when a commit happened since the last call.
+ * Fails (the caller then reads uncached) when the watch cannot be read. */
+static int authcache_epoch(struct sq_authcache *a, uint64_t *epoch)
+{
+    int ret = E_INTERNAL;
+    pthread_mutex_lock(&a->mu);
+    if (sqlite3_step(a->dv) == SQLITE_ROW) {
+        int64_t v = sqlite3_column_int64(a->dv, 0);
+        if (v != a->last_dv) {
+            a->last_dv = v;
+            a->epoch++;
+        }
+        *epoch = a->epoch;
+        ret = 0;
+    }
+    /* Ends the read transaction: a held snapshot would stall checkpoints. */
+    sqlite3_reset(a->dv);
+    pthread_mutex_unlock(&a->mu);
+    return ret;
+}
+
+void sq_authcache_open(struct sq *s)
+{
+    struct conn *c = sqx_conn_get(s);
+    sqlite3_stmt *dv = NULL;
+    if (!c || sqlite3_prepare_v3(c->db, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT, &dv,
+                                 NULL) != SQLITE_OK) {
+        log_warn("store: API key lookups uncached: %s",
+                 c ? sqlite3_errmsg(c->db) : "no connection");
+        sqx_conn_put(s, c);
+        return;
+    }
+    struct sq_authcache *a = xcalloc(1, sizeof *a);
+    pthread_mutex_init(&a->mu, NULL);
+    a->watch = c;
+    a->dv = dv;
+    a->last_dv = -1; /* the first reading counts as a change: epoch 1 */
+    a->kc = keycache_new();
+    s->auth = a;
+}
+
+void sq_authcache_close(struct sq *s)
+{
+    struct sq_authcache *a = s->auth;
+    if (!a)
+        return;
+    sqlite3_finalize(a->dv);
+    sqx_conn_put(s, a->watch);
+    keycache_free(a->kc);
+    pthread_mutex_destroy(&a->mu);
+    xfree(a);
+    s->auth = NULL;
+}
+
 int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key, struct org_rec *org)
 {
+    struct sq *s0 = (struct sq *)st_;
+    uint64_t epoch = 0;
+    int cached = s0->auth && authcache_epoch(s0->auth, &epoch) == 0;
+    if (cached && keycache_get(s0->auth->kc, epoch, hash, key, org))
+        return 0;
     CONN(s, c);
     sqlite3_stmt *st;
     int rc = sqx_q(c, &st,
@@ -448,6 +529,9 @@ int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key, 
         sqlite3_reset(st);
     }
     sqx_conn_put(s, c);
+    /* Unknown keys are not remembered: the cache holds only rows that exist. */
+    if (ret == 0 && cached)
+        keycache_put(s->auth->kc, epoch, hash, key, org);
     return ret;
 }
 

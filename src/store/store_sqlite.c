@@ -7,7 +7,9 @@
  * up front instead of failing on upgrade; synchronous=FULL makes every
  * acknowledged commit survive a crash of the process or the machine. Other
  * processes (the `admin` commands) may open the same file at the same time:
- * nothing is cached across calls.
+ * nothing is cached across calls, except auth_lookup's rows, which are
+ * dropped as soon as any connection of any process commits (see
+ * sq_authcache_open in sqlite_tenancy.c).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -186,6 +188,7 @@ void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap)
 static void sq_close(struct store *st_)
 {
     struct sq *s = (struct sq *)st_;
+    sq_authcache_close(s);
     while (s->idle) {
         struct conn *c = s->idle;
         s->idle = c->next;
@@ -338,6 +341,7 @@ int store_open_sqlite(const char *dir, struct store **out, struct err *e)
         return err_set(e, E_INTERNAL, "internal", "cannot migrate the store in %s", dir);
     }
     sqx_conn_put(s, c);
+    sq_authcache_open(s);
     *out = &s->base;
     return 0;
 }
