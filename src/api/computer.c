@@ -10,6 +10,7 @@
 #include "core/xalloc.h"
 #include "domain/computer.h"
 #include "runtime/computer.h"
+#include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
@@ -21,7 +22,28 @@ struct target {
     int width, height;
     int64_t started_us;
     const char *operation;
+    struct req *rq;
+    struct computer_target ct;
 };
+
+/* The browser's display, read under the entry's lock. */
+static int display_of(void *ctx, struct chromium *c)
+{
+    struct computer_target *ct = ctx;
+    ct->display = chromium_display(c);
+    ct->display_id = (long)chromium_xvfb_pid(c);
+    struct sandbox *sb = chromium_sandbox(c);
+    ct->netns = sb ? sandbox_netns(sb) : 0;
+    return 0;
+}
+
+/* A gesture stops when its client went away or its session ended. */
+static int target_cancelled(void *ctx)
+{
+    struct target *t = ctx;
+    char ws[8];
+    return req_client_gone(t->rq) || live_ws_url(t->live, ws, sizeof ws) == -1;
+}
 
 /* 404 for a session that is not this key's, 409 for one that has ended. */
 static int target_open(struct req *rq, const char *operation, struct target *t)
@@ -41,6 +63,14 @@ static int target_open(struct req *rq, const char *operation, struct target *t)
         t->height = 1080;
     }
     json_decref(d);
+    t->rq = rq;
+    t->ct.session_id = t->rec.id;
+    t->ct.ws_url = t->ws;
+    t->ct.display = -1;
+    if (live_with_browser(t->live, display_of, &t->ct) != 0)
+        t->ct.display = -1;
+    t->ct.cancelled = target_cancelled;
+    t->ct.cancel_ctx = t;
     /* An agent's action is activity: the idle timeout starts again. */
     live_touch(t->live);
     return 0;
@@ -99,7 +129,7 @@ static int single(struct req *rq, struct resp *rs, enum comp_op op)
         if (op == COMP_CLIP_WRITE)
             rc = computer_clipboard_write(t.rec.id, t.ws, a.text, &rq->err);
         else
-            rc = computer_run(t.rec.id, t.ws, &a, 1, NULL, &rq->err);
+            rc = computer_act(&t.ct, &a, 1, NULL, &rq->err);
     }
     comp_action_clear(&a);
     if (rc == 0) {
@@ -163,7 +193,7 @@ int computer_batch(struct req *rq, struct resp *rs)
     if ((rc = body_of(rq, 0, &body)) == 0)
         rc = comp_parse_batch(body, t.width, t.height, &acts, &n, &rq->err);
     json_decref(body);
-    if (rc == 0 && (rc = computer_run(t.rec.id, t.ws, acts, n, &failed, &rq->err)) != 0) {
+    if (rc == 0 && (rc = computer_act(&t.ct, acts, n, &failed, &rq->err)) != 0) {
         /* "actions[{i}] ({type}): {inner message}", keeping the class. */
         char inner[ERR_MSG_MAX], code[ERR_CODE_MAX];
         snprintf(inner, sizeof inner, "%s", rq->err.message);
@@ -192,7 +222,7 @@ int computer_screenshot_post(struct req *rq, struct resp *rs)
     char *png = NULL;
     size_t len = 0;
     if (rc == 0)
-        rc = computer_screenshot(t.rec.id, t.ws, &a, t.width, t.height, &png, &len, &rq->err);
+        rc = computer_capture(&t.ct, &a, t.width, t.height, &png, &len, &rq->err);
     comp_action_clear(&a);
     if (rc == 0)
         resp_text(rs, 200, "image/png", png, len);
@@ -208,9 +238,9 @@ int computer_position(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     int x, y;
-    computer_mouse_position(t.rec.id, &x, &y);
-    resp_json(rs, 200, json_pack("{s:i,s:i}", "x", x, "y", y));
-    rc = target_close(rq, &t, 0);
+    if ((rc = computer_pointer(&t.ct, &x, &y, &rq->err)) == 0)
+        resp_json(rs, 200, json_pack("{s:i,s:i}", "x", x, "y", y));
+    rc = target_close(rq, &t, rc);
     rq->no_retry = 0;
     return rc;
 }

@@ -11,11 +11,15 @@
 #include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "runtime/xcapture.h"
+#include "runtime/xinput.h"
 #include "telemetry/telemetry.h"
 
 #define CDP_MS        10000
 #define WHEEL_TICK_PX 100 /* one wheel click, in CSS pixels */
 #define MOVE_STEP_MS  10  /* time between two points of a smooth move */
+#define NAP_SLICE_MS  20  /* a pause checks for cancellation this often */
+#define X_REPLY_MS    5000 /* longest wait for the X server's answer */
 
 /* The browser's first page, attached over one DevTools connection. */
 struct cpage {
@@ -31,6 +35,10 @@ struct cstate {
     int x, y;             /* where the pointer is */
     int hidden;           /* setCursorVisibility */
     struct cpage page;    /* kept between calls (page.cc NULL: none yet) */
+    struct xin *xin;      /* headful: the display's connection, kept between calls */
+    int x_netns, x_display;
+    long x_id;
+    const struct computer_target *t; /* the running call's (cancel hook) */
     int refs;             /* under reg_mu */
     struct cstate *next;
 };
@@ -71,21 +79,12 @@ void computer_forget(const char *id)
             struct cstate *s = *pp;
             *pp = s->next;
             cdp_client_close(s->page.cc);
+            xin_close(s->xin);
             pthread_mutex_destroy(&s->lock);
             xfree(s);
             break;
         }
     pthread_mutex_unlock(&reg_mu);
-}
-
-void computer_mouse_position(const char *id, int *x, int *y)
-{
-    struct cstate *s = state_get(id);
-    pthread_mutex_lock(&s->lock);
-    *x = s->x;
-    *y = s->y;
-    pthread_mutex_unlock(&s->lock);
-    state_put(s);
 }
 
 static void sleep_ms(int ms)
@@ -95,6 +94,27 @@ static void sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0)
         ;
+}
+
+static int cancelled(const struct cstate *s, struct err *e)
+{
+    if (s->t && s->t->cancelled && s->t->cancelled(s->t->cancel_ctx))
+        return err_set(e, E_INTERNAL, "internal", "cancelled: the client went away");
+    return 0;
+}
+
+/* A pause within a gesture, cut short (with an error) when the call is
+ * cancelled: a client that left does not keep the session's lock. */
+static int nap(const struct cstate *s, int ms, struct err *e)
+{
+    int rc = cancelled(s, e);
+    while (rc == 0 && ms > 0) {
+        int n = ms < NAP_SLICE_MS ? ms : NAP_SLICE_MS;
+        sleep_ms(n);
+        ms -= n;
+        rc = cancelled(s, e);
+    }
+    return rc;
 }
 
 /* A command to the page's session, or (browser) to the browser itself.
@@ -243,8 +263,8 @@ static int hold(struct cpage *p, const struct comp_combo *combos, int n, int dow
 }
 
 /* A tap of one combination: modifiers down, the key down and up, modifiers up. */
-static int tap(struct cpage *p, const struct comp_combo *c, int base_mods, int hold_ms,
-               struct err *e)
+static int tap(struct cpage *p, struct cstate *s, const struct comp_combo *c, int base_mods,
+               int hold_ms, struct err *e)
 {
     int mods = base_mods, rc = 0, i;
     for (i = 0; rc == 0 && i < c->n; i++) {
@@ -252,7 +272,7 @@ static int tap(struct cpage *p, const struct comp_combo *c, int base_mods, int h
         rc = key_event(p, &c->keys[i], 1, mods, e);
     }
     if (rc == 0)
-        sleep_ms(hold_ms);
+        rc = nap(s, hold_ms, e);
     for (int k = i - 1; k >= 0; k--) {
         int r2 = key_event(p, &c->keys[k], 0, mods, e);
         mods &= ~c->keys[k].modifier;
@@ -286,8 +306,8 @@ static int move_to(struct cpage *p, struct cstate *s, int x, int y, int smooth, 
             s->x = px;
             s->y = py;
         }
-        if (i < steps)
-            sleep_ms(MOVE_STEP_MS);
+        if (rc == 0 && i < steps)
+            rc = nap(s, MOVE_STEP_MS, e);
     }
     return rc;
 }
@@ -317,7 +337,8 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
         rc = move_to(p, s, a->path[0][0], a->path[0][1], 0, 0, mods, 0, e);
     if (rc == 0)
         rc = mouse(p, "mousePressed", s->x, s->y, a->button, 1, mods, bit, 0, 0, e);
-    sleep_ms(a->delay_ms);
+    if (rc == 0)
+        rc = nap(s, a->delay_ms, e);
     int segs = a->npath - 1;
     for (int k = 1; rc == 0 && k < a->npath; k++) {
         if (a->smooth) {
@@ -331,7 +352,8 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
                 rc = mouse(p, "mouseMoved", px, py, -1, 0, mods, bit, 0, 0, e);
                 s->x = px;
                 s->y = py;
-                sleep_ms(a->step_delay_ms);
+                if (rc == 0)
+                    rc = nap(s, a->step_delay_ms, e);
             }
         }
     }
@@ -343,16 +365,17 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
     return rc ? rc : r2 ? r2 : r3;
 }
 
-static int do_type(struct cpage *p, const struct comp_action *a, struct err *e)
+static int do_type(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
 {
     static const struct comp_combo enter = {{{"Enter", "Enter", 13, "\r", 0}}, 1};
     const char *t = a->text;
     int rc = 0;
     while (rc == 0 && *t) {
         if (*t == '\n') {
-            rc = tap(p, &enter, 0, 0, e);
+            rc = tap(p, s, &enter, 0, 0, e);
             t++;
-            sleep_ms(a->delay_ms);
+            if (rc == 0)
+                rc = nap(s, a->delay_ms, e);
             continue;
         }
         /* A run up to the next newline (one character at a time with a delay). */
@@ -364,7 +387,8 @@ static int do_type(struct cpage *p, const struct comp_action *a, struct err *e)
         }
         rc = call(p, "Input.insertText", json_pack("{s:s%}", "text", t, n), NULL, e);
         t += n;
-        sleep_ms(a->delay_ms);
+        if (rc == 0)
+            rc = nap(s, a->delay_ms, e);
     }
     return rc;
 }
@@ -386,7 +410,7 @@ static int do_one(struct cpage *p, struct cstate *s, const struct comp_action *a
     case COMP_PRESS:
         rc = hold(p, a->hold, a->nhold, 1, &mods, e);
         for (int i = 0; rc == 0 && i < a->nkeys; i++)
-            rc = tap(p, &a->keys[i], mods, a->duration_ms, e);
+            rc = tap(p, s, &a->keys[i], mods, a->duration_ms, e);
         r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
         return rc ? rc : r2;
     case COMP_SCROLL:
@@ -399,13 +423,12 @@ static int do_one(struct cpage *p, struct cstate *s, const struct comp_action *a
         r2 = hold(p, a->hold, a->nhold, 0, &mods, e);
         return rc ? rc : r2;
     case COMP_TYPE:
-        return do_type(p, a, e);
+        return do_type(p, s, a, e);
     case COMP_CURSOR:
         s->hidden = a->hidden;
         return 0;
     case COMP_SLEEP:
-        sleep_ms(a->duration_ms);
-        return 0;
+        return nap(s, a->duration_ms, e);
     case COMP_CLIP_WRITE:
     case COMP_SCREENSHOT:
         break;
@@ -414,13 +437,340 @@ static int do_one(struct cpage *p, struct cstate *s, const struct comp_action *a
                    comp_operation_id(a->op));
 }
 
-int computer_run(const char *id, const char *ws_url, const struct comp_action *acts, size_t n,
+/* ---- headful: the session's X display ---- */
+
+/* X keysyms of the keys the domain layer names (by DOM key value). */
+static const struct {
+    const char *key;
+    uint32_t sym;
+} x_named[] = {
+    {"Enter", 0xff0d},      {"Tab", 0xff09},       {"Backspace", 0xff08}, {"Escape", 0xff1b},
+    {"Delete", 0xffff},     {"Insert", 0xff63},    {"Home", 0xff50},      {"End", 0xff57},
+    {"PageUp", 0xff55},     {"PageDown", 0xff56},  {"ArrowLeft", 0xff51}, {"ArrowUp", 0xff52},
+    {"ArrowRight", 0xff53}, {"ArrowDown", 0xff54}, {"CapsLock", 0xffe5},  {"ContextMenu", 0xff67},
+};
+
+#define XK_SHIFT_L 0xffe1
+
+/* The X keysym of one key, 0 for none. */
+static uint32_t x_keysym(const struct comp_key *k)
+{
+    int right = strstr(k->code, "Right") != NULL && strncmp(k->code, "Arrow", 5) != 0;
+    if (strcmp(k->key, "Control") == 0)
+        return right ? 0xffe4 : 0xffe3;
+    if (strcmp(k->key, "Shift") == 0)
+        return right ? 0xffe2 : XK_SHIFT_L;
+    if (strcmp(k->key, "Alt") == 0)
+        return right ? 0xffea : 0xffe9;
+    if (strcmp(k->key, "Meta") == 0)
+        return right ? 0xffec : 0xffeb; /* Super, as xdotool's "super"/"meta" */
+    if (strcmp(k->code, "NumpadEnter") == 0)
+        return 0xff8d;
+    for (size_t i = 0; i < sizeof x_named / sizeof *x_named; i++)
+        if (strcmp(k->key, x_named[i].key) == 0)
+            return x_named[i].sym;
+    if (k->key[0] == 'F' && k->key[1] >= '1' && k->key[1] <= '9') {
+        long f = strtol(k->key + 1, NULL, 10);
+        if (f >= 1 && f <= 24)
+            return 0xffbe + (uint32_t)(f - 1);
+    }
+    unsigned char c = (unsigned char)k->key[0];
+    if (c >= 0x20 && c <= 0x7e && !k->key[1])
+        return c; /* Latin-1 keysyms are the characters */
+    return 0;
+}
+
+/* One call's view of the display: which Shift keys are down (held keys), so
+ * that shifted characters add Shift only when it is not held already. */
+struct xcall {
+    struct cstate *s;
+    struct xin *x;
+    int shift_held;
+};
+
+/* Presses a keysym (down) with Shift added when it is on the shifted level
+ * and Shift is not held; *added says so for the release. */
+static int x_sym(struct xcall *c, uint32_t sym, int down, int *added, struct err *e)
+{
+    int shift = 0;
+    int kc = xin_keycode(c->x, sym, &shift, e);
+    if (kc < 0)
+        return kc;
+    int rc = 0;
+    if (down) {
+        *added = shift && !c->shift_held && sym != XK_SHIFT_L;
+        if (*added) {
+            int skc = xin_keycode(c->x, XK_SHIFT_L, &shift, e);
+            rc = skc < 0 ? skc : xin_key(c->x, skc, 1, e);
+        }
+        if (rc == 0)
+            rc = xin_key(c->x, kc, 1, e);
+    } else {
+        rc = xin_key(c->x, kc, 0, e);
+        if (*added) {
+            int skc = xin_keycode(c->x, XK_SHIFT_L, &shift, e);
+            int r2 = skc < 0 ? skc : xin_key(c->x, skc, 0, e);
+            rc = rc ? rc : r2;
+        }
+    }
+    return rc;
+}
+
+static int x_keyev(struct xcall *c, const struct comp_key *k, int down, int *added, struct err *e)
+{
+    uint32_t sym = x_keysym(k);
+    if (!sym)
+        return err_set(e, E_INVALID, "bad_request", "key %s has no X keysym", k->key);
+    int rc = x_sym(c, sym, down, added, e);
+    if (rc == 0 && strcmp(k->key, "Shift") == 0)
+        c->shift_held += down ? 1 : -1;
+    return rc;
+}
+
+/* Presses (down=1) or releases a held set, in reverse on release. */
+static int x_hold(struct xcall *c, const struct comp_combo *combos, int n, int down,
+                  int added[][6], struct err *e)
+{
+    int rc = 0;
+    for (int i = down ? 0 : n - 1; (down ? i < n : i >= 0); i += down ? 1 : -1)
+        for (int k = down ? 0 : combos[i].n - 1; (down ? k < combos[i].n : k >= 0);
+             k += down ? 1 : -1) {
+            if (down && rc)
+                return rc;
+            /* Released even after a failure, so nothing stays down. */
+            int r = x_keyev(c, &combos[i].keys[k], down, &added[i][k], e);
+            rc = rc ? rc : r;
+        }
+    return rc;
+}
+
+static int x_tap(struct xcall *c, const struct comp_combo *k, int hold_ms, struct err *e)
+{
+    int added[1][6] = {{0}};
+    int rc = x_hold(c, k, 1, 1, added, e);
+    if (rc == 0)
+        rc = xin_sync(c->x, e);
+    if (rc == 0)
+        rc = nap(c->s, hold_ms, e);
+    int r2 = x_hold(c, k, 1, 0, added, e);
+    return rc ? rc : r2;
+}
+
+static int x_move(struct xcall *c, int x, int y, int smooth, int duration_ms, struct err *e)
+{
+    struct cstate *s = c->s;
+    int steps = 1;
+    if (smooth) {
+        int dist = abs(x - s->x) + abs(y - s->y);
+        steps = duration_ms > 0 ? duration_ms / MOVE_STEP_MS : dist / 40;
+        steps = steps < 1 ? 1 : steps > 200 ? 200 : steps;
+    }
+    int x0 = s->x, y0 = s->y, rc = 0;
+    for (int i = 1; rc == 0 && i <= steps; i++) {
+        double t = (double)i / steps;
+        double ease = t * t * (3 - 2 * t); /* smoothstep */
+        int px = i == steps ? x : x0 + (int)((x - x0) * ease);
+        int py = i == steps ? y : y0 + (int)((y - y0) * ease);
+        rc = xin_motion(c->x, px, py, e);
+        if (rc == 0) {
+            s->x = px;
+            s->y = py;
+        }
+        if (rc == 0 && i < steps && (rc = xin_sync(c->x, e)) == 0)
+            rc = nap(s, MOVE_STEP_MS, e);
+    }
+    return rc;
+}
+
+/* X buttons of the domain's left, middle, right, back, forward. */
+static const int x_buttons[] = {1, 2, 3, 8, 9};
+
+static int x_clicks(struct xcall *c, int button, int count, int press, int release,
+                    struct err *e)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < count; i++) {
+        if (press)
+            rc = xin_button(c->x, button, 1, e);
+        if (rc == 0 && release)
+            rc = xin_button(c->x, button, 0, e);
+    }
+    return rc;
+}
+
+static int x_drag(struct xcall *c, const struct comp_action *a, int added[][6], struct err *e)
+{
+    struct cstate *s = c->s;
+    int btn = x_buttons[a->button];
+    int rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+    if (rc == 0)
+        rc = x_move(c, a->path[0][0], a->path[0][1], 0, 0, e);
+    int pressed = 0;
+    if (rc == 0 && (rc = xin_button(c->x, btn, 1, e)) == 0)
+        pressed = 1;
+    if (rc == 0 && (rc = xin_sync(c->x, e)) == 0)
+        rc = nap(s, a->delay_ms, e);
+    int segs = a->npath - 1;
+    for (int k = 1; rc == 0 && k < a->npath; k++) {
+        if (a->smooth) {
+            int dur = (a->duration_ms ? a->duration_ms : 500) / segs;
+            rc = x_move(c, a->path[k][0], a->path[k][1], 1, dur < MOVE_STEP_MS ? MOVE_STEP_MS : dur,
+                        e);
+        } else {
+            int x0 = s->x, y0 = s->y, n = a->steps_per_segment;
+            for (int i = 1; rc == 0 && i <= n; i++) {
+                int px = x0 + (a->path[k][0] - x0) * i / n, py = y0 + (a->path[k][1] - y0) * i / n;
+                rc = xin_motion(c->x, px, py, e);
+                s->x = px;
+                s->y = py;
+                if (rc == 0 && (rc = xin_sync(c->x, e)) == 0)
+                    rc = nap(s, a->step_delay_ms, e);
+            }
+        }
+    }
+    /* Released even after a failure or a cancel, so no button stays down. */
+    struct err ignore;
+    err_init(&ignore);
+    int r2 = pressed ? xin_button(c->x, btn, 0, rc ? &ignore : e) : 0;
+    int r3 = x_hold(c, a->hold, a->nhold, 0, added, rc || r2 ? &ignore : e);
+    return rc ? rc : r2 ? r2 : r3;
+}
+
+/* Decodes one UTF-8 character of t into *cp; its length, 0 at the end. */
+static size_t utf8_next(const char *t, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)t;
+    if (!u[0])
+        return 0;
+    int n = u[0] < 0x80 ? 1 : (u[0] & 0xE0) == 0xC0 ? 2 : (u[0] & 0xF0) == 0xE0 ? 3 : 4;
+    uint32_t v = n == 1 ? u[0] : n == 2 ? u[0] & 0x1F : n == 3 ? u[0] & 0x0F : u[0] & 0x07;
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xC0) != 0x80) {
+            *cp = 0xFFFD;
+            return (size_t)i;
+        }
+        v = (v << 6) | (u[i] & 0x3F);
+    }
+    *cp = v;
+    return (size_t)n;
+}
+
+static int x_type(struct xcall *c, const struct comp_action *a, struct err *e)
+{
+    const char *t = a->text;
+    int rc = 0;
+    uint32_t cp;
+    size_t n;
+    while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
+        t += n;
+        uint32_t sym = cp == '\n' ? 0xff0d : cp == '\t' ? 0xff09 : cp < 0x20 || cp == 0x7f ? 0
+                     : cp <= 0xff                               ? cp
+                                                                : 0x01000000u | cp;
+        if (!sym)
+            continue; /* other control characters have no key */
+        int added = 0;
+        rc = x_sym(c, sym, 1, &added, e);
+        if (rc == 0)
+            rc = x_sym(c, sym, 0, &added, e);
+        if (rc == 0 && a->delay_ms > 0 && (rc = xin_sync(c->x, e)) == 0)
+            rc = nap(c->s, a->delay_ms, e);
+    }
+    return rc;
+}
+
+static int x_one(struct xcall *c, const struct comp_action *a, struct err *e)
+{
+    int added[COMP_MAX_KEYS][6];
+    memset(added, 0, sizeof added);
+    int rc = 0, r2;
+    switch (a->op) {
+    case COMP_CLICK:
+        rc = x_move(c, a->x, a->y, 1, 0, e);
+        if (rc == 0)
+            rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+        if (rc == 0)
+            rc = x_clicks(c, x_buttons[a->button], a->click_type == 0 ? a->num_clicks : 1,
+                          a->click_type != 2, a->click_type != 1, e);
+        r2 = x_hold(c, a->hold, a->nhold, 0, added, e);
+        return rc ? rc : r2;
+    case COMP_MOVE:
+        rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+        if (rc == 0)
+            rc = x_move(c, a->x, a->y, a->smooth, a->duration_ms, e);
+        r2 = x_hold(c, a->hold, a->nhold, 0, added, e);
+        return rc ? rc : r2;
+    case COMP_DRAG:
+        return x_drag(c, a, added, e);
+    case COMP_PRESS:
+        rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+        for (int i = 0; rc == 0 && i < a->nkeys; i++)
+            rc = x_tap(c, &a->keys[i], a->duration_ms, e);
+        r2 = x_hold(c, a->hold, a->nhold, 0, added, e);
+        return rc ? rc : r2;
+    case COMP_SCROLL:
+        rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+        if (rc == 0)
+            rc = x_move(c, a->x, a->y, 0, 0, e);
+        /* Vertical first, as xdotool: 5 down, 4 up, 7 right, 6 left. */
+        if (rc == 0)
+            rc = x_clicks(c, a->delta_y > 0 ? 5 : 4, abs(a->delta_y), 1, 1, e);
+        if (rc == 0)
+            rc = x_clicks(c, a->delta_x > 0 ? 7 : 6, abs(a->delta_x), 1, 1, e);
+        r2 = x_hold(c, a->hold, a->nhold, 0, added, e);
+        return rc ? rc : r2;
+    case COMP_TYPE:
+        return x_type(c, a, e);
+    case COMP_CURSOR:
+        rc = xin_cursor(c->x, a->hidden, e);
+        if (rc == 0)
+            c->s->hidden = a->hidden;
+        return rc;
+    case COMP_SLEEP:
+        return nap(c->s, a->duration_ms, e);
+    case COMP_CLIP_WRITE:
+    case COMP_SCREENSHOT:
+        break;
+    }
+    return err_set(e, E_INTERNAL, "internal", "%s is not an input action",
+                   comp_operation_id(a->op));
+}
+
+/* The session's display connection (s->lock held): the one kept from the
+ * last call while it works and names the same display, a new one otherwise
+ * (the browser was relaunched with a new Xvfb, or the server went away). */
+static int x_acquire(struct cstate *s, const struct computer_target *t, struct err *e)
+{
+    if (s->xin && xin_alive(s->xin) && s->x_netns == t->netns && s->x_display == t->display &&
+        s->x_id == t->display_id)
+        return 0;
+    xin_close(s->xin);
+    s->xin = NULL;
+    int rc = xin_open(t->netns, t->display, X_REPLY_MS, &s->xin, e);
+    if (rc)
+        return rc;
+    s->x_netns = t->netns;
+    s->x_display = t->display;
+    s->x_id = t->display_id;
+    s->hidden = 0;
+    /* Actions start from where the pointer really is. */
+    struct err ignore;
+    err_init(&ignore);
+    if (xin_pointer(s->xin, &s->x, &s->y, &ignore) != 0)
+        s->x = s->y = 0;
+    return 0;
+}
+
+/* ---- calls ---- */
+
+int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
                  size_t *failed, struct err *e)
 {
-    struct cstate *s = state_get(id);
+    struct cstate *s = state_get(t->session_id);
     pthread_mutex_lock(&s->lock);
-    int rc = page_acquire(s, ws_url, e);
-    struct cpage *p = &s->page;
+    s->t = t;
+    int headful = t->display >= 0;
+    int rc = headful ? x_acquire(s, t, e) : page_acquire(s, t->ws_url, e);
+    struct xcall xc = {s, s->xin, 0};
     int64_t deadline = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
     size_t i = 0;
     for (; rc == 0 && i < n; i++) {
@@ -429,27 +779,84 @@ int computer_run(const char *id, const char *ws_url, const struct comp_action *a
                          "the batch ran longer than %d ms and was stopped", COMPUTER_BATCH_MAX_MS);
             break;
         }
-        rc = do_one(p, s, &acts[i], e);
+        if ((rc = cancelled(s, e)) != 0)
+            break;
+        rc = headful ? x_one(&xc, &acts[i], e) : do_one(&s->page, s, &acts[i], e);
+        /* The server has taken every event before the call answers. */
+        if (rc == 0 && headful)
+            rc = xin_sync(s->xin, e);
         if (rc)
             break;
     }
     if (failed)
         *failed = i;
-    if (rc && p->cc)
-        page_close(p); /* a fresh connection next time */
+    if (rc && !headful && s->page.cc)
+        page_close(&s->page); /* a fresh connection next time */
+    s->t = NULL;
     pthread_mutex_unlock(&s->lock);
     state_put(s);
     return rc;
 }
 
-int computer_screenshot(const char *id, const char *ws_url, const struct comp_action *a, int width,
-                        int height, char **png, size_t *len, struct err *e)
+int computer_run(const char *id, const char *ws_url, const struct comp_action *acts, size_t n,
+                 size_t *failed, struct err *e)
+{
+    struct computer_target t = {.session_id = id, .ws_url = ws_url, .display = -1};
+    return computer_act(&t, acts, n, failed, e);
+}
+
+int computer_pointer(const struct computer_target *t, int *x, int *y, struct err *e)
+{
+    struct cstate *s = state_get(t->session_id);
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    if (t->display >= 0 && (rc = x_acquire(s, t, e)) == 0 &&
+        (rc = xin_pointer(s->xin, &s->x, &s->y, e)) != 0)
+        rc = err_set(e, rc, "internal", "failed to get mouse position: %s", e->message);
+    *x = s->x;
+    *y = s->y;
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    return rc;
+}
+
+/* A PNG of the display's rectangle (s->lock held). */
+static int x_capture(struct cstate *s, const struct computer_target *t, const struct comp_action *a,
+                     int width, int height, char **png, size_t *len, struct err *e)
+{
+    int rc = x_acquire(s, t, e);
+    if (rc)
+        return rc;
+    int sw, sh;
+    xin_screen(s->xin, &sw, &sh);
+    int rx = 0, ry = 0, rw = width < sw ? width : sw, rh = height < sh ? height : sh;
+    if (a->has_region) {
+        rx = a->rx;
+        ry = a->ry;
+        rw = a->rw;
+        rh = a->rh;
+    }
+    const uint8_t *px = NULL;
+    size_t stride = 0;
+    if ((rc = xin_grab(s->xin, rx, ry, rw, rh, &px, &stride, e)) != 0)
+        return rc;
+    return xcapture_png(px, rw, rh, stride, png, len, e);
+}
+
+int computer_capture(const struct computer_target *t, const struct comp_action *a, int width,
+                     int height, char **png, size_t *len, struct err *e)
 {
     *png = NULL;
     *len = 0;
-    struct cstate *s = state_get(id);
+    struct cstate *s = state_get(t->session_id);
     pthread_mutex_lock(&s->lock);
-    int rc = page_acquire(s, ws_url, e);
+    if (t->display >= 0) {
+        int rc = x_capture(s, t, a, width, height, png, len, e);
+        pthread_mutex_unlock(&s->lock);
+        state_put(s);
+        return rc;
+    }
+    int rc = page_acquire(s, t->ws_url, e);
     json_t *res = NULL;
     if (rc == 0) {
         /* The screen: the page laid out at the session's screen size (a

@@ -1,17 +1,19 @@
 /*
  * computer: performs browsers.computer.* actions on a session's browser.
  *
- * Input, screenshots and the clipboard go through the browser's DevTools
- * protocol on its first page (Input.dispatchMouseEvent/dispatchKeyEvent/
- * insertText, Page.captureScreenshot, the async Clipboard API with the
- * clipboard permissions granted), so headless and headful sessions behave the
- * same and nothing runs outside the session's sandbox. docs/computer.md says
- * what this covers and what it does not (the browser's own UI is not part of
- * the picture).
+ * Headful sessions are driven on their own X display, as the hosted service
+ * does: XTest input, the pointer and cursor of the display, and screenshots
+ * of the whole screen (the browser's tab strip and dialogs included), through
+ * one X connection per session (runtime/xinput.h), kept between calls and
+ * closed with the session. Headless sessions have no display: input,
+ * screenshots (the page laid out at the screen size), the pointer (where
+ * the actions left it) and the cursor flag go through the browser's DevTools
+ * protocol on its first page. The clipboard is the browser's own (async
+ * Clipboard API over DevTools) in both. docs/computer.md says what differs.
  *
- * Each session has its own state (pointer position, cursor flag) and its own
- * lock: calls on one session run one at a time, different sessions never
- * wait on each other. Thread-safe.
+ * Each session has its own state and its own lock: calls on one session run
+ * one at a time, different sessions never wait on each other. Long gestures
+ * stop between steps when the caller's cancel hook says so. Thread-safe.
  */
 #ifndef BD_RUNTIME_COMPUTER_H
 #define BD_RUNTIME_COMPUTER_H
@@ -24,20 +26,43 @@
 /* Longest a batch may take in all (sleeps and gestures included). */
 #define COMPUTER_BATCH_MAX_MS 60000
 
-/* Runs n actions in order on the session's browser (DevTools URL ws_url),
- * stopping at the first failure: *failed (may be NULL) is its index, and e
- * says why (E_INTERNAL for a browser that refused, E_UNAVAIL when it cannot
- * be reached). Screenshot and clipboard-write actions are not taken here. */
+/* Where a call acts. */
+struct computer_target {
+    const char *session_id;
+    const char *ws_url; /* the browser's DevTools */
+    int display;        /* headful: the X display number; -1: act through DevTools */
+    int netns;          /* the core/netns id the display listens in (0: the host's) */
+    long display_id;    /* identifies the display (Xvfb's pid): a relaunched browser's
+                         * new display gets a new connection */
+    /* May be NULL: returns 1 when the call should stop (its client went
+     * away); asked between the steps of a gesture and during pauses. */
+    int (*cancelled)(void *ctx);
+    void *cancel_ctx;
+};
+
+/* Runs n actions in order (see computer_run), on the X display when the
+ * target has one. */
+int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
+                 size_t *failed, struct err *e) WUR;
+
+/* A PNG of the screen (headful: the X display's width x height top-left
+ * rectangle; headless: the page laid out at width x height), or of the
+ * region when a->has_region: *png is owned (xmalloc'd), *len bytes. */
+int computer_capture(const struct computer_target *t, const struct comp_action *a, int width,
+                     int height, char **png, size_t *len, struct err *e) WUR;
+
+/* Where the pointer is: the display's own pointer (headful), or where the
+ * session's actions left it (headless). */
+int computer_pointer(const struct computer_target *t, int *x, int *y, struct err *e) WUR;
+
+/* Runs n actions in order on the session's browser through DevTools, in the
+ * page's coordinates, whether headful or not (the live view, which shows the
+ * page, sends these), stopping at the first failure: *failed (may be NULL)
+ * is its index, and e says why (E_INTERNAL for a browser or display that
+ * refused, E_UNAVAIL when it cannot be reached). Screenshot and
+ * clipboard-write actions are not taken here. */
 int computer_run(const char *session_id, const char *ws_url, const struct comp_action *acts,
                  size_t n, size_t *failed, struct err *e) WUR;
-
-/* A PNG of the page laid out on a width x height screen (the region only,
- * when a->has_region): *png is owned (xmalloc'd), *len bytes. */
-int computer_screenshot(const char *session_id, const char *ws_url, const struct comp_action *a,
-                        int width, int height, char **png, size_t *len, struct err *e) WUR;
-
-/* Where the pointer is (the last position the session's actions left it). */
-void computer_mouse_position(const char *session_id, int *x, int *y);
 
 /* The browser's clipboard: read into *text (owned) / write text. */
 int computer_clipboard_read(const char *session_id, const char *ws_url, char **text,
@@ -45,7 +70,7 @@ int computer_clipboard_read(const char *session_id, const char *ws_url, char **t
 int computer_clipboard_write(const char *session_id, const char *ws_url, const char *text,
                              struct err *e) WUR;
 
-/* Forgets a session's state (it ended). */
+/* Forgets a session's state (it ended) and closes its X connection. */
 void computer_forget(const char *session_id);
 
 #endif

@@ -1,0 +1,24 @@
+/*
+ * xcapture: screen pixels to PNG, for screenshots of headful sessions'
+ * X displays (runtime/xinput.c grabs the pixels).
+ *
+ * Speed over size: zlib level 1 and no row filters. A 1920x1080 screen of a
+ * browser is mostly flat colour, which level 1 already packs well; filters
+ * and higher levels cost several times the encoding time for a few percent
+ * (figures in docs/computer.md).
+ */
+#ifndef BD_RUNTIME_XCAPTURE_H
+#define BD_RUNTIME_XCAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+/* Encodes width x height pixels, 4 bytes each in B G R X order, stride bytes
+ * per row, as an 8-bit RGB PNG: *png is owned (xmalloc'd), *len bytes.
+ * E_INTERNAL when libpng fails. */
+int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char **png,
+                 size_t *len, struct err *e) WUR;
+
+#endif
