@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/reaper.h"
+#include "runtime/spares.h"
 #include "runtime/sandbox.h"
 #include "api/api.h"
 #include "api/computer.h"
@@ -47,6 +48,7 @@ static const char usage[] =
     "usage:\n"
     "  browserd serve [--listen HOST:PORT] [--data DIR] [--public-url URL] [--admin-token TOKEN]\n"
     "                 [--chromium PATH] [--region REGION] [--allow-loopback HOST:PORT[,...]]\n"
+    "                 [--spares N]\n"
     "  browserd admin org create --name NAME [--plan PLAN]          (prints the org as JSON)\n"
     "  browserd admin org update ORG_ID [--plan P] [--plan-status S] [--trial-plan P]\n"
     "                            [--trial-ends-at RFC3339] [--projects-enabled true|false]\n"
@@ -63,6 +65,8 @@ static const char usage[] =
     "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
     "signed tokens in cdp_ws_url, default 86400), BROWSERD_SANDBOX (on|off: each session in\n"
     "its own sandbox, docs/sandbox.md; needs root). admin commands take --data DIR too.\n"
+    "--spares N / BROWSERD_SPARES: pre-launched browsers kept for fast creates (default 2:\n"
+    "one headful, one headless; 0 disables them; docs/spares.md).\n"
     "Relative paths in flags and variables are taken from the folder the server started in.\n"
     "Proxies: --managed-proxies FILE / BROWSERD_MANAGED_PROXIES (JSON {\"datacenter\": {\"host\",\n"
     "\"port\", \"username\"?, \"password\"?}, ...}), --default-proxy [USER:PASS@]HOST:PORT /\n"
@@ -269,6 +273,7 @@ static int cmd_serve(int argc, char **argv)
     const char *dproxy = env_or("BROWSERD_DEFAULT_PROXY", "");
     const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
     const char *threads = env_or("BROWSERD_THREADS", "4");
+    const char *spares = env_or("BROWSERD_SPARES", NULL);
     for (int i = 0; i < argc; i++) {
         if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
             flag(argc, argv, &i, "--public-url", &public_url) ||
@@ -279,7 +284,8 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--managed-proxies", &managed) ||
             flag(argc, argv, &i, "--default-proxy", &dproxy) ||
             flag(argc, argv, &i, "--proxy-ca-file", &proxy_ca) ||
-            flag(argc, argv, &i, "--threads", &threads))
+            flag(argc, argv, &i, "--threads", &threads) ||
+            flag(argc, argv, &i, "--spares", &spares))
             continue;
         fprintf(stderr, "browserd serve: unknown argument %s\n%s", argv[i], usage);
         return 2;
@@ -300,6 +306,11 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     c->threads = (unsigned)nthreads;
+    int nspares = spares ? spares_parse_count(spares) : SPARES_DEFAULT;
+    if (nspares < 0) {
+        fprintf(stderr, "browserd serve: --spares / BROWSERD_SPARES must be 0..%d\n", SPARES_MAX);
+        return 2;
+    }
     const char *ttl = env_or("BROWSERD_TOKEN_TTL_SECONDS", "86400");
     long ttl_s = strtol(ttl, &end, 10);
     if (*end || ttl_s < 1 || ttl_s > 30L * 86400) {
@@ -394,6 +405,10 @@ static int cmd_serve(int argc, char **argv)
         store_close(app.store);
         return 1;
     }
+    if (browsers_spares_start(&app, nspares, &e) != 0) {
+        log_warn("%s: creates launch cold", e.message); /* spares only make creates faster */
+        err_init(&e);
+    }
 
     struct http_config hc = {
         .host = c->listen_host,
@@ -410,6 +425,7 @@ static int cmd_serve(int argc, char **argv)
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {
         log_error("%s", e.message);
+        browsers_spares_stop(&app);
         sessmgr_stop(app.sessions);
         relay_stop(app.relay);
         store_close(app.store);
@@ -436,6 +452,7 @@ static int cmd_serve(int argc, char **argv)
     logs_api_fini(); /* after the streams it wakes are gone */
     pools_stop();
     /* fini: pools */
+    browsers_spares_stop(&app); /* before the modules whose ending hooks they run */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */
     telemetry_stop();
     /* fini: telemetry */

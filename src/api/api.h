@@ -31,6 +31,7 @@ struct app_config {
 
 struct relay;
 struct sessmgr;
+struct spares;
 
 struct app {
     struct store *store;
@@ -39,6 +40,7 @@ struct app {
     pthread_rwlock_t relay_gate;
     int relay_closed;
     struct sessmgr *sessions; /* live browsers */
+    struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
     unsigned char token_key[32];
 };
 
@@ -170,6 +172,14 @@ int browsers_end(struct app *app, const char *session_id, const char *reason);
 
 /* sessmgr hook: a session ended on its own (timeout, browser exit, shutdown). */
 void browsers_on_end(void *app, const char *session_id, const char *reason, long long uptime_ms);
+
+/* Starts keeping `count` pre-launched spare browsers (0: none) that
+ * POST /browsers hands out when spare_match says one fits (docs/spares.md).
+ * After sessmgr_start. E_INTERNAL when the filler cannot start. */
+int browsers_spares_start(struct app *app, int count, struct err *e) WUR;
+/* Ends every spare; before sessmgr_stop and the modules' fini (their ending
+ * hooks run for each spare). */
+void browsers_spares_stop(struct app *app);
 
 /* Records as the API shows them (new references). */
 json_t *render_org(struct store *st, const struct org_rec *o);

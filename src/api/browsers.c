@@ -29,6 +29,7 @@
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 #include "domain/session_rules.h"
+#include "domain/spare_match.h"
 #include "domain/telemetry_cfg.h"
 #include "proxy/cdp_client.h"
 #include "proxy/relay.h"
@@ -37,6 +38,7 @@
 #include "runtime/profile_archive.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
+#include "runtime/spares.h"
 
 #define LAUNCH_TIMEOUT_MS   20000
 #define TOKEN_LIFETIME_S    (24 * 3600)
@@ -307,9 +309,34 @@ static int launch_failed(const char *id, const char *what, int rc, struct err *e
     return e->rc;
 }
 
-int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
-                   const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
-                   struct err *e)
+/* Standalone sessions share the org's limit with every pool's capacity,
+ * checked under the session manager's one lock: 429 when it is reached. */
+static int reserve_slot(struct app *app, const char *org_id, const json_t *ent, struct err *e)
+{
+    int64_t lim;
+    long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    long long pool_capacity = 0;
+    if (sessmgr_reserve(app->sessions, org_id, limit, &pool_capacity) == 0)
+        return 0;
+    e->retry_after = 5;
+    return err_set(e, E_LIMIT, "rate_limited",
+                   "limits.max_concurrent_browsers (%lld, of which %lld held by pools) "
+                   "reached for this organization",
+                   limit, pool_capacity);
+}
+
+/* What launching a spare hands back instead of a live session: the browser
+ * and its settings document, owned by the caller (spare_launch). */
+struct spare_out {
+    struct chromium *browser;
+    json_t *doc;
+};
+
+/* browsers_spawn, or with `spare` a spare's launch: no store row, no live
+ * entry, no started hooks (they run at hand-out, for the session's owner). */
+static int spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
+                 const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
+                 struct spare_out *spare, struct err *e)
 {
     memset(out, 0, sizeof *out);
     struct sessrules_create c;
@@ -320,18 +347,9 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
         sessrules_create_clear(&c);
         return rc;
     }
-    /* Standalone sessions share the org's limit with every pool's capacity,
-     * checked under the session manager's one lock. */
-    int64_t lim;
-    long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
-    long long pool_capacity = 0;
-    if (!pooled && sessmgr_reserve(app->sessions, org_id, limit, &pool_capacity)) {
+    if (!pooled && (rc = reserve_slot(app, org_id, ent, e)) != 0) {
         sessrules_create_clear(&c);
-        e->retry_after = 5;
-        return err_set(e, E_LIMIT, "rate_limited",
-                       "limits.max_concurrent_browsers (%lld, of which %lld held by pools) "
-                       "reached for this organization",
-                       limit, pool_capacity);
+        return rc;
     }
     struct session_rec *s = out;
     crypto_new_id(s->id);
@@ -363,10 +381,10 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
     /* Name first: a duplicate is refused before anything is prepared. */
-    rc = store_session_insert(app->store, s);
+    rc = spare ? 0 : store_session_insert(app->store, s);
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
-    int inserted = rc == 0;
+    int inserted = rc == 0 && !spare;
     /* The sandbox before the modules: the egress proxy listens inside its
      * network namespace. The browser holds its own reference. */
     struct sandbox *sb = NULL;
@@ -400,7 +418,7 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     if (rc) {
         if (!pooled)
             sessmgr_unreserve(app->sessions, org_id);
-        if (inserted)
+        if (inserted || spare) /* a spare's modules were prepared too */
             session_finish(app, s, doc, "launch failed", 0);
         json_decref(doc);
         session_rec_clear(s);
@@ -411,6 +429,12 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     s->pid_start = chromium_start_ticks(browser);
     s->xvfb_pid = chromium_xvfb_pid(browser);
     s->xvfb_start = chromium_xvfb_start_ticks(browser);
+    if (spare) {
+        spare->browser = browser;
+        spare->doc = doc;
+        sessrules_create_clear(&c);
+        return 0;
+    }
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->started)
             (*x)->started(&sc, chromium_ws_url(browser));
@@ -426,6 +450,13 @@ int browsers_spawn(struct app *app, const char *org_id, const char *project_id, 
     json_decref(doc);
     sessrules_create_clear(&c);
     return 0;
+}
+
+int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
+                   const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
+                   struct err *e)
+{
+    return spawn(app, org_id, project_id, ent, body, extra, pooled, out, NULL, e);
 }
 
 /* live_with_browser callback: a reference to the browser's sandbox. */
@@ -526,6 +557,243 @@ json_t *browsers_render(struct app *app, const struct session_rec *s)
     return render_session(app, s);
 }
 
+/* ---- spares: pre-launched browsers (runtime/spares.h, docs/spares.md) ----
+ *
+ * A spare is launched like a session of nobody: a fresh id, its own sandbox,
+ * cgroup, files and egress listener, all named by that id, but no store row,
+ * no live entry and no started hooks. Handing it out makes the id the
+ * session's: nothing is renamed, the row is inserted then (created_at the
+ * hand-out time) and the started hooks run for the owner. Until then, a
+ * marker file DATA/sessions/ID.spare holds its processes, so that a restart
+ * after a crash ends them and removes its folders (spares_recover); the
+ * reaper covers the crash itself as for any session.
+ */
+
+static void apply_navigate(const char *ws_url, const char *url);
+
+struct spare_item {
+    struct session_rec rec; /* the id; org "" until handed out */
+    int kind;
+    struct chromium *browser;
+    json_t *doc;
+};
+
+static char *spare_marker(const struct app *app, const char *id)
+{
+    return xasprintf("%s/sessions/%s.spare", app->cfg.data_dir, id);
+}
+
+static int spare_launch(void *ctx, int kind, void **item)
+{
+    struct app *app = ctx;
+    json_t *body = json_loads(spare_kind_body((enum spare_kind)kind), 0, NULL);
+    json_object_set_new(body, "region", json_string(app->cfg.region));
+    json_t *ent = json_object(); /* no org: nothing entitlement-gated is asked */
+    struct spare_item *sp = xcalloc(1, sizeof *sp);
+    struct spare_out out = {0};
+    struct err e;
+    err_init(&e);
+    int rc = spawn(app, "", "", ent, body, NULL, 1, &sp->rec, &out, &e);
+    json_decref(body);
+    json_decref(ent);
+    if (rc) {
+        log_warn("spares: %s", e.message);
+        xfree(sp);
+        return rc;
+    }
+    sp->kind = kind;
+    sp->browser = out.browser;
+    sp->doc = out.doc;
+    char *path = spare_marker(app, sp->rec.id);
+    FILE *f = fopen(path, "we");
+    if (f) {
+        fprintf(f, "%d %llu %d %llu\n", sp->rec.pid, sp->rec.pid_start, sp->rec.xvfb_pid,
+                sp->rec.xvfb_start);
+        fclose(f);
+    }
+    xfree(path);
+    log_info("spares: %s spare %s launched (pid %d)", spare_kind_name((enum spare_kind)kind),
+             sp->rec.id, sp->rec.pid);
+    *item = sp;
+    return 0;
+}
+
+static int spare_alive(void *ctx, void *item)
+{
+    (void)ctx;
+    struct spare_item *sp = item;
+    int status;
+    return !chromium_exited(sp->browser, &status);
+}
+
+/* Ends a spare nobody holds: it has nothing to save, so no graceful close.
+ * The ending hooks close what its prepare opened (the egress listener). */
+static void spare_end(void *ctx, void *item, const char *reason)
+{
+    struct app *app = ctx;
+    struct spare_item *sp = item;
+    chromium_stop(sp->browser, 500, 0);
+    chromium_free(sp->browser);
+    session_finish(app, &sp->rec, sp->doc, reason, 0);
+    char *path = spare_marker(app, sp->rec.id);
+    unlink(path);
+    xfree(path);
+    log_info("spares: spare %s ended: %s", sp->rec.id, reason);
+    json_decref(sp->doc);
+    session_rec_clear(&sp->rec);
+    xfree(sp);
+}
+
+static const struct spares_launcher spare_launcher = {
+    .launch = spare_launch,
+    .alive = spare_alive,
+    .end = spare_end,
+};
+
+int browsers_spares_start(struct app *app, int count, struct err *e)
+{
+    struct spares_launcher l = spare_launcher;
+    l.ctx = app;
+    return spares_start(&l, count, &app->spares, e);
+}
+
+void browsers_spares_stop(struct app *app)
+{
+    spares_stop(app->spares);
+    app->spares = NULL;
+}
+
+/* Ends the spares a previous run left (their marker files): processes that
+ * outlived a watcher killed with the server, folders, the files' mount. */
+static void spares_recover(struct app *app)
+{
+    char *root = xasprintf("%s/sessions", app->cfg.data_dir);
+    DIR *d = opendir(root);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len <= 6 || len - 6 >= STORE_ID || strcmp(de->d_name + len - 6, ".spare") != 0)
+            continue;
+        struct session_rec rec;
+        memset(&rec, 0, sizeof rec);
+        snprintf(rec.id, sizeof rec.id, "%.*s", (int)(len - 6), de->d_name);
+        char *path = xasprintf("%s/%s", root, de->d_name);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fscanf(f, "%d %llu %d %llu", &rec.pid, &rec.pid_start, &rec.xvfb_pid,
+                       &rec.xvfb_start) == 4) {
+                if (rec.pid > 0)
+                    (void)chromium_kill_stale(rec.pid, rec.pid_start);
+                if (rec.xvfb_pid > 0)
+                    (void)chromium_kill_stale(rec.xvfb_pid, rec.xvfb_start);
+            }
+            fclose(f);
+        }
+        session_finish(app, &rec, NULL, "server restarted", 0);
+        unlink(path);
+        xfree(path);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    xfree(root);
+    if (n)
+        log_info("recovery: removed %d spare browser(s) of the previous run", n);
+}
+
+/*
+ * Serves a create from a ready spare when spare_match says one fits: *served
+ * 0 (and nothing done, e untouched) when none fits or none is ready, so that
+ * the caller launches cold; otherwise *served 1 and the result: 0 with the
+ * session in *s, or the error (the org's limit, a duplicate name). The limit
+ * is checked as for any create: a spare lets nobody past it.
+ */
+static int from_spare(struct app *app, const char *org_id, const char *project_id,
+                      const json_t *ent, const json_t *body, struct session_rec *s, int *served,
+                      struct err *e)
+{
+    *served = 0;
+    if (!app->spares)
+        return 0;
+    struct err scratch;
+    err_init(&scratch);
+    struct sessrules_create c;
+    if (sessrules_validate_create(body, &c, &scratch) != 0)
+        return 0; /* the cold path reports it */
+    enum spare_kind k = spare_match(&c, NULL);
+    if (k == SPARE_NONE || unsupported_create_fields(&scratch, &c) ||
+        check_limits(app, ent, &c, &scratch)) {
+        sessrules_create_clear(&c);
+        return 0;
+    }
+    *served = 1;
+    int rc = reserve_slot(app, org_id, ent, e);
+    struct spare_item *sp = rc == 0 ? spares_take(app->spares, k) : NULL;
+    if (rc == 0 && !sp) {
+        sessmgr_unreserve(app->sessions, org_id);
+        *served = 0;
+    }
+    if (!sp) {
+        sessrules_create_clear(&c);
+        return rc;
+    }
+    memset(s, 0, sizeof *s);
+    *s = sp->rec;
+    s->data = NULL;
+    snprintf(s->org_id, sizeof s->org_id, "%s", org_id);
+    snprintf(s->project_id, sizeof s->project_id, "%s", project_id);
+    snprintf(s->name, sizeof s->name, "%s", c.name);
+    s->created_at = clock_now_ms(); /* the session begins at hand-out */
+    json_t *doc = json_deep_copy(sp->doc);
+    json_t *mine = settings_doc(&c);
+    json_object_update(doc, mine);
+    json_decref(mine);
+    s->data = jsonx_dump(doc);
+    rc = store_session_insert(app->store, s);
+    if (rc) {
+        if (rc == E_CONFLICT)
+            err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
+        else
+            err_set(e, rc, "internal", "the session could not be stored");
+        spares_put_back(app->spares, k, sp); /* nobody saw it */
+        sessmgr_unreserve(app->sessions, org_id);
+        json_decref(doc);
+        session_rec_clear(s);
+        sessrules_create_clear(&c);
+        return rc;
+    }
+    char dir[1200];
+    api_session_dir(app, s->id, dir, sizeof dir);
+    struct session_ctx sc = {app, s, doc, body, dir, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->started)
+            (*x)->started(&sc, chromium_ws_url(sp->browser));
+    xfree(s->data);
+    s->data = jsonx_dump(doc);
+    if (store_session_update(app->store, s) != 0)
+        log_error("session %s: could not record the modules' state", s->id);
+    sessmgr_add(app->sessions, s->id, s->org_id, sp->browser, (int)c.timeout_seconds, 0);
+    struct live *l = sessmgr_get(app->sessions, s->id);
+    char ws[512];
+    if (l) {
+        live_uptime_from_now(l);
+        if (c.start_url[0] && live_ws_url(l, ws, sizeof ws) == 0)
+            apply_navigate(ws, c.start_url);
+        sessmgr_put(l);
+    }
+    char *marker = spare_marker(app, s->id);
+    unlink(marker);
+    xfree(marker);
+    log_info("session %s started from a %s spare (pid %d)", s->id,
+             spare_kind_name((enum spare_kind)sp->kind), s->pid);
+    json_decref(doc);
+    json_decref(sp->doc);
+    xfree(sp);
+    sessrules_create_clear(&c);
+    return 0;
+}
+
 int browsers_create(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
@@ -540,7 +808,16 @@ int browsers_create(struct req *rq, struct resp *rs)
         return rc;
     }
     struct session_rec s;
-    rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0, &s, &rq->err);
+    int served = 0;
+    rc = from_spare(app, a->org.id, a->project.id, ent, body, &s, &served, &rq->err);
+    if (!served) {
+        rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0, &s, &rq->err);
+        /* The host had no room: spares are the first thing given up. */
+        if (rc == E_UNAVAIL && spares_give_up(app->spares)) {
+            err_init(&rq->err);
+            rc = browsers_spawn(app, a->org.id, a->project.id, ent, body, NULL, 0, &s, &rq->err);
+        }
+    }
     json_decref(body);
     if (rc)
         return rc;
@@ -735,7 +1012,9 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
     log = xasprintf("%s.xvfb.log", dir);
     unlink(log);
     xfree(log);
-    record_end(app, s, reason, uptime_ms);
+    /* A spare that was never handed out has no organization and no row. */
+    if (s->org_id[0])
+        record_end(app, s, reason, uptime_ms);
 }
 
 void browsers_recover(struct app *app)
@@ -774,6 +1053,7 @@ void browsers_recover(struct app *app)
     if (n)
         log_info("recovery: ended %zu session(s) of the previous run", n);
     xfree(rows);
+    spares_recover(app);
 }
 
 /* ---- update ---- */

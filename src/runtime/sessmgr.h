@@ -71,6 +71,9 @@ void sessmgr_put(struct live *l);
 int live_ws_url(struct live *l, char *out, size_t cap);
 /* The browser's running time so far. */
 long long live_uptime_ms(struct live *l);
+/* Usage starts now: a spare handed out as this session (api/browsers.c)
+ * ran before the session existed, and that time is nobody's. */
+void live_uptime_from_now(struct live *l);
 /* CDP client bookkeeping for the idle timeout. */
 void live_client_attached(struct live *l);
 /* Activity that is not a connection (a computer-control call, say): the idle

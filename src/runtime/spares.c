@@ -1,0 +1,260 @@
+/*
+ * spares: see spares.h and docs/spares.md.
+ *
+ * One mutex guards the ready lists; the filler drops it around every
+ * launcher call, so a launch (hundreds of ms) never blocks spares_take, which
+ * is on the create path and must stay a list operation.
+ */
+#include "runtime/spares.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "domain/spare_match.h"
+
+#define TICK_MS        500
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 30000
+
+struct spares {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    struct spares_launcher l;
+    int target[SPARE_KINDS];
+    void *ready[SPARE_KINDS][SPARES_MAX];
+    int nready[SPARE_KINDS];
+    int64_t holdoff_until; /* monotonic ms: no launch before (room, failures) */
+    int backoff_ms;
+    uint64_t handed_out;
+    int stopping;
+};
+
+int spares_parse_count(const char *v)
+{
+    if (!v || !*v)
+        return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end || n < 0 || n > SPARES_MAX ? -1 : (int)n;
+}
+
+/* MemAvailable in MiB, or -1 when /proc/meminfo cannot say (then the check
+ * is skipped: the launch itself fails if there is no room). */
+static long long mem_available_mb(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
+/* The kind the filler launches next, or -1 when every kind is full. The
+ * headful kind first: it is what {} asks for. */
+static int wanted_locked(struct spares *s)
+{
+    for (int k = 0; k < SPARE_KINDS; k++)
+        if (s->nready[k] < s->target[k])
+            return k;
+    return -1;
+}
+
+/* Takes every ready item out, checks it without the lock, puts back the live
+ * ones: a create cannot take an item while it is being checked. */
+static void check_alive_locked(struct spares *s)
+{
+    void *items[SPARE_KINDS][SPARES_MAX];
+    int n[SPARE_KINDS];
+    memcpy(items, s->ready, sizeof items);
+    memcpy(n, s->nready, sizeof n);
+    memset(s->nready, 0, sizeof s->nready);
+    pthread_mutex_unlock(&s->mu);
+    for (int k = 0; k < SPARE_KINDS; k++)
+        for (int i = 0; i < n[k]; i++)
+            if (!s->l.alive(s->l.ctx, items[k][i])) {
+                s->l.end(s->l.ctx, items[k][i], "spare browser exited");
+                items[k][i] = NULL;
+            }
+    pthread_mutex_lock(&s->mu);
+    for (int k = 0; k < SPARE_KINDS; k++)
+        for (int i = 0; i < n[k]; i++)
+            if (items[k][i] && s->nready[k] < SPARES_MAX)
+                s->ready[k][s->nready[k]++] = items[k][i];
+}
+
+static void *fill(void *arg)
+{
+    struct spares *s = arg;
+    int64_t next_check = 0;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        int64_t now = clock_mono_ms();
+        if (now >= next_check) {
+            check_alive_locked(s);
+            next_check = now + TICK_MS;
+            if (s->stopping)
+                break;
+        }
+        int k = wanted_locked(s);
+        long long avail = k >= 0 && now >= s->holdoff_until ? mem_available_mb() : 0;
+        if (k < 0 || now < s->holdoff_until || (avail >= 0 && avail < SPARES_MIN_AVAIL_MB)) {
+            struct timespec ts = clock_deadline(TICK_MS);
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        void *item = NULL;
+        int rc = s->l.launch(s->l.ctx, k, &item);
+        pthread_mutex_lock(&s->mu);
+        if (rc != 0 || !item) {
+            s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_MIN_MS;
+            if (s->backoff_ms > BACKOFF_MAX_MS)
+                s->backoff_ms = BACKOFF_MAX_MS;
+            s->holdoff_until = clock_mono_ms() + s->backoff_ms;
+            log_warn("spares: a %s spare could not be launched; next try in %d ms",
+                     spare_kind_name((enum spare_kind)k), s->backoff_ms);
+            continue;
+        }
+        s->backoff_ms = 0;
+        if (s->stopping || s->nready[k] >= s->target[k]) {
+            /* Stopping, or the target was met meanwhile (a put back). */
+            pthread_mutex_unlock(&s->mu);
+            s->l.end(s->l.ctx, item, "not needed");
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        s->ready[k][s->nready[k]++] = item;
+        log_debug("spares: a %s spare is ready (%d of %d)", spare_kind_name((enum spare_kind)k),
+                  s->nready[k], s->target[k]);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int spares_start(const struct spares_launcher *launcher, int count, struct spares **out,
+                 struct err *e)
+{
+    *out = NULL;
+    if (count <= 0)
+        return 0;
+    if (count > SPARES_MAX)
+        count = SPARES_MAX;
+    struct spares *s = xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    clock_cond_init(&s->cv);
+    s->l = *launcher;
+    s->target[SPARE_HEADFUL] = (count + 1) / 2;
+    s->target[SPARE_HEADLESS] = count / 2;
+    if (pthread_create(&s->thread, NULL, fill, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        xfree(s);
+        return err_set(e, E_INTERNAL, "internal", "cannot start the spares filler");
+    }
+    log_info("spares: keeping %d pre-launched browser(s) (%d headful, %d headless)", count,
+             s->target[SPARE_HEADFUL], s->target[SPARE_HEADLESS]);
+    *out = s;
+    return 0;
+}
+
+void spares_stop(struct spares *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    for (int k = 0; k < SPARE_KINDS; k++)
+        for (int i = 0; i < s->nready[k]; i++)
+            s->l.end(s->l.ctx, s->ready[k][i], "server stopped");
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    xfree(s);
+}
+
+void *spares_take(struct spares *s, int kind)
+{
+    if (!s || kind < 0 || kind >= SPARE_KINDS)
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    void *item = NULL;
+    /* The oldest first: every spare ages the same way, none is kept forever. */
+    if (s->nready[kind] > 0) {
+        item = s->ready[kind][0];
+        memmove(&s->ready[kind][0], &s->ready[kind][1],
+                (size_t)(s->nready[kind] - 1) * sizeof(void *));
+        s->nready[kind]--;
+        s->handed_out++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return item;
+}
+
+void spares_put_back(struct spares *s, int kind, void *item)
+{
+    if (!s || !item)
+        return;
+    pthread_mutex_lock(&s->mu);
+    int keep = !s->stopping && s->nready[kind] < SPARES_MAX;
+    if (keep) {
+        s->ready[kind][s->nready[kind]++] = item;
+        s->handed_out--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!keep)
+        s->l.end(s->l.ctx, item, "server stopped");
+}
+
+int spares_give_up(struct spares *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    void *item = NULL;
+    /* The headless kind first: the default {} is the one most asked for. */
+    for (int k = SPARE_KINDS - 1; k >= 0 && !item; k--)
+        if (s->nready[k] > 0)
+            item = s->ready[k][--s->nready[k]];
+    s->holdoff_until = clock_mono_ms() + SPARES_HOLDOFF_MS;
+    pthread_mutex_unlock(&s->mu);
+    if (item)
+        s->l.end(s->l.ctx, item, "a session needs the room");
+    return item != NULL;
+}
+
+int spares_ready(struct spares *s, int kind)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (int k = 0; k < SPARE_KINDS; k++)
+        if (kind < 0 || kind == k)
+            n += s->nready[k];
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+uint64_t spares_handed_out(struct spares *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    uint64_t n = s->handed_out;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
