@@ -382,6 +382,15 @@ static int view_of(void *ctx, struct chromium *c)
     return 0;
 }
 
+/* recorder_opts.ws_lookup: the session's DevTools URL now. */
+static int ws_now(void *ctx, const char *sid, char *out, size_t cap)
+{
+    struct live *l = sessmgr_get(((struct app *)ctx)->sessions, sid);
+    int rc = l && live_ws_url(l, out, cap) == 0 ? 0 : -1;
+    sessmgr_put(l);
+    return rc;
+}
+
 /* Starts one recording of a live session (table_mu NOT held). */
 static int start_recording(struct app *app, struct live *l, const char *sid, const char *org_id,
                            const char *ws, int width, int height, int framerate, int max_seconds,
@@ -431,6 +440,9 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
             .sb = bv.sb,
             .display = bv.display,
             .ws_url = ws,
+            .ws_lookup = ws_now,
+            .ws_ctx = app,
+            .session_id = sid,
             .width = width,
             .height = height,
             .framerate = framerate,

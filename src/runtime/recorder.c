@@ -49,6 +49,9 @@ struct recorder {
     struct sandbox *sb;
     int headless;
     char *ws_url;
+    int (*ws_lookup)(void *ctx, const char *session_id, char *out, size_t cap);
+    void *ws_ctx;
+    char *session_id;
     int framerate;
     long long max_bytes;
 };
@@ -337,6 +340,14 @@ static void *recorder_main(void *arg)
             long long due = (now - t0) * r->framerate / 1000000 + 1;
             if (due > frames_sent) {
                 size_t n = 0;
+                char fresh[512];
+                /* Reconnecting: the browser may have been restarted. */
+                if (!sh.cc && r->ws_lookup &&
+                    r->ws_lookup(r->ws_ctx, r->session_id, fresh, sizeof fresh) == 0 &&
+                    strcmp(fresh, r->ws_url) != 0) {
+                    xfree(r->ws_url);
+                    r->ws_url = xstrdup(fresh);
+                }
                 unsigned char *img = rec_shooter_take(&sh, r->ws_url, 80, &n);
                 if (img) {
                     xfree(last);
@@ -475,6 +486,9 @@ int recorder_start(const struct recorder_opts *o, struct recorder **out, struct 
     r->sb = sandbox_ref((struct sandbox *)o->sb);
     r->headless = o->display < 0;
     r->ws_url = o->ws_url ? xstrdup(o->ws_url) : NULL;
+    r->ws_lookup = o->session_id ? o->ws_lookup : NULL;
+    r->ws_ctx = o->ws_ctx;
+    r->session_id = o->session_id ? xstrdup(o->session_id) : NULL;
     r->framerate = o->framerate;
     r->max_bytes = o->max_bytes;
     if ((errno = pthread_create(&r->thread, NULL, recorder_main, r)) != 0) {
@@ -487,6 +501,7 @@ int recorder_start(const struct recorder_opts *o, struct recorder **out, struct 
         close(r->file_fd);
         sandbox_unref(r->sb);
         xfree(r->ws_url);
+        xfree(r->session_id);
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
         xfree(r);
@@ -551,6 +566,7 @@ void recorder_free(struct recorder *r)
     pthread_join(r->thread, NULL);
     sandbox_unref(r->sb);
     xfree(r->ws_url);
+    xfree(r->session_id);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     xfree(r);

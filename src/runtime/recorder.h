@@ -44,12 +44,19 @@ struct recorder_opts {
     const struct sandbox *sb; /* the session's sandbox (borrowed; referenced while recording) */
     int display;              /* >= 0: grab X display :N (headful); -1: DevTools screenshots */
     const char *ws_url;       /* headless: the browser's DevTools URL */
-    int width, height;        /* the picture (the viewport); made even for the encoder */
-    int framerate;            /* frames per second, >= 1 */
-    int max_seconds;          /* the recording ends by itself after this */
-    long long max_bytes;      /* and when the file reaches this size */
-    const char *out_path;     /* the MP4 file to write (created, mode 0600) */
-    const char *log_path;     /* ffmpeg's stderr (appended), may be NULL */
+    /* headless, optional: the session's DevTools URL now (a browser restarted
+     * with a profile listens elsewhere), asked when the connection is lost;
+     * 0 and out filled, or -1 when the session has ended. ctx must outlive
+     * the recorder (the server's app). */
+    int (*ws_lookup)(void *ctx, const char *session_id, char *out, size_t cap);
+    void *ws_ctx;
+    const char *session_id; /* for ws_lookup (copied) */
+    int width, height;      /* the picture (the viewport); made even for the encoder */
+    int framerate;          /* frames per second, >= 1 */
+    int max_seconds;        /* the recording ends by itself after this */
+    long long max_bytes;    /* and when the file reaches this size */
+    const char *out_path;   /* the MP4 file to write (created, mode 0600) */
+    const char *log_path;   /* ffmpeg's stderr (appended), may be NULL */
 };
 
 /* Starts recording: creates out_path, launches ffmpeg in the sandbox and the

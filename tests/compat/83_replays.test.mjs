@@ -274,6 +274,38 @@ export const tests = [
     }),
   },
   {
+    name: 'a headless recording goes on across a browser restart (a profile loaded by PATCH): red before, blue after, in one file',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s);
+      let { br, pg } = await page(b);
+      await pg.goto(`${site.url}/red`);
+      const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {});
+      eq(st.status, 201, st.text);
+      await dwell(1500);
+      await br.close().catch(() => {});
+      const prof = await api(s, 'POST', '/profiles', { name: 'replay-restart' });
+      assert(prof.status === 200 || prof.status === 201, `profile: ${prof.text}`);
+      const up = await api(s, 'PATCH', `/browsers/${b.session_id}`, { profile: { name: 'replay-restart' } });
+      eq(up.status, 200, `load a profile (restarts the browser): ${up.text}`);
+      ({ br, pg } = await page(b));
+      try {
+        await pg.goto(`${site.url}/blue`);
+        await dwell(2500);
+      } finally { await br.close().catch(() => {}); }
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays/${st.json.replay_id}/stop`)).status, 200, 'stop');
+      const dl = await download(s, b.session_id, st.json.replay_id);
+      eq(dl.status, 200, 'download');
+      const dir = mkdtempSync(join(tmpdir(), 'replay-'));
+      try {
+        writeFileSync(join(dir, 'r.mp4'), dl.body);
+        const seen = colourRuns(join(dir, 'r.mp4')).runs.filter((r) => r !== 'other');
+        assert(seen.indexOf('red') >= 0 && seen.lastIndexOf('blue') > seen.indexOf('red'), `red, then blue after the restart: ${seen.join(' ')}`);
+      } finally { rmSync(dir, { recursive: true, force: true }); }
+      await api(s, 'DELETE', `/browsers/${b.session_id}`);
+    }),
+  },
+  {
     name: 'PATCH viewport: refused (409 naming the recording) without force; with force applied and recorded as a second segment',
     timeout: 60000,
     fn: () => withServer(async (s) => {
