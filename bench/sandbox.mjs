@@ -8,6 +8,12 @@
 //   - proportional set size of the whole process tree of an idle headless
 //     session (the browser, its zygotes, renderer, GPU and utility processes,
 //     and, sandboxed, bwrap's two processes), averaged over N sessions.
+// Both servers run with --spares 0 (every create launches cold). A third
+// server keeps its spares (issue 21, docs/spares.md) and measures, in the
+// same run: POST /browsers {} (headful) and {"headless": true} served by a
+// spare, each after its replacement became ready, beside the cold {} create
+// measured back to back with deletes (the next create right after the
+// previous DELETE answered) and the raw launch.
 //   node bench/sandbox.mjs
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -17,6 +23,15 @@ import { startServer, request } from '../tests/blackbox/lib.mjs';
 import { ms, rawLaunch } from './lib.mjs';
 
 const RUNS = Number(process.env.BENCH_LAUNCHES || 9);
+const SPARE_RUNS = Number(process.env.BENCH_SPARE_CREATES || 30);
+const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]; };
+
+// Ready spares of a server (their marker files, runtime/spares.h).
+const sparesOf = (s) => { try { return new Set(readdirSync(join(s.dir, 'sessions')).filter((f) => f.endsWith('.spare')).map((f) => f.slice(0, -6))); } catch { return new Set(); } };
+async function sparesReady(s, n) {
+  for (let i = 0; i < 600 && sparesOf(s).size < n; i++) await new Promise((r) => setTimeout(r, 100));
+  if (sparesOf(s).size < n) throw new Error(`spares not ready:\n${s.log}`);
+}
 const IDLE = Number(process.env.BENCH_IDLE_SESSIONS || 10);
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
@@ -45,8 +60,8 @@ function treePss(dir, id) {
   return kb;
 }
 
-const on = await startServer();
-const off = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
+const on = await startServer({ args: ['--spares', '0'] });
+const off = await startServer({ args: ['--spares', '0'], env: { BROWSERD_SANDBOX: 'off' } });
 const lines = [];
 try {
   if (!/sandbox: on/.test(on.log)) throw new Error(`the first server is not sandboxed:\n${on.log}`);
@@ -78,6 +93,53 @@ try {
   const pssOn = await idle(on);
   const pssOff = await idle(off);
   const f = (x) => x.toFixed(1);
+
+  // Issue 21: a spare's create beside a cold one and a raw launch. The cold
+  // server is `on` (--spares 0); the spare server keeps the default spares.
+  const spare = await startServer({ args: ['--spares', '2'] });
+  const fromSpare = { '{}': [], '{"headless":true}': [] };
+  let served = 0, asked = 0;
+  const coldBtb = [], coldBtbHl = [], raw2 = [];
+  try {
+    for (let i = 0; i < SPARE_RUNS; i++) {
+      for (const body of [{}, { headless: true }]) {
+        await sparesReady(spare, 2);
+        const before = sparesOf(spare);
+        const t0 = process.hrtime.bigint();
+        const r = await api(spare, 'POST', '/browsers', body);
+        const t = ms(t0);
+        if (r.status !== 200) throw new Error(`create: ${r.text}`);
+        asked++;
+        if (before.has(r.json.session_id)) { served++; fromSpare[JSON.stringify(body)].push(t); }
+        await api(spare, 'DELETE', `/browsers/${r.json.session_id}`);
+      }
+    }
+    // Cold {} back to back with deletes: no pause between a DELETE's answer
+    // and the next create, so the previous browser's teardown overlaps it.
+    for (let i = 0; i < RUNS; i++) raw2.push(await rawLaunch());
+    for (const body of [{}, { headless: true }]) {
+      for (let i = 0; i < RUNS; i++) {
+        const t0 = process.hrtime.bigint();
+        const r = await api(on, 'POST', '/browsers', body);
+        (body.headless ? coldBtbHl : coldBtb).push(ms(t0));
+        if (r.status !== 200) throw new Error(`create: ${r.text}`);
+        await api(on, 'DELETE', `/browsers/${r.json.session_id}`);
+      }
+    }
+  } finally { await spare.stop(); spare.cleanup(); }
+  const hf = fromSpare['{}'], hl = fromSpare['{"headless":true}'];
+  lines.push('## Creates from pre-launched spares (issue 21)', '',
+    `Command: \`node bench/sandbox.mjs\` (run by \`make bench\`). A server with \`--spares 2\` (one headful, one headless spare):`,
+    `${SPARE_RUNS} creates of each body, each after the previous one's spare was replaced (${served} of ${asked} served by a spare; only those are timed),`,
+    `each followed by its DELETE. The cold create is \`POST /browsers {}\` on a \`--spares 0\` server, the next create sent as soon as`,
+    `the previous DELETE answered (${RUNS} of each body), after ${RUNS} raw launches.`, '',
+    '| figure | value | target |', '|---|---|---|',
+    `| \`POST /browsers {}\` to CDP-ready from a headful spare, p50 / p99 | ${f(median(hf))} / ${f(p99(hf))} ms | p50 < 10 ms, p99 < 30 ms |`,
+    `| \`POST /browsers {"headless":true}\` from a headless spare, p50 / p99 | ${f(median(hl))} / ${f(p99(hl))} ms | |`,
+    `| cold \`POST /browsers {}\` (headful), back to back with deletes, median | ${f(median(coldBtb))} ms (${f(median(coldBtb) / median(raw2))}x raw) | <= 1.2x raw |`,
+    `| cold \`POST /browsers {"headless":true}\`, back to back with deletes, median | ${f(median(coldBtbHl))} ms (${f(median(coldBtbHl) / median(raw2))}x raw) | <= 1.2x raw |`,
+    `| raw \`chromium --headless=new\` to "DevTools listening", median (same run) | ${f(median(raw2))} ms | |`,
+    `| spare \`{}\` / cold \`{}\` create | ${f(median(hf) / median(coldBtb))}x | |`, '');
   lines.push('## The session sandbox (issue 15)', '',
     `Command: \`node bench/sandbox.mjs\` (run by \`make bench\`); ${RUNS} launches of each kind, interleaved;`,
     `memory over ${IDLE} idle headless sessions per server. "Unsandboxed" is the same binary with \`BROWSERD_SANDBOX=off\`.`, '',
