@@ -652,6 +652,13 @@ static const struct spares_launcher spare_launcher = {
 
 int browsers_spares_start(struct app *app, int count, struct err *e)
 {
+    /* Unsandboxed, a spare's DevTools port would sit on the host's loopback
+     * unprotected until hand-out (the egress protects it in the started
+     * hook, which runs for the owner): no spares then. */
+    if (count > 0 && !sandbox_enabled()) {
+        log_info("spares: none (they need the session sandbox, docs/sandbox.md)");
+        return 0;
+    }
     struct spares_launcher l = spare_launcher;
     l.ctx = app;
     return spares_start(&l, count, &app->spares, e);
