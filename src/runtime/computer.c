@@ -686,6 +686,8 @@ static int x_one(struct xcall *c, const struct comp_action *a, struct err *e)
     switch (a->op) {
     case COMP_CLICK:
         rc = x_move(c, a->x, a->y, 1, 0, e);
+        if (rc == 0 && a->click_type != 2)
+            rc = xin_focus_under_pointer(c->x, e);
         if (rc == 0)
             rc = x_hold(c, a->hold, a->nhold, 1, added, e);
         if (rc == 0)

@@ -355,6 +355,30 @@ int xin_pointer(struct xin *x, int *px, int *py, struct err *e)
     return 0;
 }
 
+int xin_focus_under_pointer(struct xin *x, struct err *e)
+{
+    xcb_query_pointer_cookie_t pc = xcb_query_pointer(x->c, x->root);
+    xcb_get_input_focus_cookie_t fc = xcb_get_input_focus(x->c);
+    xcb_query_pointer_reply_t *p = wait_reply(x, pc.sequence, "the pointer's window", e);
+    xcb_get_input_focus_reply_t *f = p ? wait_reply(x, fc.sequence, "the focus", e) : NULL;
+    xcb_window_t win = p ? p->child : XCB_NONE, focus = f ? f->focus : XCB_NONE;
+    int rc = p && f ? 0 : e->rc;
+    free(p);
+    free(f);
+    if (rc || win == XCB_NONE || win == focus)
+        return rc;
+    xcb_get_window_attributes_reply_t *a = wait_reply(
+        x, xcb_get_window_attributes(x->c, win).sequence, "the window's attributes", e);
+    if (!a)
+        return e->rc;
+    int popup = a->override_redirect || a->map_state != XCB_MAP_STATE_VIEWABLE;
+    free(a);
+    if (popup)
+        return 0;
+    xcb_set_input_focus(x->c, XCB_INPUT_FOCUS_POINTER_ROOT, win, XCB_CURRENT_TIME);
+    return sent(x, e);
+}
+
 int xin_cursor(struct xin *x, int hidden, struct err *e)
 {
     hidden = !!hidden;

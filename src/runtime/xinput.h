@@ -64,6 +64,13 @@ int xin_keycode(struct xin *x, uint32_t keysym, int *shift, struct err *e) WUR;
 int xin_key(struct xin *x, int keycode, int down, struct err *e) WUR;
 int xin_sync(struct xin *x, struct err *e) WUR;
 
+/* Gives the keyboard focus to the top-level window under the pointer, as a
+ * click-to-focus window manager would (no window manager runs on the
+ * session's display: without this the browser's window never has the focus,
+ * and a page loses its focused element when DevTools' focus emulation ends).
+ * Override-redirect windows (menus, popups) are left as they are. */
+int xin_focus_under_pointer(struct xin *x, struct err *e) WUR;
+
 /* Where the pointer is on the screen. */
 int xin_pointer(struct xin *x, int *px, int *py, struct err *e) WUR;
 /* Hides (XFixes HideCursor) or shows the cursor. The hiding lasts while this

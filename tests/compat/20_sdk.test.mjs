@@ -466,27 +466,36 @@ sdkTest('browsers.computer.clickMouse', 'every computer method on a real page, h
             await page.waitForSelector('#b');
             const c = client.browsers.computer;
             const mode = headless ? 'headless' : 'headful';
-            await c.clickMouse(b.session_id, { x: 60, y: 30 });
+            // Headful input is the X screen's (the page starts below the
+            // browser's UI) and reaches the page a moment after the call.
+            const [ox, oy] = headless ? [0, 0] : await page.evaluate(() => [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]);
+            await c.clickMouse(b.session_id, { x: ox + 60, y: oy + 30 });
+            await page.waitForFunction(() => document.getElementById('b').textContent === 'clicked');
             eq(await page.textContent('#b'), 'clicked', `${mode}: the click reached the button`);
-            await c.clickMouse(b.session_id, { x: 100, y: 85 });
+            await c.clickMouse(b.session_id, { x: ox + 100, y: oy + 85 });
             await c.typeText(b.session_id, { text: 'abc' });
+            await page.waitForFunction(() => document.getElementById('i').value === 'abc');
             eq(await page.inputValue('#i'), 'abc', `${mode}: typed text lands in the focused input`);
             await c.pressKey(b.session_id, { keys: ['Return'] });
             await page.waitForFunction(() => document.title.startsWith('submitted'));
             eq(await page.title(), 'submitted:abc', `${mode}: Return submits the form`);
-            await c.scroll(b.session_id, { x: 300, y: 300, delta_y: 3 });
+            await c.scroll(b.session_id, { x: ox + 300, y: oy + 300, delta_y: 3 });
             await page.waitForFunction(() => window.scrollY > 0);
+            // Back to the top once the wheel's smooth scrolling is over.
+            for (let y = -1, now; (now = await page.evaluate(() => window.scrollY)) !== y; y = now) await page.waitForTimeout(150);
             await page.evaluate(() => window.scrollTo(0, 0));
-            await c.dragMouse(b.session_id, { path: [[35, 145], [135, 195], [235, 245]] });
+            await c.dragMouse(b.session_id, { path: [[ox + 35, oy + 145], [ox + 135, oy + 195], [ox + 235, oy + 245]] });
+            await page.waitForFunction(() => Math.abs(parseInt(document.getElementById('d').style.left, 10) - 210) <= 2).catch(() => {});
             const left = await page.evaluate(() => parseInt(document.getElementById('d').style.left, 10));
             assert(Math.abs(left - 210) <= 2, `${mode}: the drag moved the box to x=210 (got ${left})`);
             await c.moveMouse(b.session_id, { x: 400, y: 401 });
             eq(await c.getMousePosition(b.session_id), { x: 400, y: 401 }, `${mode}: the position reads back`);
             await c.writeClipboard(b.session_id, { text: `clip ${mode}` });
             eq(await c.readClipboard(b.session_id), { text: `clip ${mode}` }, `${mode}: the clipboard round-trips`);
-            await c.clickMouse(b.session_id, { x: 100, y: 85 });
+            await c.clickMouse(b.session_id, { x: ox + 100, y: oy + 85 });
             await c.pressKey(b.session_id, { keys: ['ctrl+a'] });
             await c.pressKey(b.session_id, { keys: ['Ctrl+v'] });
+            await page.waitForFunction((t) => document.getElementById('i').value === t, `clip ${mode}`, { timeout: 5000 }).catch(() => {});
             eq(await page.inputValue('#i'), `clip ${mode}`, `${mode}: the page's paste sees the clipboard`);
             const shot = Buffer.from(await (await c.captureScreenshot(b.session_id)).arrayBuffer());
             eq(pngSize(shot), [1920, 1080], `${mode}: a screenshot has the screen's size`);

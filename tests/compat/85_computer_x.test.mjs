@@ -17,7 +17,8 @@ const PAGE = `<title>x</title><body style="margin:0;height:4000px;background:rgb
 <button id=b style="position:absolute;left:10px;top:10px;width:100px;height:40px" onclick="this.textContent='clicked'">go</button>
 <form id=f onsubmit="event.preventDefault();document.title='submitted:'+document.getElementById('i').value"><input id=i style="position:absolute;left:10px;top:70px;width:200px;height:30px"></form>
 <div id=d style="position:absolute;left:10px;top:120px;width:50px;height:50px;background:red"></div>
-<script>let drag=null;const d=document.getElementById('d');window.moves=0;window.downs=0;window.ups=0;
+<script>window.log=[];for(const t of ['keydown','paste','focus','blur'])addEventListener(t,(e)=>log.push(t+':'+(e.key||'')+(e.ctrlKey?'+ctrl':'')),true);
+let drag=null;const d=document.getElementById('d');window.moves=0;window.downs=0;window.ups=0;
 d.onmousedown=(e)=>{window.downs++;drag={x:e.clientX-d.offsetLeft,y:e.clientY-d.offsetTop}};
 onmousemove=(e)=>{if(drag){window.moves++;d.style.left=(e.clientX-drag.x)+'px';d.style.top=(e.clientY-drag.y)+'px'}};
 onmouseup=()=>{window.ups++;drag=null};</script></body>`;
@@ -97,7 +98,11 @@ export const tests = [
       await waitFor(async () => (await page.title()) === 'submitted:aB:é', 'Return to submit the form');
       await ok(await comp(s, id, 'scroll', { x: ox + 300, y: oy + 300, delta_y: 3 }), 'scroll');
       await waitFor(() => page.evaluate(() => window.scrollY > 0), 'the wheel to scroll the page');
+      // The wheel scrolls smoothly: back to the top once the animation is over.
+      let last = -1;
+      await waitFor(async () => { const y = await page.evaluate(() => window.scrollY); const still = y === last; last = y; return still; }, 'the wheel\'s scrolling to settle');
       await page.evaluate(() => window.scrollTo(0, 0));
+      await waitFor(() => page.evaluate(() => window.scrollY === 0), 'the page back at the top');
       await ok(await comp(s, id, 'drag_mouse', { path: [[ox + 35, oy + 145], [ox + 135, oy + 195], [ox + 235, oy + 245]] }), 'drag');
       await waitFor(async () => Math.abs(await page.evaluate(() => parseInt(document.getElementById('d').style.left, 10)) - 210) <= 2,
         'the drag to move the box to x=210');
@@ -109,7 +114,7 @@ export const tests = [
       await ok(await comp(s, id, 'press_key', { keys: ['ctrl+a'] }), 'select all');
       await ok(await comp(s, id, 'press_key', { keys: ['Ctrl+v'] }), 'paste');
       await waitFor(async () => (await page.inputValue('#i')) === 'clip x', 'the page\'s paste to see the clipboard', 5000)
-        .catch(async (err) => { throw new Error(`${err.message} (the input has ${JSON.stringify(await page.inputValue('#i'))})`); });
+        .catch(async (err) => { throw new Error(`${err.message} (the input has ${JSON.stringify(await page.inputValue('#i'))}; events ${await page.evaluate(() => window.log.slice(-12).join(' '))})`); });
       await ok(await comp(s, id, 'batch', { actions: [
         { type: 'move_mouse', move_mouse: { x: 10, y: 10, smooth: false } },
         { type: 'sleep', sleep: { duration_ms: 10 } },
