@@ -33,10 +33,8 @@
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
-#define LV_FPS     25
-#define LV_QUALITY 60
-/* Largest screencast frame accepted from the browser. */
-#define LV_FRAME_BYTES (16u << 20)
+#define LV_FPS         25
+#define LV_QUALITY     60
 #define LV_INPUT_BYTES (COMP_TYPE_MAX_BYTES + 1024)
 
 struct viewer {
@@ -185,103 +183,10 @@ static void emit(const struct viewer *v, const char *type, json_t *data)
     telemetry_emit_src(v->sid, TELEM_CONNECTION, type, &src, data);
 }
 
-/* The page's screencast: the browser pushes a JPEG when the page changes,
- * with at most two frames unacknowledged. Each frame is acked as it arrives
- * (the browser encodes the next while this one travels) and only the newest
- * waits to be sent, at most LV_FPS times a second and only when the
- * viewer's socket has taken the previous one: a slow viewer gets fewer
- * frames, never a backlog. */
-struct cast {
-    struct rec_shooter sh; /* the DevTools connection and the page's session */
-    unsigned char *frame;  /* the newest frame not yet sent (owned) */
-    size_t len;
-    json_t *ack; /* the screencast sessionId of the frame being acked */
-    int64_t retry_at;
-};
-
-static void cast_close(struct cast *c)
-{
-    rec_shooter_close(&c->sh);
-    xfree(c->frame);
-    c->frame = NULL;
-    json_decref(c->ack);
-    c->ack = NULL;
-}
-
-static int cast_start(struct cast *c, const char *ws)
-{
-    struct err e;
-    err_init(&e);
-    if (rec_shooter_attach(&c->sh, ws, &e) != 0)
-        return -1;
-    cdp_client_keep_events(c->sh.cc, "Page.screencastFrame");
-    json_t *p =
-        json_pack("{s:s,s:i,s:i}", "format", "jpeg", "quality", LV_QUALITY, "everyNthFrame", 1);
-    json_t *r = NULL;
-    int rc = cdp_client_call(c->sh.cc, c->sh.sid, "Page.startScreencast", p, 1, 3000, &r, &e);
-    json_decref(p);
-    json_decref(r);
-    if (rc) {
-        cast_close(c);
-        return -1;
-    }
-    return 0;
-}
-
-static void cast_ack(struct cast *c)
-{
-    if (!c->ack || !c->sh.cc)
-        return;
-    struct err e;
-    err_init(&e);
-    json_t *p = json_pack("{s:O}", "sessionId", c->ack);
-    json_t *ignored = NULL;
-    if (cdp_client_call(c->sh.cc, c->sh.sid, "Page.screencastFrameAck", p, 0, 0, &ignored, &e) != 0)
-        log_debug("live view: screencast ack: %s", e.message);
-    json_decref(p);
-    json_decref(ignored);
-    json_decref(c->ack);
-    c->ack = NULL;
-}
-
-/* Takes the frames that arrived, waiting up to ms for the first; keeps the
- * newest (an older unsent one is acked and dropped). -1 when the browser's
- * connection is gone. */
-static int cast_pump(struct cast *c, int ms)
-{
-    for (;;) {
-        json_t *ev = NULL;
-        struct err e;
-        err_init(&e);
-        if (cdp_client_event(c->sh.cc, ms, &ev, &e) != 0)
-            return strstr(e.message, "closed") ? -1 : 0;
-        ms = 0;
-        const char *m = jsonx_str(ev, "method");
-        json_t *params = json_object_get(ev, "params");
-        const char *b64 = jsonx_str(params, "data");
-        size_t n = b64 ? strlen(b64) : 0;
-        if (m && strcmp(m, "Page.screencastFrame") == 0 && n && n / 4 * 3 <= LV_FRAME_BYTES) {
-            unsigned char *img = xmalloc(n / 4 * 3 + 3);
-            size_t got = telem_base64_decode(b64, n, img);
-            if (got == (size_t)-1 || got == 0) {
-                xfree(img);
-            } else {
-                xfree(c->frame);
-                c->frame = img;
-                c->len = got;
-            }
-            json_decref(c->ack);
-            c->ack = json_incref(json_object_get(params, "sessionId"));
-            cast_ack(c);
-        }
-        json_decref(ev);
-    }
-}
-
 static void *viewer_main(void *arg)
 {
     struct viewer *v = arg;
-    struct cast cast;
+    struct rec_cast cast;
     memset(&cast, 0, sizeof cast);
     int64_t frame_us = 1000000 / LV_FPS, sent_at = 0, check_at = 0;
     char ws[512] = "";
@@ -304,7 +209,7 @@ static void *viewer_main(void *arg)
             }
             refresh_size(v);
         }
-        if (!cast.sh.cc && now >= cast.retry_at && cast_start(&cast, ws) != 0)
+        if (!cast.sh.cc && now >= cast.retry_at && rec_cast_start(&cast, ws, LV_QUALITY) != 0)
             cast.retry_at = now + 1000000;
         if (cast.frame && now - sent_at >= frame_us &&
             wslay_event_get_queued_msg_count(v->ws) == 0) {
@@ -329,12 +234,12 @@ static void *viewer_main(void *arg)
             break;
         /* Waits for the browser's next frame (or the viewer, at most 10 ms
          * later). */
-        if (cast.sh.cc && cast_pump(&cast, cast.frame ? 2 : 10) < 0) {
-            cast_close(&cast);
+        if (cast.sh.cc && rec_cast_pump(&cast, cast.frame ? 2 : 10) < 0) {
+            rec_cast_close(&cast);
             cast.retry_at = clock_mono_us() + 200000;
         }
     }
-    cast_close(&cast);
+    rec_cast_close(&cast);
     pthread_mutex_lock(&viewers_mu);
     for (struct viewer **pp = &viewers; *pp; pp = &(*pp)->next)
         if (*pp == v) {

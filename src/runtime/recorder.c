@@ -232,6 +232,87 @@ unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int q
     return out;
 }
 
+/* ---- the page's screencast ---- */
+
+void rec_cast_close(struct rec_cast *c)
+{
+    rec_shooter_close(&c->sh);
+    xfree(c->frame);
+    c->frame = NULL;
+    json_decref(c->ack);
+    c->ack = NULL;
+}
+
+int rec_cast_start(struct rec_cast *c, const char *ws, int quality)
+{
+    struct err e;
+    err_init(&e);
+    if (rec_shooter_attach(&c->sh, ws, &e) != 0)
+        return -1;
+    cdp_client_keep_events(c->sh.cc, "Page.screencastFrame");
+    json_t *p =
+        json_pack("{s:s,s:i,s:i}", "format", "jpeg", "quality", quality, "everyNthFrame", 1);
+    json_t *r = NULL;
+    int rc = cdp_client_call(c->sh.cc, c->sh.sid, "Page.startScreencast", p, 1, 3000, &r, &e);
+    json_decref(p);
+    json_decref(r);
+    if (rc) {
+        rec_cast_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void cast_ack(struct rec_cast *c)
+{
+    if (!c->ack || !c->sh.cc)
+        return;
+    struct err e;
+    err_init(&e);
+    json_t *p = json_pack("{s:O}", "sessionId", c->ack);
+    json_t *ignored = NULL;
+    /* A failed ack shows as a lost connection at the next pump. */
+    (void)!cdp_client_call(c->sh.cc, c->sh.sid, "Page.screencastFrameAck", p, 0, 0, &ignored, &e);
+    json_decref(p);
+    json_decref(ignored);
+    json_decref(c->ack);
+    c->ack = NULL;
+}
+
+/* Takes the frames that arrived, waiting up to ms for the first; keeps the
+ * newest (an older unsent one is acked and dropped). -1 when the browser's
+ * connection is gone. */
+int rec_cast_pump(struct rec_cast *c, int ms)
+{
+    for (;;) {
+        json_t *ev = NULL;
+        struct err e;
+        err_init(&e);
+        if (cdp_client_event(c->sh.cc, ms, &ev, &e) != 0)
+            return strstr(e.message, "closed") ? -1 : 0;
+        ms = 0;
+        const char *m = jsonx_str(ev, "method");
+        json_t *params = json_object_get(ev, "params");
+        const char *b64 = jsonx_str(params, "data");
+        size_t n = b64 ? strlen(b64) : 0;
+        if (m && strcmp(m, "Page.screencastFrame") == 0 && n && n / 4 * 3 <= CAPTURE_MAX_BYTES) {
+            unsigned char *img = xmalloc(n / 4 * 3 + 3);
+            size_t got = telem_base64_decode(b64, n, img);
+            if (got == (size_t)-1 || got == 0) {
+                xfree(img);
+            } else {
+                xfree(c->frame);
+                c->frame = img;
+                c->len = got;
+            }
+            json_decref(c->ack);
+            c->ack = json_incref(json_object_get(params, "sessionId"));
+            cast_ack(c);
+        }
+        json_decref(ev);
+    }
+}
+
 /* ---- the recorder's thread ---- */
 
 static int stop_asked(struct recorder *r)

@@ -29,6 +29,8 @@
 #ifndef BD_RUNTIME_RECORDER_H
 #define BD_RUNTIME_RECORDER_H
 
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -95,5 +97,27 @@ void rec_shooter_close(struct rec_shooter *s);
  * set), for callers that send the page their own commands (the live view's
  * screencast). 0, or the failure in e (s left closed). */
 int rec_shooter_attach(struct rec_shooter *s, const char *ws_url, struct err *e) WUR;
+
+/* The page's screencast (Page.startScreencast): the browser pushes a JPEG
+ * when the page changes, with at most two frames unacknowledged. Each frame
+ * is acked as it arrives (the browser encodes the next while this one is
+ * used) and only the newest is kept in frame: a slow consumer gets fewer
+ * frames, never a backlog, and a static page costs nothing. Zero it to
+ * start; one user at a time. */
+struct rec_cast {
+    struct rec_shooter sh; /* the DevTools connection and the page's session */
+    unsigned char *frame;  /* the newest frame not yet taken (owned; the caller may take it) */
+    size_t len;
+    json_t *ack;      /* the screencast sessionId of the frame being acked */
+    int64_t retry_at; /* for the caller: when to try rec_cast_start again */
+};
+/* Attaches to the first page and starts its screencast (JPEG at quality).
+ * 0, or -1 (c left closed). */
+int rec_cast_start(struct rec_cast *c, const char *ws_url, int quality) WUR;
+/* Takes the frames that arrived, waiting up to ms for the first; the newest
+ * is in c->frame. 0, or -1 when the browser's connection is gone (close and
+ * start again). */
+int rec_cast_pump(struct rec_cast *c, int ms) WUR;
+void rec_cast_close(struct rec_cast *c);
 
 #endif

@@ -291,7 +291,9 @@ export const tests = [
       ({ br, pg } = await page(b));
       try {
         await pg.goto(`${site.url}/blue`);
-        await dwell(2500);
+        // The recorder notices the old browser is gone when a capture fails
+        // (up to its 3 s call timeout), then reconnects to the new one.
+        await dwell(6000);
       } finally { await br.close().catch(() => {}); }
       eq((await api(s, 'POST', `/browsers/${b.session_id}/replays/${st.json.replay_id}/stop`)).status, 200, 'stop');
       const dl = await download(s, b.session_id, st.json.replay_id);
