@@ -50,7 +50,7 @@ try {
   const cdp = await cdpShots(b.cdp_ws_url, N);
   for (let i = 0; i < N; i++) {
     const t0 = process.hrtime.bigint();
-    const r = await api('POST', `/browsers/${b.session_id}/computer/click_mouse`, { x: 10 + i, y: 10 });
+    const r = await api('POST', `/browsers/${b.session_id}/computer/click_mouse`, { x: 300 + i, y: 500 });
     if (r.status !== 200) throw new Error(`click: ${r.status} ${r.text}`);
     clicks.push(ms(t0));
   }
