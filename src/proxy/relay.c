@@ -8,6 +8,14 @@
  * level-triggered, so a side may stop reading (backpressure) or stop
  * draining a socket early without losing a wakeup.
  *
+ * Syscalls, not parsing, are what a relayed message costs, so both
+ * directions are batched per wakeup: a side reads its socket into a buffer
+ * of its own (RELAY_RBUF: one recv() for many small messages instead of one
+ * per 4 KiB, wslay's own buffer) and gathers the frames wslay writes into an
+ * output buffer (RELAY_OBUF) sent with one send() once every message read
+ * was queued; a frame that does not fit goes out behind the gathered bytes
+ * in one sendmsg().
+ *
  * Ownership: a connection belongs to the thread it was handed to. Other
  * threads only touch it through the thread's inbox (attach), the relay-wide
  * registry (relay_close_ctx sets close_req under the registry lock) and the
@@ -45,6 +53,9 @@
 /* Most bytes one read event takes from a socket, so that a fast peer cannot
  * hold the thread (its other connections wait) or outrun backpressure. */
 #define RELAY_READ_BUDGET (256u * 1024u)
+/* A side's read buffer and output buffer (allocated on first use). */
+#define RELAY_RBUF (64u * 1024u)
+#define RELAY_OBUF (64u * 1024u)
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 
@@ -57,16 +68,18 @@ struct side {
     wslay_event_context_ptr ws;
     char *extra; /* bytes read from fd before the takeover, fed to wslay first */
     size_t extra_len, extra_off;
-    uint32_t armed;   /* epoll events currently registered */
-    int registered;   /* fd is in the epoll set */
-    int dead;         /* transport failed: no more I/O on it */
-    int drained;      /* last recv() was short: the socket is empty for now */
-    size_t budget;    /* bytes this read event may still take from the socket */
-    int closing;      /* a close frame was received from or queued to this peer */
-    int rejected;     /* over a cap: drop what wslay still delivers */
-    unsigned frames;  /* data frames of the message being received */
-    uint8_t pend[14]; /* frame header held back to go out with its payload */
-    size_t pend_len;
+    uint8_t *rbuf; /* RELAY_RBUF: read from fd, not yet given to wslay */
+    size_t roff, rlen;
+    uint8_t *obuf; /* RELAY_OBUF: frames gathered, not yet sent */
+    size_t olen;
+    uint32_t armed;  /* epoll events currently registered */
+    int registered;  /* fd is in the epoll set */
+    int dead;        /* transport failed: no more I/O on it */
+    int drained;     /* last recv() was short: the socket is empty for now */
+    size_t budget;   /* bytes this read event may still take from the socket */
+    int closing;     /* a close frame was received from or queued to this peer */
+    int rejected;    /* over a cap: drop what wslay still delivers */
+    unsigned frames; /* data frames of the message being received */
 };
 
 struct rthread;
@@ -129,6 +142,14 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
         }
         return (ssize_t)n;
     }
+    if (s->roff < s->rlen) {
+        size_t n = s->rlen - s->roff;
+        if (n > len)
+            n = len;
+        memcpy(buf, s->rbuf + s->roff, n);
+        s->roff += n;
+        return (ssize_t)n;
+    }
     /* A short read means the socket was empty: skip the recv() that would
      * only say EAGAIN. Stopping early is safe too: level-triggered epoll
      * reports what is left. */
@@ -136,14 +157,18 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
         wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    if (len > s->budget)
-        len = s->budget;
-    ssize_t n = recv(s->fd, buf, len, 0);
+    if (s->rbuf == NULL)
+        s->rbuf = xmalloc(RELAY_RBUF);
+    size_t want = s->budget < RELAY_RBUF ? s->budget : RELAY_RBUF;
+    ssize_t n = recv(s->fd, s->rbuf, want, 0);
     if (n > 0) {
-        if ((size_t)n < len)
+        if ((size_t)n < want)
             s->drained = 1;
         s->budget -= (size_t)n;
-        return n;
+        s->rlen = (size_t)n;
+        s->roff = (size_t)n < len ? (size_t)n : len;
+        memcpy(buf, s->rbuf, s->roff);
+        return (ssize_t)s->roff;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
@@ -153,22 +178,34 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
     return -1;
 }
 
-/* wslay sends a frame header (flag WSLAY_MSG_MORE) and its payload in two
- * calls; holding the header back and writing both with one sendmsg() saves a
- * syscall and a small packet per message. */
+/* Drops the first n gathered bytes (they were sent). */
+static void side_obuf_consume(struct side *s, size_t n)
+{
+    if (n < s->olen)
+        memmove(s->obuf, s->obuf + n, s->olen - n);
+    s->olen -= n;
+}
+
+/* wslay writes every frame as a header and a payload, in separate calls:
+ * both are gathered in obuf (sent by side_flush once wslay has written every
+ * queued message). A piece that does not fit goes out now, behind what is
+ * gathered, in one sendmsg(). */
 static ssize_t side_send_cb(wslay_event_context_ptr ws, const uint8_t *data, size_t len, int flags,
                             void *user)
 {
+    (void)flags;
     struct side *s = user;
-    if ((flags & WSLAY_MSG_MORE) && s->pend_len == 0 && len <= sizeof(s->pend)) {
-        memcpy(s->pend, data, len);
-        s->pend_len = len;
+    if (s->olen + len <= RELAY_OBUF) {
+        if (s->obuf == NULL)
+            s->obuf = xmalloc(RELAY_OBUF);
+        memcpy(s->obuf + s->olen, data, len);
+        s->olen += len;
         return (ssize_t)len;
     }
     struct iovec iov[2];
     int n = 0;
-    if (s->pend_len > 0)
-        iov[n++] = (struct iovec){.iov_base = s->pend, .iov_len = s->pend_len};
+    if (s->olen > 0)
+        iov[n++] = (struct iovec){.iov_base = s->obuf, .iov_len = s->olen};
     iov[n++] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL);
@@ -179,14 +216,13 @@ static ssize_t side_send_cb(wslay_event_context_ptr ws, const uint8_t *data, siz
             wslay_event_set_error(ws, WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
     }
-    if ((size_t)w < s->pend_len) {
-        memmove(s->pend, s->pend + w, s->pend_len - (size_t)w);
-        s->pend_len -= (size_t)w;
+    if ((size_t)w < s->olen) {
+        side_obuf_consume(s, (size_t)w);
         wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    w -= (ssize_t)s->pend_len;
-    s->pend_len = 0;
+    w -= (ssize_t)s->olen;
+    s->olen = 0;
     if (w == 0) {
         wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
         return -1;
@@ -313,9 +349,29 @@ static void side_fail(struct side *s)
         s->c->reason = s->idx == SIDE_CLIENT ? "client disconnected" : "browser disconnected";
 }
 
+/* Has bytes to write: queued in wslay or gathered in obuf. */
+static int side_want_write(struct side *s)
+{
+    return s->olen > 0 || wslay_event_want_write(s->ws);
+}
+
+/* Lets wslay write every queued frame (gathered in obuf), then sends what
+ * was gathered in one send(). What the socket does not take stays in obuf
+ * for the next EPOLLOUT. */
 static void side_flush(struct side *s)
 {
-    if (!s->dead && wslay_event_want_write(s->ws) && wslay_event_send(s->ws) != 0)
+    if (s->dead)
+        return;
+    if (wslay_event_want_write(s->ws) && wslay_event_send(s->ws) != 0) {
+        side_fail(s);
+        return;
+    }
+    if (s->olen == 0)
+        return;
+    ssize_t w = send(s->fd, s->obuf, s->olen, MSG_NOSIGNAL);
+    if (w >= 0)
+        side_obuf_consume(s, (size_t)w);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         side_fail(s);
 }
 
@@ -373,7 +429,7 @@ static void conn_propagate(struct conn *c)
 
 static int side_done(struct side *s)
 {
-    return s->dead || (!wslay_event_want_read(s->ws) && !wslay_event_want_write(s->ws));
+    return s->dead || (!wslay_event_want_read(s->ws) && !side_want_write(s));
 }
 
 static void conn_finish(struct conn *c, const char *reason)
@@ -424,6 +480,8 @@ static void conn_free(struct conn *c)
     for (int i = 0; i < 2; i++) {
         wslay_event_context_free(c->s[i].ws);
         xfree(c->s[i].extra);
+        xfree(c->s[i].rbuf);
+        xfree(c->s[i].obuf);
     }
     xfree(c);
 }
@@ -456,7 +514,7 @@ static void conn_update(struct conn *c)
         uint32_t want = 0;
         if (wslay_event_want_read(s->ws) && !side_paused(s))
             want |= EPOLLIN;
-        if (wslay_event_want_write(s->ws))
+        if (side_want_write(s))
             want |= EPOLLOUT;
         if (want != s->armed) {
             struct epoll_event ev = {.events = want, .data.ptr = s};
