@@ -360,7 +360,7 @@ static void pending_add(struct pending *p, const unsigned char *b, size_t n)
         return;
     if (p->off == p->len)
         p->off = p->len = 0;
-    if (p->len + n > p->cap) {
+    if (!p->buf || p->len + n > p->cap) {
         p->cap = (p->len + n) * 2;
         p->buf = xrealloc(p->buf, p->cap);
     }
