@@ -17,7 +17,7 @@
 //   node bench/sandbox.mjs
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, request } from '../tests/blackbox/lib.mjs';
 import { ms, rawLaunch } from './lib.mjs';
@@ -139,7 +139,8 @@ try {
     `| cold \`POST /browsers {}\` (headful), back to back with deletes, median | ${f(median(coldBtb))} ms (${f(median(coldBtb) / median(raw2))}x raw) | <= 1.2x raw |`,
     `| cold \`POST /browsers {"headless":true}\`, back to back with deletes, median | ${f(median(coldBtbHl))} ms (${f(median(coldBtbHl) / median(raw2))}x raw) | <= 1.2x raw |`,
     `| raw \`chromium --headless=new\` to "DevTools listening", median (same run) | ${f(median(raw2))} ms | |`,
-    `| spare \`{}\` / cold \`{}\` create | ${f(median(hf) / median(coldBtb))}x | |`, '');
+    `| cold \`{}\` create / spare \`{}\` create | ${f(median(coldBtb) / median(hf))}x | |`,
+    `| load average during the run (1 min, at its end) | ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]} on ${availableParallelism()} CPUs | |`, '');
   lines.push('## The session sandbox (issue 15)', '',
     `Command: \`node bench/sandbox.mjs\` (run by \`make bench\`); ${RUNS} launches of each kind, interleaved;`,
     `memory over ${IDLE} idle headless sessions per server. "Unsandboxed" is the same binary with \`BROWSERD_SANDBOX=off\`.`, '',
