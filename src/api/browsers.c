@@ -796,6 +796,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
              spare_kind_name((enum spare_kind)sp->kind), s->pid);
     json_decref(doc);
     json_decref(sp->doc);
+    session_rec_clear(&sp->rec);
     xfree(sp);
     sessrules_create_clear(&c);
     return 0;
