@@ -17,7 +17,7 @@ struct slot {
 struct keycache {
     pthread_mutex_t mu;
     uint64_t epoch;
-    struct slot *slots; /* KEYCACHE_SLOTS; calloc'd, so untouched slots cost no memory */
+    struct slot **slots; /* KEYCACHE_SLOTS, each allocated by its first put */
 };
 
 struct keycache *keycache_new(void)
@@ -30,7 +30,7 @@ struct keycache *keycache_new(void)
 
 static void slot_clear(struct slot *s)
 {
-    if (!s->used)
+    if (!s || !s->used)
         return;
     org_rec_clear(&s->org);
     s->used = 0;
@@ -40,8 +40,10 @@ void keycache_free(struct keycache *kc)
 {
     if (!kc)
         return;
-    for (size_t i = 0; i < KEYCACHE_SLOTS; i++)
-        slot_clear(&kc->slots[i]);
+    for (size_t i = 0; i < KEYCACHE_SLOTS; i++) {
+        slot_clear(kc->slots[i]);
+        xfree(kc->slots[i]);
+    }
     xfree(kc->slots);
     pthread_mutex_destroy(&kc->mu);
     xfree(kc);
@@ -49,7 +51,7 @@ void keycache_free(struct keycache *kc)
 
 /* The hash is a digest, so its leading characters are already uniform;
  * FNV over the whole string keeps any input (even a non-hex one) in range. */
-static struct slot *slot_for(struct keycache *kc, const char *hash)
+static struct slot **slot_for(struct keycache *kc, const char *hash)
 {
     uint32_t h = 2166136261u;
     for (const char *p = hash; *p; p++)
@@ -73,8 +75,8 @@ int keycache_get(struct keycache *kc, uint64_t epoch, const char *hash, struct a
 {
     int hit = 0;
     pthread_mutex_lock(&kc->mu);
-    struct slot *s = slot_for(kc, hash);
-    if (advance(kc, epoch) && s->used && s->epoch == epoch && strcmp(s->hash, hash) == 0) {
+    struct slot *s = *slot_for(kc, hash);
+    if (advance(kc, epoch) && s && s->used && s->epoch == epoch && strcmp(s->hash, hash) == 0) {
         *key = s->key;
         *org = s->org;
         org->overrides = xstrdup(s->org.overrides ? s->org.overrides : "{}");
@@ -93,7 +95,10 @@ void keycache_put(struct keycache *kc, uint64_t epoch, const char *hash,
     char *ov = xstrdup(org->overrides ? org->overrides : "{}");
     pthread_mutex_lock(&kc->mu);
     if (advance(kc, epoch)) {
-        struct slot *s = slot_for(kc, hash);
+        struct slot **sp = slot_for(kc, hash);
+        if (*sp == NULL)
+            *sp = xcalloc(1, sizeof **sp);
+        struct slot *s = *sp;
         slot_clear(s);
         snprintf(s->hash, sizeof s->hash, "%s", hash);
         s->key = *key;

@@ -14,7 +14,8 @@
  * stale: the next epoch reading sees the commit.
  *
  * Bounded (a fixed number of direct-mapped slots, chosen by the key's hash;
- * a colliding key evicts), thread-safe (one mutex, held for a copy).
+ * a colliding key evicts; a slot's memory, about 1 KiB, is taken when it is
+ * first used), thread-safe (one mutex, held for a copy).
  */
 #ifndef BD_STORE_KEYCACHE_H
 #define BD_STORE_KEYCACHE_H
