@@ -8,6 +8,7 @@
  * src/runtime, and relay CDP through src/proxy.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -570,6 +571,7 @@ json_t *browsers_render(struct app *app, const struct session_rec *s)
  */
 
 static void apply_navigate(const char *ws_url, const char *url);
+static void teardowns_wait(void);
 
 struct spare_item {
     struct session_rec rec; /* the id; org "" until handed out */
@@ -668,6 +670,7 @@ void browsers_spares_stop(struct app *app)
 {
     spares_stop(app->spares);
     app->spares = NULL;
+    teardowns_wait();
 }
 
 /* Ends the spares a previous run left (their marker files): processes that
@@ -923,7 +926,8 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
                        long long uptime_ms)
 {
     snprintf(s->status, sizeof s->status, "deleted");
-    s->deleted_at = clock_now_ms();
+    if (!s->deleted_at) /* a background teardown recorded it at the delete */
+        s->deleted_at = clock_now_ms();
     s->uptime_ms = uptime_ms;
     snprintf(s->usage_status, sizeof s->usage_status, "ready");
     snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
@@ -933,6 +937,90 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
         log_error("session %s: could not record its end (%s)", s->id, reason);
 }
 
+/*
+ * Teardown off the critical path (issue 21): a deleted session's browser
+ * closes in the background, at the lowest CPU priority (sessmgr_stop_browser),
+ * so that neither the DELETE nor the next create waits for Chromium to shut
+ * down. The row says deleted, with its final usage, before the 204; the
+ * session is no longer live (its CDP and API calls answer as ended). The
+ * modules' ending hooks and the folders' removal follow the browser's exit
+ * on the teardown thread, as their contract says (session_ext.h).
+ *
+ * Two kinds of sessions keep the synchronous delete, because what their
+ * ending hooks write is read right after the DELETE: a profile saved at the
+ * end (the next create may load it) and an active recording (its replay is
+ * listed and downloaded as finished).
+ */
+struct teardown {
+    struct app *app;
+    struct session_rec rec;
+    json_t *doc;
+    struct chromium *browser;
+    long long uptime_ms;
+};
+
+static pthread_mutex_t teardown_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t teardown_cv = PTHREAD_COND_INITIALIZER;
+static int teardowns; /* in flight */
+
+static void *teardown_run(void *arg)
+{
+    struct teardown *t = arg;
+    sessmgr_stop_browser(t->browser);
+    session_finish(t->app, &t->rec, t->doc, "deleted", t->uptime_ms);
+    json_decref(t->doc);
+    session_rec_clear(&t->rec);
+    xfree(t);
+    pthread_mutex_lock(&teardown_mu);
+    if (--teardowns == 0)
+        pthread_cond_broadcast(&teardown_cv);
+    pthread_mutex_unlock(&teardown_mu);
+    return NULL;
+}
+
+/* Ends session s in the background when it may (above): 1 when the teardown
+ * was started (the row already says deleted), 0 when the caller ends it. */
+static int teardown_in_background(struct app *app, struct session_rec *s, const json_t *doc)
+{
+    if (json_object_get(doc, "profile") || replays_recording_active(s->id))
+        return 0;
+    struct chromium *c = NULL;
+    long long up = 0;
+    if (sessmgr_take(app->sessions, s->id, &c, &up) != 0)
+        return 0;
+    record_end(app, s, "deleted", up);
+    struct teardown *t = xcalloc(1, sizeof *t);
+    t->app = app;
+    t->rec = *s;
+    t->rec.data = s->data ? xstrdup(s->data) : NULL;
+    t->doc = json_deep_copy(doc);
+    t->browser = c;
+    t->uptime_ms = up;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    pthread_mutex_lock(&teardown_mu);
+    teardowns++;
+    pthread_mutex_unlock(&teardown_mu);
+    if (pthread_create(&th, &attr, teardown_run, t) != 0) {
+        log_warn("session %s: no teardown thread; ending it now", s->id);
+        teardown_run(t);
+    }
+    pthread_attr_destroy(&attr);
+    return 1;
+}
+
+/* Waits until every background teardown finished (server stop, before the
+ * modules whose ending hooks they run). */
+static void teardowns_wait(void)
+{
+    pthread_mutex_lock(&teardown_mu);
+    while (teardowns > 0)
+        pthread_cond_wait(&teardown_cv, &teardown_mu);
+    pthread_mutex_unlock(&teardown_mu);
+}
+
 int browsers_delete(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
@@ -940,10 +1028,16 @@ int browsers_delete(struct req *rq, struct resp *rs)
     int rc = load_session(rq, 0, &s);
     if (rc)
         return rc;
+    json_t *doc = json_loads(s.data, 0, NULL);
+    if (teardown_in_background(app, &s, doc)) {
+        json_decref(doc);
+        session_rec_clear(&s);
+        resp_empty(rs, 204);
+        return 0;
+    }
     long long up = 0;
     if (sessmgr_end(app->sessions, s.id, &up) != 0)
         up = s.uptime_ms;
-    json_t *doc = json_loads(s.data, 0, NULL);
     session_finish(app, &s, doc, "deleted", up);
     json_decref(doc);
     session_rec_clear(&s);

@@ -454,6 +454,30 @@ int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms)
     return 0;
 }
 
+int sessmgr_take(struct sessmgr *m, const char *id, struct chromium **browser,
+                 long long *uptime_ms)
+{
+    pthread_mutex_lock(&m->mu);
+    struct live *l = m->head;
+    while (l && strcmp(l->id, id) != 0)
+        l = l->next;
+    if (!l) {
+        pthread_mutex_unlock(&m->mu);
+        return E_NOTFOUND;
+    }
+    unlink_locked(m, l);
+    *browser = take_browser_locked(l);
+    *uptime_ms = l->final_uptime_ms;
+    pthread_mutex_unlock(&m->mu);
+    sessmgr_put(l); /* the list's reference */
+    return 0;
+}
+
+void sessmgr_stop_browser(struct chromium *c)
+{
+    (void)stop_browser(c, 0);
+}
+
 int sessmgr_replace(struct sessmgr *m, const char *id, struct chromium *c)
 {
     struct live *l = sessmgr_get(m, id);

@@ -94,6 +94,18 @@ int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), 
  * Returns E_NOTFOUND when it is not live here. on_end is not called. */
 int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms) WUR;
 
+/* Takes session_id's browser out of the manager without stopping it (a
+ * delete that stops it in the background): the session is no longer live
+ * here from now on. *browser receives the browser (the caller's: pass it to
+ * sessmgr_stop_browser), *uptime_ms the session's running time, which ends
+ * now. E_NOTFOUND when it is not live here. on_end is not called. */
+int sessmgr_take(struct sessmgr *m, const char *session_id, struct chromium **browser,
+                 long long *uptime_ms) WUR;
+/* Stops and frees a browser taken with sessmgr_take, as sessmgr_end would:
+ * at the lowest CPU priority, Browser.close, then signals. Any thread;
+ * blocks up to a few seconds. Accepts NULL. */
+void sessmgr_stop_browser(struct chromium *c);
+
 /* Replaces the browser of a live session (profile load restarts Chromium):
  * stops the old one (gracefully) and installs c, which may be NULL while the
  * caller prepares the next browser. Returns E_NOTFOUND if not live. */
