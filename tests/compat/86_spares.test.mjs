@@ -278,6 +278,37 @@ export const tests = [
     },
   },
   {
+    name: 'issue 21 teardown: DELETE records the end before its 204 (deleted_at, usage, CDP 404) and the browser, its folders and its cgroup are gone soon after; the next create is served at once',
+    timeout: 90000,
+    async fn() {
+      await withServer(async (s) => {
+        const before = await ready(s, 2);
+        const r = await api(s, 'POST', '/browsers', { headless: true });
+        eq(r.status, 200, r.text);
+        const b = r.json;
+        const { pid } = before.get(b.session_id);
+        assert(alive(pid), 'the browser runs');
+        eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204, 'delete');
+        const g = await api(s, 'GET', `/browsers/${b.session_id}?include_deleted=true`);
+        assert(g.json.deleted_at, `deleted_at at once: ${g.text}`);
+        eq(typeof g.json.usage.uptime_ms, 'number', 'usage at once');
+        eq((await api(s, 'GET', '/browsers')).json.length, 0, 'no longer listed as active');
+        const ws = await request(s.base, 'GET', new URL(b.cdp_ws_url).pathname + new URL(b.cdp_ws_url).search, { headers: { upgrade: 'websocket', connection: 'upgrade', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13' } });
+        eq(ws.status, 404, 'CDP of the deleted session');
+        const next = await api(s, 'POST', '/browsers', {});
+        eq(next.status, 200, `the next create: ${next.text}`);
+        await waitFor(() => !alive(pid), 'the deleted browser exited', 20000);
+        await waitFor(() => !existsSync(join(s.dir, 'sessions', b.session_id)) && !existsSync(join(s.dir, 'sessions', `${b.session_id}.root`)), 'its folders removed', 20000);
+        for (const cg of ['/sys/fs/cgroup/browserd', '/sys/fs/cgroup/pids/browserd', '/sys/fs/cgroup/memory/browserd']) {
+          await waitFor(() => !existsSync(join(cg, b.session_id)), `its cgroup ${cg} removed`, 20000);
+        }
+        const d = await api(s, 'GET', `/browsers/${b.session_id}?include_deleted=true`);
+        eq(d.json.deleted_at, g.json.deleted_at, 'deleted_at unchanged by the teardown');
+        eq(d.json.usage.uptime_ms, g.json.usage.uptime_ms, 'usage unchanged by the teardown');
+      }, { args: ['--spares', '2'] });
+    },
+  },
+  {
     name: 'issue 21 spares: no spare\'s processes, cgroups or folders remain after the server stops (SIGTERM), nor after kill -9 and a restart on the same data folder',
     timeout: 120000,
     async fn() {
