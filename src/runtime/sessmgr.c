@@ -454,8 +454,7 @@ int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms)
     return 0;
 }
 
-int sessmgr_take(struct sessmgr *m, const char *id, struct chromium **browser,
-                 long long *uptime_ms)
+int sessmgr_take(struct sessmgr *m, const char *id, struct chromium **browser, long long *uptime_ms)
 {
     pthread_mutex_lock(&m->mu);
     struct live *l = m->head;
