@@ -40,6 +40,7 @@ struct cstate {
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
     int refs;             /* under reg_mu */
+    int forgotten;        /* under reg_mu: unlinked, freed by the last state_put */
     struct cstate *next;
 };
 
@@ -64,27 +65,41 @@ static struct cstate *state_get(const char *id)
     return s;
 }
 
+static void state_free(struct cstate *s)
+{
+    cdp_client_close(s->page.cc);
+    xin_close(s->xin);
+    pthread_mutex_destroy(&s->lock);
+    xfree(s);
+}
+
 static void state_put(struct cstate *s)
 {
     pthread_mutex_lock(&reg_mu);
-    s->refs--;
+    int last = --s->refs == 0 && s->forgotten;
     pthread_mutex_unlock(&reg_mu);
+    if (last)
+        state_free(s);
 }
 
+/* A state in use when its session ends is unlinked at once and freed by its
+ * last user (its X connection and DevTools socket go with it). */
 void computer_forget(const char *id)
 {
+    struct cstate *s = NULL;
     pthread_mutex_lock(&reg_mu);
     for (struct cstate **pp = &reg; *pp; pp = &(*pp)->next)
-        if (strcmp((*pp)->id, id) == 0 && (*pp)->refs == 0) {
-            struct cstate *s = *pp;
+        if (strcmp((*pp)->id, id) == 0) {
+            s = *pp;
             *pp = s->next;
-            cdp_client_close(s->page.cc);
-            xin_close(s->xin);
-            pthread_mutex_destroy(&s->lock);
-            xfree(s);
+            s->forgotten = 1;
+            if (s->refs > 0)
+                s = NULL;
             break;
         }
     pthread_mutex_unlock(&reg_mu);
+    if (s)
+        state_free(s);
 }
 
 static void sleep_ms(int ms)
@@ -605,6 +620,8 @@ static int x_drag(struct xcall *c, const struct comp_action *a, int added[][6], 
     int rc = x_hold(c, a->hold, a->nhold, 1, added, e);
     if (rc == 0)
         rc = x_move(c, a->path[0][0], a->path[0][1], 0, 0, e);
+    if (rc == 0)
+        rc = xin_focus_under_pointer(c->x, e); /* a press focuses, as with a window manager */
     int pressed = 0;
     if (rc == 0 && (rc = xin_button(c->x, btn, 1, e)) == 0)
         pressed = 1;

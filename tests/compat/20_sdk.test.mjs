@@ -469,6 +469,8 @@ sdkTest('browsers.computer.clickMouse', 'every computer method on a real page, h
             // Headful input is the X screen's (the page starts below the
             // browser's UI) and reaches the page a moment after the call.
             const [ox, oy] = headless ? [0, 0] : await page.evaluate(() => [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]);
+            // Chrome drops input to a page until it has presented a frame of it.
+            await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
             await c.clickMouse(b.session_id, { x: ox + 60, y: oy + 30 });
             await page.waitForFunction(() => document.getElementById('b').textContent === 'clicked');
             eq(await page.textContent('#b'), 'clicked', `${mode}: the click reached the button`);

@@ -17,7 +17,7 @@ const PAGE = `<title>x</title><body style="margin:0;height:4000px;background:rgb
 <button id=b style="position:absolute;left:10px;top:10px;width:100px;height:40px" onclick="this.textContent='clicked'">go</button>
 <form id=f onsubmit="event.preventDefault();document.title='submitted:'+document.getElementById('i').value"><input id=i style="position:absolute;left:10px;top:70px;width:200px;height:30px"></form>
 <div id=d style="position:absolute;left:10px;top:120px;width:50px;height:50px;background:red"></div>
-<script>window.log=[];for(const t of ['keydown','paste','focus','blur'])addEventListener(t,(e)=>log.push(t+':'+(e.key||'')+(e.ctrlKey?'+ctrl':'')),true);
+<script>window.log=[];for(const t of ['keydown','paste','focus','blur','mousedown','mouseup','mouseover'])addEventListener(t,(e)=>log.length<40&&log.push(t+':'+(e.key||'')+(e.ctrlKey?'+ctrl':'')+(e.clientX!==undefined?e.clientX+','+e.clientY+','+e.target.id:'')),true);
 let drag=null;const d=document.getElementById('d');window.moves=0;window.downs=0;window.ups=0;
 d.onmousedown=(e)=>{window.downs++;drag={x:e.clientX-d.offsetLeft,y:e.clientY-d.offsetTop}};
 onmousemove=(e)=>{if(drag){window.moves++;d.style.left=(e.clientX-drag.x)+'px';d.style.top=(e.clientY-drag.y)+'px'}};
@@ -36,6 +36,9 @@ async function withSession(fn, count = 1) {
       pws.push(pw);
       const page = pw.contexts()[0].pages()[0];
       await page.waitForSelector('#d');
+      // Chrome drops input to a page until it has presented a frame of it:
+      // wait for two animation frames before acting.
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
       // The page's top-left corner on the X screen (the window has no
       // borders: no window manager runs on the display).
       const [ox, oy] = await page.evaluate(() => [window.screenX + window.outerWidth - window.innerWidth,
@@ -163,7 +166,8 @@ export const tests = [
         headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
       rq.on('error', () => {});
       rq.end(body);
-      await waitFor(() => page.evaluate(() => window.moves > 5), 'the drag to start moving the box', 15000, 20);
+      await waitFor(() => page.evaluate(() => window.moves > 5), 'the drag to start moving the box', 15000, 20)
+        .catch(async (err) => { throw new Error(`${err.message} (downs/moves/ups ${await page.evaluate(() => [window.downs, window.moves, window.ups])}, offset ${ox},${oy}, events ${await page.evaluate(() => window.log.join(' '))}, now ${await page.evaluate(() => [window.outerHeight - window.innerHeight, window.screenY])})`); });
       const t0 = Date.now();
       rq.destroy();
       // The next call waits for the session's lock: it answers soon only if the drag stopped.
