@@ -199,6 +199,7 @@ struct tc {
     size_t nmsgs;
     size_t ntext;      /* text messages received, kept or not */
     size_t text_bytes; /* their total length */
+    uint64_t digest;   /* of every text message, in the order received */
     int closed;
     int close_code;
     int pongs;
@@ -236,6 +237,15 @@ static int tc_mask(wslay_event_context_ptr ws, uint8_t *buf, size_t len, void *u
     return 0;
 }
 
+/* Folds one message into an order-sensitive digest (FNV-1a). */
+static uint64_t digest_add(uint64_t d, const uint8_t *m, size_t len)
+{
+    d = (d ^ len) * 1099511628211u;
+    for (size_t i = 0; i < len; i++)
+        d = (d ^ m[i]) * 1099511628211u;
+    return d;
+}
+
 static void tc_on_msg(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *a,
                       void *u)
 {
@@ -249,6 +259,7 @@ static void tc_on_msg(wslay_event_context_ptr ws, const struct wslay_event_on_ms
     } else if (a->opcode == WSLAY_TEXT_FRAME) {
         t->ntext++;
         t->text_bytes += a->msg_length;
+        t->digest = digest_add(t->digest, a->msg, a->msg_length);
         if (t->nmsgs < 16 && a->msg_length < 65536)
             t->msgs[t->nmsgs++] = xstrndup((const char *)a->msg, a->msg_length);
     }
@@ -687,6 +698,88 @@ static void relay_backpressure(void **state)
     tc_free(&up);
 }
 
+/* Runs both test peers until each has received want text messages. */
+static void run_pair(struct tc *a, struct tc *b, size_t want_a, size_t want_b, int timeout_ms)
+{
+    int64_t deadline = clock_mono_us() + (int64_t)timeout_ms * 1000;
+    while ((a->ntext < want_a || b->ntext < want_b || wslay_event_want_write(a->ws) ||
+            wslay_event_want_write(b->ws)) &&
+           clock_mono_us() < deadline) {
+        struct pollfd p[2] = {{.fd = a->fd, .events = POLLIN}, {.fd = b->fd, .events = POLLIN}};
+        struct tc *t[2] = {a, b};
+        for (int i = 0; i < 2; i++)
+            if (wslay_event_want_write(t[i]->ws))
+                p[i].events |= POLLOUT;
+        if (poll(p, 2, 10) <= 0)
+            continue;
+        for (int i = 0; i < 2; i++)
+            if (p[i].revents)
+                assert_int_equal(wslay_event_recv(t[i]->ws) | wslay_event_send(t[i]->ws), 0);
+    }
+}
+
+/* The relay reads and writes in batches (one recv, one send per wakeup;
+ * frames gathered into a 64 KiB buffer, bigger ones sent behind it): every
+ * message of a pipelined burst arrives intact and in order, both ways,
+ * whatever its size relative to the buffers (small runs, the 4 KiB and
+ * 64 KiB edges, 1 MiB). */
+static void relay_pipelined_burst_in_order(void **state)
+{
+    (void)state;
+    static const size_t edges[] = {1,     125,   126,   4095,  4096,    4097,   65521,
+                                   65535, 65536, 65537, 70000, 1 << 20, 131071, 3};
+    enum { SMALL = 3000 };
+    size_t n = SMALL + 2 * (sizeof edges / sizeof edges[0]);
+    struct relay *r = new_relay(1);
+    int csv[2], usv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, csv), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, usv), 0);
+    struct rec rec;
+    rec_init(&rec, csv[0]);
+    struct relay_hooks hooks = {.on_client_message = on_msg,
+                                .on_close = on_close,
+                                .close_client = close_client,
+                                .ctx = &rec};
+    struct err e;
+    err_init(&e);
+    assert_int_equal(relay_attach(r, csv[0], NULL, 0, usv[0], NULL, 0, &hooks, &e), 0);
+    struct tc cl, up;
+    tc_init(&cl, csv[1]);
+    tc_init_server(&up, usv[1]);
+
+    /* Each message is its index then filler: edges, many small ones, edges. */
+    char *buf = xmalloc((1 << 20) + 1);
+    uint64_t want = 0;
+    size_t bytes = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        struct tc *from = dir == 0 ? &cl : &up;
+        for (size_t i = 0; i < n; i++) {
+            size_t k = i < SMALL ? SIZE_MAX : i - SMALL;
+            size_t len = k == SIZE_MAX ? 20 + i % 40 : edges[k % (sizeof edges / sizeof edges[0])];
+            memset(buf, 'a' + (char)(i % 26), len);
+            snprintf(buf, len + 1, "%zu:", i); /* truncated to len when longer */
+            struct wslay_event_msg m = {WSLAY_TEXT_FRAME, (const uint8_t *)buf, len};
+            assert_int_equal(wslay_event_queue_msg(from->ws, &m), 0);
+            if (dir == 0) {
+                want = digest_add(want, (const uint8_t *)buf, len);
+                bytes += len;
+            }
+        }
+    }
+    xfree(buf);
+    run_pair(&cl, &up, n, n, 20000);
+    assert_int_equal(up.ntext, n);
+    assert_int_equal(up.text_bytes, bytes);
+    assert_true(up.digest == want);
+    assert_int_equal(cl.ntext, n);
+    assert_int_equal(cl.text_bytes, bytes);
+    assert_true(cl.digest == want);
+    assert_int_equal(rec.nmsg, n);
+    relay_stop(r);
+    tc_free(&cl);
+    tc_free(&up);
+}
+
 /* relay_start: "a small fixed number of epoll threads": 1..64. */
 static void relay_start_rejects_bad_threads(void **state)
 {
@@ -775,6 +868,7 @@ int main(void)
         cmocka_unit_test(relay_fragments_over_cap),
         cmocka_unit_test(relay_fragments_at_cap),
         cmocka_unit_test(relay_backpressure),
+        cmocka_unit_test(relay_pipelined_burst_in_order),
         cmocka_unit_test(relay_start_rejects_bad_threads),
         cmocka_unit_test(cdp_client_commands),
         cmocka_unit_test(connect_refused_port),
