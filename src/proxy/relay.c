@@ -9,12 +9,14 @@
  * draining a socket early without losing a wakeup.
  *
  * Syscalls, not parsing, are what a relayed message costs, so both
- * directions are batched per wakeup: a side reads its socket into a buffer
- * of its own (RELAY_RBUF: one recv() for many small messages instead of one
- * per 4 KiB, wslay's own buffer) and gathers the frames wslay writes into an
- * output buffer (RELAY_OBUF) sent with one send() once every message read
- * was queued; a frame that does not fit goes out behind the gathered bytes
- * in one sendmsg().
+ * directions are batched per wakeup: a side reads its socket into its
+ * thread's read buffer (RELAY_RBUF: one recv() for many small messages
+ * instead of one per 4 KiB, wslay's own buffer; wslay takes all of it before
+ * the read returns, so one buffer per thread serves every connection) and
+ * gathers the frames wslay writes into an output buffer of its own
+ * (RELAY_OBUF) sent with one send() once every message read was queued; a
+ * frame that does not fit goes out behind the gathered bytes in one
+ * sendmsg().
  *
  * Ownership: a connection belongs to the thread it was handed to. Other
  * threads only touch it through the thread's inbox (attach), the relay-wide
@@ -53,9 +55,10 @@
 /* Most bytes one read event takes from a socket, so that a fast peer cannot
  * hold the thread (its other connections wait) or outrun backpressure. */
 #define RELAY_READ_BUDGET (256u * 1024u)
-/* A side's read buffer and output buffer (allocated on first use). */
+/* A thread's read buffer; a side's output buffer (allocated on first use:
+ * small, since a frame bigger than what is left of it is sent directly). */
 #define RELAY_RBUF (64u * 1024u)
-#define RELAY_OBUF (64u * 1024u)
+#define RELAY_OBUF (16u * 1024u)
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 
@@ -68,9 +71,8 @@ struct side {
     wslay_event_context_ptr ws;
     char *extra; /* bytes read from fd before the takeover, fed to wslay first */
     size_t extra_len, extra_off;
-    uint8_t *rbuf; /* RELAY_RBUF: read from fd, not yet given to wslay */
-    size_t roff, rlen;
-    uint8_t *obuf; /* RELAY_OBUF: frames gathered, not yet sent */
+    size_t roff, rlen; /* bytes of the thread's rbuf not yet given to wslay */
+    uint8_t *obuf;     /* RELAY_OBUF: frames gathered, not yet sent */
     size_t olen;
     uint32_t armed;  /* epoll events currently registered */
     int registered;  /* fd is in the epoll set */
@@ -109,6 +111,7 @@ struct rthread {
     struct conn *conns; /* owned by the thread */
     struct conn *graveyard;
     size_t nclosing;
+    uint8_t rbuf[RELAY_RBUF]; /* the side being read; empty between reads */
 };
 
 struct relay {
@@ -146,7 +149,7 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
         size_t n = s->rlen - s->roff;
         if (n > len)
             n = len;
-        memcpy(buf, s->rbuf + s->roff, n);
+        memcpy(buf, s->c->t->rbuf + s->roff, n);
         s->roff += n;
         return (ssize_t)n;
     }
@@ -157,17 +160,16 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
         wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    if (s->rbuf == NULL)
-        s->rbuf = xmalloc(RELAY_RBUF);
+    uint8_t *rbuf = s->c->t->rbuf;
     size_t want = s->budget < RELAY_RBUF ? s->budget : RELAY_RBUF;
-    ssize_t n = recv(s->fd, s->rbuf, want, 0);
+    ssize_t n = recv(s->fd, rbuf, want, 0);
     if (n > 0) {
         if ((size_t)n < want)
             s->drained = 1;
         s->budget -= (size_t)n;
         s->rlen = (size_t)n;
         s->roff = (size_t)n < len ? (size_t)n : len;
-        memcpy(buf, s->rbuf, s->roff);
+        memcpy(buf, rbuf, s->roff);
         return (ssize_t)s->roff;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -387,6 +389,10 @@ static void side_read(struct side *s)
     s->budget = RELAY_READ_BUDGET;
     if (wslay_event_recv(s->ws) != 0)
         side_fail(s);
+    /* wslay reads until the callback would block, so the thread's buffer is
+     * empty now, unless reading stopped for good (a close, a cap): what is
+     * left is not wanted then. */
+    s->roff = s->rlen = 0;
 }
 
 static const char *close_reason(uint16_t code)
@@ -480,7 +486,6 @@ static void conn_free(struct conn *c)
     for (int i = 0; i < 2; i++) {
         wslay_event_context_free(c->s[i].ws);
         xfree(c->s[i].extra);
-        xfree(c->s[i].rbuf);
         xfree(c->s[i].obuf);
     }
     xfree(c);
