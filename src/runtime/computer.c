@@ -16,9 +16,9 @@
 #include "telemetry/telemetry.h"
 
 #define CDP_MS        10000
-#define WHEEL_TICK_PX 100 /* one wheel click, in CSS pixels */
-#define MOVE_STEP_MS  10  /* time between two points of a smooth move */
-#define NAP_SLICE_MS  20  /* a pause checks for cancellation this often */
+#define WHEEL_TICK_PX 100  /* one wheel click, in CSS pixels */
+#define MOVE_STEP_MS  10   /* time between two points of a smooth move */
+#define NAP_SLICE_MS  20   /* a pause checks for cancellation this often */
 #define X_REPLY_MS    5000 /* longest wait for the X server's answer */
 
 /* The browser's first page, attached over one DevTools connection. */
@@ -39,8 +39,8 @@ struct cstate {
     int x_netns, x_display;
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
-    int refs;             /* under reg_mu */
-    int forgotten;        /* under reg_mu: unlinked, freed by the last state_put */
+    int refs;                        /* under reg_mu */
+    int forgotten;                   /* under reg_mu: unlinked, freed by the last state_put */
     struct cstate *next;
 };
 
@@ -543,8 +543,8 @@ static int x_keyev(struct xcall *c, const struct comp_key *k, int down, int *add
 }
 
 /* Presses (down=1) or releases a held set, in reverse on release. */
-static int x_hold(struct xcall *c, const struct comp_combo *combos, int n, int down,
-                  int added[][6], struct err *e)
+static int x_hold(struct xcall *c, const struct comp_combo *combos, int n, int down, int added[][6],
+                  struct err *e)
 {
     int rc = 0;
     for (int i = down ? 0 : n - 1; (down ? i < n : i >= 0); i += down ? 1 : -1)
@@ -600,8 +600,7 @@ static int x_move(struct xcall *c, int x, int y, int smooth, int duration_ms, st
 /* X buttons of the domain's left, middle, right, back, forward. */
 static const int x_buttons[] = {1, 2, 3, 8, 9};
 
-static int x_clicks(struct xcall *c, int button, int count, int press, int release,
-                    struct err *e)
+static int x_clicks(struct xcall *c, int button, int count, int press, int release, struct err *e)
 {
     int rc = 0;
     for (int i = 0; rc == 0 && i < count; i++) {
@@ -680,9 +679,11 @@ static int x_type(struct xcall *c, const struct comp_action *a, struct err *e)
     size_t n;
     while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
         t += n;
-        uint32_t sym = cp == '\n' ? 0xff0d : cp == '\t' ? 0xff09 : cp < 0x20 || cp == 0x7f ? 0
-                     : cp <= 0xff                               ? cp
-                                                                : 0x01000000u | cp;
+        uint32_t sym = cp == '\n'                ? 0xff0d
+                       : cp == '\t'              ? 0xff09
+                       : cp < 0x20 || cp == 0x7f ? 0
+                       : cp <= 0xff              ? cp
+                                                 : 0x01000000u | cp;
         if (!sym)
             continue; /* other control characters have no key */
         int added = 0;

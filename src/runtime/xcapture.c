@@ -104,8 +104,8 @@ static void tables_init(struct tables *t)
 /* Distance code of d (1..32768) with its extra bits (5-bit fixed codes). */
 static struct sym dist_sym(int d)
 {
-    static const int base[] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,
-                               33,  49,  65,  97,  129, 193,  257,  385,  513,  769,
+    static const int base[] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                               33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
                                1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
     int k = 29;
     while (base[k] > d)
@@ -148,8 +148,8 @@ static void chunk(uint8_t *out, size_t *pos, const char *type, const uint8_t *da
     *pos += 12 + len;
 }
 
-int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char **png,
-                 size_t *len, struct err *e)
+int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char **png, size_t *len,
+                 struct err *e)
 {
     *png = NULL;
     *len = 0;
@@ -171,17 +171,26 @@ int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char
     uint8_t *out = xmalloc(cap);
     memcpy(out, "\x89PNG\r\n\x1a\n", 8);
     size_t pos = 8;
-    uint8_t ihdr[13] = {(uint8_t)(width >> 24),  (uint8_t)(width >> 16),  (uint8_t)(width >> 8),
-                        (uint8_t)width,          (uint8_t)(height >> 24), (uint8_t)(height >> 16),
-                        (uint8_t)(height >> 8),  (uint8_t)height,         8, /* bit depth */
-                        2 /* RGB */, 0, 0, 0};
+    uint8_t ihdr[13] = {(uint8_t)(width >> 24),
+                        (uint8_t)(width >> 16),
+                        (uint8_t)(width >> 8),
+                        (uint8_t)width,
+                        (uint8_t)(height >> 24),
+                        (uint8_t)(height >> 16),
+                        (uint8_t)(height >> 8),
+                        (uint8_t)height,
+                        8, /* bit depth */
+                        2 /* RGB */,
+                        0,
+                        0,
+                        0};
     chunk(out, &pos, "IHDR", ihdr, sizeof ihdr);
 
     /* The zlib stream goes where the IDAT's data will be. */
     size_t idat = pos;
     struct bits b = {out, idat + 8, 0, 0};
-    b.out[b.pos++] = 0x78; /* deflate, 32 KiB window */
-    b.out[b.pos++] = 0x01; /* fastest; (0x78 << 8 | 0x01) % 31 == 0 */
+    b.out[b.pos++] = 0x78;  /* deflate, 32 KiB window */
+    b.out[b.pos++] = 0x01;  /* fastest; (0x78 << 8 | 0x01) % 31 == 0 */
     put(&b, 1 | 1 << 1, 3); /* BFINAL, fixed codes */
     uint8_t *rows = xmalloc((size_t)rowlen * 2);
     uint8_t *prev = rows, *cur = rows + rowlen;

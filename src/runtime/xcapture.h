@@ -18,7 +18,7 @@
 /* Encodes width x height pixels, 4 bytes each in B G R X order, stride bytes
  * per row, as an 8-bit RGB PNG: *png is owned (xmalloc'd), *len bytes.
  * E_INTERNAL when libpng fails. */
-int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char **png,
-                 size_t *len, struct err *e) WUR;
+int xcapture_png(const uint8_t *bgrx, int width, int height, size_t stride, char **png, size_t *len,
+                 struct err *e) WUR;
 
 #endif

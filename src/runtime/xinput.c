@@ -43,7 +43,8 @@ struct xin {
     void *image_reply;
 };
 
-/* Waits (bounded) for the reply to request seq: the reply (owned, free()),
+/* Waits (bounded) for the reply to request seq: the reply (owned; xcb
+ * allocates replies with malloc, so xfree releases them),
  * or NULL with e set. A server that does not answer in time leaves the
  * connection marked dead (its replies would come out of step). */
 static void *wait_reply(struct xin *x, unsigned int seq, const char *what, struct err *e)
@@ -59,10 +60,10 @@ static void *wait_reply(struct xin *x, unsigned int seq, const char *what, struc
         xcb_generic_error_t *xe = NULL;
         if (xcb_poll_for_reply(x->c, seq, &reply, &xe)) {
             if (xe) {
-                (void)err_set(e, E_INTERNAL, "internal", "the X server refused %s (error %d)",
-                              what, xe->error_code);
-                free(xe);
-                free(reply);
+                (void)err_set(e, E_INTERNAL, "internal", "the X server refused %s (error %d)", what,
+                              xe->error_code);
+                xfree(xe);
+                xfree(reply);
                 return NULL;
             }
             if (!reply)
@@ -88,7 +89,7 @@ static void *wait_reply(struct xin *x, unsigned int seq, const char *what, struc
 static int sync_x(struct xin *x, const char *what, struct err *e)
 {
     void *r = wait_reply(x, xcb_get_input_focus(x->c).sequence, what, e);
-    free(r);
+    xfree(r);
     return r ? 0 : e->rc;
 }
 
@@ -102,13 +103,13 @@ static int load_keymap(struct xin *x, struct err *e)
     int per = r->keysyms_per_keycode;
     int n = xcb_get_keyboard_mapping_keysyms_length(r);
     if (per < 1 || per > 32 || n != per * count) {
-        free(r);
+        xfree(r);
         return err_set(e, E_INTERNAL, "internal", "the X server's keymap is malformed");
     }
     x->per = per;
     x->map = xcalloc((size_t)n, sizeof *x->map);
     memcpy(x->map, xcb_get_keyboard_mapping_keysyms(r), (size_t)n * sizeof *x->map);
-    free(r);
+    xfree(r);
     /* Spare keycodes (no keysym at all), from the top: bound on demand. */
     for (int kc = x->max_kc; kc >= x->min_kc && x->nscratch < SCRATCH_KEYS; kc--) {
         const uint32_t *row = &x->map[(kc - x->min_kc) * per];
@@ -133,7 +134,7 @@ static void shm_setup(struct xin *x)
     xcb_shm_query_version_reply_t *v =
         wait_reply(x, xcb_shm_query_version(x->c).sequence, "MIT-SHM", &ignore);
     int ok = v && (v->major_version > 1 || (v->major_version == 1 && v->minor_version >= 2));
-    free(v);
+    xfree(v);
     if (!ok)
         return;
     size_t len = (size_t)x->width * (size_t)x->height * 4;
@@ -154,7 +155,7 @@ static void shm_setup(struct xin *x)
     /* Checked through a round trip with a time limit: an error for the
      * attach comes before the sync's reply. */
     if (sync_x(x, "MIT-SHM attach", &ignore) != 0 || (xe = xcb_request_check(x->c, ck)) != NULL) {
-        free(xe);
+        xfree(xe);
         munmap(mem, len);
         return;
     }
@@ -225,10 +226,10 @@ int xin_open(int netns, int display, int timeout_ms, struct xin **out, struct er
             rc = err_set(e, E_UNAVAIL, "unavailable", "X display :%d has no XTEST", display);
         else
             rc = e->rc;
-        free(r);
+        xfree(r);
         goto fail;
     }
-    free(r);
+    xfree(r);
     if ((rc = load_keymap(x, e)) != 0)
         goto fail;
     shm_setup(x);
@@ -245,7 +246,7 @@ void xin_close(struct xin *x)
         return;
     if (x->shm)
         munmap(x->shm, x->shm_len);
-    free(x->image_reply);
+    xfree(x->image_reply);
     xfree(x->map);
     /* Closing the connection also ends its HideCursor and frees the SHM
      * segment on the server's side. */
@@ -351,7 +352,7 @@ int xin_pointer(struct xin *x, int *px, int *py, struct err *e)
         return e->rc;
     *px = r->root_x;
     *py = r->root_y;
-    free(r);
+    xfree(r);
     return 0;
 }
 
@@ -363,16 +364,16 @@ int xin_focus_under_pointer(struct xin *x, struct err *e)
     xcb_get_input_focus_reply_t *f = p ? wait_reply(x, fc.sequence, "the focus", e) : NULL;
     xcb_window_t win = p ? p->child : XCB_NONE, focus = f ? f->focus : XCB_NONE;
     int rc = p && f ? 0 : e->rc;
-    free(p);
-    free(f);
+    xfree(p);
+    xfree(f);
     if (rc || win == XCB_NONE || win == focus)
         return rc;
-    xcb_get_window_attributes_reply_t *a = wait_reply(
-        x, xcb_get_window_attributes(x->c, win).sequence, "the window's attributes", e);
+    xcb_get_window_attributes_reply_t *a =
+        wait_reply(x, xcb_get_window_attributes(x->c, win).sequence, "the window's attributes", e);
     if (!a)
         return e->rc;
     int popup = a->override_redirect || a->map_state != XCB_MAP_STATE_VIEWABLE;
-    free(a);
+    xfree(a);
     if (popup)
         return 0;
     xcb_set_input_focus(x->c, XCB_INPUT_FOCUS_POINTER_ROOT, win, XCB_CURRENT_TIME);
@@ -399,36 +400,36 @@ int xin_grab(struct xin *x, int rx, int ry, int rw, int rh, const uint8_t **pixe
 {
     if (rx < 0 || ry < 0 || rw < 1 || rh < 1 || rx + rw > x->width || ry + rh > x->height)
         return err_set(e, E_INVALID, "bad_request", "region exceeds screen bounds");
-    free(x->image_reply);
+    xfree(x->image_reply);
     x->image_reply = NULL;
     size_t need = (size_t)rw * (size_t)rh * 4;
     if (x->has_shm) {
-        xcb_shm_get_image_reply_t *r = wait_reply(
-            x,
-            xcb_shm_get_image(x->c, x->root, (int16_t)rx, (int16_t)ry, (uint16_t)rw, (uint16_t)rh,
-                              ~0u, XCB_IMAGE_FORMAT_Z_PIXMAP, x->seg, 0)
-                .sequence,
-            "a screen capture", e);
+        xcb_shm_get_image_reply_t *r =
+            wait_reply(x,
+                       xcb_shm_get_image(x->c, x->root, (int16_t)rx, (int16_t)ry, (uint16_t)rw,
+                                         (uint16_t)rh, ~0u, XCB_IMAGE_FORMAT_Z_PIXMAP, x->seg, 0)
+                           .sequence,
+                       "a screen capture", e);
         if (!r)
             return e->rc;
         int ok = r->size >= need && need <= x->shm_len;
-        free(r);
+        xfree(r);
         if (!ok)
             return err_set(e, E_INTERNAL, "internal", "the X server's capture has the wrong size");
         *pixels = x->shm;
         *stride = (size_t)rw * 4;
         return 0;
     }
-    xcb_get_image_reply_t *r = wait_reply(
-        x,
-        xcb_get_image(x->c, XCB_IMAGE_FORMAT_Z_PIXMAP, x->root, (int16_t)rx, (int16_t)ry,
-                      (uint16_t)rw, (uint16_t)rh, ~0u)
-            .sequence,
-        "a screen capture", e);
+    xcb_get_image_reply_t *r =
+        wait_reply(x,
+                   xcb_get_image(x->c, XCB_IMAGE_FORMAT_Z_PIXMAP, x->root, (int16_t)rx, (int16_t)ry,
+                                 (uint16_t)rw, (uint16_t)rh, ~0u)
+                       .sequence,
+                   "a screen capture", e);
     if (!r)
         return e->rc;
     if ((size_t)xcb_get_image_data_length(r) < need) {
-        free(r);
+        xfree(r);
         return err_set(e, E_INTERNAL, "internal", "the X server's capture has the wrong size");
     }
     x->image_reply = r;

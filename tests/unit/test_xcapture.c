@@ -77,8 +77,8 @@ static void roundtrip(int w, int h, uint32_t (*fill)(int x, int y), size_t *png_
         const uint8_t *row = raw + (size_t)y * (1 + 3 * (size_t)w);
         assert_int_equal(row[0], 0); /* filter: none */
         for (int x = 0; x < w; x++) {
-            uint32_t rgb = (uint32_t)row[1 + 3 * x] << 16 | (uint32_t)row[2 + 3 * x] << 8 |
-                           row[3 + 3 * x];
+            uint32_t rgb =
+                (uint32_t)row[1 + 3 * x] << 16 | (uint32_t)row[2 + 3 * x] << 8 | row[3 + 3 * x];
             if (rgb != fill(x, y))
                 fail_msg("pixel %d,%d: %06x, expected %06x", x, y, rgb, fill(x, y));
         }
