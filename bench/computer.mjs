@@ -1,4 +1,5 @@
-// Computer controls (issue 17): screenshot and click latency over HTTP, next
+// Computer controls (issue 17): screenshot and click latency over HTTP on a
+// headful session (X display capture and XTest input), next
 // to CDP's own Page.captureScreenshot on the same session in the same run.
 // Prints a Markdown section; bench/run.sh appends it to docs/BENCHMARKS.md.
 //   node bench/computer.mjs
@@ -60,7 +61,7 @@ try {
     `Command: \`node bench/computer.mjs\` (run by \`make bench\`); a headful 1920x1080 session, ${N} calls each.`, '',
     '| figure | value | target |', '|---|---|---|',
     `| \`computer/screenshot\` over HTTP, p50 / p99 | ${f(pct(shots, 0.5))} ms / ${f(pct(shots, 0.99))} ms | p50 < 30 ms |`,
-    `| CDP \`Page.captureScreenshot\` through cdp_ws_url, p50 | ${f(pct(cdp, 0.5))} ms (HTTP / CDP: ${f(pct(shots, 0.5) / pct(cdp, 0.5))}x) | |`,
+    `| CDP \`Page.captureScreenshot\` through cdp_ws_url, p50 | ${f(pct(cdp, 0.5))} ms (HTTP / CDP: ${(pct(shots, 0.5) / pct(cdp, 0.5)).toFixed(2)}x) | |`,
     `| \`computer/click_mouse\` over HTTP, p50 / p99 | ${f(pct(clicks, 0.5))} ms / ${f(pct(clicks, 0.99))} ms | p50 < 5 ms |`, '');
 } finally {
   await s.stop();
