@@ -948,8 +948,9 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
  *
  * Two kinds of sessions keep the synchronous delete, because what their
  * ending hooks write is read right after the DELETE: a profile saved at the
- * end (the next create may load it) and an active recording (its replay is
- * listed and downloaded as finished).
+ * end (the next create may load it) and one with replays (an active one is
+ * listed and downloaded as finished; the plan's retention applies at the
+ * end).
  */
 struct teardown {
     struct app *app;
@@ -983,6 +984,14 @@ static void *teardown_run(void *arg)
 static int teardown_in_background(struct app *app, struct session_rec *s, const json_t *doc)
 {
     if (json_object_get(doc, "profile") || replays_recording_active(s->id))
+        return 0;
+    /* Any replay (DATA/replays/ID, api/replays.c): the ending hook applies
+     * the plan's retention, read right after the DELETE. */
+    char *replays = xasprintf("%s/replays/%s", app->cfg.data_dir, s->id);
+    struct stat st;
+    int recorded = stat(replays, &st) == 0;
+    xfree(replays);
+    if (recorded)
         return 0;
     struct chromium *c = NULL;
     long long up = 0;
