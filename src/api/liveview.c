@@ -118,7 +118,8 @@ static void viewer_input(struct viewer *v, const uint8_t *msg, size_t len)
         const char *name;
         enum comp_op op;
     } acts[] = {{"click_mouse", COMP_CLICK}, {"drag_mouse", COMP_DRAG}, {"move_mouse", COMP_MOVE},
-                {"scroll", COMP_SCROLL},     {"press_key", COMP_PRESS}, {"type_text", COMP_TYPE}};
+                {"scroll", COMP_SCROLL},     {"press_key", COMP_PRESS}, {"type_text", COMP_TYPE},
+                {"clipboard_write", COMP_CLIP_WRITE}};
     struct err e;
     err_init(&e);
     json_t *m = NULL;
@@ -139,7 +140,9 @@ static void viewer_input(struct viewer *v, const uint8_t *msg, size_t len)
         comp_parse(acts[found].op, json_object_get(m, "body"), "body.", v->width, v->height, &a,
                    &e) != 0) {
         v->dropped++;
-    } else if (computer_run(v->sid, ws, &a, 1, NULL, &e) == 0) {
+    } else if (a.op == COMP_CLIP_WRITE
+                   ? computer_clipboard_write(v->sid, ws, a.text ? a.text : "", &e) == 0
+                   : computer_run(v->sid, ws, &a, 1, NULL, &e) == 0) {
         v->inputs++;
         live_touch(l);
     } else {
@@ -435,9 +438,14 @@ static const char page_html[] =
     "'super'].filter(Boolean);\n"
     " if(K[e.key])send('press_key',{keys:[[...mods,e.shiftKey&&'shift',K[e.key]].filter(Boolean)"
     ".join('+')]});\n"
+    " else if(mods.length&&e.key.toLowerCase()==='v')return;\n"
     " else if(e.key.length===1&&mods.length)send('press_key',{keys:[[...mods,e.key.toLowerCase()"
     "].join('+')]});\n"
     " else if(e.key.length===1)send('type_text',{text:e.key});else return;e.preventDefault()});\n"
+    "document.addEventListener('paste',e=>{const t=e.clipboardData&&e.clipboardData.getData("
+    "'text/plain');\n"
+    " if(t){send('clipboard_write',{text:t});send('press_key',{keys:['ctrl+v']})}"
+    "e.preventDefault()});\n"
     "</script></body></html>\n";
 
 int liveview_page(struct req *rq, struct resp *rs)

@@ -392,6 +392,18 @@ export const tests = [
         await vp.mouse.click(700, 250);
         await waitFor(async () => /^right/.test(await pg.title()), 'the click reached the session\'s page');
         eq(await pg.title(), 'right 1', 'exactly the control viewer\'s click arrived');
+        // The viewer's clipboard: a paste in the viewer writes the session's
+        // clipboard and pastes it into the focused field of the session's page.
+        await pg.setContent('<input id=i>');
+        await pg.focus('#i');
+        const paste = (p, text) => p.evaluate((t) => {
+          const dt = new DataTransfer();
+          dt.setData('text/plain', t);
+          document.getElementById('c').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true }));
+        }, text);
+        await paste(rv, 'from a read-only viewer');
+        await paste(vp, 'from the viewer');
+        await waitFor(async () => (await pg.inputValue('#i')) === 'from the viewer', 'the viewer\'s paste reached the session\'s page');
         await rv.close();
         // Viewers attach and detach as connection telemetry events.
         const evs = () => api(s, 'GET', `/browsers/${b.session_id}/telemetry/events?limit=100`).then((r) => r.json || []);
