@@ -759,6 +759,14 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     json_t *mine = settings_doc(&c);
     json_object_update(doc, mine);
     json_decref(mine);
+    /* The started hooks before the row, so that the row is written once
+     * (the store commits every write to disk: one commit less per create). */
+    char dir[1200];
+    api_session_dir(app, s->id, dir, sizeof dir);
+    struct session_ctx sc = {app, s, doc, body, dir, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->started)
+            (*x)->started(&sc, chromium_ws_url(sp->browser));
     s->data = jsonx_dump(doc);
     rc = store_session_insert(app->store, s);
     if (rc) {
@@ -766,23 +774,14 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
             err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
         else
             err_set(e, rc, "internal", "the session could not be stored");
-        spares_put_back(app->spares, k, sp); /* nobody saw it */
+        /* The hooks ran for the refused owner: this spare is spent. */
+        spare_end(app, sp, "its create was refused");
         sessmgr_unreserve(app->sessions, org_id);
         json_decref(doc);
         session_rec_clear(s);
         sessrules_create_clear(&c);
         return rc;
     }
-    char dir[1200];
-    api_session_dir(app, s->id, dir, sizeof dir);
-    struct session_ctx sc = {app, s, doc, body, dir, NULL};
-    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
-        if ((*x)->started)
-            (*x)->started(&sc, chromium_ws_url(sp->browser));
-    xfree(s->data);
-    s->data = jsonx_dump(doc);
-    if (store_session_update(app->store, s) != 0)
-        log_error("session %s: could not record the modules' state", s->id);
     sessmgr_add(app->sessions, s->id, s->org_id, sp->browser, (int)c.timeout_seconds, 0);
     struct live *l = sessmgr_get(app->sessions, s->id);
     char ws[512];
