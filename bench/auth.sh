@@ -24,8 +24,11 @@ run() { # label, BROWSERD_THREADS ("" = the default)
     BROWSERD_LOG_LEVEL=warn taskset -c 0 "$BIN" serve --listen 127.0.0.1:$port --data "$tmp/data" \
         2>"$tmp/server.log" &
     pid=$!
-    for _ in $(seq 50); do [ -f "$tmp/data/bootstrap-api-key" ] && break; sleep 0.1; done
-    sleep 0.3
+    # Ready once it answers (a loaded machine may take seconds to start it).
+    for _ in $(seq 200); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/" && [ -f "$tmp/data/bootstrap-api-key" ] && break
+        sleep 0.1
+    done
     key=$(cat "$tmp/data/bootstrap-api-key")
     t0=$(awk '{print $14+$15}' /proc/$pid/stat)
     taskset -c 1 wrk -t1 -c64 -d${DUR}s --latency -H "Authorization: Bearer $key" \

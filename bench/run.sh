@@ -41,8 +41,10 @@ rm -rf "$tmp/data"
 BROWSERD_LOG_LEVEL=warn taskset -c 0 "$BIN" serve --listen 127.0.0.1:$port --data "$tmp/data" \
     2>"$tmp/server.log" &
 pid=$!
-for i in $(seq 50); do [ -f "$tmp/data/bootstrap-api-key" ] && break; sleep 0.1; done
-sleep 0.3
+for i in $(seq 200); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && [ -f "$tmp/data/bootstrap-api-key" ] && break
+    sleep 0.1
+done
 key=$(cat "$tmp/data/bootstrap-api-key")
 taskset -c 1 wrk -t1 -c64 -d${DUR}s --latency -H "Authorization: Bearer $key" \
     http://127.0.0.1:$port/org/entitlements >"$tmp/wrk1.txt"
