@@ -233,7 +233,9 @@ struct store_ops {
     int (*key_get)(struct store *st, const char *org_id, const char *id, struct apikey_rec *out);
     int (*key_by_hash)(struct store *st, const char *hash, struct apikey_rec *out);
     /* The key with that hash and its org, in one read (the hot path of every
-     * authenticated request). The org's overrides are owned by *org. */
+     * authenticated request). The org's overrides are owned by *org. A
+     * backend may answer from a cache, but exactly: a change committed by
+     * any connection or process before the call is seen (store/keycache.h). */
     int (*auth_lookup)(struct store *st, const char *hash, struct apikey_rec *key,
                        struct org_rec *org);
     int (*key_list)(struct store *st, const char *org_id, const struct name_filter *f,
