@@ -27,7 +27,7 @@ struct sq {
     struct store base;
     char *path;
     pthread_mutex_t mu;
-    struct conn *idle; /* connections not in use */
+    struct conn *idle;         /* connections not in use */
     struct sq_authcache *auth; /* auth_lookup's cache (sqlite_tenancy.c); NULL = uncached */
 };
 

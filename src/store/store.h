@@ -336,13 +336,11 @@ struct store_ops {
     int (*ext_create)(struct store *st, struct ext_rec *x);
     int (*ext_get)(struct store *st, const char *org_id, const char *project_id,
                    const char *id_or_name, struct ext_rec *out);
-    int (*ext_list)(struct store *st, const char *org_id, const char *project_id,
-                    const char *name, const char *query, struct page *pg, struct ext_rec **rows,
-                    size_t *n);
+    int (*ext_list)(struct store *st, const char *org_id, const char *project_id, const char *name,
+                    const char *query, struct page *pg, struct ext_rec **rows, size_t *n);
     int (*ext_count)(struct store *st, const char *org_id, int64_t *n);
     int (*ext_touch)(struct store *st, const char *id, int64_t last_used_at);
-    int (*ext_delete)(struct store *st, const char *org_id, const char *project_id,
-                      const char *id);
+    int (*ext_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
     /* ops: extensions */
 };
 
