@@ -31,9 +31,11 @@ static json_t *utf8_string(const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : (c >> 4) == 0xE ? 3
-                   : c >= 0xF0 && c <= 0xF4                ? 4
-                                                           : 0;
+        size_t len = c < 0x80                 ? 1
+                     : c >= 0xC2 && c <= 0xDF ? 2
+                     : (c >> 4) == 0xE        ? 3
+                     : c >= 0xF0 && c <= 0xF4 ? 4
+                                              : 0;
         int ok = len > 0 && i + len <= n;
         for (size_t k = 1; ok && k < len; k++)
             ok = ((unsigned char)s[i + k] >> 6) == 2;
@@ -140,9 +142,20 @@ int curl_post(struct req *rq, struct resp *rs)
 static int raw_dropped(const char *name, const char *value)
 {
     static const char *const names[] = {
-        "host",      "authorization", "content-length", "connection", "keep-alive",
-        "te",        "trailer",       "trailers",       "transfer-encoding", "upgrade",
-        "expect",    "accept-encoding", "x-kernel-project-id", "proxy-authorization",
+        "host",
+        "authorization",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+        "accept-encoding",
+        "x-kernel-project-id",
+        "proxy-authorization",
         "proxy-connection",
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
@@ -165,7 +178,7 @@ static void collect_header(void *ctx, const char *k, const char *v)
 static int raw_hop(const char *name)
 {
     static const char *const names[] = {"content-length", "transfer-encoding", "connection",
-                                        "keep-alive", "content-encoding", "content-type"};
+                                        "keep-alive",     "content-encoding",  "content-type"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcasecmp(name, names[i]) == 0)
             return 1;
@@ -235,7 +248,8 @@ int curl_raw(struct req *rq, struct resp *rs)
         rs->more_headers = json_array();
         const char *k;
         json_t *vals;
-        json_object_foreach(res.headers, k, vals) {
+        json_object_foreach(res.headers, k, vals)
+        {
             size_t i;
             json_t *v;
             if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
@@ -243,8 +257,8 @@ int curl_raw(struct req *rq, struct resp *rs)
                                       json_pack("[s,O]", "Content-Type", json_array_get(vals, 0)));
             if (raw_hop(k))
                 continue;
-            json_array_foreach(vals, i, v) json_array_append_new(rs->more_headers,
-                                                                 json_pack("[s,O]", k, v));
+            json_array_foreach(vals, i, v)
+                json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
         }
         rs->text = res.body;
         rs->text_len = res.body_len;

@@ -117,8 +117,9 @@ static void viewer_input(struct viewer *v, const uint8_t *msg, size_t len)
     static const struct {
         const char *name;
         enum comp_op op;
-    } acts[] = {{"click_mouse", COMP_CLICK}, {"drag_mouse", COMP_DRAG}, {"move_mouse", COMP_MOVE},
-                {"scroll", COMP_SCROLL},     {"press_key", COMP_PRESS}, {"type_text", COMP_TYPE},
+    } acts[] = {{"click_mouse", COMP_CLICK},         {"drag_mouse", COMP_DRAG},
+                {"move_mouse", COMP_MOVE},           {"scroll", COMP_SCROLL},
+                {"press_key", COMP_PRESS},           {"type_text", COMP_TYPE},
                 {"clipboard_write", COMP_CLIP_WRITE}};
     struct err e;
     err_init(&e);

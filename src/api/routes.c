@@ -134,11 +134,8 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, KEY},
     {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, KEY},
     /* routes: computer */
-    FS_ROUTES
-    PROCESS_ROUTES
-    REPLAYS_ROUTES
-    EXTENSIONS_ROUTES
-    {"GET", "/browsers/{id}/logs/stream", logs_stream_get, KEY},
+    FS_ROUTES PROCESS_ROUTES REPLAYS_ROUTES EXTENSIONS_ROUTES{"GET", "/browsers/{id}/logs/stream",
+                                                              logs_stream_get, KEY},
     {"POST", "/browsers/{id}/curl", curl_post, KEY},
     {"GET", "/browsers/{id}/curl/raw", curl_raw, KEY},
     {"POST", "/browsers/{id}/curl/raw", curl_raw, KEY},

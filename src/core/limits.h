@@ -77,8 +77,8 @@
  * it, output is dropped (and said truncated) rather than held. */
 #define LIM_PROC_OUTPUT_TOTAL_BYTES (256u * 1024u * 1024u)
 /* playwright.execute: timeout_sec bounds and the runner's stdout/stderr kept. */
-#define LIM_PW_TIMEOUT_MAX_S   300
-#define LIM_PW_OUTPUT_BYTES    (1u * 1024u * 1024u)
+#define LIM_PW_TIMEOUT_MAX_S 300
+#define LIM_PW_OUTPUT_BYTES  (1u * 1024u * 1024u)
 /* Replays (docs/replays.md): one recording's file and duration (also the
  * default duration when max_duration_in_seconds is omitted), recordings
  * encoding at once on this host (libx264 costs a fraction of a core each),

@@ -12,9 +12,8 @@ static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DE
  * framed: a client cannot set them (a forged Host or Content-Length would
  * let a request smuggle another one past the egress rules). */
 static const char *const refused_headers[] = {
-    "host",    "content-length", "connection", "transfer-encoding", "upgrade",
-    "te",      "trailer",        "keep-alive", "expect",            "proxy-authorization",
-    "proxy-connection",
+    "host",    "content-length", "connection", "transfer-encoding",   "upgrade",          "te",
+    "trailer", "keep-alive",     "expect",     "proxy-authorization", "proxy-connection",
 };
 
 static int is_tchar(unsigned char c)
@@ -97,7 +96,8 @@ int curlreq_parse(const json_t *body, struct curlreq *out, struct err *e)
         return err_field(e, "", "must be a JSON object");
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
+    json_object_foreach((json_t *)body, key, v)
+    {
         if (strcmp(key, "url") && strcmp(key, "method") && strcmp(key, "headers") &&
             strcmp(key, "body") && strcmp(key, "response_encoding") && strcmp(key, "timeout_ms"))
             (void)err_field(e, key, "is not a field of this request");
@@ -116,7 +116,8 @@ int curlreq_parse(const json_t *body, struct curlreq *out, struct err *e)
         while (i < sizeof methods / sizeof *methods && strcmp(ms, methods[i]) != 0)
             i++;
         if (i == sizeof methods / sizeof *methods)
-            (void)err_field(e, "method", "must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+            (void)err_field(e, "method",
+                            "must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
         else
             snprintf(out->method, sizeof out->method, "%s", methods[i]);
     }
@@ -127,7 +128,8 @@ int curlreq_parse(const json_t *body, struct curlreq *out, struct err *e)
         else if (json_object_size(h) > CURL_HEADERS_MAX)
             (void)err_field(e, "headers", "at most %d headers", CURL_HEADERS_MAX);
         else {
-            json_object_foreach(h, key, v) {
+            json_object_foreach(h, key, v)
+            {
                 char path[96];
                 snprintf(path, sizeof path, "headers.%.80s", key);
                 const char *why = NULL;
@@ -150,7 +152,8 @@ int curlreq_parse(const json_t *body, struct curlreq *out, struct err *e)
         else if (json_string_length(b) > CURL_BODY_MAX)
             (void)err_field(e, "body", "is longer than %u bytes", CURL_BODY_MAX);
         else if (!curlreq_method_has_body(out->method))
-            (void)err_field(e, "body", "is not sent with %s (only POST, PUT, PATCH, DELETE, OPTIONS)",
+            (void)err_field(e, "body",
+                            "is not sent with %s (only POST, PUT, PATCH, DELETE, OPTIONS)",
                             out->method);
         else {
             out->body_len = json_string_length(b);
@@ -170,8 +173,8 @@ int curlreq_parse(const json_t *body, struct curlreq *out, struct err *e)
     if (t && !json_is_null(t)) {
         if (!json_is_integer(t) || json_integer_value(t) < CURL_TIMEOUT_MIN_MS ||
             json_integer_value(t) > CURL_TIMEOUT_MAX_MS)
-            (void)err_field(e, "timeout_ms", "must be an integer from %d to %d", CURL_TIMEOUT_MIN_MS,
-                            CURL_TIMEOUT_MAX_MS);
+            (void)err_field(e, "timeout_ms", "must be an integer from %d to %d",
+                            CURL_TIMEOUT_MIN_MS, CURL_TIMEOUT_MAX_MS);
         else
             out->timeout_ms = (int)json_integer_value(t);
     }

@@ -418,7 +418,8 @@ static void only_fields(const json_t *body, const char *const *allowed, struct e
 {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)body, k, v) {
+    json_object_foreach((json_t *)body, k, v)
+    {
         int ok = 0;
         for (size_t i = 0; allowed[i]; i++)
             ok |= strcmp(allowed[i], k) == 0;

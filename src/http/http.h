@@ -33,11 +33,11 @@ struct req {
     char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
     int body_too_big;
-    int no_retry;   /* a 5xx answer carries x-should-retry: false (non-idempotent action) */
+    int no_retry;        /* a 5xx answer carries x-should-retry: false (non-idempotent action) */
     int via_session_url; /* path was rewritten by http_config.rewrite (a session's own URL) */
-    struct err err; /* the handler's failure, rendered by the HTTP layer */
-    void *app;      /* from http_config.app */
-    void *auth;     /* set by the authorize hook, released by its cleanup */
+    struct err err;      /* the handler's failure, rendered by the HTTP layer */
+    void *app;           /* from http_config.app */
+    void *auth;          /* set by the authorize hook, released by its cleanup */
     int64_t start_us;
     int status; /* the status finally sent, for the access log */
     /* Asynchronous requests (req_suspend): */
@@ -130,17 +130,17 @@ void http_stop(struct http_server *srv);
 
 struct http_call_req {
     const char *method;
-    const char *path;                /* without the query */
-    const char *const *query;        /* NULL-terminated name, value pairs; may be NULL */
-    const char *const *headers;      /* the same, names without case */
+    const char *path;           /* without the query */
+    const char *const *query;   /* NULL-terminated name, value pairs; may be NULL */
+    const char *const *headers; /* the same, names without case */
     const char *body;
     size_t body_len;
 };
 
 struct http_call_res {
     int status;
-    json_t *json;    /* the JSON body, or NULL */
-    char *text;      /* a raw body, or NULL */
+    json_t *json; /* the JSON body, or NULL */
+    char *text;   /* a raw body, or NULL */
     size_t text_len;
     json_t *headers; /* {name: value} of the handler's response headers */
 };
@@ -173,7 +173,8 @@ int req_client_gone(struct req *rq);
 const char *req_header(struct req *rq, const char *name);
 const char *req_query(struct req *rq, const char *name);
 /* Calls fn for each request header (repeated names included). */
-void req_header_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
+void req_header_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v),
+                     void *ctx);
 /* Calls fn for each query argument (repeated keys included). */
 void req_query_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
 /* Parses the body as a JSON object. An empty body is {} when empty_ok.

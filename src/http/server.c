@@ -97,7 +97,7 @@ struct ctx {
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
-    struct buf body; /* the request body, at most body_limit bytes; rq.body points into it */
+    struct buf body;   /* the request body, at most body_limit bytes; rq.body points into it */
     size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
     /* An in-process request (http_call): no connection; these lists,
      * NULL-terminated name/value pairs, stand for its headers and query. */
@@ -468,7 +468,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
         MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
     size_t hi;
     json_t *h;
-    json_array_foreach(rs->more_headers, hi, h) {
+    json_array_foreach(rs->more_headers, hi, h)
+    {
         const char *hn = json_string_value(json_array_get(h, 0));
         const char *hv = json_string_value(json_array_get(h, 1));
         if (hn && hv)
@@ -610,8 +611,7 @@ int http_call(const struct http_config *cfg, const struct http_call_req *in,
         out->text_len = rs.text_len;
         out->headers = json_object();
         for (size_t i = 0; i < rs.nheaders; i++)
-            json_object_set_new(out->headers, rs.headers[i].name,
-                                json_string(rs.headers[i].value));
+            json_object_set_new(out->headers, rs.headers[i].name, json_string(rs.headers[i].value));
         rs.json = NULL;
         rs.text = NULL;
     }

@@ -72,7 +72,8 @@ static json_t *override_params(const char *request_id, const json_t *browser_hea
     json_t *hs = json_array();
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)browser_headers, k, v) {
+    json_object_foreach((json_t *)browser_headers, k, v)
+    {
         int replaced = 0;
         for (size_t i = 0; i < r->nheaders; i++)
             replaced |= strcasecmp(k, r->headers[i].name) == 0;
@@ -82,8 +83,8 @@ static json_t *override_params(const char *request_id, const json_t *browser_hea
     for (size_t i = 0; i < r->nheaders; i++)
         json_array_append_new(
             hs, json_pack("{s:s,s:s}", "name", r->headers[i].name, "value", r->headers[i].value));
-    json_t *p = json_pack("{s:s,s:s,s:o}", "requestId", request_id, "method", r->method, "headers",
-                          hs);
+    json_t *p =
+        json_pack("{s:s,s:s,s:o}", "requestId", request_id, "method", r->method, "headers", hs);
     if (r->body) {
         char *b = b64_encode(r->body, r->body_len, NULL);
         json_object_set_new(p, "postData", json_string(b));
@@ -99,7 +100,8 @@ static json_t *group_headers(const json_t *list)
     json_t *out = json_object();
     size_t i;
     json_t *h;
-    json_array_foreach((json_t *)list, i, h) {
+    json_array_foreach((json_t *)list, i, h)
+    {
         const char *name = jsonx_str(h, "name"), *value = jsonx_str(h, "value");
         if (!name || !value)
             continue;
@@ -126,7 +128,8 @@ static json_t *split_raw(const json_t *raw)
     json_t *list = json_array();
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)raw, k, v) {
+    json_object_foreach((json_t *)raw, k, v)
+    {
         if (json_is_string(v))
             json_array_append_new(list, json_pack("{s:s,s:O}", "name", k, "value", v));
     }
@@ -139,7 +142,8 @@ static const char *header_value(const json_t *list, const char *name)
 {
     size_t i;
     json_t *h;
-    json_array_foreach((json_t *)list, i, h) {
+    json_array_foreach((json_t *)list, i, h)
+    {
         const char *n = jsonx_str(h, "name");
         if (n && strcasecmp(n, name) == 0)
             return jsonx_str(h, "value");
@@ -176,8 +180,8 @@ static int take_response(struct cdp_client *c, const char *sid, const json_t *p,
         struct err ge;
         err_init(&ge);
         /* A response without a body (HEAD, 204) has nothing to read. */
-        if (call(c, sid, "Fetch.getResponseBody", json_pack("{s:s}", "requestId", rid),
-                            1, (int)left_ms(deadline) + 1, &res, &ge) == 0) {
+        if (call(c, sid, "Fetch.getResponseBody", json_pack("{s:s}", "requestId", rid), 1,
+                 (int)left_ms(deadline) + 1, &res, &ge) == 0) {
             const char *b = jsonx_str(res, "body");
             size_t bl = b ? strlen(b) : 0;
             if (b && jsonx_bool(res, "base64Encoded", 0)) {
@@ -197,8 +201,8 @@ static int take_response(struct cdp_client *c, const char *sid, const json_t *p,
                 xfree(out->body);
                 out->body = NULL;
                 out->body_len = 0;
-                transport(out, "ERR_FILE_TOO_BIG", "the response body exceeds the limit of %u bytes",
-                          BCURL_BODY_MAX);
+                transport(out, "ERR_FILE_TOO_BIG",
+                          "the response body exceeds the limit of %u bytes", BCURL_BODY_MAX);
             }
         } else if (c == NULL) {
             rc = err_set(e, E_UNAVAIL, "unavailable", "the browser did not answer");
@@ -213,8 +217,7 @@ static int take_response(struct cdp_client *c, const char *sid, const json_t *p,
     return rc;
 }
 
-int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *out,
-              struct err *e)
+int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *out, struct err *e)
 {
     memset(out, 0, sizeof *out);
     int64_t t0 = clock_mono_ms();
@@ -229,32 +232,34 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
      * carries Set-Cookie, which Fetch leaves out), and Page.navigate's
      * answer. */
     cdp_client_keep_events(c, "");
-    rc = call(c, NULL, "Target.createTarget",
-                         json_pack("{s:s,s:b}", "url", "about:blank", "hidden", 1), 1,
-                         BCURL_SETUP_MS, &res, e);
+    rc =
+        call(c, NULL, "Target.createTarget",
+             json_pack("{s:s,s:b}", "url", "about:blank", "hidden", 1), 1, BCURL_SETUP_MS, &res, e);
     if (rc == 0) {
-        snprintf(target, sizeof target, "%s", jsonx_str(res, "targetId") ? jsonx_str(res, "targetId") : "");
+        snprintf(target, sizeof target, "%s",
+                 jsonx_str(res, "targetId") ? jsonx_str(res, "targetId") : "");
         json_decref(res);
         res = NULL;
         rc = call(c, NULL, "Target.attachToTarget",
-                             json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), 1,
-                             BCURL_SETUP_MS, &res, e);
+                  json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), 1, BCURL_SETUP_MS, &res,
+                  e);
     }
     if (rc == 0) {
-        snprintf(sid, sizeof sid, "%s", jsonx_str(res, "sessionId") ? jsonx_str(res, "sessionId") : "");
+        snprintf(sid, sizeof sid, "%s",
+                 jsonx_str(res, "sessionId") ? jsonx_str(res, "sessionId") : "");
         json_decref(res);
         res = NULL;
         rc = call(c, sid, "Network.enable", json_object(), 1, BCURL_SETUP_MS, NULL, e);
-    if (rc == 0)
-        rc = call(
-            c, sid, "Fetch.enable",
-            json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "patterns", "urlPattern", "*", "requestStage",
-                      "Request", "urlPattern", "*", "requestStage", "Response"),
-            1, BCURL_SETUP_MS, NULL, e);
+        if (rc == 0)
+            rc = call(c, sid, "Fetch.enable",
+                      json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "patterns", "urlPattern", "*",
+                                "requestStage", "Request", "urlPattern", "*", "requestStage",
+                                "Response"),
+                      1, BCURL_SETUP_MS, NULL, e);
     }
     if (rc == 0)
-        rc = call(c, sid, "Page.navigate", json_pack("{s:s}", "url", r->url), 0,
-                             BCURL_SETUP_MS, NULL, e);
+        rc = call(c, sid, "Page.navigate", json_pack("{s:s}", "url", r->url), 0, BCURL_SETUP_MS,
+                  NULL, e);
     if (rc) {
         rc = err_set(e, E_UNAVAIL, "unavailable", "driving the browser: %s", e->message);
         goto done;
@@ -299,7 +304,8 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
             continue;
         }
         if (!evsid || strcmp(evsid, sid) != 0 || !rid ||
-            strcmp(jsonx_str(ev, "method") ? jsonx_str(ev, "method") : "", "Fetch.requestPaused") != 0) {
+            strcmp(jsonx_str(ev, "method") ? jsonx_str(ev, "method") : "", "Fetch.requestPaused") !=
+                0) {
             json_decref(ev);
             continue;
         }
@@ -312,8 +318,10 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
         } else if (!status) {
             /* Request stage: the first is the caller's request; later ones
              * are redirects, which Chromium has already rewritten. */
-            json_t *params = first ? override_params(rid, json_object_get(json_object_get(p, "request"), "headers"), r)
-                                   : json_pack("{s:s}", "requestId", rid);
+            json_t *params =
+                first ? override_params(
+                            rid, json_object_get(json_object_get(p, "request"), "headers"), r)
+                      : json_pack("{s:s}", "requestId", rid);
             first = 0;
             send_only(c, sid, "Fetch.continueRequest", params);
         } else {

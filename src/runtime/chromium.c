@@ -1014,8 +1014,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     build_argv(o, c, have_sbx ? &sbx : NULL, &av);
     /* With the session's own files, HOME is the session's home: the browser
      * saves downloads to ~/Downloads, where the fs API sees them. */
-    build_env(c->xvfb.display, sandbox_root(c->sb) ? SANDBOX_HOME : c->user_data_dir,
-              c->sb != NULL, &ev);
+    build_env(c->xvfb.display, sandbox_root(c->sb) ? SANDBOX_HOME : c->user_data_dir, c->sb != NULL,
+              &ev);
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || pipe2(ep, O_CLOEXEC) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "open /dev/null or pipe: %s", strerror(errno));

@@ -171,8 +171,7 @@ int sandbox_init(int off)
     close(fd);
     if (mkdir_ok(SANDBOX_STAGE, 0755) != 0 || mkdir_ok(SANDBOX_STAGE "/home", 0755) != 0 ||
         mkdir_ok(SANDBOX_STAGE "/policy", 0755) != 0 || touch_file(SANDBOX_STAGE "/file") != 0 ||
-        mkdir_ok(SANDBOX_STAGE "/root", 0755) != 0 ||
-        mkdir_ok(SANDBOX_STAGE "/uids", 0700) != 0) {
+        mkdir_ok(SANDBOX_STAGE "/root", 0755) != 0 || mkdir_ok(SANDBOX_STAGE "/uids", 0700) != 0) {
         log_error("sandbox: cannot create %s (%s): browsers run unsandboxed", SANDBOX_STAGE,
                   strerror(errno));
         return 0;
@@ -373,12 +372,11 @@ static const struct {
     mode_t mode;
     int session_owned;
 } root_layout[] = {
-    {"tmp", 01777, 0},          {"tmp/downloads", 0755, 1}, {"home", 0755, 0},
-    {"home/kernel", 0755, 1},   {"home/kernel/Downloads", 0755, 1},
+    {"tmp", 01777, 0},        {"tmp/downloads", 0755, 1},         {"home", 0755, 0},
+    {"home/kernel", 0755, 1}, {"home/kernel/Downloads", 0755, 1},
 };
 
-int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_bytes,
-                        struct err *e)
+int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_bytes, struct err *e)
 {
     if (sb->root)
         return err_set(e, E_INTERNAL, "internal", "sandbox: the session already has its files");
@@ -399,8 +397,8 @@ int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_by
     for (size_t i = 0; rfd >= 0 && i < sizeof root_layout / sizeof *root_layout; i++) {
         if (mkdirat(rfd, root_layout[i].path, root_layout[i].mode) != 0 ||
             fchmodat(rfd, root_layout[i].path, root_layout[i].mode, 0) != 0 ||
-            (root_layout[i].session_owned &&
-             fchownat(rfd, root_layout[i].path, sb->uid, (gid_t)sb->uid, AT_SYMLINK_NOFOLLOW) != 0)) {
+            (root_layout[i].session_owned && fchownat(rfd, root_layout[i].path, sb->uid,
+                                                      (gid_t)sb->uid, AT_SYMLINK_NOFOLLOW) != 0)) {
             int er = errno;
             close(rfd);
             return err_set(e, E_INTERNAL, "internal", "sandbox: %s/%s: %s", path,
@@ -692,7 +690,7 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     if (x->root) {
         /* The session's own files: the same /tmp and /home for every
          * process of the session (the browser's downloads, fs, process). */
-        static const char *const binds[] = {"--bind", SANDBOX_STAGE "/root/tmp", "/tmp",
+        static const char *const binds[] = {"--bind", SANDBOX_STAGE "/root/tmp",  "/tmp",
                                             "--bind", SANDBOX_STAGE "/root/home", "/home"};
         for (size_t i = 0; i < sizeof binds / sizeof *binds; i++)
             push(ctx, xstrdup(binds[i]));

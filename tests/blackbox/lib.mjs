@@ -13,7 +13,10 @@ const live = new Set();
 export async function startServer({ env = {}, args = [], dataDir } = {}) {
   const dir = dataDir || mkdtempSync(join(tmpdir(), 'browserd-bb-'));
   const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir, ...args], {
-    env: { ...process.env, BROWSERD_LOG_LEVEL: 'info', ...env },
+    // No spare browsers unless a suite asks for them (BROWSERD_SPARES in env): the
+    // spares suite and 10_sessions run their creates with spares; the other suites
+    // count their own browsers and start many servers.
+    env: { ...process.env, BROWSERD_LOG_LEVEL: 'info', BROWSERD_SPARES: '0', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   live.add(proc);

@@ -19,8 +19,10 @@ function site() {
   });
 }
 
-async function withServer(fn, opts) {
-  const s = await startServer(opts);
+// Spare browsers on (issue 21): every create of this suite must also pass when a
+// spare serves it (and when none is ready yet, a cold launch).
+async function withServer(fn, opts = {}) {
+  const s = await startServer({ ...opts, env: { BROWSERD_SPARES: '2', ...(opts.env || {}) } });
   try { await fn(s); } finally { await s.stop(); s.cleanup(); }
 }
 

@@ -44,11 +44,12 @@ static void test_full(void **state)
     (void)state;
     struct curlreq r;
     char why[600];
-    assert_int_equal(parse("{\"url\":\"http://h.test/\",\"method\":\"POST\",\"headers\":{\"X-A\":\"1\","
-                           "\"Accept\":\"text/plain\"},\"body\":\"hi\",\"response_encoding\":\"base64\","
-                           "\"timeout_ms\":1000}",
-                           &r, why, sizeof why),
-                     0);
+    assert_int_equal(
+        parse("{\"url\":\"http://h.test/\",\"method\":\"POST\",\"headers\":{\"X-A\":\"1\","
+              "\"Accept\":\"text/plain\"},\"body\":\"hi\",\"response_encoding\":\"base64\","
+              "\"timeout_ms\":1000}",
+              &r, why, sizeof why),
+        0);
     assert_string_equal(r.method, "POST");
     assert_int_equal(r.nheaders, 2);
     assert_int_equal(r.body_len, 2);
@@ -76,16 +77,23 @@ static void test_rules(void **state)
         {"{\"url\":\"http://h/\",\"method\":\"get\"}", "method: must be one of"},
         {"{\"url\":\"http://h/\",\"headers\":[]}", "headers: must be an object"},
         {"{\"url\":\"http://h/\",\"headers\":{\"X\":1}}", "headers.X: must be a string"},
-        {"{\"url\":\"http://h/\",\"headers\":{\"Host\":\"x\"}}", "headers.Host: is set by the browser"},
-        {"{\"url\":\"http://h/\",\"headers\":{\"content-length\":\"1\"}}", "headers.content-length: is set"},
+        {"{\"url\":\"http://h/\",\"headers\":{\"Host\":\"x\"}}",
+         "headers.Host: is set by the browser"},
+        {"{\"url\":\"http://h/\",\"headers\":{\"content-length\":\"1\"}}",
+         "headers.content-length: is set"},
         {"{\"url\":\"http://h/\",\"headers\":{\"Proxy-Foo\":\"1\"}}", "headers.Proxy-Foo: is set"},
-        {"{\"url\":\"http://h/\",\"headers\":{\"X\":\"a\\r\\nY: b\"}}", "headers.X: a header value cannot hold CR"},
-        {"{\"url\":\"http://h/\",\"headers\":{\"A B\":\"1\"}}", "headers.A B: a header name is an HTTP token"},
+        {"{\"url\":\"http://h/\",\"headers\":{\"X\":\"a\\r\\nY: b\"}}",
+         "headers.X: a header value cannot hold CR"},
+        {"{\"url\":\"http://h/\",\"headers\":{\"A B\":\"1\"}}",
+         "headers.A B: a header name is an HTTP token"},
         {"{\"url\":\"http://h/\",\"body\":\"x\"}", "body: is not sent with GET"},
-        {"{\"url\":\"http://h/\",\"method\":\"HEAD\",\"body\":\"x\"}", "body: is not sent with HEAD"},
+        {"{\"url\":\"http://h/\",\"method\":\"HEAD\",\"body\":\"x\"}",
+         "body: is not sent with HEAD"},
         {"{\"url\":\"http://h/\",\"method\":\"POST\",\"body\":1}", "body: must be a string"},
-        {"{\"url\":\"http://h/\",\"response_encoding\":\"latin1\"}", "response_encoding: must be utf8 or base64"},
-        {"{\"url\":\"http://h/\",\"timeout_ms\":999}", "timeout_ms: must be an integer from 1000 to 60000"},
+        {"{\"url\":\"http://h/\",\"response_encoding\":\"latin1\"}",
+         "response_encoding: must be utf8 or base64"},
+        {"{\"url\":\"http://h/\",\"timeout_ms\":999}",
+         "timeout_ms: must be an integer from 1000 to 60000"},
         {"{\"url\":\"http://h/\",\"timeout_ms\":60001}", "timeout_ms: must be an integer"},
         {"{\"url\":\"http://h/\",\"timeout_ms\":1.5}", "timeout_ms: must be an integer"},
         {"{\"url\":\"http://h/\",\"follow\":true}", "follow: is not a field of this request"},
@@ -116,8 +124,13 @@ static void test_b64(void **state)
     (void)state;
     static const struct {
         const char *plain, *enc;
-    } v[] = {{"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
-             {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+    } v[] = {{"", ""},
+             {"f", "Zg=="},
+             {"fo", "Zm8="},
+             {"foo", "Zm9v"},
+             {"foob", "Zm9vYg=="},
+             {"fooba", "Zm9vYmE="},
+             {"foobar", "Zm9vYmFy"}};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         size_t n;
         char *e = b64_encode(v[i].plain, strlen(v[i].plain), &n);

@@ -96,7 +96,8 @@ static int setup(void **state)
                                    .app = &fx->app};
     make_org(fx, "a", KEY_A, fx->org_a, fx->project_a);
     make_org(fx, "b", KEY_B, fx->org_b, NULL);
-    add_session(fx, "s1aaaaaaaaaaaaaaaaaaaaaa", "one", "active", "{\"team\":\"red\",\"env\":\"ci\"}");
+    add_session(fx, "s1aaaaaaaaaaaaaaaaaaaaaa", "one", "active",
+                "{\"team\":\"red\",\"env\":\"ci\"}");
     add_session(fx, "s2aaaaaaaaaaaaaaaaaaaaaa", "two", "active", "{\"team\":\"blue\"}");
     add_session(fx, "s3aaaaaaaaaaaaaaaaaaaaaa", "three", "active", "{\"team\":\"red\"}");
     add_session(fx, "s4aaaaaaaaaaaaaaaaaaaaaa", "gone", "deleted", "{\"team\":\"red\"}");
@@ -139,7 +140,8 @@ static void ids_of(const json_t *arr, char *out, size_t cap)
     out[0] = '\0';
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         size_t n = strlen(out);
         snprintf(out + n, cap - n, "%s%.2s", n ? "," : "", jsonx_str(v, "session_id"));
     }
@@ -243,7 +245,8 @@ static void test_session_url(void **state)
     snprintf(c.org, sizeof c.org, "%s", fx->org_a);
     snprintf(c.aud, sizeof c.aud, "cdp");
     char tok[1024], other[1024];
-    assert_int_equal(token_sign(fx->app.token_key, sizeof fx->app.token_key, &c, tok, sizeof tok), 0);
+    assert_int_equal(token_sign(fx->app.token_key, sizeof fx->app.token_key, &c, tok, sizeof tok),
+                     0);
     snprintf(c.sub, sizeof c.sub, "s2aaaaaaaaaaaaaaaaaaaaaa");
     assert_int_equal(
         token_sign(fx->app.token_key, sizeof fx->app.token_key, &c, other, sizeof other), 0);

@@ -531,8 +531,10 @@ static void release_delete_rules(void **state)
         int reuse = -1;
         int rc = poolrules_validate_release(b, sid, sizeof sid, &reuse, &e);
         json_decref(b);
-        if ((rc == 0) != rel[i].ok || (rel[i].ok && (reuse != rel[i].reuse || strcmp(sid, "abc"))) ||
-            (!rel[i].ok && (!e.ndetails || strstr(e.details[0].message, rel[i].detail) != e.details[0].message)))
+        if ((rc == 0) != rel[i].ok ||
+            (rel[i].ok && (reuse != rel[i].reuse || strcmp(sid, "abc"))) ||
+            (!rel[i].ok &&
+             (!e.ndetails || strstr(e.details[0].message, rel[i].detail) != e.details[0].message)))
             fail_msg("release %s: rc %d reuse %d detail \"%s\"", rel[i].body, rc, reuse,
                      e.ndetails ? e.details[0].message : "");
     }
@@ -556,7 +558,8 @@ static void release_delete_rules(void **state)
         int rc = poolrules_validate_delete(b, &force, &e);
         json_decref(b);
         if ((rc == 0) != del[i].ok || (del[i].ok && force != del[i].force) ||
-            (!del[i].ok && (!e.ndetails || strstr(e.details[0].message, del[i].detail) != e.details[0].message)))
+            (!del[i].ok &&
+             (!e.ndetails || strstr(e.details[0].message, del[i].detail) != e.details[0].message)))
             fail_msg("delete %s: rc %d force %d", del[i].body ? del[i].body : "(none)", rc, force);
     }
 }
