@@ -73,7 +73,8 @@ run: deps all
 # as a plain build, then under AddressSanitizer + UndefinedBehaviorSanitizer,
 # then under ThreadSanitizer (unit tests, the black-box suite, and the suites
 # whose server code runs on many threads: sessions and relay, pools, egress,
-# BiDi, telemetry, the sandbox).
+# BiDi, telemetry, the sandbox, files, processes, extensions, replays and live
+# view, curl, headful controls, spares).
 test: test-deps lint analyze
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
