@@ -70,9 +70,50 @@ static void report(const struct session_rec *rec, struct live *live, int status,
     live_touch(live);
 }
 
-int curl_post(struct req *rq, struct resp *rs)
+/* Runs cr through the session's browser (the key's session rq->params[0]):
+ * 0 with *res filled, a transport error already rendered into rs as the 502
+ * record; or an E_* code (the session is not there, too many in flight, the
+ * browser does not answer). Counts as activity and reports the call. */
+static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
+                    struct bcurl_result *res)
 {
     int64_t t0 = clock_mono_us();
+    memset(res, 0, sizeof *res);
+    struct session_rec rec;
+    struct live *live = NULL;
+    char ws[512];
+    int rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
+    if (rc)
+        return rc;
+    live_touch(live);
+    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
+        rq->err.retry_after = 1;
+        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
+                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
+    } else {
+        rc = bcurl_run(ws, cr, res, &rq->err);
+    }
+    atomic_fetch_sub(&inflight, 1);
+    if (rc == 0 && res->transport_error) {
+        rs->status = 502;
+        rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res->message);
+        if (res->net_error)
+            json_object_set_new(rs->json, "net_error", json_integer(res->net_error));
+        if (res->net_error_name[0])
+            json_object_set_new(rs->json, "net_error_name", json_string(res->net_error_name));
+        /* A transport failure of a request that changes things is not
+         * repeated behind the caller's back; a GET may be. */
+        if (rq->no_retry)
+            resp_header(rs, "x-should-retry", "false");
+    }
+    report(&rec, live, rc ? 500 : res->transport_error ? 502 : 200, t0);
+    sessmgr_put(live);
+    session_rec_clear(&rec);
+    return rc;
+}
+
+int curl_post(struct req *rq, struct resp *rs)
+{
     json_t *body = NULL;
     int rc = req_json_object(rq, 0, &body);
     if (rc)
@@ -84,55 +125,25 @@ int curl_post(struct req *rq, struct resp *rs)
         return rc;
     /* Only a GET may be repeated by the client's retries. */
     rq->no_retry = strcmp(cr.method, "GET") != 0;
-    struct session_rec rec;
-    struct live *live = NULL;
-    char ws[512];
-    rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
-    if (rc) {
+    struct bcurl_result res;
+    rc = run_curl(rq, rs, &cr, &res);
+    if (rc == 0 && res.transport_error) {
+        /* rendered by run_curl */    } else if (rc == 0) {
+            json_t *b;
+            if (cr.base64) {
+                char *enc = b64_encode(res.body, res.body_len, NULL);
+                b = json_string(enc);
+                xfree(enc);
+            } else {
+                b = utf8_string(res.body, res.body_len);
+            }
+            rs->status = 200;
+            rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
+                                 "body", b, "duration_ms", (json_int_t)res.duration_ms);
+        }
+        bcurl_result_clear(&res);
         curlreq_clear(&cr);
         return rc;
-    }
-    live_touch(live);
-    struct bcurl_result res;
-    memset(&res, 0, sizeof res);
-    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
-        rq->err.retry_after = 1;
-        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
-                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
-    } else {
-        rc = bcurl_run(ws, &cr, &res, &rq->err);
-    }
-    atomic_fetch_sub(&inflight, 1);
-    if (rc == 0 && res.transport_error) {
-        rs->status = 502;
-        rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res.message);
-        if (res.net_error)
-            json_object_set_new(rs->json, "net_error", json_integer(res.net_error));
-        if (res.net_error_name[0])
-            json_object_set_new(rs->json, "net_error_name", json_string(res.net_error_name));
-        /* A transport failure of a request that changes things is not
-         * repeated behind the caller's back; a GET may be. */
-        if (rq->no_retry)
-            resp_header(rs, "x-should-retry", "false");
-    } else if (rc == 0) {
-        json_t *b;
-        if (cr.base64) {
-            char *enc = b64_encode(res.body, res.body_len, NULL);
-            b = json_string(enc);
-            xfree(enc);
-        } else {
-            b = utf8_string(res.body, res.body_len);
-        }
-        rs->status = 200;
-        rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
-                             "body", b, "duration_ms", (json_int_t)res.duration_ms);
-    }
-    report(&rec, live, rc ? 500 : rs->status, t0);
-    bcurl_result_clear(&res);
-    curlreq_clear(&cr);
-    sessmgr_put(live);
-    session_rec_clear(&rec);
-    return rc;
 }
 
 /* ---- {base_url}/curl/raw: browsers.fetch ---- */
@@ -187,7 +198,6 @@ static int raw_hop(const char *name)
 
 int curl_raw(struct req *rq, struct resp *rs)
 {
-    int64_t t0 = clock_mono_us();
     /* Every answer: the official client would otherwise repeat a request
      * whose target answered 408, 409, 429 or 5xx (SESSION_API.md 7.2). */
     rq->no_retry = 1;
@@ -217,57 +227,31 @@ int curl_raw(struct req *rq, struct resp *rs)
         cr.body[rq->body_len] = '\0';
         cr.body_len = rq->body_len;
     }
-    struct session_rec rec;
-    struct live *live = NULL;
-    char ws[512];
-    rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
-    if (rc) {
+    struct bcurl_result res;
+    rc = run_curl(rq, rs, &cr, &res);
+    if (rc == 0 && res.transport_error) {
+        /* rendered by run_curl */    } else if (rc == 0) {
+            rs->status = res.status;
+            rs->more_headers = json_array();
+            const char *k;
+            json_t *vals;
+            json_object_foreach(res.headers, k, vals)
+            {
+                size_t i;
+                json_t *v;
+                if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
+                    json_array_append_new(rs->more_headers, json_pack("[s,O]", "Content-Type",
+                                                                      json_array_get(vals, 0)));
+                if (raw_hop(k))
+                    continue;
+                json_array_foreach(vals, i, v)
+                    json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
+            }
+            rs->text = res.body;
+            rs->text_len = res.body_len;
+            res.body = NULL;
+        }
+        bcurl_result_clear(&res);
         curlreq_clear(&cr);
         return rc;
-    }
-    live_touch(live);
-    struct bcurl_result res;
-    memset(&res, 0, sizeof res);
-    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
-        rq->err.retry_after = 1;
-        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
-                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
-    } else {
-        rc = bcurl_run(ws, &cr, &res, &rq->err);
-    }
-    atomic_fetch_sub(&inflight, 1);
-    if (rc == 0 && res.transport_error) {
-        rs->status = 502;
-        rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res.message);
-        if (res.net_error)
-            json_object_set_new(rs->json, "net_error", json_integer(res.net_error));
-        if (res.net_error_name[0])
-            json_object_set_new(rs->json, "net_error_name", json_string(res.net_error_name));
-    } else if (rc == 0) {
-        rs->status = res.status;
-        rs->more_headers = json_array();
-        const char *k;
-        json_t *vals;
-        json_object_foreach(res.headers, k, vals)
-        {
-            size_t i;
-            json_t *v;
-            if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
-                json_array_append_new(rs->more_headers,
-                                      json_pack("[s,O]", "Content-Type", json_array_get(vals, 0)));
-            if (raw_hop(k))
-                continue;
-            json_array_foreach(vals, i, v)
-                json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
-        }
-        rs->text = res.body;
-        rs->text_len = res.body_len;
-        res.body = NULL;
-    }
-    report(&rec, live, rc ? 500 : rs->status, t0);
-    bcurl_result_clear(&res);
-    curlreq_clear(&cr);
-    sessmgr_put(live);
-    session_rec_clear(&rec);
-    return rc;
 }

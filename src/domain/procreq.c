@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/b64.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
 
@@ -178,51 +179,12 @@ int procreq_resize(const json_t *body, int *rows, int *cols, struct err *e)
     return 0;
 }
 
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 int procreq_b64_decode(const char *in, size_t n, unsigned char **out, size_t *outlen)
 {
     *out = NULL;
     *outlen = 0;
+    /* core/b64 also takes unpadded text; stdin data must be padded. */
     if (n % 4)
         return -1;
-    size_t pad = 0;
-    if (n && in[n - 1] == '=')
-        pad = n >= 2 && in[n - 2] == '=' ? 2 : 1;
-    unsigned char *b = xmalloc(n / 4 * 3 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            size_t at = i + k;
-            v[k] = at >= n - pad ? 0 : b64_value(in[at]);
-            if (v[k] < 0) {
-                xfree(b);
-                return -1;
-            }
-        }
-        unsigned long w = ((unsigned long)v[0] << 18) | ((unsigned long)v[1] << 12) |
-                          ((unsigned long)v[2] << 6) | (unsigned long)v[3];
-        b[o++] = (unsigned char)(w >> 16);
-        b[o++] = (unsigned char)(w >> 8);
-        b[o++] = (unsigned char)w;
-    }
-    o -= pad;
-    b[o] = '\0';
-    *out = b;
-    *outlen = o;
-    return 0;
+    return b64_decode(in, n, out, outlen);
 }
