@@ -127,23 +127,22 @@ int curl_post(struct req *rq, struct resp *rs)
     rq->no_retry = strcmp(cr.method, "GET") != 0;
     struct bcurl_result res;
     rc = run_curl(rq, rs, &cr, &res);
-    if (rc == 0 && res.transport_error) {
-        /* rendered by run_curl */    } else if (rc == 0) {
-            json_t *b;
-            if (cr.base64) {
-                char *enc = b64_encode(res.body, res.body_len, NULL);
-                b = json_string(enc);
-                xfree(enc);
-            } else {
-                b = utf8_string(res.body, res.body_len);
-            }
-            rs->status = 200;
-            rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
-                                 "body", b, "duration_ms", (json_int_t)res.duration_ms);
+    if (rc == 0 && !res.transport_error) { /* run_curl rendered a transport error */
+        json_t *b;
+        if (cr.base64) {
+            char *enc = b64_encode(res.body, res.body_len, NULL);
+            b = json_string(enc);
+            xfree(enc);
+        } else {
+            b = utf8_string(res.body, res.body_len);
         }
-        bcurl_result_clear(&res);
-        curlreq_clear(&cr);
-        return rc;
+        rs->status = 200;
+        rs->json = json_pack("{s:i,s:O,s:o,s:I}", "status", res.status, "headers", res.headers,
+                             "body", b, "duration_ms", (json_int_t)res.duration_ms);
+    }
+    bcurl_result_clear(&res);
+    curlreq_clear(&cr);
+    return rc;
 }
 
 /* ---- {base_url}/curl/raw: browsers.fetch ---- */
@@ -198,10 +197,10 @@ static int raw_hop(const char *name)
 
 int curl_raw(struct req *rq, struct resp *rs)
 {
-    /* Every answer: the official client would otherwise repeat a request
-     * whose target answered 408, 409, 429 or 5xx (SESSION_API.md 7.2). */
+    /* Never repeated by the official client: a relayed answer is the
+     * target's (it would retry a target's 408, 409, 429 or 5xx, SESSION_API.md
+     * 7.2), and our own 5xx and 502 carry the header through no_retry. */
     rq->no_retry = 1;
-    resp_header(rs, "x-should-retry", "false");
     const char *url = req_query(rq, "url");
     const char *tmo = req_query(rq, "timeout_ms");
     json_t *spec = json_pack("{s:s,s:s,s:o}", "url", url ? url : "", "method", rq->method,
@@ -229,29 +228,29 @@ int curl_raw(struct req *rq, struct resp *rs)
     }
     struct bcurl_result res;
     rc = run_curl(rq, rs, &cr, &res);
-    if (rc == 0 && res.transport_error) {
-        /* rendered by run_curl */    } else if (rc == 0) {
-            rs->status = res.status;
-            rs->more_headers = json_array();
-            const char *k;
-            json_t *vals;
-            json_object_foreach(res.headers, k, vals)
-            {
-                size_t i;
-                json_t *v;
-                if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
-                    json_array_append_new(rs->more_headers, json_pack("[s,O]", "Content-Type",
-                                                                      json_array_get(vals, 0)));
-                if (raw_hop(k))
-                    continue;
-                json_array_foreach(vals, i, v)
-                    json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
-            }
-            rs->text = res.body;
-            rs->text_len = res.body_len;
-            res.body = NULL;
+    if (rc == 0 && !res.transport_error) { /* run_curl rendered a transport error */
+        resp_header(rs, "x-should-retry", "false");
+        rs->status = res.status;
+        rs->more_headers = json_array();
+        const char *k;
+        json_t *vals;
+        json_object_foreach(res.headers, k, vals)
+        {
+            size_t i;
+            json_t *v;
+            if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
+                json_array_append_new(rs->more_headers,
+                                      json_pack("[s,O]", "Content-Type", json_array_get(vals, 0)));
+            if (raw_hop(k))
+                continue;
+            json_array_foreach(vals, i, v)
+                json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
         }
-        bcurl_result_clear(&res);
-        curlreq_clear(&cr);
-        return rc;
+        rs->text = res.body;
+        rs->text_len = res.body_len;
+        res.body = NULL;
+    }
+    bcurl_result_clear(&res);
+    curlreq_clear(&cr);
+    return rc;
 }
