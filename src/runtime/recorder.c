@@ -315,6 +315,10 @@ int rec_cast_pump(struct rec_cast *c, int ms)
 
 /* ---- the recorder's thread ---- */
 
+/* Most seconds of frames a headless recording repeats to catch up after a
+ * slow capture (a few JPEGs' worth of memory per second at 10 frames/s). */
+#define RECORDER_CATCHUP_S 5
+
 static int stop_asked(struct recorder *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -437,10 +441,11 @@ static void *recorder_main(void *arg)
                 }
                 now = clock_mono_us();
                 due = (now - t0) * r->framerate / 1000000 + 1;
-                /* A slow capture: keep wall-clock time by repeating, but
-                 * never queue more than a second of frames. */
-                if (due - frames_sent > r->framerate)
-                    frames_sent = due - r->framerate;
+                /* A slow capture (the first one connects to the browser):
+                 * keep wall-clock time by repeating the newest picture, but
+                 * never queue more than RECORDER_CATCHUP_S seconds of frames. */
+                if (due - frames_sent > (long long)r->framerate * RECORDER_CATCHUP_S)
+                    frames_sent = due - (long long)r->framerate * RECORDER_CATCHUP_S;
                 for (; last && frames_sent < due; frames_sent++)
                     pending_add(&pend, last, last_len);
             }

@@ -45,7 +45,8 @@ static int fake_launch(void *ctx, int kind, void **out)
 static int fake_alive(void *ctx, void *item)
 {
     (void)ctx;
-    return !((struct item *)item)->dead;
+    /* Set by the test's thread, read by the filler's. */
+    return !__atomic_load_n(&((struct item *)item)->dead, __ATOMIC_ACQUIRE);
 }
 
 static void fake_end(void *ctx, void *item, const char *reason)
@@ -151,7 +152,7 @@ static void test_dead_replaced(void **state)
     assert_int_equal(spares_ready(s, SPARE_HEADLESS), 0);
     struct item *it = spares_take(s, SPARE_HEADFUL);
     spares_put_back(s, SPARE_HEADFUL, it);
-    it->dead = 1;
+    __atomic_store_n(&it->dead, 1, __ATOMIC_RELEASE);
     /* "alive: 1 while the item's browser runs": a dead one is ended and
      * replaced. */
     for (int i = 0; i < 500 && ended_count() == 0; i++) {
