@@ -23,7 +23,10 @@ function site() {
       <script>
         console.warn('hello from the page');
         setTimeout(() => { throw new Error('boom-uncaught'); }, 10);
-        setTimeout(() => { document.getElementById('late').style.height = '300px'; }, 50);
+        // A layout shift moves content already painted: after two frames
+        // (a fixed 50 ms could come before the first paint on a busy host).
+        requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => {
+          document.getElementById('late').style.height = '300px'; }, 50)));
       </script></body>`);
   });
 }
@@ -131,6 +134,7 @@ export const tests = [
       await until(async () => {
         evs = await events(s, id);
         return find(evs, 'monitor_screenshot') && find(evs, 'interaction_scroll_settled') && find(evs, 'cdp_disconnect') &&
+          find(evs, 'page_layout_shift') && find(evs, 'page_lcp') &&
           find(evs, 'network_response', (d) => d.url.endsWith('/post')) && find(evs, 'api_call', (d) => d.action === 'viewport_resize');
       }, 'events of every category', 30000);
       for (const e of evs) {
