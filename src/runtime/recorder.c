@@ -38,6 +38,7 @@ struct recorder {
     pthread_cond_t cv;
     int stop_asked;
     int done;
+    int first_frame; /* headless: the first picture was taken (recorder_start waits for it) */
     int64_t finished_at;
     long long bytes;
 
@@ -318,6 +319,8 @@ int rec_cast_pump(struct rec_cast *c, int ms)
 /* Most seconds of frames a headless recording repeats to catch up after a
  * slow capture (a few JPEGs' worth of memory per second at 10 frames/s). */
 #define RECORDER_CATCHUP_S 5
+/* Longest recorder_start waits for a headless recording's first picture. */
+#define RECORDER_FIRST_FRAME_MS 10000
 
 static int stop_asked(struct recorder *r)
 {
@@ -435,6 +438,12 @@ static void *recorder_main(void *arg)
                 }
                 unsigned char *img = rec_shooter_take(&sh, r->ws_url, 80, &n);
                 if (img) {
+                    if (!last) {
+                        pthread_mutex_lock(&r->mu);
+                        r->first_frame = 1;
+                        pthread_cond_broadcast(&r->cv);
+                        pthread_mutex_unlock(&r->mu);
+                    }
                     xfree(last);
                     last = img;
                     last_len = n;
@@ -592,6 +601,18 @@ int recorder_start(const struct recorder_opts *o, struct recorder **out, struct 
         pthread_cond_destroy(&r->cv);
         xfree(r);
         return rc;
+    }
+    /* A headless recording has started once it holds its first picture (the
+     * first capture connects to the browser and can take a second): what the
+     * page shows after the start answers is in the recording. Headful
+     * recordings capture from ffmpeg's start. */
+    if (r->headless) {
+        struct timespec until = clock_deadline(RECORDER_FIRST_FRAME_MS);
+        pthread_mutex_lock(&r->mu);
+        while (!r->first_frame && !r->done &&
+               pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT)
+            ;
+        pthread_mutex_unlock(&r->mu);
     }
     *out = r;
     return 0;
