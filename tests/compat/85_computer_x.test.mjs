@@ -132,7 +132,14 @@ export const tests = [
     fn: () => withSession(async (s, [{ id, oy }]) => {
       const r = await ok(await comp(s, id, 'screenshot'), 'screenshot');
       eq(r.headers['content-type'], 'image/png');
-      const img = decodePng(await rawShot(s, id));
+      // The page is in the DOM before the X server holds its pixels (a busy
+      // host in CI showed the white window once): wait for the page's colour
+      // to reach the screen; a capture that never shows it fails.
+      let img = null;
+      await waitFor(async () => {
+        img = decodePng(await rawShot(s, id));
+        return JSON.stringify(img.px(500, oy + 500)) === JSON.stringify([0, 128, 255]);
+      }, 'the page\'s colour on the X screen', 20000).catch(() => {});
       eq([img.width, img.height], [1920, 1080], 'the screen\'s size');
       eq(img.px(500, oy + 500), [0, 128, 255], 'the page\'s background below the browser\'s UI');
       const top = img.px(500, 5);
