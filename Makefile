@@ -10,7 +10,7 @@ CC      ?= cc
 SAN     ?=
 FUZZ_SECONDS ?= 30
 
-PKGS    := libmicrohttpd jansson sqlite3 libssl libcrypto libpsl libarchive \
+PKGS    := libmicrohttpd jansson sqlite3 libpq libssl libcrypto libpsl libarchive \
            xcb xcb-xtest xcb-xfixes xcb-shm zlib
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wvla -Werror
 CFLAGS  ?= -O2 -g

@@ -3,7 +3,7 @@
 set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
-bubblewrap curl libarchive-dev ffmpeg libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
+bubblewrap curl libarchive-dev ffmpeg libpq-dev postgresql-15 libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
 zlib1g-dev"
 missing=""
 for p in $PKGS; do

@@ -75,7 +75,8 @@ struct session_rec {
     unsigned long long pid_start;
     int xvfb_pid;
     unsigned long long xvfb_start;
-    char *data; /* owned JSON object text */
+    char node_id[STORE_ID]; /* the node running the browser ("local" on SQLite) */
+    char *data;             /* owned JSON object text */
 };
 
 void session_rec_clear(struct session_rec *s);
@@ -107,6 +108,9 @@ struct pool_rec {
     char name[STORE_NAME]; /* "" = none */
     char status[16];       /* active | deleted */
     int64_t created_at;
+    char node_id[STORE_ID]; /* the node whose engine fills and hands out the pool
+                               ("local" on SQLite); written by pool_insert and
+                               by the node ops, never by pool_update */
     char *config;
 };
 
@@ -169,6 +173,17 @@ struct ext_rec {
     int64_t last_used_at; /* 0 = never loaded into a browser */
 };
 /* records: extensions */
+
+/* A server process of a cluster (shared store only). Times are the
+ * database's clock, in ms since the epoch. */
+struct node_rec {
+    char id[STORE_ID]; /* new at every process start */
+    char name[STORE_NAME];
+    char advertise_url[512];
+    char state[8]; /* up | dead */
+    int64_t started_at, heartbeat_at;
+    int64_t capacity, running;
+};
 
 /* Filters of GET /browsers. */
 struct session_filter {
@@ -342,6 +357,66 @@ struct store_ops {
     int (*ext_touch)(struct store *st, const char *id, int64_t last_used_at);
     int (*ext_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
     /* ops: extensions */
+
+    /*
+     * Cluster ops (store/README in docs/multinode.md). A backend that several
+     * processes can share (PostgreSQL) fills all of them; an embedded one
+     * (SQLite) leaves them NULL, and callers check store_shared().
+     *
+     * node_register inserts n as up with heartbeat_at = started_at = now
+     * (the database's clock) and fills those times. node_heartbeat moves the
+     * heartbeat to now and sets running, only while the node is up:
+     * E_NOTFOUND once it was declared dead (it must fence itself).
+     * node_get by id (any state); node_list the up nodes, oldest first.
+     *
+     * node_sweep declares dead every up node whose heartbeat is older than
+     * lease_ms, and in the same transaction ends their active sessions
+     * (status deleted, end_reason "node lost", deleted_at = the node's last
+     * heartbeat, uptime_ms = that - created_at (>= 0), usage_status ready)
+     * and moves their active pools to heir. Each dead node is returned
+     * (*dead, xfree'd by the caller, *n entries) to exactly one sweeper.
+     * node_retire does the same to one node at once, with end_reason
+     * `reason` and deleted_at = now (a clean stop, or a restart reaping its
+     * own earlier incarnations); E_NOTFOUND when it is not up.
+     */
+    int (*node_register)(struct store *st, struct node_rec *n);
+    int (*node_heartbeat)(struct store *st, const char *id, int64_t running);
+    int (*node_get)(struct store *st, const char *id, struct node_rec *out);
+    int (*node_list)(struct store *st, struct node_rec **rows, size_t *n);
+    int (*node_sweep)(struct store *st, int64_t lease_ms, const char *heir,
+                      char (**dead)[STORE_ID], size_t *n);
+    int (*node_retire)(struct store *st, const char *id, const char *reason, const char *heir);
+    /* Inserts s (an active standalone session, not a pool's) only while the
+     * org's active standalone sessions plus the sizes of its active pools
+     * (config's "size") stay below limit (< 0: no limit), serialized per
+     * org across every connection and process. E_LIMIT when full (nothing
+     * inserted), E_CONFLICT on a duplicate active name. *pools (may be NULL)
+     * receives the org's pool capacity seen by the check. */
+    int (*session_admit)(struct store *st, const struct session_rec *s, int64_t limit,
+                         int64_t *pools);
+    /* pool_insert (is_update 0) or pool_update (1) of p, only while the
+     * org's pool sizes with p's new size plus its active standalone
+     * sessions stay within limit (< 0: no limit), under the same per-org
+     * serialization: E_LIMIT when it would not (nothing written). *pools
+     * and *sessions (may be NULL) receive what the check counted (pools
+     * with p's new size). */
+    int (*pool_admit)(struct store *st, const struct pool_rec *p, int is_update, int64_t limit,
+                      int64_t *pools, int64_t *sessions);
+    /* Active sessions of one node (a restart reaps its earlier incarnation). */
+    int (*session_list_node)(struct store *st, const char *node_id, struct session_rec **rows,
+                             size_t *n);
+    /* Active pools homed on one node. */
+    int (*pool_list_node)(struct store *st, const char *node_id, struct pool_rec **rows,
+                          size_t *n);
+    /* Bytes every node can read (profile archives, extension zips), by key.
+     * put replaces; get returns an xmalloc'd copy (E_NOTFOUND when absent);
+     * delete of a missing key is 0. */
+    int (*blob_put)(struct store *st, const char *key, const void *data, size_t len);
+    int (*blob_get)(struct store *st, const char *key, void **data, size_t *len);
+    int (*blob_delete)(struct store *st, const char *key);
+    /* Runs once across the cluster: takes a database-wide lock named by key
+     * for the life of the call to fn (bootstrap of an empty database). */
+    int (*run_exclusive)(struct store *st, const char *key, int (*fn)(void *ctx), void *ctx);
 };
 
 struct store {
@@ -351,6 +426,15 @@ struct store {
 /* Opens the embedded SQLite store in dir (created if missing), applying
  * pending schema migrations. */
 int store_open_sqlite(const char *dir, struct store **out, struct err *e) WUR;
+/* Opens a shared PostgreSQL store at url (a libpq URI, "postgresql://..."),
+ * applying pending migrations exactly once even when several processes start
+ * together (an advisory lock). */
+int store_open_pg(const char *url, struct store **out, struct err *e) WUR;
+/* Opens url: "postgresql://..." or "postgres://..." selects PostgreSQL,
+ * anything else is refused (E_INVALID); NULL or "" opens SQLite in dir. */
+int store_open(const char *url, const char *dir, struct store **out, struct err *e) WUR;
+/* 1 when several processes may share the store (the cluster ops are filled). */
+#define store_shared(st) ((st)->ops->node_register != NULL)
 /* Closes and frees; accepts NULL. */
 void store_close(struct store *st);
 
@@ -418,6 +502,21 @@ void org_rec_clear(struct org_rec *o);
 #define store_ext_touch(st, ...)  ((st)->ops->ext_touch((st), __VA_ARGS__))
 #define store_ext_delete(st, ...) ((st)->ops->ext_delete((st), __VA_ARGS__))
 /* wrappers: extensions */
+#define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
+#define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))
+#define store_node_get(st, ...)          ((st)->ops->node_get((st), __VA_ARGS__))
+#define store_node_list(st, ...)         ((st)->ops->node_list((st), __VA_ARGS__))
+#define store_node_sweep(st, ...)        ((st)->ops->node_sweep((st), __VA_ARGS__))
+#define store_node_retire(st, ...)       ((st)->ops->node_retire((st), __VA_ARGS__))
+#define store_session_admit(st, ...)     ((st)->ops->session_admit((st), __VA_ARGS__))
+#define store_pool_admit(st, ...)        ((st)->ops->pool_admit((st), __VA_ARGS__))
+#define store_session_list_node(st, ...) ((st)->ops->session_list_node((st), __VA_ARGS__))
+#define store_pool_list_node(st, ...)    ((st)->ops->pool_list_node((st), __VA_ARGS__))
+#define store_blob_put(st, ...)          ((st)->ops->blob_put((st), __VA_ARGS__))
+#define store_blob_get(st, ...)          ((st)->ops->blob_get((st), __VA_ARGS__))
+#define store_blob_delete(st, ...)       ((st)->ops->blob_delete((st), __VA_ARGS__))
+#define store_run_exclusive(st, ...)     ((st)->ops->run_exclusive((st), __VA_ARGS__))
+/* wrappers: cluster */
 #define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))
 #define store_key_rotate(st, ...) ((st)->ops->key_rotate((st), __VA_ARGS__))
