@@ -26,7 +26,8 @@ struct route;
 struct req {
     struct MHD_Connection *conn;
     const char *method;
-    const char *path;
+    const char *path;      /* routed (after http_config.rewrite) */
+    const char *orig_path; /* as the client sent it, without the query */
     const struct route *route;
     const char *params[LIM_PATH_PARAMS]; /* path parameters in pattern order, decoded */
     size_t nparams;
@@ -110,6 +111,12 @@ struct http_config {
      * request then has via_session_url set, for the authorize hook), 0 to
      * route the path as it is. Must be thread-safe. */
     int (*rewrite)(const char *path, char *out, size_t cap);
+    /* May be NULL. Runs after a successful authorize and before the
+     * handler, with the route's flags: returns -1 to run the handler here,
+     * or what a handler would return (0 with rs filled, HTTP_SUSPEND, an
+     * E_* code) after answering the request itself (the cluster forwards a
+     * request to the node that runs its browser). */
+    int (*route_hook)(struct req *rq, struct resp *rs, unsigned flags);
     void *app;
 };
 

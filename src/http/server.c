@@ -539,7 +539,12 @@ static int dispatch(struct ctx *cx, struct resp *rs)
     }
     rq->route = found;
     int rc = srv->cfg.authorize ? srv->cfg.authorize(rq, found->flags) : 0;
-    if (rc == 0)
+    int hooked = -1;
+    if (rc == 0 && srv->cfg.route_hook)
+        hooked = srv->cfg.route_hook(rq, rs, found->flags);
+    if (hooked != -1)
+        rc = hooked;
+    else if (rc == 0)
         rc = found->fn(rq, rs);
     if (rc == HTTP_SUSPEND)
         return HTTP_SUSPEND;
@@ -583,6 +588,7 @@ int http_call(const struct http_config *cfg, const struct http_call_req *in,
     cx->call_query = in->query;
     cx->rq.method = in->method;
     cx->rq.path = in->path;
+    cx->rq.orig_path = in->path;
     if (cfg->rewrite && cfg->rewrite(in->path, cx->pathbuf, sizeof cx->pathbuf)) {
         cx->rq.path = cx->pathbuf;
         cx->rq.via_session_url = 1;
@@ -665,6 +671,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv->cfg.rewrite(url, cx->pathbuf, sizeof cx->pathbuf))
             routed = cx->pathbuf;
         cx->rq.path = routed;
+        cx->rq.orig_path = url;
         cx->rq.via_session_url = routed != url;
         cx->body_limit = body_limit(srv, method, routed);
         buf_init(&cx->body, cx->body_limit);
