@@ -11,6 +11,14 @@ const live = new Set();
 
 // Starts `browserd serve`. Resolves once the "listening on" line appears.
 export async function startServer({ env = {}, args = [], dataDir } = {}) {
+  // BROWSERD_TEST_CLUSTER=N (N >= 2): N nodes on a throwaway PostgreSQL
+  // behind a round-robin forwarder (tests/cluster/lib.mjs), in the same
+  // shape, base being the forwarder. A given dataDir keeps one server.
+  const cluster = Number(process.env.BROWSERD_TEST_CLUSTER || 0);
+  if (cluster >= 2 && !dataDir) {
+    const { startClusterServer } = await import('../cluster/lib.mjs');
+    return startClusterServer({ nodes: cluster, env, args });
+  }
   const dir = dataDir || mkdtempSync(join(tmpdir(), 'browserd-bb-'));
   const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir, ...args], {
     // No spare browsers unless a suite asks for them (BROWSERD_SPARES in env): the
@@ -54,6 +62,8 @@ export async function startServer({ env = {}, args = [], dataDir } = {}) {
       return proc.exitCode ?? proc.signalCode;
     },
     async kill9() { return srv.stop('SIGKILL'); },
+    // The home folder of a session of this server.
+    sessionDir(id) { return join(dir, 'sessions', id); },
     // Retries: a browser's last child may still be closing files as the server exits.
     cleanup() { rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 }); },
   };

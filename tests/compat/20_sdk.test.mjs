@@ -570,7 +570,7 @@ sdkTest('browsers.logs.stream', "a session's own logs as SSE LogEvents: the brow
       assert(typeof ev.message === 'string' && ev.message.length > 0, 'a message');
       assert(!Number.isNaN(Date.parse(ev.timestamp)), `a timestamp: ${ev.timestamp}`);
     }
-    const home = join(s.dir, 'sessions', b.session_id);
+    const home = s.sessionDir(b.session_id); // the owner node's folder on a cluster
     const file = join(home, 'agent.log');
     writeFileSync(file, 'first\n\nsecond\n');
     chmodSync(file, 0o644);
