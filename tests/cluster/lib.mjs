@@ -70,6 +70,30 @@ export async function startPg() {
   };
 }
 
+// One PostgreSQL server for the whole test run (started at the first use,
+// stopped at exit); each cluster gets a fresh database on it, which takes a
+// fraction of the ~1-2 s a new server does (the SDK suite starts ~130).
+let shared = null;
+let dbSeq = 0;
+export async function freshDatabase() {
+  if (!shared) shared = startPg();
+  let pg;
+  try { pg = await shared; } catch (e) { shared = null; throw e; }
+  const name = `c${process.pid}_${++dbSeq}`;
+  await pg.psql(`CREATE DATABASE ${name}`);
+  const url = pg.url.replace('/postgres?', `/${name}?`);
+  let dropped = false;
+  return {
+    url, dir: pg.dir, name,
+    psql: (sql) => psqlRows(url, sql),
+    async stop() {
+      if (dropped) return;
+      dropped = true;
+      await pg.psql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
 // Free loopback ports, all distinct (each node's --advertise must be known
 // before it starts, so the ports are chosen here rather than by the kernel
 // at the node's bind).
@@ -194,14 +218,14 @@ function makeNode({ name, port, dir, pgUrl, publicUrl, env, args }) {
   return node;
 }
 
-// Starts PostgreSQL (unless `pg` is given), `nodes` nodes named n1..nN and
-// the forwarder. env and args go to every node; nodeEnv[i]/nodeArgs[i] to
+// Starts `nodes` nodes named n1..nN on a fresh database (freshDatabase,
+// unless `pg` is given: {url, psql}) and the forwarder. env and args go to every node; nodeEnv[i]/nodeArgs[i] to
 // node i only. Resolves to
 //   {base, key, adminToken, nodes, pg, pgUrl, psql(sql), lb, log, stop()}
 // where base is the forwarder's URL (every node's --public-url).
 export async function startCluster({ nodes = 3, env = {}, args = [], pg, nodeEnv = [], nodeArgs = [] } = {}) {
   const ownPg = !pg;
-  if (ownPg) pg = await startPg();
+  if (ownPg) pg = await freshDatabase();
   const ports = await freePorts(nodes);
   let lb;
   const list = [];
