@@ -89,6 +89,7 @@ void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap);
 /* Schemas of the resource files, listed in store_sqlite.c. */
 extern const char sq_schema_tenancy[];
 extern const char sq_schema_sessions[];
+extern const char sq_schema_cluster[];
 
 /* ---- tenancy (sqlite_tenancy.c) ---- */
 int sq_meta_get(struct store *st_, const char *key, char *val, size_t cap);

@@ -13,7 +13,7 @@ const char sq_schema_pools[] =
     " WHERE status = 'active' AND name != '';"
     "CREATE INDEX pools_project ON pools (org_id, project_id, created_at);";
 
-#define POOL_COLS "id, org_id, project_id, name, status, created_at, config"
+#define POOL_COLS "id, org_id, project_id, name, status, created_at, node_id, config"
 
 static void pool_row(sqlite3_stmt *st, struct pool_rec *p)
 {
@@ -23,7 +23,8 @@ static void pool_row(sqlite3_stmt *st, struct pool_rec *p)
     sqx_col(st, 3, p->name, sizeof p->name);
     sqx_col(st, 4, p->status, sizeof p->status);
     p->created_at = sqlite3_column_int64(st, 5);
-    const unsigned char *c = sqlite3_column_text(st, 6);
+    sqx_col(st, 6, p->node_id, sizeof p->node_id);
+    const unsigned char *c = sqlite3_column_text(st, 7);
     p->config = xstrdup(c ? (const char *)c : "{}");
 }
 
@@ -36,9 +37,9 @@ void pool_rec_clear(struct pool_rec *p)
 int sq_pool_insert(struct store *st_, const struct pool_rec *p)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO pools (" POOL_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?)", "sssssis",
-              p->id, p->org_id, p->project_id, p->name, p->status, p->created_at, p->config);
+    int rc = sqx_q(c, NULL, "INSERT INTO pools (" POOL_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   "sssssiss", p->id, p->org_id, p->project_id, p->name, p->status, p->created_at,
+                   p->node_id[0] ? p->node_id : "local", p->config);
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }

@@ -20,11 +20,18 @@ const char sq_schema_sessions[] =
     " WHERE status = 'active' AND name != '';"
     "CREATE INDEX sessions_project ON sessions (org_id, project_id, created_at);";
 
+/* The node running each session and homing each pool: always 'local' here,
+ * so that records read the same on both backends (pg_cluster.c). */
+const char sq_schema_cluster[] =
+    "ALTER TABLE sessions ADD COLUMN node_id TEXT NOT NULL DEFAULT 'local';"
+    "ALTER TABLE pools ADD COLUMN node_id TEXT NOT NULL DEFAULT 'local';"
+    "CREATE INDEX sessions_org_active ON sessions (org_id) WHERE status = 'active';";
+
 /* ---- sessions ---- */
 
 #define SESSION_COLS                                                                               \
     "id, org_id, project_id, name, status, created_at, deleted_at, uptime_ms, usage_status,"       \
-    " end_reason, pid, pid_start, xvfb_pid, xvfb_start, data"
+    " end_reason, pid, pid_start, xvfb_pid, xvfb_start, node_id, data"
 
 static void session_row(sqlite3_stmt *st, struct session_rec *r)
 {
@@ -42,7 +49,8 @@ static void session_row(sqlite3_stmt *st, struct session_rec *r)
     r->pid_start = (unsigned long long)sqlite3_column_int64(st, 11);
     r->xvfb_pid = sqlite3_column_int(st, 12);
     r->xvfb_start = (unsigned long long)sqlite3_column_int64(st, 13);
-    const unsigned char *d = sqlite3_column_text(st, 14);
+    sqx_col(st, 14, r->node_id, sizeof r->node_id);
+    const unsigned char *d = sqlite3_column_text(st, 15);
     r->data = xstrdup(d ? (const char *)d : "{}");
 }
 
@@ -58,11 +66,11 @@ int sq_session_insert(struct store *st_, const struct session_rec *r)
     int rc =
         sqx_q(c, NULL,
               "INSERT INTO sessions (" SESSION_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-              " ?, ?, ?, ?)",
-              "sssssiiisiiiiis", r->id, r->org_id, r->project_id, r->name, r->status, r->created_at,
-              r->deleted_at, r->uptime_ms, r->usage_status, r->end_reason, (int64_t)r->pid,
-              (int64_t)r->pid_start, (int64_t)r->xvfb_pid, (int64_t)r->xvfb_start,
-              r->data ? r->data : "{}");
+              " ?, ?, ?, ?, ?)",
+              "sssssiiisiiiiiss", r->id, r->org_id, r->project_id, r->name, r->status,
+              r->created_at, r->deleted_at, r->uptime_ms, r->usage_status, r->end_reason,
+              (int64_t)r->pid, (int64_t)r->pid_start, (int64_t)r->xvfb_pid, (int64_t)r->xvfb_start,
+              r->node_id[0] ? r->node_id : "local", r->data ? r->data : "{}");
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }

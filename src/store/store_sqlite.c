@@ -284,6 +284,7 @@ static const struct sq_migration migrations[] = {
     /* migrations: telemetry */
     {"0019_extensions", sq_schema_extensions},
     /* migrations: extensions */
+    {"0020_cluster", sq_schema_cluster},
 };
 
 static int migrate(struct conn *c)

@@ -1,16 +1,27 @@
 /*
- * The store contract (store/store.h), run against the SQLite backend. A new
- * backend (PostgreSQL) runs the same cases through its own open function:
- * each case names the promise of the header it checks.
+ * The store contract (store/store.h), run against both backends: every case
+ * of the contract runs once on SQLite (a temporary folder) and once on
+ * PostgreSQL (a throwaway server from scripts/pgtmp.sh, one fresh database
+ * per case, copied from a migrated template). The cluster ops, which only a
+ * shared store has, run on PostgreSQL alone, with real concurrency (threads
+ * over two store handles, as two processes would). Each case names the
+ * promise of the header it checks.
+ *
+ * PostgreSQL is required: when its server cannot be started, every
+ * PostgreSQL case fails (CI installs postgresql-15).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -18,9 +29,11 @@
 #include "core/xalloc.h"
 #include "store/store.h"
 
+/* ---- fixtures ---- */
+
 static char dir[256];
 
-static int open_store(void **state)
+static int open_sqlite(void **state)
 {
     snprintf(dir, sizeof dir, "/tmp/browserd-store-XXXXXX");
     if (!mkdtemp(dir))
@@ -34,13 +47,169 @@ static int open_store(void **state)
     return 0;
 }
 
-static int close_store(void **state)
+static int close_sqlite(void **state)
 {
     store_close(*state);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
+
+/* The PostgreSQL server of the whole run: its folder, its URL's host part,
+ * the current case's database URL. pg_up is 0 when it could not start. */
+static char pg_dir[64];
+static int pg_up;
+static int pg_db_seq;
+static char pg_db[32];
+static char pg_url[256];
+
+static void pg_url_of(const char *db, char *out, size_t cap)
+{
+    snprintf(out, cap, "postgresql:///%s?host=%s&user=browserd", db, pg_dir);
+}
+
+/* Runs one parameterless statement on database db; 0 on success. */
+static int pg_admin(const char *db, const char *sql)
+{
+    char url[256];
+    pg_url_of(db, url, sizeof url);
+    PGconn *c = PQconnectdb(url);
+    int ok = PQstatus(c) == CONNECTION_OK;
+    if (ok) {
+        PGresult *r = PQexec(c, sql);
+        ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+        if (!ok)
+            fprintf(stderr, "pg_admin %s: %s", sql, PQerrorMessage(c));
+        PQclear(r);
+    } else {
+        fprintf(stderr, "pg_admin: %s", PQerrorMessage(c));
+    }
+    PQfinish(c);
+    return ok ? 0 : -1;
+}
+
+/* One int64 read from the current case's database: sql with one text
+ * parameter (may be NULL when sql has none). -1 on failure. */
+__attribute__((unused)) static int64_t pg_scalar(const char *sql, const char *param)
+{
+    PGconn *c = PQconnectdb(pg_url);
+    int64_t v = -1;
+    if (PQstatus(c) == CONNECTION_OK) {
+        const char *vals[1] = {param};
+        PGresult *r = PQexecParams(c, sql, param ? 1 : 0, NULL, vals, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+            v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        else
+            fprintf(stderr, "pg_scalar %s: %s", sql, PQerrorMessage(c));
+        PQclear(r);
+    }
+    PQfinish(c);
+    return v;
+}
+
+/* Starts the server (scripts/pgtmp.sh, from the repository root where unit
+ * tests run) and migrates a template database every case copies. */
+static int pg_group_setup(void **state)
+{
+    (void)state;
+    snprintf(pg_dir, sizeof pg_dir, "/tmp/bdpg-XXXXXX");
+    if (!mkdtemp(pg_dir))
+        return 0;
+    const char *script = "scripts/pgtmp.sh";
+    if (access(script, X_OK) != 0) {
+        fprintf(stderr, "test_store: %s not found: run from the repository root\n", script);
+        return 0;
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "%s start %s", script, pg_dir);
+    int64_t t0 = clock_mono_ms();
+    FILE *f = popen(cmd, "r");
+    char line[512] = "";
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        if (pclose(f) != 0)
+            line[0] = '\0';
+    }
+    if (strncmp(line, "postgresql://", 13) != 0) {
+        fprintf(stderr, "test_store: PostgreSQL did not start (scripts/pgtmp.sh)\n");
+        return 0;
+    }
+    fprintf(stderr, "test_store: PostgreSQL up in %lld ms\n", (long long)(clock_mono_ms() - t0));
+    if (pg_admin("postgres", "CREATE DATABASE tmpl") != 0)
+        return 0;
+    char url[256];
+    pg_url_of("tmpl", url, sizeof url);
+    struct err e;
+    err_init(&e);
+    struct store *st;
+    if (store_open_pg(url, &st, &e) != 0) {
+        fprintf(stderr, "test_store: migrating the template: %s\n", e.message);
+        return 0;
+    }
+    store_close(st);
+    pg_up = 1;
+    return 0;
+}
+
+/* Stops the server by its PID (SIGQUIT: immediate shutdown), waits for it to
+ * be gone, then lets the script remove the folder. */
+static int pg_group_teardown(void **state)
+{
+    (void)state;
+    if (!pg_dir[0])
+        return 0;
+    char path[128];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", pg_dir);
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    if (pid > 0 && kill((pid_t)pid, SIGQUIT) == 0) {
+        int64_t deadline = clock_mono_ms() + 10000;
+        while (kill((pid_t)pid, 0) == 0 && clock_mono_ms() < deadline) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "scripts/pgtmp.sh stop %s", pg_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int open_pg(void **state)
+{
+    if (!pg_up) {
+        fprintf(stderr, "PostgreSQL is not running: the case fails\n");
+        return -1;
+    }
+    snprintf(pg_db, sizeof pg_db, "c%d", ++pg_db_seq);
+    char sql[96];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE tmpl", pg_db);
+    if (pg_admin("postgres", sql) != 0)
+        return -1;
+    pg_url_of(pg_db, pg_url, sizeof pg_url);
+    struct err e;
+    err_init(&e);
+    struct store *st;
+    if (store_open_pg(pg_url, &st, &e) != 0)
+        return -1;
+    *state = st;
+    return 0;
+}
+
+static int close_pg(void **state)
+{
+    store_close(*state);
+    char sql[96];
+    snprintf(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", pg_db);
+    return pg_admin("postgres", sql);
+}
+
+/* ---- the contract, on both backends ---- */
 
 static void make_org(struct store *st, struct org_rec *o, struct project_rec *p)
 {
@@ -202,17 +371,25 @@ static void lists_page_with_has_more(void **state)
     org_rec_clear(&o);
 }
 
+/* The contract's cases: each runs on both backends. */
+#define CONTRACT_CASES(X)                                                                          \
+    X(org_create_fills_ids_and_default_project)                                                    \
+    X(meta_init_keeps_the_first_value)                                                             \
+    X(last_active_project_and_unique_names)                                                        \
+    X(auth_lookup_finds_key_and_org)                                                               \
+    X(session_names_unique_among_active)                                                           \
+    X(lists_page_with_has_more)
+
+/* The cluster ops: PostgreSQL only. */
+#define CLUSTER_CASES(X)
+
+#define SQLITE_CASE(f) {"sqlite: " #f, f, open_sqlite, close_sqlite, NULL},
+#define PG_CASE(f)     {"postgresql: " #f, f, open_pg, close_pg, NULL},
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(org_create_fills_ids_and_default_project, open_store,
-                                        close_store),
-        cmocka_unit_test_setup_teardown(meta_init_keeps_the_first_value, open_store, close_store),
-        cmocka_unit_test_setup_teardown(last_active_project_and_unique_names, open_store,
-                                        close_store),
-        cmocka_unit_test_setup_teardown(auth_lookup_finds_key_and_org, open_store, close_store),
-        cmocka_unit_test_setup_teardown(session_names_unique_among_active, open_store, close_store),
-        cmocka_unit_test_setup_teardown(lists_page_with_has_more, open_store, close_store),
-    };
-    return cmocka_run_group_tests_name("store/contract (sqlite)", tests, NULL, NULL);
+    const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) CONTRACT_CASES(PG_CASE)
+                                           CLUSTER_CASES(PG_CASE)};
+    return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests, pg_group_setup,
+                                       pg_group_teardown);
 }

@@ -1,0 +1,325 @@
+/*
+ * PostgreSQL backend: the cluster ops (store.h) — the node registry and its
+ * liveness, per-org admission, pool homes, shared blobs and cluster-wide
+ * singletons (docs: /work/shared/design/multinode.md, section 2).
+ *
+ * Times are the database's clock (PG_NOW_MS), so that nodes whose clocks
+ * disagree still agree on who is alive. Node death is decided by row locks
+ * (an UPDATE of the node row): whichever transaction flips a node from up to
+ * dead is the only one that sees it in its RETURNING, and it ends the node's
+ * sessions in the same statement. Admission serializes on the org's row
+ * (SELECT ... FOR UPDATE) and counts rows, so a dead node's ended sessions
+ * free their slots with no counter to drift.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/crypto.h"
+#include "core/xalloc.h"
+#include "store/pg_internal.h"
+
+const char pg_schema_cluster[] =
+    "ALTER TABLE sessions ADD COLUMN node_id " PG_TEXT " NOT NULL DEFAULT 'local';"
+    "ALTER TABLE pools ADD COLUMN node_id " PG_TEXT " NOT NULL DEFAULT 'local';"
+    "CREATE INDEX sessions_org_active ON sessions (org_id) WHERE status = 'active';"
+    "CREATE INDEX sessions_node_active ON sessions (node_id) WHERE status = 'active';"
+    "CREATE INDEX pools_node_active ON pools (node_id) WHERE status = 'active';"
+    "CREATE TABLE nodes (id " PG_TEXT " PRIMARY KEY, name " PG_TEXT " NOT NULL,"
+    " advertise_url text NOT NULL, state " PG_TEXT " NOT NULL DEFAULT 'up',"
+    " started_at bigint NOT NULL, heartbeat_at bigint NOT NULL,"
+    " capacity bigint NOT NULL, running bigint NOT NULL DEFAULT 0);"
+    "CREATE INDEX nodes_up ON nodes (heartbeat_at) WHERE state = 'up';"
+    "CREATE TABLE blobs (key " PG_TEXT " PRIMARY KEY, data bytea NOT NULL);";
+
+/* ---- nodes ---- */
+
+#define NODE_COLS "id, name, advertise_url, state, started_at, heartbeat_at, capacity, running"
+
+static void node_row(const PGresult *r, int i, struct node_rec *n)
+{
+    pgx_col(r, i, 0, n->id, sizeof n->id);
+    pgx_col(r, i, 1, n->name, sizeof n->name);
+    pgx_col(r, i, 2, n->advertise_url, sizeof n->advertise_url);
+    pgx_col(r, i, 3, n->state, sizeof n->state);
+    n->started_at = pgx_i64(r, i, 4);
+    n->heartbeat_at = pgx_i64(r, i, 5);
+    n->capacity = pgx_i64(r, i, 6);
+    n->running = pgx_i64(r, i, 7);
+}
+
+int pg_node_register(struct store *st_, struct node_rec *n)
+{
+    if (!n->id[0])
+        crypto_new_id(n->id);
+    PGCONN(p, c);
+    PGresult *r;
+    /* One reading of the clock for both times. */
+    int ret = pgx_q(c, &r,
+                    "WITH t AS (SELECT " PG_NOW_MS " AS ms) INSERT INTO nodes (" NODE_COLS ")"
+                    " SELECT $1, $2, $3, 'up', t.ms, t.ms, $4, $5 FROM t"
+                    " RETURNING started_at, heartbeat_at",
+                    "sssii", n->id, n->name, n->advertise_url, n->capacity, n->running);
+    if (ret == 0) {
+        snprintf(n->state, sizeof n->state, "up");
+        n->started_at = pgx_i64(r, 0, 0);
+        n->heartbeat_at = pgx_i64(r, 0, 1);
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_node_heartbeat(struct store *st_, const char *id, int64_t running)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "UPDATE nodes SET heartbeat_at = " PG_NOW_MS ", running = $2"
+                    " WHERE id = $1 AND state = 'up' RETURNING id",
+                    "si", id, running);
+    if (ret == 0 && (ret = pgx_one(r)) == 0)
+        PQclear(r);
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_node_get(struct store *st_, const char *id, struct node_rec *out)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r, "SELECT " NODE_COLS " FROM nodes WHERE id = $1", "s", id);
+    if (ret == 0 && (ret = pgx_one(r)) == 0) {
+        node_row(r, 0, out);
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_node_list(struct store *st_, struct node_rec **rows, size_t *n)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(
+        c, &r, "SELECT " NODE_COLS " FROM nodes WHERE state = 'up' ORDER BY started_at, id", "");
+    if (ret == 0) {
+        PG_ALL(r, rows, n, struct node_rec, node_row);
+    } else {
+        *rows = xcalloc(1, sizeof **rows);
+        *n = 0;
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+/*
+ * The end of a node, one statement: the CTE `d` flips the node(s) to dead
+ * (each row once: a concurrent transaction that locked the row first either
+ * flipped it, and `state = 'up'` no longer holds when this one re-reads it,
+ * or skipped it); the two others end d's active sessions and move d's active
+ * pools to the heir ($2; "" leaves them). Data-modifying CTEs all run, and
+ * the statement is atomic.
+ */
+#define END_NODES(pick, when, reason)                                                              \
+    "WITH d AS (UPDATE nodes SET state = 'dead' WHERE id IN (" pick ")"                            \
+    " RETURNING id, " when " AS at),"                                                              \
+    " s AS (UPDATE sessions x SET status = 'deleted', end_reason = " reason ","                    \
+    " deleted_at = d.at, uptime_ms = greatest(0, d.at - x.created_at), usage_status = 'ready'"     \
+    " FROM d WHERE x.node_id = d.id AND x.status = 'active' RETURNING x.id),"                      \
+    " q AS (UPDATE pools y SET node_id = $2 FROM d"                                                \
+    " WHERE $2 != '' AND y.node_id = d.id AND y.status = 'active' RETURNING y.id)"                 \
+    " SELECT id FROM d ORDER BY id"
+
+int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
+                  size_t *n)
+{
+    *dead = NULL;
+    *n = 0;
+    PGCONN(p, c);
+    PGresult *r;
+    int ret =
+        pgx_q(c, &r,
+              END_NODES("SELECT id FROM nodes WHERE state = 'up' AND heartbeat_at < " PG_NOW_MS
+                        " - $1 FOR UPDATE SKIP LOCKED",
+                        "heartbeat_at", "'node lost'"),
+              "is", lease_ms, heir ? heir : "");
+    if (ret == 0) {
+        size_t nt = (size_t)PQntuples(r);
+        *dead = xcalloc(nt ? nt : 1, sizeof **dead);
+        for (size_t i = 0; i < nt; i++)
+            pgx_col(r, (int)i, 0, (*dead)[i], STORE_ID);
+        *n = nt;
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_node_retire(struct store *st_, const char *id, const char *reason, const char *heir)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    END_NODES("SELECT id FROM nodes WHERE id = $1 AND state = 'up' FOR UPDATE",
+                              PG_NOW_MS, "$3"),
+                    "sss", id, heir ? heir : "", reason ? reason : "");
+    if (ret == 0 && (ret = pgx_one(r)) == 0)
+        PQclear(r);
+    pgx_put(p, c);
+    return ret;
+}
+
+/* ---- admission ---- */
+
+/* A pool's size from its config JSON text (0 when absent or not a number). */
+#define POOL_SIZE(cfg)                                                                             \
+    "(CASE WHEN jsonb_typeof((" cfg ")::jsonb -> 'size') = 'number'"                               \
+    " THEN ((" cfg ")::jsonb ->> 'size')::numeric ELSE 0 END)"
+
+/* The org's active standalone sessions (not a pool's: no "pool" key in data). */
+#define STANDALONE_SESSIONS                                                                        \
+    "(SELECT count(*) FROM sessions WHERE org_id = $1 AND status = 'active'"                       \
+    " AND (data::jsonb ? 'pool') IS NOT TRUE)"
+
+/* Serializes the org's admissions: held until the transaction ends.
+ * E_NOTFOUND when there is no such org. */
+static int lock_org(struct pgc *c, const char *org_id)
+{
+    PGresult *r;
+    int ret = pgx_q(c, &r, "SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE", "s", org_id);
+    if (ret == 0 && (ret = pgx_one(r)) == 0)
+        PQclear(r);
+    return ret;
+}
+
+int pg_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = lock_org(c, s->org_id);
+    if (ret == 0)
+        ret =
+            pgx_q(c, &r,
+                  "SELECT " STANDALONE_SESSIONS ", (SELECT coalesce(sum(" POOL_SIZE(
+                      "config") "), 0)::bigint FROM pools WHERE org_id = $1 AND status = 'active')",
+                  "s", s->org_id);
+    if (ret == 0) {
+        int64_t nsess = pgx_i64(r, 0, 0), npools = pgx_i64(r, 0, 1);
+        PQclear(r);
+        if (pools)
+            *pools = npools;
+        if (limit >= 0 && nsess + npools >= limit)
+            ret = E_LIMIT;
+    }
+    if (ret == 0)
+        ret = pg_session_insert_on(c, s);
+    ret = pgx_end(c, ret);
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, int64_t limit,
+                  int64_t *pools, int64_t *sessions)
+{
+    /* A pool leaving the active state only frees capacity: never refused. */
+    int active = strcmp(pr->status, "active") == 0;
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = lock_org(c, pr->org_id);
+    if (ret == 0)
+        ret = pgx_q(
+            c, &r,
+            "SELECT " STANDALONE_SESSIONS ", ((SELECT coalesce(sum(" POOL_SIZE(
+                "config") "), 0) FROM pools WHERE org_id = $1 AND status = 'active' AND id != $2)"
+                          " + CASE WHEN $4 != 0 THEN " POOL_SIZE("$3") " ELSE 0 END)::bigint",
+            "sssi", pr->org_id, pr->id, pr->config ? pr->config : "{}", (int64_t)active);
+    if (ret == 0) {
+        int64_t nsess = pgx_i64(r, 0, 0), npools = pgx_i64(r, 0, 1);
+        PQclear(r);
+        if (pools)
+            *pools = npools;
+        if (sessions)
+            *sessions = nsess;
+        if (active && limit >= 0 && nsess + npools > limit)
+            ret = E_LIMIT;
+    }
+    if (ret == 0)
+        ret = is_update ? pg_pool_update_on(c, pr) : pg_pool_insert_on(c, pr);
+    ret = pgx_end(c, ret);
+    pgx_put(p, c);
+    return ret;
+}
+
+/* ---- blobs ---- */
+
+int pg_blob_put(struct store *st_, const char *key, const void *data, size_t len)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL,
+                    "INSERT INTO blobs (key, data) VALUES ($1, $2)"
+                    " ON CONFLICT (key) DO UPDATE SET data = excluded.data",
+                    "sb", key, data ? data : "", len);
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_blob_get(struct store *st_, const char *key, void **data, size_t *len)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_qbin(c, &r, "SELECT data FROM blobs WHERE key = $1", "s", key);
+    if (ret == 0 && (ret = pgx_one(r)) == 0) {
+        size_t n = (size_t)PQgetlength(r, 0, 0);
+        *data = xmalloc(n ? n : 1);
+        if (n)
+            memcpy(*data, PQgetvalue(r, 0, 0), n);
+        *len = n;
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pg_blob_delete(struct store *st_, const char *key)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL, "DELETE FROM blobs WHERE key = $1", "s", key);
+    pgx_put(p, c);
+    return ret;
+}
+
+/* ---- singletons ---- */
+
+/* run_exclusive's advisory locks use the two-int form, a key space apart
+ * from the migrations' single bigint: (this class, hashtext(key)). */
+#define EXCLUSIVE_CLASS "1650745208"
+
+int pg_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx)
+{
+    PGCONN(p, c);
+    int ret =
+        pgx_q(c, NULL, "SELECT pg_advisory_lock(" EXCLUSIVE_CLASS ", hashtext($1))", "s", key);
+    if (ret) {
+        pgx_put(p, c);
+        return E_INTERNAL;
+    }
+    /* The lock lives as long as this session: the connection stays out of
+     * the pool until it is released. */
+    ret = fn(ctx);
+    PGresult *r;
+    int un = pgx_q(c, &r, "SELECT pg_advisory_unlock(" EXCLUSIVE_CLASS ", hashtext($1))", "s", key);
+    int released = un == 0 && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    if (un == 0)
+        PQclear(r);
+    /* A lock we could not release must not outlive the call: ending the
+     * session releases it. */
+    if (released)
+        pgx_put(p, c);
+    else
+        pgx_drop(p, c);
+    return ret;
+}

@@ -1,0 +1,480 @@
+/*
+ * The shared store: PostgreSQL through libpq.
+ *
+ * Several server processes (the nodes of a cluster) and the `admin` commands
+ * use one database at once, so nothing is cached across calls: every op is
+ * one statement, or one transaction on one pooled connection. Connections
+ * live in a small pool (at most PG_POOL_MAX, opened on demand; a caller
+ * beyond that waits on a condition variable). A connection found broken
+ * (CONNECTION_BAD, e.g. after a server restart) is closed and a fresh one
+ * opened in its place, so the store recovers without a restart.
+ *
+ * Each connection gets TCP keepalives (10 s idle, 5 s apart, 3 probes) so a
+ * lost server is noticed in about 25 s instead of the kernel's hours, and a
+ * connect timeout of 5 s unless the URL sets one. Both come before the URL
+ * in PQconnectdbParams, so the URL's own parameters win.
+ *
+ * Schema migrations are named (as in the SQLite backend) and each is applied
+ * in its own transaction under a transaction-scoped advisory lock, so that
+ * processes starting together apply each exactly once: the second waits for
+ * the first's commit and then finds the name recorded. A database that holds
+ * a migration this binary does not know was written by a newer version and is
+ * refused.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/xalloc.h"
+#include "store/pg_internal.h"
+
+/* The advisory lock every migration runs under ("browserd" in ASCII). */
+#define PG_MIGRATION_LOCK "7093010272990520676"
+
+/* ---- connections ---- */
+
+static PGconn *pgx_connect(const char *url)
+{
+    /* Defaults first, then the URL (expanded as a connection string), whose
+     * own settings override them. */
+    const char *const keys[] = {
+        "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "application_name", "dbname",          NULL};
+    const char *const vals[] = {"5", "1", "10", "5", "3", "browserd", url, NULL};
+    PGconn *db = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(db) != CONNECTION_OK) {
+        log_error("store: cannot connect to PostgreSQL: %s", db ? PQerrorMessage(db) : "no memory");
+        PQfinish(db);
+        return NULL;
+    }
+    PGresult *r = PQexec(db, "SET client_min_messages = warning");
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        log_error("store: PostgreSQL session setup: %s", PQerrorMessage(db));
+    PQclear(r);
+    if (!ok) {
+        PQfinish(db);
+        return NULL;
+    }
+    return db;
+}
+
+struct pgc *pgx_get(struct pg *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (!p->idle && p->nopen >= PG_POOL_MAX)
+        pthread_cond_wait(&p->cv, &p->mu);
+    struct pgc *c = p->idle;
+    if (c)
+        p->idle = c->next;
+    else
+        p->nopen++; /* a slot reserved for the connection opened below */
+    pthread_mutex_unlock(&p->mu);
+
+    if (c && PQstatus(c->db) == CONNECTION_BAD) {
+        PQfinish(c->db);
+        c->db = NULL;
+    }
+    if (!c)
+        c = xcalloc(1, sizeof *c);
+    if (!c->db)
+        c->db = pgx_connect(p->url);
+    if (!c->db) {
+        xfree(c);
+        pthread_mutex_lock(&p->mu);
+        p->nopen--;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        return NULL;
+    }
+    c->next = NULL;
+    return c;
+}
+
+void pgx_drop(struct pg *p, struct pgc *c)
+{
+    if (!c)
+        return;
+    PQfinish(c->db);
+    xfree(c);
+    pthread_mutex_lock(&p->mu);
+    p->nopen--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pgx_put(struct pg *p, struct pgc *c)
+{
+    if (!c)
+        return;
+    /* A connection left inside a transaction (a bug) or broken is not
+     * handed to the next caller: it is closed, and its slot freed. */
+    if (PQstatus(c->db) != CONNECTION_OK || PQtransactionStatus(c->db) != PQTRANS_IDLE) {
+        pgx_drop(p, c);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    c->next = p->idle;
+    p->idle = c;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- queries ---- */
+
+/* Type OIDs of the parameters (pg_type.h is a server header). */
+#define OID_BYTEA 17
+#define OID_INT8  20
+#define OID_TEXT  25
+
+static int pgx_vq(struct pgc *c, PGresult **out, int binary, const char *sql, const char *fmt,
+                  va_list ap)
+{
+    Oid types[PG_MAX_PARAMS];
+    const char *vals[PG_MAX_PARAMS];
+    int lens[PG_MAX_PARAMS];
+    int formats[PG_MAX_PARAMS];
+    char nums[PG_MAX_PARAMS][24];
+    int n = 0;
+    for (; *fmt && n < PG_MAX_PARAMS; fmt++, n++) {
+        lens[n] = 0;
+        formats[n] = 0;
+        if (*fmt == 's') {
+            types[n] = OID_TEXT;
+            vals[n] = va_arg(ap, const char *);
+        } else if (*fmt == 'i') {
+            types[n] = OID_INT8;
+            snprintf(nums[n], sizeof nums[n], "%lld", (long long)va_arg(ap, int64_t));
+            vals[n] = nums[n];
+        } else {
+            types[n] = OID_BYTEA;
+            vals[n] = va_arg(ap, const char *);
+            lens[n] = (int)va_arg(ap, size_t);
+            formats[n] = 1;
+        }
+    }
+    PGresult *r = PQexecParams(c->db, sql, n, types, vals, lens, formats, binary);
+    ExecStatusType s = PQresultStatus(r);
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
+        if (out)
+            *out = r;
+        else
+            PQclear(r);
+        return 0;
+    }
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int ret = E_INTERNAL;
+    if (state && strncmp(state, "23", 2) == 0)
+        ret = E_CONFLICT;
+    else
+        log_error("store: %s: %s", sql, r ? PQresultErrorMessage(r) : PQerrorMessage(c->db));
+    PQclear(r);
+    return ret;
+}
+
+int pgx_q(struct pgc *c, PGresult **out, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int ret = pgx_vq(c, out, 0, sql, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+int pgx_qbin(struct pgc *c, PGresult **out, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int ret = pgx_vq(c, out, 1, sql, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+int pgx_exec(struct pgc *c, const char *what, const char *sql)
+{
+    PGresult *r = PQexec(c->db, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        log_error("store: %s: %s", what, PQerrorMessage(c->db));
+    PQclear(r);
+    return ok ? 0 : E_INTERNAL;
+}
+
+int pgx_begin(struct pgc *c)
+{
+    return pgx_exec(c, "BEGIN", "BEGIN");
+}
+
+int pgx_commit(struct pgc *c)
+{
+    int ret = pgx_exec(c, "COMMIT", "COMMIT");
+    /* A COMMIT of a failed transaction reports ROLLBACK, not an error. */
+    if (ret == 0 && PQtransactionStatus(c->db) != PQTRANS_IDLE)
+        ret = E_INTERNAL;
+    return ret;
+}
+
+void pgx_rollback(struct pgc *c)
+{
+    PGTransactionStatusType t = PQtransactionStatus(c->db);
+    if (t == PQTRANS_INTRANS || t == PQTRANS_INERROR)
+        (void)pgx_exec(c, "ROLLBACK", "ROLLBACK");
+}
+
+int pgx_end(struct pgc *c, int ret)
+{
+    if (ret == 0)
+        ret = pgx_commit(c);
+    if (ret)
+        pgx_rollback(c);
+    return ret;
+}
+
+void pgx_col(const PGresult *r, int row, int col, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    const char *t = PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col);
+    size_t n = (size_t)PQgetlength(r, row, col);
+    if (!*t)
+        n = 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(buf, t, n);
+    buf[n] = '\0';
+}
+
+int64_t pgx_i64(const PGresult *r, int row, int col)
+{
+    if (PQgetisnull(r, row, col))
+        return 0;
+    return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+char *pgx_dup(const PGresult *r, int row, int col, const char *dflt)
+{
+    return xstrdup(PQgetisnull(r, row, col) ? dflt : PQgetvalue(r, row, col));
+}
+
+int64_t pgx_changed(const PGresult *r)
+{
+    return strtoll(PQcmdTuples((PGresult *)r), NULL, 10);
+}
+
+int pgx_one(PGresult *r)
+{
+    if (PQntuples(r) > 0)
+        return 0;
+    PQclear(r);
+    return E_NOTFOUND;
+}
+
+/* ---- lifecycle ---- */
+
+static void pg_close(struct store *st_)
+{
+    struct pg *p = (struct pg *)st_;
+    while (p->idle) {
+        struct pgc *c = p->idle;
+        p->idle = c->next;
+        PQfinish(c->db);
+        xfree(c);
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    xfree(p->url);
+    xfree(p);
+}
+
+static const struct store_ops pg_ops = {
+    .name = "postgresql",
+    .close = pg_close,
+    .meta_get = pg_meta_get,
+    .meta_init = pg_meta_init,
+    .org_count = pg_org_count,
+    .org_create = pg_org_create,
+    .org_get = pg_org_get,
+    .org_update = pg_org_update,
+    .plan_get = pg_plan_get,
+    .plan_put = pg_plan_put,
+    .plan_each = pg_plan_each,
+    .project_create = pg_project_create,
+    .project_get = pg_project_get,
+    .project_list = pg_project_list,
+    .project_update = pg_project_update,
+    .project_delete = pg_project_delete,
+    .key_create = pg_key_create,
+    .key_get = pg_key_get,
+    .key_by_hash = pg_key_by_hash,
+    .auth_lookup = pg_auth_lookup,
+    .key_list = pg_key_list,
+    .key_update = pg_key_update,
+    .key_rotate = pg_key_rotate,
+    .session_insert = pg_session_insert,
+    .session_get = pg_session_get,
+    .session_list = pg_session_list,
+    .session_update = pg_session_update,
+    .session_list_active = pg_session_list_active,
+    .profile_create = pg_profile_create,
+    .profile_get = pg_profile_get,
+    .profile_get_by_id = pg_profile_get_by_id,
+    .profile_list = pg_profile_list,
+    .profile_update = pg_profile_update,
+    .profile_touch = pg_profile_touch,
+    .profile_delete = pg_profile_delete,
+    .pool_insert = pg_pool_insert,
+    .pool_get = pg_pool_get,
+    .pool_list = pg_pool_list,
+    .pool_update = pg_pool_update,
+    .pool_list_active = pg_pool_list_active,
+    .proxy_insert = pg_proxy_insert,
+    .proxy_get = pg_proxy_get,
+    .proxy_find = pg_proxy_find,
+    .proxy_list = pg_proxy_list,
+    .proxy_update = pg_proxy_update,
+    .proxy_delete = pg_proxy_delete,
+    .telem_events_insert = pg_telem_events_insert,
+    .telem_events_list = pg_telem_events_list,
+    .telem_events_max_seq = pg_telem_events_max_seq,
+    .telem_events_purge = pg_telem_events_purge,
+    .otlp_dest_create = pg_otlp_dest_create,
+    .otlp_dest_get = pg_otlp_dest_get,
+    .otlp_dest_list = pg_otlp_dest_list,
+    .otlp_dest_update = pg_otlp_dest_update,
+    .otlp_dest_delete = pg_otlp_dest_delete,
+    .ext_create = pg_ext_create,
+    .ext_get = pg_ext_get,
+    .ext_list = pg_ext_list,
+    .ext_count = pg_ext_count,
+    .ext_touch = pg_ext_touch,
+    .ext_delete = pg_ext_delete,
+    .node_register = pg_node_register,
+    .node_heartbeat = pg_node_heartbeat,
+    .node_get = pg_node_get,
+    .node_list = pg_node_list,
+    .node_sweep = pg_node_sweep,
+    .node_retire = pg_node_retire,
+    .session_admit = pg_session_admit,
+    .pool_admit = pg_pool_admit,
+    .session_list_node = pg_session_list_node,
+    .pool_list_node = pg_pool_list_node,
+    .blob_put = pg_blob_put,
+    .blob_get = pg_blob_get,
+    .blob_delete = pg_blob_delete,
+    .run_exclusive = pg_run_exclusive,
+};
+
+/* Every schema, in the order applied; the names are those of the SQLite
+ * backend (store_sqlite.c), so both record the same history. */
+static const struct pg_migration migrations[] = {
+    {"0001_tenancy", pg_schema_tenancy},       {"0002_sessions", pg_schema_sessions},
+    {"0003_profiles", pg_schema_profiles},     {"0004_pools", pg_schema_pools},
+    {"0005_proxies", pg_schema_proxies},       {"0010_telemetry", pg_schema_telemetry},
+    {"0019_extensions", pg_schema_extensions}, {"0020_cluster", pg_schema_cluster},
+};
+#define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
+
+static const char SQL_MIGRATION_TABLE[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations (name text COLLATE \"C\" PRIMARY KEY,"
+    " applied_at bigint NOT NULL)";
+
+/* Refuses a database holding a migration this binary does not know. */
+static int migrations_known(struct pgc *c, struct err *e)
+{
+    PGresult *r = NULL;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = pgx_exec(c, "migration lock", "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")");
+    if (ret == 0)
+        ret = pgx_exec(c, "schema_migrations", SQL_MIGRATION_TABLE);
+    if (ret == 0)
+        ret = pgx_q(c, &r, "SELECT name FROM schema_migrations ORDER BY name", "");
+    if (ret == 0) {
+        for (int i = 0; i < PQntuples(r) && ret == 0; i++) {
+            const char *name = PQgetvalue(r, i, 0);
+            size_t k = 0;
+            while (k < NMIGRATIONS && strcmp(migrations[k].name, name) != 0)
+                k++;
+            if (k == NMIGRATIONS) {
+                log_error("store: the database holds schema migration %s, unknown to this"
+                          " browserd (written by a newer version?)",
+                          name);
+                ret = err_set(e, E_INTERNAL, "internal",
+                              "the PostgreSQL store holds schema migration %s, which this"
+                              " browserd does not know: it was written by a newer version",
+                              name);
+            }
+        }
+        PQclear(r);
+    }
+    return pgx_end(c, ret);
+}
+
+static int migrate(struct pgc *c, struct err *e)
+{
+    int ret = migrations_known(c, e);
+    for (size_t i = 0; ret == 0 && i < NMIGRATIONS; i++) {
+        PGresult *r = NULL;
+        ret = pgx_begin(c);
+        if (ret == 0)
+            ret = pgx_exec(c, "migration lock",
+                           "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")");
+        if (ret == 0)
+            ret = pgx_q(c, &r, "SELECT 1 FROM schema_migrations WHERE name = $1", "s",
+                        migrations[i].name);
+        int applied = ret == 0 && PQntuples(r) > 0;
+        PQclear(r);
+        if (ret == 0 && !applied) {
+            ret = pgx_exec(c, migrations[i].name, migrations[i].sql);
+            if (ret == 0)
+                ret = pgx_q(c, NULL,
+                            "INSERT INTO schema_migrations (name, applied_at)"
+                            " VALUES ($1, " PG_NOW_MS ")",
+                            "s", migrations[i].name);
+        }
+        ret = pgx_end(c, ret);
+        if (ret)
+            err_set(e, E_INTERNAL, "internal", "cannot apply schema migration %s to the store",
+                    migrations[i].name);
+    }
+    return ret;
+}
+
+int store_open_pg(const char *url, struct store **out, struct err *e)
+{
+    *out = NULL;
+    struct pg *p = xcalloc(1, sizeof *p);
+    p->base.ops = &pg_ops;
+    p->url = xstrdup(url);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    struct pgc *c = pgx_get(p);
+    if (!c) {
+        pg_close(&p->base);
+        return err_set(e, E_INTERNAL, "internal", "cannot connect to the PostgreSQL store");
+    }
+    int ret = migrate(c, e);
+    pgx_put(p, c);
+    if (ret) {
+        pg_close(&p->base);
+        return ret;
+    }
+    *out = &p->base;
+    return 0;
+}
+
+int store_open(const char *url, const char *dir, struct store **out, struct err *e)
+{
+    *out = NULL;
+    if (!url || !*url)
+        return store_open_sqlite(dir, out, e);
+    if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
+        return store_open_pg(url, out, e);
+    return err_set(e, E_INVALID, "bad_request",
+                   "unsupported store URL (BROWSERD_STORE / --store): expected"
+                   " postgresql://... or postgres://..., or none for the embedded SQLite store");
+}
