@@ -96,6 +96,10 @@ BROWSERD_BIN="$BIN" node bench/sandbox.mjs >>"$out"
 echo >>"$out"
 BROWSERD_BIN="$BIN" node bench/computer.mjs >>"$out"
 echo >>"$out"
+BROWSERD_BIN="$BIN" node bench/replays.mjs >>"$out"
+echo >>"$out"
+BROWSERD_BIN="$BIN" node bench/liveview.mjs >>"$out"
+echo >>"$out"
 # The hundred browsers of the session benchmark take a few seconds to wind
 # down; the egress trials compare microseconds.
 sleep 10

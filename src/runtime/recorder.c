@@ -138,12 +138,15 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
     push(v, "veryfast");
     push(v, "-tune");
     push(v, "zerolatency");
-    /* A keyframe every 10 s: a 1080p keyframe of a page of text is ~150 KB,
-     * most of a static page's bytes at a shorter interval. Fragments are
-     * cut every second anyway (frag_duration), so a recording cut short
-     * loses at most a second. */
+    /* A keyframe every 30 s: a 1080p keyframe of a page of text weighs
+     * ~240 KB and the unchanged frames between keyframes ~400 bytes each,
+     * so keyframes are a static page's bytes: a 60 s recording of one at
+     * 10 frames/s is 2.5 MB with one every 10 s, 0.88 MB with one every
+     * 30 s (docs/replays.md, "Size"). Seeking decodes up to 30 s of cheap
+     * P-frames. Fragments are cut every second anyway (frag_duration), so a
+     * recording cut short loses at most a second. */
     push(v, "-g");
-    pushi(v, o->framerate * 10);
+    pushi(v, o->framerate * 30);
     push(v, "-crf");
     push(v, "28");
     push(v, "-threads");
