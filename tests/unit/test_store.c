@@ -90,7 +90,7 @@ static int pg_admin(const char *db, const char *sql)
 
 /* One int64 read from the current case's database: sql with one text
  * parameter (may be NULL when sql has none). -1 on failure. */
-__attribute__((unused)) static int64_t pg_scalar(const char *sql, const char *param)
+static int64_t pg_scalar(const char *sql, const char *param)
 {
     PGconn *c = PQconnectdb(pg_url);
     int64_t v = -1;
@@ -371,6 +371,589 @@ static void lists_page_with_has_more(void **state)
     org_rec_clear(&o);
 }
 
+/* Helpers of the cases below. */
+static void new_session(struct session_rec *s, const struct org_rec *o, const struct project_rec *p,
+                        const char *node, const char *data)
+{
+    memset(s, 0, sizeof *s);
+    crypto_new_id(s->id);
+    snprintf(s->org_id, sizeof s->org_id, "%s", o->id);
+    snprintf(s->project_id, sizeof s->project_id, "%s", p->id);
+    snprintf(s->status, sizeof s->status, "active");
+    snprintf(s->node_id, sizeof s->node_id, "%s", node);
+    s->created_at = clock_now_ms();
+    s->data = (char *)data;
+}
+
+static void new_pool(struct pool_rec *pl, const struct org_rec *o, const struct project_rec *p,
+                     const char *node, const char *config)
+{
+    memset(pl, 0, sizeof *pl);
+    crypto_new_id(pl->id);
+    snprintf(pl->org_id, sizeof pl->org_id, "%s", o->id);
+    snprintf(pl->project_id, sizeof pl->project_id, "%s", p->id);
+    snprintf(pl->status, sizeof pl->status, "active");
+    snprintf(pl->node_id, sizeof pl->node_id, "%s", node);
+    pl->created_at = clock_now_ms();
+    pl->config = (char *)config;
+}
+
+/* session_rec.node_id: "the node running the browser ("local" on SQLite)";
+ * pool_rec.node_id is "written by pool_insert ..., never by pool_update".
+ * An empty node_id is stored as "local". */
+static void node_ids_round_trip(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct session_rec a, b, got;
+    new_session(&a, &o, &p, "n1", "{}");
+    new_session(&b, &o, &p, "", "{}");
+    assert_int_equal(store_session_insert(st, &a), 0);
+    assert_int_equal(store_session_insert(st, &b), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, o.id, p.id, a.id, 0, &got), 0);
+    assert_string_equal(got.node_id, "n1");
+    session_rec_clear(&got);
+    assert_int_equal(store_session_get(st, o.id, p.id, b.id, 0, &got), 0);
+    assert_string_equal(got.node_id, "local");
+    session_rec_clear(&got);
+    struct pool_rec pl, pgot;
+    new_pool(&pl, &o, &p, "n2", "{\"size\":1}");
+    assert_int_equal(store_pool_insert(st, &pl), 0);
+    snprintf(pl.node_id, sizeof pl.node_id, "other");
+    pl.config = "{\"size\":2}";
+    assert_int_equal(store_pool_update(st, &pl), 0);
+    memset(&pgot, 0, sizeof pgot);
+    assert_int_equal(store_pool_get(st, o.id, p.id, pl.id, &pgot), 0);
+    assert_string_equal(pgot.node_id, "n2");
+    assert_string_equal(pgot.config, "{\"size\":2}");
+    pool_rec_clear(&pgot);
+    org_rec_clear(&o);
+}
+
+/* store_open: "NULL or "" opens SQLite in dir; anything else is refused
+ * (E_INVALID)"; SQLite is not shared (the cluster ops are NULL). */
+static void store_open_selects_the_backend(void **state)
+{
+    (void)state;
+    struct err e;
+    err_init(&e);
+    struct store *st = NULL;
+    assert_int_equal(store_open("mysql://x/y", dir, &st, &e), E_INVALID);
+    assert_null(st);
+    assert_non_null(strstr(e.message, "BROWSERD_STORE"));
+    assert_int_equal(store_open("", dir, &st, &e), 0);
+    assert_string_equal(st->ops->name, "sqlite");
+    assert_false(store_shared(st));
+    assert_null(st->ops->session_admit);
+    store_close(st);
+}
+
+/* ---- the cluster ops (PostgreSQL) ---- */
+
+static void pg_store_open_selects_postgresql(void **state)
+{
+    (void)state;
+    struct err e;
+    err_init(&e);
+    struct store *st = NULL;
+    assert_int_equal(store_open(pg_url, "/nonexistent", &st, &e), 0);
+    assert_string_equal(st->ops->name, "postgresql");
+    assert_true(store_shared(st));
+    store_close(st);
+    /* postgres:// is the other spelling libpq accepts */
+    char url[300];
+    snprintf(url, sizeof url, "postgres://%s", pg_url + strlen("postgresql://"));
+    assert_int_equal(store_open(url, "/nonexistent", &st, &e), 0);
+    store_close(st);
+}
+
+/* "node_register inserts n as up with heartbeat_at = started_at = now ...
+ * node_heartbeat moves the heartbeat to now and sets running ...
+ * node_list the up nodes, oldest first." */
+static void nodes_register_heartbeat_list(void **state)
+{
+    struct store *st = *state;
+    struct node_rec a, b, got;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(a.name, sizeof a.name, "host-a");
+    snprintf(a.advertise_url, sizeof a.advertise_url, "http://10.0.0.1:8080");
+    a.capacity = 3;
+    assert_int_equal(store_node_register(st, &a), 0);
+    assert_int_equal(strlen(a.id), 24);
+    assert_string_equal(a.state, "up");
+    assert_true(a.started_at > 0);
+    assert_int_equal(a.heartbeat_at, a.started_at);
+    /* the database's clock, not ours: close to it on one machine */
+    assert_true(llabs((long long)(a.started_at - clock_now_ms())) < 60000);
+    snprintf(b.name, sizeof b.name, "host-b");
+    b.capacity = 5;
+    assert_int_equal(store_node_register(st, &b), 0);
+    assert_int_equal(store_node_heartbeat(st, a.id, 2), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_node_get(st, a.id, &got), 0);
+    assert_string_equal(got.name, "host-a");
+    assert_string_equal(got.advertise_url, "http://10.0.0.1:8080");
+    assert_int_equal(got.running, 2);
+    assert_int_equal(got.capacity, 3);
+    assert_true(got.heartbeat_at >= a.heartbeat_at);
+    assert_int_equal(store_node_heartbeat(st, "nosuchnode00000000000000", 1), E_NOTFOUND);
+    assert_int_equal(store_node_get(st, "nosuchnode00000000000000", &got), E_NOTFOUND);
+    struct node_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_node_list(st, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    /* oldest first; registrations in the same millisecond go by id */
+    int a_first =
+        a.started_at < b.started_at || (a.started_at == b.started_at && strcmp(a.id, b.id) < 0);
+    assert_string_equal(rows[0].id, a_first ? a.id : b.id);
+    assert_string_equal(rows[1].id, a_first ? b.id : a.id);
+    xfree(rows);
+}
+
+struct sweep_ctx {
+    struct store *st;
+    pthread_barrier_t *go;
+    const char *heir;
+    int rc;
+    char (*dead)[STORE_ID];
+    size_t n;
+};
+
+static void *sweep_thread(void *arg)
+{
+    struct sweep_ctx *c = arg;
+    pthread_barrier_wait(c->go);
+    c->rc = store_node_sweep(c->st, 10000, c->heir, &c->dead, &c->n);
+    return NULL;
+}
+
+/* "node_sweep declares dead every up node whose heartbeat is older than
+ * lease_ms, and in the same transaction ends their active sessions ...
+ * Each dead node is returned to exactly one sweeper." Then "node_heartbeat
+ * ... E_NOTFOUND once it was declared dead". */
+static void node_sweep_ends_a_dead_node_once(void **state)
+{
+    struct store *st = *state;
+    struct err e;
+    err_init(&e);
+    struct store *st2; /* a second process's handle */
+    assert_int_equal(store_open_pg(pg_url, &st2, &e), 0);
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct node_rec a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(a.name, sizeof a.name, "a");
+    snprintf(b.name, sizeof b.name, "b");
+    assert_int_equal(store_node_register(st, &a), 0);
+    assert_int_equal(store_node_register(st, &b), 0);
+    /* a stopped beating a minute ago */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "UPDATE nodes SET heartbeat_at = heartbeat_at - 60000 WHERE id = '%s'", a.id);
+    assert_int_equal(pg_admin(pg_db, sql), 0);
+    struct node_rec a_then;
+    assert_int_equal(store_node_get(st, a.id, &a_then), 0);
+    int64_t hb = a_then.heartbeat_at;
+    struct session_rec s_old, s_new, s_b, got;
+    new_session(&s_old, &o, &p, a.id, "{}");
+    s_old.created_at = hb - 5000;
+    new_session(&s_new, &o, &p, a.id, "{}");
+    s_new.created_at = hb + 100000; /* after the last heartbeat: uptime 0, never negative */
+    new_session(&s_b, &o, &p, b.id, "{}");
+    assert_int_equal(store_session_insert(st, &s_old), 0);
+    assert_int_equal(store_session_insert(st, &s_new), 0);
+    assert_int_equal(store_session_insert(st, &s_b), 0);
+    struct pool_rec pl;
+    new_pool(&pl, &o, &p, a.id, "{\"size\":2}");
+    assert_int_equal(store_pool_insert(st, &pl), 0);
+
+    enum { SWEEPERS = 8 };
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, SWEEPERS);
+    struct sweep_ctx c[SWEEPERS];
+    pthread_t th[SWEEPERS];
+    for (int i = 0; i < SWEEPERS; i++) {
+        c[i] = (struct sweep_ctx){.st = i % 2 ? st2 : st, .go = &go, .heir = b.id};
+        assert_int_equal(pthread_create(&th[i], NULL, sweep_thread, &c[i]), 0);
+    }
+    int seen_a = 0;
+    for (int i = 0; i < SWEEPERS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(c[i].rc, 0);
+        for (size_t k = 0; k < c[i].n; k++) {
+            assert_string_equal(c[i].dead[k], a.id);
+            seen_a++;
+        }
+        xfree(c[i].dead);
+    }
+    pthread_barrier_destroy(&go);
+    assert_int_equal(seen_a, 1);
+
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, o.id, p.id, s_old.id, 1, &got), 0);
+    assert_string_equal(got.status, "deleted");
+    assert_string_equal(got.end_reason, "node lost");
+    assert_string_equal(got.usage_status, "ready");
+    assert_int_equal(got.deleted_at, hb);
+    assert_int_equal(got.uptime_ms, 5000);
+    session_rec_clear(&got);
+    assert_int_equal(store_session_get(st, o.id, p.id, s_new.id, 1, &got), 0);
+    assert_string_equal(got.status, "deleted");
+    assert_int_equal(got.uptime_ms, 0);
+    session_rec_clear(&got);
+    assert_int_equal(store_session_get(st, o.id, p.id, s_b.id, 0, &got), 0);
+    assert_string_equal(got.status, "active");
+    session_rec_clear(&got);
+    /* the pool moved to the heir */
+    struct pool_rec *pools = NULL;
+    size_t np = 0;
+    assert_int_equal(store_pool_list_node(st, b.id, &pools, &np), 0);
+    assert_int_equal(np, 1);
+    assert_string_equal(pools[0].id, pl.id);
+    pool_rec_clear(&pools[0]);
+    xfree(pools);
+    /* the dead node fences itself; the live one beats on */
+    assert_int_equal(store_node_heartbeat(st, a.id, 0), E_NOTFOUND);
+    assert_int_equal(store_node_heartbeat(st, b.id, 1), 0);
+    struct node_rec now_a;
+    assert_int_equal(store_node_get(st, a.id, &now_a), 0);
+    assert_string_equal(now_a.state, "dead");
+    struct node_rec *nodes = NULL;
+    size_t nn = 0;
+    assert_int_equal(store_node_list(st, &nodes, &nn), 0);
+    assert_int_equal(nn, 1);
+    assert_string_equal(nodes[0].id, b.id);
+    xfree(nodes);
+    /* nothing is left to sweep */
+    char(*dead)[STORE_ID] = NULL;
+    size_t nd = 9;
+    assert_int_equal(store_node_sweep(st, 10000, b.id, &dead, &nd), 0);
+    assert_int_equal(nd, 0);
+    xfree(dead);
+    store_close(st2);
+    org_rec_clear(&o);
+}
+
+/* "node_retire does the same to one node at once, with end_reason `reason`
+ * and deleted_at = now ...; E_NOTFOUND when it is not up." */
+static void node_retire_ends_one_node(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct node_rec a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    assert_int_equal(store_node_register(st, &a), 0);
+    assert_int_equal(store_node_register(st, &b), 0);
+    struct session_rec s, got;
+    new_session(&s, &o, &p, a.id, "{}");
+    s.created_at = a.started_at - 1000;
+    assert_int_equal(store_session_insert(st, &s), 0);
+    struct pool_rec pl;
+    new_pool(&pl, &o, &p, a.id, "{\"size\":1}");
+    assert_int_equal(store_pool_insert(st, &pl), 0);
+    assert_int_equal(store_node_retire(st, a.id, "server stopped", b.id), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, o.id, p.id, s.id, 1, &got), 0);
+    assert_string_equal(got.status, "deleted");
+    assert_string_equal(got.end_reason, "server stopped");
+    assert_string_equal(got.usage_status, "ready");
+    assert_true(got.deleted_at >= a.started_at);
+    assert_int_equal(got.uptime_ms, got.deleted_at - s.created_at);
+    session_rec_clear(&got);
+    struct pool_rec *pools = NULL;
+    size_t np = 0;
+    assert_int_equal(store_pool_list_node(st, b.id, &pools, &np), 0);
+    assert_int_equal(np, 1);
+    pool_rec_clear(&pools[0]);
+    xfree(pools);
+    assert_int_equal(store_node_retire(st, a.id, "again", b.id), E_NOTFOUND);
+    assert_int_equal(store_node_heartbeat(st, a.id, 0), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
+struct admit_ctx {
+    struct store *st;
+    pthread_barrier_t *go;
+    const struct org_rec *o;
+    const struct project_rec *p;
+    int rc;
+};
+
+static void *admit_thread(void *arg)
+{
+    struct admit_ctx *c = arg;
+    struct session_rec s;
+    new_session(&s, c->o, c->p, "n1", "{}");
+    pthread_barrier_wait(c->go);
+    c->rc = store_session_admit(c->st, &s, 3, NULL);
+    return NULL;
+}
+
+/* "session_admit inserts s only while the org's active standalone sessions
+ * plus the sizes of its active pools stay below limit, serialized per org
+ * across every connection and process. E_LIMIT when full." */
+static void session_admit_is_exact_under_concurrency(void **state)
+{
+    struct store *st = *state;
+    struct err e;
+    err_init(&e);
+    struct store *st2;
+    assert_int_equal(store_open_pg(pg_url, &st2, &e), 0);
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    enum { CLIENTS = 16 };
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, CLIENTS);
+    struct admit_ctx c[CLIENTS];
+    pthread_t th[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = (struct admit_ctx){.st = i % 2 ? st2 : st, .go = &go, .o = &o, .p = &p};
+        assert_int_equal(pthread_create(&th[i], NULL, admit_thread, &c[i]), 0);
+    }
+    int ok = 0, limited = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        ok += c[i].rc == 0;
+        limited += c[i].rc == E_LIMIT;
+    }
+    pthread_barrier_destroy(&go);
+    assert_int_equal(ok, 3);
+    assert_int_equal(limited, CLIENTS - 3);
+    assert_int_equal(pg_scalar("SELECT count(*) FROM sessions WHERE org_id = $1 AND status = "
+                               "'active'",
+                               o.id),
+                     3);
+    /* a pool's sessions do not count; pool sizes do */
+    struct session_rec s;
+    new_session(&s, &o, &p, "n1", "{\"pool\":\"x\"}");
+    assert_int_equal(store_session_insert(st, &s), 0);
+    int64_t pools = -1;
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, 4, &pools), 0);
+    assert_int_equal(pools, 0);
+    struct pool_rec pl;
+    new_pool(&pl, &o, &p, "n1", "{\"size\":2}");
+    assert_int_equal(store_pool_insert(st, &pl), 0);
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, 6, &pools), E_LIMIT);
+    assert_int_equal(pools, 2);
+    assert_int_equal(store_session_admit(st, &s, 7, &pools), 0);
+    /* no limit; a taken name is a conflict, not a limit */
+    struct session_rec named;
+    new_session(&named, &o, &p, "n1", "{}");
+    snprintf(named.name, sizeof named.name, "dup");
+    assert_int_equal(store_session_admit(st, &named, -1, NULL), 0);
+    crypto_new_id(named.id);
+    assert_int_equal(store_session_admit(st, &named, -1, NULL), E_CONFLICT);
+    store_close(st2);
+    org_rec_clear(&o);
+}
+
+/* "pool_admit: pool_insert (is_update 0) or pool_update (1) of p, only while
+ * the org's pool sizes with p's new size plus its active standalone
+ * sessions stay within limit: E_LIMIT when it would not (nothing written)." */
+static void pool_admit_counts_sessions_and_pools(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct session_rec s;
+    for (int i = 0; i < 2; i++) {
+        new_session(&s, &o, &p, "n1", "{}");
+        assert_int_equal(store_session_admit(st, &s, -1, NULL), 0);
+    }
+    new_session(&s, &o, &p, "n1", "{\"pool\":\"x\"}");
+    assert_int_equal(store_session_insert(st, &s), 0);
+    int64_t pools = -1, sessions = -1;
+    struct pool_rec a, b, got;
+    new_pool(&a, &o, &p, "n1", "{\"size\":3}");
+    assert_int_equal(store_pool_admit(st, &a, 0, 5, &pools, &sessions), 0);
+    assert_int_equal(pools, 3);
+    assert_int_equal(sessions, 2);
+    new_pool(&b, &o, &p, "n1", "{\"size\":1}");
+    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, &sessions), E_LIMIT);
+    assert_int_equal(pools, 4);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_pool_get(st, o.id, p.id, b.id, &got), E_NOTFOUND);
+    /* an update counts p's new size instead of its old one */
+    a.config = "{\"size\":4}";
+    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL), E_LIMIT);
+    assert_int_equal(pools, 4);
+    assert_int_equal(store_pool_get(st, o.id, p.id, a.id, &got), 0);
+    assert_string_equal(got.config, "{\"size\":3}");
+    pool_rec_clear(&got);
+    a.config = "{\"size\":2}";
+    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL), 0);
+    assert_int_equal(pools, 2);
+    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, NULL), 0);
+    assert_int_equal(pools, 3);
+    /* full: neither a session nor a bigger pool */
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, 5, &pools), E_LIMIT);
+    assert_int_equal(pools, 3);
+    /* a pool leaving the active state is never refused */
+    snprintf(a.status, sizeof a.status, "deleted");
+    assert_int_equal(store_pool_admit(st, &a, 1, 0, &pools, NULL), 0);
+    assert_int_equal(pools, 1);
+    assert_int_equal(store_pool_admit(st, &a, 1, -1, NULL, NULL), 0);
+    org_rec_clear(&o);
+}
+
+/* "session_list_node: Active sessions of one node"; "pool_list_node: Active
+ * pools homed on one node." */
+static void lists_by_node(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct session_rec a, b, c;
+    new_session(&a, &o, &p, "n1", "{}");
+    new_session(&b, &o, &p, "n1", "{}");
+    new_session(&c, &o, &p, "n2", "{}");
+    assert_int_equal(store_session_insert(st, &a), 0);
+    assert_int_equal(store_session_insert(st, &b), 0);
+    assert_int_equal(store_session_insert(st, &c), 0);
+    snprintf(b.status, sizeof b.status, "deleted");
+    assert_int_equal(store_session_update(st, &b), 0);
+    struct session_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_session_list_node(st, "n1", &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].id, a.id);
+    assert_string_equal(rows[0].node_id, "n1");
+    session_rec_clear(&rows[0]);
+    xfree(rows);
+    assert_int_equal(store_session_list_node(st, "n3", &rows, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    struct pool_rec pa, pb;
+    new_pool(&pa, &o, &p, "n1", "{}");
+    new_pool(&pb, &o, &p, "n2", "{}");
+    assert_int_equal(store_pool_insert(st, &pa), 0);
+    assert_int_equal(store_pool_insert(st, &pb), 0);
+    struct pool_rec *pools = NULL;
+    assert_int_equal(store_pool_list_node(st, "n2", &pools, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(pools[0].id, pb.id);
+    pool_rec_clear(&pools[0]);
+    xfree(pools);
+    org_rec_clear(&o);
+}
+
+/* "blob: put replaces; get returns an xmalloc'd copy (E_NOTFOUND when
+ * absent); delete of a missing key is 0." Binary bytes, NULs included. */
+static void blobs_round_trip_binary(void **state)
+{
+    struct store *st = *state;
+    unsigned char bytes[4096];
+    for (size_t i = 0; i < sizeof bytes; i++)
+        bytes[i] = (unsigned char)(i * 7);
+    bytes[0] = 0;
+    bytes[1] = 0;
+    void *data = NULL;
+    size_t len = 0;
+    assert_int_equal(store_blob_get(st, "profiles/x", &data, &len), E_NOTFOUND);
+    assert_int_equal(store_blob_put(st, "profiles/x", bytes, sizeof bytes), 0);
+    assert_int_equal(store_blob_get(st, "profiles/x", &data, &len), 0);
+    assert_int_equal(len, sizeof bytes);
+    assert_memory_equal(data, bytes, sizeof bytes);
+    xfree(data);
+    assert_int_equal(store_blob_put(st, "profiles/x", "\0ab", 3), 0);
+    assert_int_equal(store_blob_get(st, "profiles/x", &data, &len), 0);
+    assert_int_equal(len, 3);
+    assert_memory_equal(data, "\0ab", 3);
+    xfree(data);
+    assert_int_equal(store_blob_put(st, "empty", "", 0), 0);
+    assert_int_equal(store_blob_get(st, "empty", &data, &len), 0);
+    assert_int_equal(len, 0);
+    xfree(data);
+    assert_int_equal(store_blob_delete(st, "profiles/x"), 0);
+    assert_int_equal(store_blob_get(st, "profiles/x", &data, &len), E_NOTFOUND);
+    assert_int_equal(store_blob_delete(st, "profiles/x"), 0);
+}
+
+/* "run_exclusive: takes a database-wide lock named by key for the life of
+ * the call to fn": a second caller with the same key (another thread, its
+ * own connection) waits until the first one's fn has returned; a caller
+ * with another key does not wait. */
+struct excl {
+    struct store *st;
+    pthread_t second;
+    int started;
+    int first_done; /* atomic: read by the second caller's thread */
+    int second_saw_first_done;
+    int second_rc;
+    int other_ran;
+    int64_t waiting;
+};
+
+static int excl_second(void *arg)
+{
+    struct excl *x = arg;
+    x->second_saw_first_done = __atomic_load_n(&x->first_done, __ATOMIC_SEQ_CST);
+    return 5;
+}
+
+static void *excl_second_thread(void *arg)
+{
+    struct excl *x = arg;
+    x->second_rc = store_run_exclusive(x->st, "bootstrap", excl_second, x);
+    return NULL;
+}
+
+static int excl_other(void *arg)
+{
+    ((struct excl *)arg)->other_ran = 1;
+    return 0;
+}
+
+static int excl_first(void *arg)
+{
+    struct excl *x = arg;
+    if (pthread_create(&x->second, NULL, excl_second_thread, x) != 0)
+        return -1;
+    x->started = 1;
+    /* Wait (up to 10 s) until the second caller is queued on the lock. */
+    int64_t deadline = clock_mono_ms() + 10000;
+    while (clock_mono_ms() < deadline &&
+           (x->waiting = pg_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                   " AND NOT granted",
+                                   NULL)) < 1) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (store_run_exclusive(x->st, "another key", excl_other, x) != 0)
+        return -1;
+    __atomic_store_n(&x->first_done, 1, __ATOMIC_SEQ_CST);
+    return 7;
+}
+
+static void run_exclusive_serializes_by_key(void **state)
+{
+    struct excl x = {.st = *state};
+    assert_int_equal(store_run_exclusive(x.st, "bootstrap", excl_first, &x), 7);
+    assert_true(x.started);
+    pthread_join(x.second, NULL);
+    assert_int_equal(x.waiting, 1);
+    assert_true(x.other_ran);
+    assert_int_equal(x.second_rc, 5);
+    assert_true(x.second_saw_first_done);
+    /* both released: a third caller gets the lock at once */
+    assert_int_equal(store_run_exclusive(x.st, "bootstrap", excl_other, &x), 0);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -378,18 +961,28 @@ static void lists_page_with_has_more(void **state)
     X(last_active_project_and_unique_names)                                                        \
     X(auth_lookup_finds_key_and_org)                                                               \
     X(session_names_unique_among_active)                                                           \
-    X(lists_page_with_has_more)
+    X(lists_page_with_has_more)                                                                    \
+    X(node_ids_round_trip)
 
 /* The cluster ops: PostgreSQL only. */
-#define CLUSTER_CASES(X)
+#define CLUSTER_CASES(X)                                                                           \
+    X(pg_store_open_selects_postgresql)                                                            \
+    X(nodes_register_heartbeat_list)                                                               \
+    X(node_sweep_ends_a_dead_node_once)                                                            \
+    X(node_retire_ends_one_node)                                                                   \
+    X(session_admit_is_exact_under_concurrency)                                                    \
+    X(pool_admit_counts_sessions_and_pools)                                                        \
+    X(lists_by_node)                                                                               \
+    X(blobs_round_trip_binary)                                                                     \
+    X(run_exclusive_serializes_by_key)
 
 #define SQLITE_CASE(f) {"sqlite: " #f, f, open_sqlite, close_sqlite, NULL},
 #define PG_CASE(f)     {"postgresql: " #f, f, open_pg, close_pg, NULL},
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) CONTRACT_CASES(PG_CASE)
-                                           CLUSTER_CASES(PG_CASE)};
+    const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) SQLITE_CASE(
+        store_open_selects_the_backend) CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
     return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests, pg_group_setup,
                                        pg_group_teardown);
 }
