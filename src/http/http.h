@@ -175,6 +175,10 @@ int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
 void req_resume(struct req *rq);
 /* 1 when the client of a suspended request has closed its connection. */
 int req_client_gone(struct req *rq);
+/* The client's socket, or -1 for an in-process request (http_call). Only to
+ * watch it (poll, or a dup() that outlives the request): never read, write
+ * or close it. Call on the request's HTTP thread or while it is parked. */
+int req_client_fd(struct req *rq);
 
 /* Request accessors. Returned strings are borrowed for the request's life. */
 const char *req_header(struct req *rq, const char *name);
@@ -213,7 +217,9 @@ void http_upgrade_close(struct http_upgrade *up);
  *
  * read fills buf (cap bytes) and returns how many bytes it wrote (> 0); 0
  * when nothing is ready: the connection is then parked (no thread, no
- * polling) until http_stream_wake; or -1 to end the body. It runs on an HTTP
+ * polling) until http_stream_wake; -1 to end the body; or -2 to end it cut
+ * short (the connection closes without the body's end, so that a client
+ * cannot take a truncated body for a whole one). It runs on an HTTP
  * thread and must not block for long. free_cb(ctx) runs exactly once when the
  * response is finished, the client went away (noticed on the next write) or
  * the server stops; from the moment free_cb starts, the producer must not call

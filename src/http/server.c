@@ -264,6 +264,15 @@ void req_resume(struct req *rq)
     MHD_resume_connection(rq->conn);
 }
 
+int req_client_fd(struct req *rq)
+{
+    if (!rq->conn)
+        return -1;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
 int req_client_gone(struct req *rq)
 {
     if (!rq->conn)
@@ -357,7 +366,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             pthread_mutex_lock(&st->mu);
             st->ended = 1;
             pthread_mutex_unlock(&st->mu);
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            /* -2: the body was cut short; closing without the last chunk
+             * tells the client so. */
+            return n == -2 ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (n > 0)
             return (ssize_t)n;
