@@ -27,6 +27,7 @@
 #include "api/org.h"
 #include "api/browsers.h"
 #include "api/pools.h"
+#include "cluster/node.h"
 #include "api/process.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
@@ -48,7 +49,7 @@ static const char usage[] =
     "usage:\n"
     "  browserd serve [--listen HOST:PORT] [--data DIR] [--public-url URL] [--admin-token TOKEN]\n"
     "                 [--chromium PATH] [--region REGION] [--allow-loopback HOST:PORT[,...]]\n"
-    "                 [--spares N]\n"
+    "                 [--store URL] [--advertise URL] [--node-name NAME] [--spares N]\n"
     "  browserd admin org create --name NAME [--plan PLAN]          (prints the org as JSON)\n"
     "  browserd admin org update ORG_ID [--plan P] [--plan-status S] [--trial-plan P]\n"
     "                            [--trial-ends-at RFC3339] [--projects-enabled true|false]\n"
@@ -67,6 +68,11 @@ static const char usage[] =
     "its own sandbox, docs/sandbox.md; needs root). admin commands take --data DIR too.\n"
     "--spares N / BROWSERD_SPARES: pre-launched browsers kept for fast creates (default 2:\n"
     "one headful, one headless; 0 disables them; docs/spares.md).\n"
+    "--store URL / BROWSERD_STORE: postgresql://... shares one database between nodes\n"
+    "(default: SQLite in the data folder); --advertise URL / BROWSERD_ADVERTISE_URL (how other\n"
+    "nodes reach this one; http:// + the listen address); --node-name NAME /\n"
+    "BROWSERD_NODE_NAME (the host name); BROWSERD_NODE_LEASE_MS (node lease, default 10000;\n"
+    "docs/multinode.md). admin commands read BROWSERD_STORE too.\n"
     "Relative paths in flags and variables are taken from the folder the server started in.\n"
     "Proxies: --managed-proxies FILE / BROWSERD_MANAGED_PROXIES (JSON {\"datacenter\": {\"host\",\n"
     "\"port\", \"username\"?, \"password\"?}, ...}), --default-proxy [USER:PASS@]HOST:PORT /\n"
@@ -240,6 +246,61 @@ static void raise_fd_limit(void)
                  (unsigned long long)rl.rlim_max);
 }
 
+/* ---- cluster (a shared store) ---- */
+
+static struct {
+    const char *advertise, *name;
+    long lease_ms;
+    int failed;
+} cluster_flags;
+
+static void on_fence(void *ctx)
+{
+    struct app *app = ctx;
+    pools_fence();
+    sessmgr_end_all(app->sessions, "node lost");
+}
+
+static int64_t on_running(void *ctx)
+{
+    return sessmgr_running(((struct app *)ctx)->sessions);
+}
+
+/* Registers this node once its port is known, before the first request is
+ * served (node ids name the rows of the sessions it creates). */
+static void join_cluster(struct app *app, int port)
+{
+    struct app_config *c = &app->cfg;
+    char adv[512];
+    if (cluster_flags.advertise)
+        copy(adv, sizeof adv, cluster_flags.advertise);
+    else if (strchr(c->listen_host, ':'))
+        snprintf(adv, sizeof adv, "http://[%s]:%d", c->listen_host, port);
+    else
+        snprintf(adv, sizeof adv, "http://%s:%d", c->listen_host, port);
+    struct node_opts o = {
+        .store = app->store,
+        .name = cluster_flags.name,
+        .advertise = adv,
+        .lease_ms = cluster_flags.lease_ms,
+        .capacity = 0,
+        .hooks = {.fence = on_fence, .adopt = pools_adopt, .running = on_running, .ctx = app},
+    };
+    struct err e;
+    err_init(&e);
+    if (node_start(&o, browsers_reap_node, app, &app->node, &e) != 0) {
+        log_error("%s", e.message);
+        cluster_flags.failed = 1;
+        return;
+    }
+    pools_adopt(app);
+}
+
+static int bootstrap_fn(void *ctx)
+{
+    return bootstrap(ctx);
+}
+
 /* The bound port is known before the first request: the public URL that
  * handlers read is set here, before the server's threads serve. */
 static const char *public_url_flag;
@@ -254,6 +315,8 @@ static void on_bound(void *ctx, int port)
         snprintf(c->public_url, sizeof c->public_url, "http://[%s]:%d", c->listen_host, port);
     else
         snprintf(c->public_url, sizeof c->public_url, "http://%s:%d", c->listen_host, port);
+    if (store_shared(app->store))
+        join_cluster(app, port);
 }
 
 static int cmd_serve(int argc, char **argv)
@@ -274,6 +337,10 @@ static int cmd_serve(int argc, char **argv)
     const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
     const char *threads = env_or("BROWSERD_THREADS", "4");
     const char *spares = env_or("BROWSERD_SPARES", NULL);
+    const char *store_url = env_or("BROWSERD_STORE", "");
+    const char *advertise = env_or("BROWSERD_ADVERTISE_URL", NULL);
+    const char *node_name = env_or("BROWSERD_NODE_NAME", NULL);
+    const char *lease = env_or("BROWSERD_NODE_LEASE_MS", NULL);
     for (int i = 0; i < argc; i++) {
         if (flag(argc, argv, &i, "--listen", &listen) || flag(argc, argv, &i, "--data", &data) ||
             flag(argc, argv, &i, "--public-url", &public_url) ||
@@ -285,7 +352,10 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--default-proxy", &dproxy) ||
             flag(argc, argv, &i, "--proxy-ca-file", &proxy_ca) ||
             flag(argc, argv, &i, "--threads", &threads) ||
-            flag(argc, argv, &i, "--spares", &spares))
+            flag(argc, argv, &i, "--spares", &spares) ||
+            flag(argc, argv, &i, "--store", &store_url) ||
+            flag(argc, argv, &i, "--advertise", &advertise) ||
+            flag(argc, argv, &i, "--node-name", &node_name))
             continue;
         fprintf(stderr, "browserd serve: unknown argument %s\n%s", argv[i], usage);
         return 2;
@@ -311,6 +381,26 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "browserd serve: --spares / BROWSERD_SPARES must be 0..%d\n", SPARES_MAX);
         return 2;
     }
+    long lease_ms = NODE_LEASE_MS;
+    if (lease &&
+        ((lease_ms = strtol(lease, &end, 10)), *end || lease_ms < 500 || lease_ms > 600000)) {
+        fprintf(stderr, "browserd serve: BROWSERD_NODE_LEASE_MS must be 500..600000\n");
+        return 2;
+    }
+    if (advertise && strncmp(advertise, "http://", 7) != 0) {
+        fprintf(stderr, "browserd serve: --advertise must be an http:// URL, got %s\n", advertise);
+        return 2;
+    }
+    char host[256];
+    if (!node_name) {
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "browserd");
+        host[sizeof host - 1] = '\0';
+        node_name = host;
+    }
+    cluster_flags.advertise = advertise;
+    cluster_flags.name = node_name;
+    cluster_flags.lease_ms = lease_ms;
     const char *ttl = env_or("BROWSERD_TOKEN_TTL_SECONDS", "86400");
     long ttl_s = strtol(ttl, &end, 10);
     if (*end || ttl_s < 1 || ttl_s > 30L * 86400) {
@@ -342,7 +432,13 @@ static int cmd_serve(int argc, char **argv)
         log_warn("%s: browsers would outlive a crashed server", e.message);
         err_init(&e);
     }
-    if (store_open_sqlite(c->data_dir, &app.store, &e) != 0) {
+    /* The data folder holds the session folders whichever store is used
+     * (the SQLite store also keeps its database there). */
+    if (mkdir(c->data_dir, 0700) != 0 && errno != EEXIST) {
+        log_error("cannot create the data folder %s: %s", c->data_dir, strerror(errno));
+        return 1;
+    }
+    if (store_open(store_url, c->data_dir, &app.store, &e) != 0) {
         log_error("%s", e.message);
         return 1;
     }
@@ -354,7 +450,11 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     (void)sandbox_init(strcmp(sbx, "off") == 0);
-    if (bootstrap(&app) != 0 || load_token_key(&app) != 0) {
+    /* Nodes starting together on an empty shared database bootstrap once. */
+    int boot = store_shared(app.store)
+                   ? store_run_exclusive(app.store, "bootstrap", bootstrap_fn, &app)
+                   : bootstrap(&app);
+    if (boot != 0 || load_token_key(&app) != 0) {
         store_close(app.store);
         return 1;
     }
@@ -418,6 +518,7 @@ static int cmd_serve(int argc, char **argv)
         .nroutes = api_nroutes,
         .authorize = api_authorize,
         .rewrite = api_session_url_rewrite,
+        .route_hook = api_route_hook,
         .cleanup = api_cleanup,
         .bound = on_bound,
         .app = &app,
@@ -428,6 +529,18 @@ static int cmd_serve(int argc, char **argv)
         browsers_spares_stop(&app);
         sessmgr_stop(app.sessions);
         relay_stop(app.relay);
+        store_close(app.store);
+        return 1;
+    }
+    if (cluster_flags.failed) {
+        http_quiesce(srv);
+        api_relay_shutdown(&app);
+        http_stop(srv);
+        pools_stop();
+        browsers_spares_stop(&app);
+        sessmgr_stop(app.sessions);
+        telemetry_stop();
+        proxies_fini();
         store_close(app.store);
         return 1;
     }
@@ -453,7 +566,9 @@ static int cmd_serve(int argc, char **argv)
     pools_stop();
     /* fini: pools */
     browsers_spares_stop(&app); /* before the modules whose ending hooks they run */
+    node_halt(app.node);        /* no fence or adoption from here on */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */
+    node_stop(app.node);        /* leaves the cluster; its pools go to another node */
     telemetry_stop();
     /* fini: telemetry */
     proxies_fini();
@@ -474,7 +589,7 @@ static struct store *admin_store(const char *data_flag)
     char data[PATH_MAX];
     if (resolve_path("admin", "--data", data_flag, data, sizeof data, 0) != 0)
         exit(2);
-    if (store_open_sqlite(data, &st, &e) != 0) {
+    if (store_open(getenv("BROWSERD_STORE"), data, &st, &e) != 0) {
         fprintf(stderr, "browserd admin: %s\n", e.message);
         exit(1);
     }

@@ -41,6 +41,7 @@ struct app {
     int relay_closed;
     struct sessmgr *sessions; /* live browsers */
     struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
+    struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
     unsigned char token_key[32];
 };
 
@@ -68,6 +69,17 @@ int api_authorize(struct req *rq, unsigned flags);
  * authorized by the session's token instead of an API key. */
 int api_session_url_rewrite(const char *path, char *out, size_t cap);
 void api_cleanup(struct req *rq);
+/* http_config.route_hook (cluster_route.c): on a shared store, forwards a
+ * request that needs a live browser or pool to the node running it; -1 to
+ * serve it here. */
+int api_route_hook(struct req *rq, struct resp *rs, unsigned flags);
+/* On a shared store, when session_id (of org) is active on another live
+ * node, forwards rq there (a WebSocket upgrade when upgrade) and returns what
+ * a handler returns; -1 when it runs here, is unknown, or there is no
+ * cluster. For handlers that find their session from a token (CDP, BiDi,
+ * live view). */
+int api_cluster_forward(struct req *rq, struct resp *rs, const char *org, const char *session_id,
+                        int upgrade);
 
 static inline struct app *api_app(struct req *rq)
 {
@@ -125,12 +137,28 @@ int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
  * fail with E_UNAVAIL. */
 void api_relay_shutdown(struct app *app);
 
+/* ---- files every node reads (sharedfile.c) ---- */
+
+/* On a shared store: publishes the file at path (under the data folder) to
+ * every node. 0 without a shared store. */
+int api_shared_put(struct app *app, const char *path);
+/* On a shared store: refreshes path from the shared copy before a read;
+ * E_NOTFOUND (and the local copy removed) when there is none. 0 without a
+ * shared store. */
+int api_shared_get(const struct app *app, const char *path);
+/* On a shared store: removes the shared copy. */
+int api_shared_delete(struct app *app, const char *path);
+
 /* ---- browser sessions (browsers.c) ---- */
 
 /* Ends what a previous run left behind: kills browsers and Xvfb still running
  * under their recorded pid and start time, and ends their sessions with usage
  * recorded. Called once at start, before serving. */
 void browsers_recover(struct app *app);
+/* Ends the active rows of node (an earlier run of this node on a shared
+ * store), killing their browsers left on this host. ctx is the app;
+ * node_start's reap hook. */
+void browsers_reap_node(void *ctx, const char *node);
 /* Creates a session from a POST /browsers body for org/project: validates,
  * checks the entitlements ent (region, gpu, max_concurrent_browsers with the
  * org's pool capacity, under sessmgr's lock, for standalone sessions), runs

@@ -231,6 +231,16 @@ int api_entitlements_text(struct req *rq, char **text)
     struct auth *a = api_auth(rq);
     const struct org_rec *o = &a->org;
     int64_t now = clock_now_ms();
+    /* On a shared store another node may change a plan document (the admin
+     * API) without this process knowing: resolve from the store every time. */
+    if (store_shared(api_app(rq)->store)) {
+        json_t *ent = NULL;
+        int rc = api_resolve_entitlements(api_app(rq)->store, o, &ent, &rq->err);
+        if (rc == 0)
+            *text = jsonx_dump(ent);
+        json_decref(ent);
+        return rc;
+    }
     pthread_mutex_lock(&ent_mu);
     char *fp = xasprintf("%s|%s|%s|%lld|%lu|%s", o->plan, o->plan_status, o->trial_plan,
                          (long long)o->trial_ends_at, plans_gen, o->overrides);

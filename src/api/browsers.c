@@ -22,6 +22,7 @@
 #include "api/extensions.h"
 #include "api/replays.h"
 #include "api/session_ext.h"
+#include "cluster/node.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -166,6 +167,10 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
         if (l) {
             up = live_uptime_ms(l);
             sessmgr_put(l);
+        } else if (store_shared(app->store)) {
+            /* Another node runs it: its time since the session began. */
+            up = clock_now_ms() - s->created_at;
+            up = up > 0 ? up : 0;
         }
     } else {
         json_object_set_new(r, "deleted_at",
@@ -279,6 +284,8 @@ static int check_limits(struct app *app, const json_t *ent, const struct sessrul
  * records the end in the store. The browser has stopped. */
 static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
                            long long uptime_ms);
+static void remove_session_files(struct app *app, const char *id);
+static void recover_rows(struct app *app, const char *node);
 
 /* A launch failure is the server's fault, never the client's: the options
  * were built by the server from settings that already passed validation, so
@@ -317,6 +324,11 @@ static int reserve_slot(struct app *app, const char *org_id, const json_t *ent, 
     int64_t lim;
     long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
     long long pool_capacity = 0;
+    /* On a shared store the limit is the cluster's, checked by the store
+     * when the row is written (insert_session): the local reservation only
+     * keeps this node's books. */
+    if (store_shared(app->store))
+        limit = -1;
     if (sessmgr_reserve(app->sessions, org_id, limit, &pool_capacity) == 0)
         return 0;
     e->retry_after = 5;
@@ -324,6 +336,28 @@ static int reserve_slot(struct app *app, const char *org_id, const json_t *ent, 
                    "limits.max_concurrent_browsers (%lld, of which %lld held by pools) "
                    "reached for this organization",
                    limit, pool_capacity);
+}
+
+/* Writes a new session's row, owned by this node. A standalone session on a
+ * shared store is admitted by the store against the org's limit counted over
+ * the whole cluster (store.h, session_admit): 429 when it is reached. */
+static int insert_session(struct app *app, struct session_rec *s, const json_t *ent, int pooled,
+                          struct err *e)
+{
+    node_id(app->node, s->node_id);
+    if (pooled || !store_shared(app->store))
+        return store_session_insert(app->store, s);
+    int64_t lim, pools = 0;
+    int64_t limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    int rc = store_session_admit(app->store, s, limit, &pools);
+    if (rc == E_LIMIT) {
+        e->retry_after = 5;
+        return err_set(e, E_LIMIT, "rate_limited",
+                       "limits.max_concurrent_browsers (%lld, of which %lld held by pools) "
+                       "reached for this organization",
+                       (long long)limit, (long long)pools);
+    }
+    return rc;
 }
 
 /* What launching a spare hands back instead of a live session: the browser
@@ -382,7 +416,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
     /* Name first: a duplicate is refused before anything is prepared. */
-    rc = spare ? 0 : store_session_insert(app->store, s);
+    rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
     int inserted = rc == 0 && !spare;
@@ -768,11 +802,11 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         if ((*x)->started)
             (*x)->started(&sc, chromium_ws_url(sp->browser));
     s->data = jsonx_dump(doc);
-    rc = store_session_insert(app->store, s);
+    rc = insert_session(app, s, ent, 0, e);
     if (rc) {
         if (rc == E_CONFLICT)
             err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
-        else
+        else if (rc != E_LIMIT)
             err_set(e, rc, "internal", "the session could not be stored");
         /* The hooks ran for the refused owner: this spare is spent. */
         spare_end(app, sp, "its create was refused");
@@ -1059,17 +1093,27 @@ void browsers_on_end(void *ctx, const char *id, const char *reason, long long up
     /* The hook runs outside any request: look the session up by id alone. */
     struct session_rec *rows = NULL;
     size_t n = 0;
-    if (store_session_list_active(app->store, &rows, &n) != 0)
+    char me[STORE_ID];
+    node_id(app->node, me);
+    int rc = store_shared(app->store) ? store_session_list_node(app->store, me, &rows, &n)
+                                      : store_session_list_active(app->store, &rows, &n);
+    if (rc != 0)
         return;
+    int found = 0;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(rows[i].id, id) == 0) {
             json_t *doc = json_loads(rows[i].data, 0, NULL);
             session_finish(app, &rows[i], doc, reason, uptime_ms);
             json_decref(doc);
+            found = 1;
         }
         session_rec_clear(&rows[i]);
     }
     xfree(rows);
+    /* A row another node ended already (a sweeper, after this node lost the
+     * cluster): its record stands; the folders here go all the same. */
+    if (!found)
+        remove_session_files(app, id);
 }
 
 static void remove_tree(const char *path)
@@ -1107,12 +1151,22 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
             (*x)->ending(&sc, reason);
     if (d != doc)
         json_decref(d);
+    remove_session_files(app, s->id);
+    /* A spare that was never handed out has no organization and no row. */
+    if (s->org_id[0])
+        record_end(app, s, reason, uptime_ms);
+}
+
+static void remove_session_files(struct app *app, const char *id)
+{
+    char dir[1200];
+    api_session_dir(app, id, dir, sizeof dir);
     remove_tree(dir);
     /* The session's own files (sandbox_root_create): a tmpfs, normally gone
      * with the sandbox; after a crash of the server it is still mounted. */
     char *root = xasprintf("%s.root", dir);
     if (umount2(root, MNT_DETACH) == 0)
-        log_info("session %s: unmounted its files left by the previous run", s->id);
+        log_info("session %s: unmounted its files left by the previous run", id);
     (void)rmdir(root);
     xfree(root);
     /* Chromium writes its log beside the folder (chromium.h). */
@@ -1122,16 +1176,31 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
     log = xasprintf("%s.xvfb.log", dir);
     unlink(log);
     xfree(log);
-    /* A spare that was never handed out has no organization and no row. */
-    if (s->org_id[0])
-        record_end(app, s, reason, uptime_ms);
 }
 
 void browsers_recover(struct app *app)
 {
+    /* On a shared store the other nodes' rows are theirs: this node reaps
+     * only its own earlier runs, when it registers (browsers_reap_node). */
+    if (!store_shared(app->store))
+        recover_rows(app, NULL);
+    spares_recover(app);
+}
+
+void browsers_reap_node(void *ctx, const char *node)
+{
+    recover_rows(ctx, node);
+}
+
+/* Ends the rows of a previous run (all active rows, or node's), killing
+ * what is left of their browsers on this host. */
+static void recover_rows(struct app *app, const char *node)
+{
     struct session_rec *rows = NULL;
     size_t n = 0;
-    if (store_session_list_active(app->store, &rows, &n) != 0) {
+    int rc = node ? store_session_list_node(app->store, node, &rows, &n)
+                  : store_session_list_active(app->store, &rows, &n);
+    if (rc != 0) {
         log_error("recovery: cannot list active sessions");
         return;
     }
@@ -1163,7 +1232,6 @@ void browsers_recover(struct app *app)
     if (n)
         log_info("recovery: ended %zu session(s) of the previous run", n);
     xfree(rows);
-    spares_recover(app);
 }
 
 /* ---- update ---- */
@@ -1462,6 +1530,8 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     /* The token is ours (signed) and names the session: only a live one
      * answers; a deleted or ended session is 404. */
     struct live *l = sessmgr_get(app->sessions, c.sub);
+    if (!l && (rc = api_cluster_forward(rq, rs, c.org, c.sub, 1)) != -1)
+        return rc; /* another node runs it */
     if (!l)
         return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found or ended",
                        c.sub);

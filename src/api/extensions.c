@@ -315,6 +315,7 @@ int extensions_session_prepare(struct app *app, const char *org_id, const char *
         zip_path(app, id, path, sizeof path);
         char *zip = NULL;
         size_t len = 0;
+        (void)api_shared_get(app, path);
         int r = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len);
         if (r)
             rc = err_set(e, E_INTERNAL, "internal",
@@ -449,6 +450,8 @@ int extensions_upload(struct req *rq, struct resp *rs)
         char path[1200];
         zip_path(app, x.id, path, sizeof path);
         int w = write_file(path, file->data, file->len);
+        if (w == 0 && api_shared_put(app, path) != 0)
+            w = -EIO;
         if (w) {
             log_error("extension %s: cannot write %s: %s", x.id, path, strerror(-w));
             (void)store_ext_delete(app->store, x.org_id, x.project_id, x.id);
@@ -507,6 +510,7 @@ int extensions_download(struct req *rq, struct resp *rs)
     zip_path(api_app(rq), x.id, path, sizeof path);
     char *zip = NULL;
     size_t len = 0;
+    (void)api_shared_get(api_app(rq), path);
     if ((rc = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len)) != 0)
         return err_set(&rq->err, E_INTERNAL, "internal",
                        "the zip of extension %s cannot be read: %s", x.id, strerror(-rc));
@@ -569,6 +573,8 @@ int extensions_delete(struct req *rq, struct resp *rs)
                        rq->params[0]);
     if (rc)
         return rc;
+    if (api_shared_delete(app, path) != 0)
+        log_warn("extension %s: its shared zip could not be removed", x.id);
     if (unlink(path) != 0 && errno != ENOENT)
         log_warn("extension %s: cannot remove %s: %s", x.id, path, strerror(errno));
     resp_empty(rs, 204);

@@ -358,10 +358,27 @@ static int open_token(struct req *rq, char *org, char *sid)
     return 0;
 }
 
+/* A live view of a session another node runs is served by that node. */
+static int lv_forward(struct req *rq, struct resp *rs, int upgrade)
+{
+    struct app *app = api_app(rq);
+    char org[STORE_ID], sid[STORE_ID];
+    if (liveview_token_parse(app->token_key, sizeof app->token_key, rq->params[0], org, STORE_ID,
+                             sid, STORE_ID) != 0)
+        return -1;
+    struct live *l = sessmgr_get(app->sessions, sid);
+    int here = l != NULL;
+    sessmgr_put(l);
+    return here ? -1 : api_cluster_forward(rq, rs, org, sid, upgrade);
+}
+
 int liveview_ws(struct req *rq, struct resp *rs)
 {
     char org[STORE_ID], sid[STORE_ID];
-    int rc = open_token(rq, org, sid);
+    int rc = lv_forward(rq, rs, 1);
+    if (rc != -1)
+        return rc;
+    rc = open_token(rq, org, sid);
     if (rc)
         return rc;
     const char *key = req_header(rq, "Sec-WebSocket-Key");
@@ -452,7 +469,10 @@ static const char page_html[] =
 int liveview_page(struct req *rq, struct resp *rs)
 {
     char org[STORE_ID], sid[STORE_ID];
-    int rc = open_token(rq, org, sid);
+    int rc = lv_forward(rq, rs, 0);
+    if (rc != -1)
+        return rc;
+    rc = open_token(rq, org, sid);
     if (rc)
         return rc;
     resp_header(rs, "Cache-Control", "no-store");

@@ -20,6 +20,8 @@
 #include "api/api.h"
 #include "api/extensions.h"
 #include "api/pools.h"
+#include "cluster/node.h"
+#include "cluster/peer.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/session_ext.h"
@@ -310,21 +312,55 @@ static int load_pool(struct req *rq, struct pool_rec *out)
  * manager), which checks the org's limit under the same lock as session
  * creates: 403 when the org's pools and live sessions would hold more
  * browsers than its limit (nothing changes). */
-static int check_capacity(struct req *rq, const char *pool_id, long long size)
+static long long org_limit(struct req *rq, int *rc)
 {
     const json_t *ent;
-    int rc = api_entitlements(rq, &ent);
+    if ((*rc = api_entitlements(rq, &ent)) != 0)
+        return -1;
+    int64_t lim;
+    return ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+}
+
+static int limit_exceeded(struct req *rq, long long sum, long long live, long long limit)
+{
+    return err_set(&rq->err, E_FORBIDDEN, "pool_limit_exceeded",
+                   "the sum of all pool sizes (%lld) and live sessions (%lld) would exceed "
+                   "limits.max_concurrent_browsers (%lld)",
+                   sum, live, limit);
+}
+
+static int check_capacity(struct req *rq, const char *pool_id, long long size)
+{
+    int rc;
+    long long limit = org_limit(rq, &rc);
     if (rc)
         return rc;
-    int64_t lim;
-    long long limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
+    /* On a shared store the cluster's limit is checked when the row is
+     * written (write_pool); the engine's books here are this node's. */
+    if (store_shared(api_app(rq)->store))
+        limit = -1;
     long long sum = 0, live = 0;
     if (pool_capacity_set(engine(), api_auth(rq)->org.id, pool_id, size, limit, &sum, &live) != 0)
-        return err_set(&rq->err, E_FORBIDDEN, "pool_limit_exceeded",
-                       "the sum of all pool sizes (%lld) and live sessions (%lld) would exceed "
-                       "limits.max_concurrent_browsers (%lld)",
-                       sum, live, limit);
+        return limit_exceeded(rq, sum, live, limit);
     return 0;
+}
+
+/* Inserts or updates a pool's row. On a shared store, a new pool is homed
+ * on this node, and a pool's size is admitted by the store against the
+ * org's limit counted over the cluster (store.h, pool_admit). */
+static int write_pool(struct req *rq, struct pool_rec *r, int is_update, int resized)
+{
+    struct store *st = api_app(rq)->store;
+    if (!is_update)
+        node_id(api_app(rq)->node, r->node_id);
+    if (!store_shared(st) || (is_update && !resized))
+        return is_update ? store_pool_update(st, r) : store_pool_insert(st, r);
+    int rc;
+    long long limit = org_limit(rq, &rc);
+    int64_t sum = 0, live = 0;
+    if (rc == 0 && (rc = store_pool_admit(st, r, is_update, limit, &sum, &live)) == E_LIMIT)
+        return limit_exceeded(rq, sum, live, limit);
+    return rc;
 }
 
 /* Fields of a pool configuration this server cannot serve yet. */
@@ -382,7 +418,7 @@ int pools_create(struct req *rq, struct resp *rs)
     snprintf(r.status, sizeof r.status, "active");
     r.created_at = clock_now_ms();
     r.config = jsonx_dump(cfg);
-    rc = store_pool_insert(api_app(rq)->store, &r);
+    rc = write_pool(rq, &r, 0, 1);
     if (rc == E_CONFLICT)
         err_set(&rq->err, rc, "conflict", "a browser pool named %s already exists", r.name);
     if (rc == 0)
@@ -416,6 +452,43 @@ int pools_get(struct req *rq, struct resp *rs)
     return 0;
 }
 
+/* A pool another node runs, for a list: that node's record of it (its live
+ * counts), read through one hop with the caller's credentials. A node that
+ * cannot be read holds no browser anyone can reach: the pool is listed
+ * from its row, with counts of 0, until the cluster moves it. */
+static json_t *render_remote_pool(struct req *rq, const struct pool_rec *r)
+{
+    struct app *app = api_app(rq);
+    char url[512], auth[600], proj[100], path[100];
+    struct err e;
+    err_init(&e);
+    const char *bearer = req_header(rq, "Authorization");
+    snprintf(auth, sizeof auth, "Authorization: %s", bearer ? bearer : "");
+    snprintf(proj, sizeof proj, "X-Kernel-Project-Id: %s", r->project_id);
+    snprintf(path, sizeof path, "/browser_pools/%s", r->id);
+    const char *headers[] = {auth, proj, NULL};
+    int status = 0;
+    json_t *got = NULL;
+    if (node_locate(app->node, r->node_id, url, sizeof url, &e) == 1 &&
+        peer_get_json(url, path, headers, 2000, &status, &got, &e) == 0 && status == 200 &&
+        json_is_object(got))
+        return got;
+    json_decref(got);
+    log_warn("pool %s: its node %s could not be read for a list (%s)", r->id, r->node_id,
+             e.message);
+    struct pool_view v;
+    memset(&v, 0, sizeof v);
+    snprintf(v.id, sizeof v.id, "%s", r->id);
+    snprintf(v.name, sizeof v.name, "%s", r->name);
+    snprintf(v.org_id, sizeof v.org_id, "%s", r->org_id);
+    snprintf(v.project_id, sizeof v.project_id, "%s", r->project_id);
+    v.created_at = r->created_at;
+    v.config = json_loads(r->config, 0, NULL);
+    json_t *out = render_pool(&v);
+    pool_view_clear(&v);
+    return out;
+}
+
 int pools_list(struct req *rq, struct resp *rs)
 {
     struct page pg = {0};
@@ -435,6 +508,8 @@ int pools_list(struct req *rq, struct resp *rs)
         if (pool_get(engine(), rows[i].id, &v) == 0) {
             json_array_append_new(arr, render_pool(&v));
             pool_view_clear(&v);
+        } else if (store_shared(api_app(rq)->store)) {
+            json_array_append_new(arr, render_remote_pool(rq, &rows[i]));
         }
         pool_rec_clear(&rows[i]);
     }
@@ -477,7 +552,7 @@ int pools_update(struct req *rq, struct resp *rs)
         snprintf(r.name, sizeof r.name, "%s", name ? name : "");
         xfree(r.config);
         r.config = jsonx_dump(plan.config);
-        rc = store_pool_update(api_app(rq)->store, &r);
+        rc = write_pool(rq, &r, 1, resized);
         if (rc == E_CONFLICT)
             err_set(&rq->err, rc, "conflict", "a browser pool named %s already exists", r.name);
     }
@@ -698,6 +773,34 @@ int pools_release(struct req *rq, struct resp *rs)
 
 /* ---- lifecycle ---- */
 
+/* Adds the active pools (of node, or all when NULL) that the engine does
+ * not run yet; *added counts them. */
+static int load_pools(struct app *app, struct pool_engine *g, const char *node, size_t *added)
+{
+    struct pool_rec *rows = NULL;
+    size_t n = 0;
+    int rc = node ? store_pool_list_node(app->store, node, &rows, &n)
+                  : store_pool_list_active(app->store, &rows, &n);
+    if (rc != 0)
+        return E_INTERNAL;
+    *added = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct pool_view v;
+        if (pool_get(g, rows[i].id, &v) == 0) {
+            pool_view_clear(&v);
+        } else {
+            json_t *cfg = json_loads(rows[i].config, 0, NULL);
+            if (pool_add(g, rows[i].id, rows[i].org_id, rows[i].project_id, rows[i].name,
+                         rows[i].created_at, cfg) == 0)
+                ++*added;
+            json_decref(cfg);
+        }
+        pool_rec_clear(&rows[i]);
+    }
+    xfree(rows);
+    return 0;
+}
+
 void pools_init(struct app *app)
 {
     P.app = app;
@@ -709,25 +812,35 @@ int pools_start(struct app *app)
     chromium_launcher.ctx = app;
     struct pool_engine_opts o = {.launcher = &chromium_launcher, .sessions = app->sessions};
     struct pool_engine *g = pool_engine_new(&o);
-    struct pool_rec *rows = NULL;
+    /* On a shared store a node runs the pools homed on it, which it learns
+     * once registered (pools_adopt). */
     size_t n = 0;
-    if (store_pool_list_active(app->store, &rows, &n) != 0) {
+    if (!store_shared(app->store) && load_pools(app, g, NULL, &n) != 0) {
         pool_engine_free(g);
         return E_INTERNAL;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *cfg = json_loads(rows[i].config, 0, NULL);
-        if (pool_add(g, rows[i].id, rows[i].org_id, rows[i].project_id, rows[i].name,
-                     rows[i].created_at, cfg) != 0)
-            log_error("pool %s: listed twice", rows[i].id);
-        json_decref(cfg);
-        pool_rec_clear(&rows[i]);
-    }
-    xfree(rows);
     if (n)
         log_info("pools: %zu pool(s) restored; refilling", n);
     __atomic_store_n(&P.eng, g, __ATOMIC_RELEASE);
     return pool_engine_start(g);
+}
+
+void pools_adopt(void *ctx)
+{
+    struct app *app = ctx;
+    struct pool_engine *g = engine();
+    char me[STORE_ID];
+    node_id(app->node, me);
+    size_t n = 0;
+    if (g && load_pools(app, g, me, &n) == 0 && n)
+        log_info("pools: %zu pool(s) taken over by this node; filling", n);
+}
+
+void pools_fence(void)
+{
+    struct pool_engine *g = engine();
+    if (g)
+        pool_delete_all(g);
 }
 
 void pools_drain(void)

@@ -21,6 +21,12 @@ void pools_init(struct app *app);
 int pools_start(struct app *app);
 /* Answers every parked acquire with 204 (before the HTTP server stops). */
 void pools_drain(void);
+/* A cluster node: loads the pools homed on this node that its engine does
+ * not run yet (after registering, and after a sweep moved a dead node's
+ * pools here). ctx is the app. */
+void pools_adopt(void *ctx);
+/* A fenced cluster node: stops running every pool (their browsers end). */
+void pools_fence(void);
 /* Stops the filler and frees the engine (after the HTTP server, whose parked acquires
  * hold engine waiters, and before the session manager). */
 void pools_stop(void);

@@ -44,6 +44,7 @@ static int has_archive(const struct app *app, const char *id)
 {
     char path[1200];
     profiles_archive_path(app, id, path, sizeof path);
+    (void)api_shared_get(app, path);
     return access(path, R_OK) == 0;
 }
 
@@ -86,6 +87,7 @@ int profiles_load_into(struct app *app, struct profile_rec *p, const char *dir, 
 {
     char path[1200];
     profiles_archive_path(app, p->id, path, sizeof path);
+    (void)api_shared_get(app, path);
     int rc = access(path, R_OK) == 0 ? profile_archive_extract(path, dir, e)
                                      : profile_archive_mkdir(dir, e);
     if (rc) {
@@ -270,6 +272,8 @@ int profiles_delete(struct req *rq, struct resp *rs)
     rc = store_profile_delete(app->store, p.org_id, p.project_id, p.id);
     if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
         log_warn("profile %s: cannot remove %s: %s", p.id, path, strerror(errno));
+    if (rc == 0 && api_shared_delete(app, path) != 0)
+        log_warn("profile %s: its shared archive could not be removed", p.id);
     pthread_mutex_unlock(&write_mu);
     if (rc == E_NOTFOUND)
         return err_set(&rq->err, rc, "not_found", "profile %s not found in this project",
@@ -298,6 +302,7 @@ int profiles_download(struct req *rq, struct resp *rs)
         return rc;
     char path[1200];
     profiles_archive_path(api_app(rq), p.id, path, sizeof path);
+    (void)api_shared_get(api_app(rq), path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && as_tar) {
         /* The decompressed tar, in an anonymous file read back below. */
@@ -436,6 +441,10 @@ static void hook_ending(struct session_ctx *sc, const char *reason)
         log_info("session %s: profile %s was deleted; its changes are not saved", sc->rec->id, id);
     } else if (profile_archive_create(sc->user_data_dir, path, &e) != 0) {
         log_error("session %s: saving into profile %s failed: %s", sc->rec->id, id, e.message);
+    } else if (api_shared_put(sc->app, path) != 0) {
+        log_error("session %s: its state saved into profile %s could not be shared with the "
+                  "other nodes",
+                  sc->rec->id, id);
     } else {
         int64_t now = clock_now_ms();
         if (store_profile_touch(sc->app->store, id, now, now) != 0)

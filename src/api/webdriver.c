@@ -601,6 +601,8 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     struct live *l = sessmgr_get(app->sessions, tc.sub);
+    if (!l && (rc = api_cluster_forward(rq, rs, tc.org, tc.sub, 1)) != -1)
+        return rc; /* another node runs it */
     struct wd_sess *s = l ? sess_get(tc.sub) : NULL;
     if (!s) {
         sessmgr_put(l);

@@ -546,6 +546,20 @@ int pool_delete(struct pool_engine *g, const char *id)
     return 0;
 }
 
+void pool_delete_all(struct pool_engine *g)
+{
+    for (;;) {
+        char id[POOL_SID_MAX] = "";
+        pthread_mutex_lock(&g->mu);
+        for (struct pool *p = g->pools; p && !id[0]; p = p->next)
+            if (!p->deleted)
+                snprintf(id, sizeof id, "%s", p->id);
+        pthread_mutex_unlock(&g->mu);
+        if (!id[0] || pool_delete(g, id) != 0)
+            return;
+    }
+}
+
 int pool_flush(struct pool_engine *g, const char *id)
 {
     struct endlist l = {0};

@@ -142,6 +142,9 @@ int pool_leased(struct pool_engine *g, const char *id);
 int pool_delete(struct pool_engine *g, const char *id) WUR;
 /* Ends every available browser of pool id; the filler refills it at its
  * fill rate. E_NOTFOUND if unknown. */
+/* Deletes every pool (a fenced cluster node: the pools' rows move to
+ * another node, which fills them there). */
+void pool_delete_all(struct pool_engine *g);
 int pool_flush(struct pool_engine *g, const char *id) WUR;
 
 /* ---- leases ---- */

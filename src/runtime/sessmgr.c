@@ -599,15 +599,8 @@ int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struc
     return 0;
 }
 
-void sessmgr_stop(struct sessmgr *m)
+void sessmgr_end_all(struct sessmgr *m, const char *reason)
 {
-    if (!m)
-        return;
-    pthread_mutex_lock(&m->mu);
-    m->stopping = 1;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
-    pthread_join(m->thread, NULL);
     for (;;) {
         pthread_mutex_lock(&m->mu);
         struct live *l = m->head;
@@ -622,10 +615,31 @@ void sessmgr_stop(struct sessmgr *m)
         pthread_mutex_unlock(&m->mu);
         long long total = stop_browser(c, remove_dir);
         if (m->hooks.on_end)
-            m->hooks.on_end(m->hooks.ctx, l->id, "server stopped",
-                            total ? session_uptime(l, total) : up);
+            m->hooks.on_end(m->hooks.ctx, l->id, reason, total ? session_uptime(l, total) : up);
         sessmgr_put(l);
     }
+}
+
+long long sessmgr_running(struct sessmgr *m)
+{
+    long long n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (struct live *l = m->head; l; l = l->next)
+        n++;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+void sessmgr_stop(struct sessmgr *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->stopping = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    sessmgr_end_all(m, "server stopped");
     while (m->pools) {
         struct poolcap *p = m->pools;
         m->pools = p->next;

@@ -106,6 +106,12 @@ int sessmgr_take(struct sessmgr *m, const char *session_id, struct chromium **br
  * blocks up to a few seconds. Accepts NULL. */
 void sessmgr_stop_browser(struct chromium *c);
 
+/* Ends every live session now (a fenced cluster node), calling on_end with
+ * reason for each. Any thread but the supervisor's. */
+void sessmgr_end_all(struct sessmgr *m, const char *reason);
+/* How many browsers run here (standalone and pools'). */
+long long sessmgr_running(struct sessmgr *m);
+
 /* Replaces the browser of a live session (profile load restarts Chromium):
  * stops the old one (gracefully) and installs c, which may be NULL while the
  * caller prepares the next browser. Returns E_NOTFOUND if not live. */
