@@ -8,7 +8,7 @@
 #     va_start in every variadic function (err_set, log_*, xasprintf).
 set -u
 checks='-*,clang-analyzer-*,-clang-analyzer-security.insecureAPI.DeprecatedOrUnsafeBufferHandling,-clang-analyzer-valist.Uninitialized'
-flags="-std=c17 -D_GNU_SOURCE -Isrc $(pkg-config --cflags libmicrohttpd jansson sqlite3 libssl libpsl 2>/dev/null)"
+flags="-std=c17 -D_GNU_SOURCE -Isrc $(pkg-config --cflags libmicrohttpd jansson sqlite3 libpq libssl libpsl 2>/dev/null)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # shellcheck disable=SC2086
