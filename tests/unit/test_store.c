@@ -88,11 +88,11 @@ static int pg_admin(const char *db, const char *sql)
     return ok ? 0 : -1;
 }
 
-/* One int64 read from the current case's database: sql with one text
- * parameter (may be NULL when sql has none). -1 on failure. */
-static int64_t pg_scalar(const char *sql, const char *param)
+/* One int64 read from the database at url: sql with one text parameter
+ * (may be NULL when sql has none). -1 on failure. */
+static int64_t pg_scalar_on(const char *url, const char *sql, const char *param)
 {
-    PGconn *c = PQconnectdb(pg_url);
+    PGconn *c = PQconnectdb(url);
     int64_t v = -1;
     if (PQstatus(c) == CONNECTION_OK) {
         const char *vals[1] = {param};
@@ -105,6 +105,12 @@ static int64_t pg_scalar(const char *sql, const char *param)
     }
     PQfinish(c);
     return v;
+}
+
+/* pg_scalar_on the current case's database. */
+static int64_t pg_scalar(const char *sql, const char *param)
+{
+    return pg_scalar_on(pg_url, sql, param);
 }
 
 /* Starts the server (scripts/pgtmp.sh, from the repository root where unit
@@ -451,6 +457,385 @@ static void store_open_selects_the_backend(void **state)
     store_close(st);
 }
 
+/* Key lists: "name: exact, case-insensitive; query: case-insensitive
+ * substring; status: active (default) | deleted | all; sort_by 0
+ * created_at, 1 name, 2 expires_at" (never-expiring keys last). */
+static void key_list_filters_and_sorts(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    const char *names[] = {"Beta", "alpha", "gamma"};
+    const int64_t expires[] = {0, 2000, 1000};
+    struct apikey_rec k[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&k[i], 0, sizeof k[i]);
+        snprintf(k[i].org_id, sizeof k[i].org_id, "%s", o.id);
+        snprintf(k[i].name, sizeof k[i].name, "%s", names[i]);
+        crypto_sha256_hex(names[i], strlen(names[i]), k[i].key_hash);
+        snprintf(k[i].masked_key, sizeof k[i].masked_key, "bd_%c%c...wxyz", 'a' + i, 'a' + i);
+        k[i].expires_at = expires[i];
+        assert_int_equal(store_key_create(st, &k[i]), 0);
+    }
+    struct page pg = {.limit = 10};
+    struct apikey_rec *rows = NULL;
+    size_t n = 0;
+    struct name_filter f = {.sort_by = 1};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(rows[0].name, "alpha");
+    assert_string_equal(rows[1].name, "Beta");
+    assert_string_equal(rows[2].name, "gamma");
+    xfree(rows);
+    f.descending = 1;
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_string_equal(rows[0].name, "gamma");
+    xfree(rows);
+    f = (struct name_filter){.sort_by = 2};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_string_equal(rows[0].name, "gamma");
+    assert_string_equal(rows[1].name, "alpha");
+    assert_string_equal(rows[2].name, "Beta");
+    xfree(rows);
+    f = (struct name_filter){.name = "BETA"};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].id, k[0].id);
+    xfree(rows);
+    f = (struct name_filter){.query = "AMM"};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].name, "gamma");
+    xfree(rows);
+    f = (struct name_filter){.query = "BD_BB"}; /* a prefix of the masked key */
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].name, "alpha");
+    xfree(rows);
+    k[1].deleted_at = clock_now_ms();
+    assert_int_equal(store_key_update(st, &k[1]), 0);
+    f = (struct name_filter){.status = "deleted"};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].id, k[1].id);
+    xfree(rows);
+    assert_int_equal(store_key_list(st, o.id, NULL, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    xfree(rows);
+    /* rotate: a fresh key, and the old one's expiry moves */
+    struct apikey_rec fresh, got;
+    memset(&fresh, 0, sizeof fresh);
+    snprintf(fresh.org_id, sizeof fresh.org_id, "%s", o.id);
+    snprintf(fresh.name, sizeof fresh.name, "fresh");
+    crypto_sha256_hex("fresh", 5, fresh.key_hash);
+    assert_int_equal(store_key_rotate(st, o.id, k[0].id, 5000, &fresh), 0);
+    assert_int_equal(store_key_get(st, o.id, k[0].id, &got), 0);
+    assert_int_equal(got.expires_at, 5000);
+    assert_int_equal(store_key_by_hash(st, fresh.key_hash, &got), 0);
+    assert_string_equal(got.id, fresh.id);
+    assert_int_equal(store_key_rotate(st, o.id, k[1].id, 5000, &fresh), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
+static void plans_and_orgs(void **state)
+{
+    struct store *st = *state;
+    assert_int_equal(store_plan_put(st, "b", "{\"x\":1}"), 0);
+    assert_int_equal(store_plan_put(st, "a", "{}"), 0);
+    assert_int_equal(store_plan_put(st, "b", "{\"x\":2}"), 0);
+    char *json = NULL;
+    assert_int_equal(store_plan_get(st, "b", &json), 0);
+    assert_string_equal(json, "{\"x\":2}");
+    xfree(json);
+    assert_int_equal(store_plan_get(st, "zz", &json), E_NOTFOUND);
+    struct org_rec o, got;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    int64_t n = 0;
+    assert_int_equal(store_org_count(st, &n), 0);
+    assert_int_equal(n, 1);
+    snprintf(o.plan, sizeof o.plan, "scale");
+    o.trial_ends_at = 1234;
+    xfree(o.overrides);
+    o.overrides = xstrdup("{\"max_sessions\":3}");
+    assert_int_equal(store_org_update(st, &o), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_org_get(st, o.id, &got), 0);
+    assert_string_equal(got.plan, "scale");
+    assert_int_equal(got.trial_ends_at, 1234);
+    assert_string_equal(got.overrides, "{\"max_sessions\":3}");
+    org_rec_clear(&got);
+    snprintf(o.id, sizeof o.id, "nosuchorg000000000000000");
+    assert_int_equal(store_org_update(st, &o), E_NOTFOUND);
+    org_rec_clear(&o);
+    char v[16];
+    assert_int_equal(store_meta_get(st, "absent", v, sizeof v), E_NOTFOUND);
+}
+
+/* Sessions: list filters (status, name substring, tags) and get by id
+ * from any project of the org when project_id is "". */
+static void session_list_filters(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct session_rec a, b, c, got;
+    new_session(&a, &o, &p, "", "{\"tags\":{\"team\":\"x\",\"env\":\"prod\"}}");
+    snprintf(a.name, sizeof a.name, "crawler-1");
+    new_session(&b, &o, &p, "", "{\"tags\":{\"team\":\"y\"}}");
+    snprintf(b.name, sizeof b.name, "Crawler-2");
+    new_session(&c, &o, &p, "", "{}");
+    c.created_at = a.created_at + 1;
+    assert_int_equal(store_session_insert(st, &a), 0);
+    assert_int_equal(store_session_insert(st, &b), 0);
+    assert_int_equal(store_session_insert(st, &c), 0);
+    snprintf(c.status, sizeof c.status, "deleted");
+    c.uptime_ms = 42;
+    snprintf(c.end_reason, sizeof c.end_reason, "timeout");
+    assert_int_equal(store_session_update(st, &c), 0);
+    struct page pg = {.limit = 10};
+    struct session_rec *rows = NULL;
+    size_t n = 0;
+    struct session_filter f = {.status = "active"};
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    f = (struct session_filter){.status = "all", .query = "rawler"};
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    f = (struct session_filter){.status = "all", .query = "crawler"}; /* case-sensitive */
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    session_rec_clear(&rows[0]);
+    xfree(rows);
+    f = (struct session_filter){.status = "all", .ntags = 2};
+    f.tag_keys[0] = "team";
+    f.tag_values[0] = "x";
+    f.tag_keys[1] = "env";
+    f.tag_values[1] = "prod";
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].id, a.id);
+    session_rec_clear(&rows[0]);
+    xfree(rows);
+    f.tag_values[1] = "dev";
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    f = (struct session_filter){.status = "deleted"};
+    assert_int_equal(store_session_list(st, o.id, p.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].uptime_ms, 42);
+    assert_string_equal(rows[0].end_reason, "timeout");
+    session_rec_clear(&rows[0]);
+    xfree(rows);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, o.id, "", a.id, 0, &got), 0);
+    session_rec_clear(&got);
+    assert_int_equal(store_session_get(st, o.id, "", "crawler-1", 0, &got), E_NOTFOUND);
+    assert_int_equal(store_session_list_active(st, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    org_rec_clear(&o);
+}
+
+/* Profiles and extensions: unique non-empty names per project, get by id
+ * or name, touch, delete. */
+static void profiles_and_extensions(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct profile_rec a, b, got;
+    memset(&a, 0, sizeof a);
+    snprintf(a.org_id, sizeof a.org_id, "%s", o.id);
+    snprintf(a.project_id, sizeof a.project_id, "%s", p.id);
+    snprintf(a.name, sizeof a.name, "login");
+    assert_int_equal(store_profile_create(st, &a), 0);
+    b = a;
+    assert_int_equal(store_profile_create(st, &b), E_CONFLICT);
+    b.name[0] = '\0';
+    assert_int_equal(store_profile_create(st, &b), 0);
+    assert_int_equal(store_profile_get(st, o.id, p.id, "login", &got), 0);
+    assert_string_equal(got.id, a.id);
+    assert_int_equal(store_profile_touch(st, a.id, 777, 0), 0);
+    assert_int_equal(store_profile_get_by_id(st, a.id, &got), 0);
+    assert_int_equal(got.last_used_at, 777);
+    assert_int_equal(got.updated_at, a.updated_at);
+    struct profile_filter pf = {.query = "og"};
+    struct page pg = {.limit = 10};
+    struct profile_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_profile_list(st, o.id, p.id, &pf, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(rows);
+    snprintf(b.name, sizeof b.name, "login");
+    assert_int_equal(store_profile_update(st, &b), E_CONFLICT);
+    assert_int_equal(store_profile_delete(st, o.id, p.id, a.id), 0);
+    assert_int_equal(store_profile_delete(st, o.id, p.id, a.id), E_NOTFOUND);
+    assert_int_equal(store_profile_touch(st, a.id, 1, 1), E_NOTFOUND);
+
+    struct ext_rec x, y, xg;
+    memset(&x, 0, sizeof x);
+    snprintf(x.org_id, sizeof x.org_id, "%s", o.id);
+    snprintf(x.project_id, sizeof x.project_id, "%s", p.id);
+    snprintf(x.name, sizeof x.name, "AdBlock");
+    x.size_bytes = 10;
+    assert_int_equal(store_ext_create(st, &x), 0);
+    y = x;
+    assert_int_equal(store_ext_create(st, &y), E_CONFLICT);
+    snprintf(y.name, sizeof y.name, "other");
+    assert_int_equal(store_ext_create(st, &y), 0);
+    struct ext_rec *xr = NULL;
+    assert_int_equal(store_ext_list(st, o.id, p.id, "adblock", NULL, &pg, &xr, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(xr);
+    assert_int_equal(store_ext_list(st, o.id, p.id, NULL, "BLO", &pg, &xr, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(xr);
+    assert_int_equal(store_ext_list(st, o.id, p.id, NULL, y.id, &pg, &xr, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(xr[0].name, "other");
+    xfree(xr);
+    int64_t count = 0;
+    assert_int_equal(store_ext_count(st, o.id, &count), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(store_ext_touch(st, x.id, 99), 0);
+    assert_int_equal(store_ext_get(st, o.id, p.id, "AdBlock", &xg), 0);
+    assert_int_equal(xg.last_used_at, 99);
+    assert_int_equal(store_ext_delete(st, o.id, p.id, x.id), 0);
+    assert_int_equal(store_ext_touch(st, x.id, 99), E_NOTFOUND);
+    assert_int_equal(store_ext_delete(st, o.id, p.id, x.id), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
+/* Proxies: names not unique; find by id or name; update/delete by id. */
+static void proxies_find_update_delete(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct proxy_rec a, b, got;
+    memset(&a, 0, sizeof a);
+    crypto_new_id(a.id);
+    snprintf(a.org_id, sizeof a.org_id, "%s", o.id);
+    snprintf(a.project_id, sizeof a.project_id, "%s", p.id);
+    snprintf(a.name, sizeof a.name, "us");
+    snprintf(a.type, sizeof a.type, "custom");
+    a.created_at = clock_now_ms();
+    a.data = "{\"host\":\"h\"}";
+    b = a;
+    crypto_new_id(b.id);
+    b.created_at++;
+    assert_int_equal(store_proxy_insert(st, &a), 0);
+    assert_int_equal(store_proxy_insert(st, &b), 0);
+    struct proxy_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_proxy_find(st, o.id, "us", &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].id, a.id);
+    for (size_t i = 0; i < n; i++)
+        proxy_rec_clear(&rows[i]);
+    xfree(rows);
+    struct page pg = {.limit = 1};
+    assert_int_equal(store_proxy_list(st, o.id, p.id, NULL, "u", &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(pg.has_more);
+    proxy_rec_clear(&rows[0]);
+    xfree(rows);
+    snprintf(a.status, sizeof a.status, "available");
+    a.last_checked = 5;
+    assert_int_equal(store_proxy_update(st, &a), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_proxy_get(st, o.id, p.id, a.id, &got), 0);
+    assert_string_equal(got.status, "available");
+    assert_string_equal(got.data, "{\"host\":\"h\"}");
+    proxy_rec_clear(&got);
+    assert_int_equal(store_proxy_delete(st, o.id, p.id, a.id), 0);
+    assert_int_equal(store_proxy_delete(st, o.id, p.id, a.id), E_NOTFOUND);
+    assert_int_equal(store_proxy_update(st, &a), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
+/* Telemetry events: "an existing (session, seq) is kept"; list by
+ * categories, bounds and direction; max seq; purge. OTLP destinations:
+ * names unique per org. */
+static void telemetry_events_and_destinations(void **state)
+{
+    struct store *st = *state;
+    struct telem_event_rec ev[4] = {
+        {.seq = 1, .ts = 100, .category = "console", .text = "{\"n\":1}"},
+        {.seq = 2, .ts = 200, .category = "network", .text = "{\"n\":2}"},
+        {.seq = 3, .ts = 300, .category = "console", .text = "{\"n\":3}"},
+        {.seq = 1, .ts = 999, .category = "page", .text = "{\"dup\":1}"},
+    };
+    assert_int_equal(store_telem_events_insert(st, "s1", ev, 3), 0);
+    assert_int_equal(store_telem_events_insert(st, "s1", &ev[3], 1), 0);
+    int64_t max = 0;
+    assert_int_equal(store_telem_events_max_seq(st, "s1", &max), 0);
+    assert_int_equal(max, 3);
+    assert_int_equal(store_telem_events_max_seq(st, "s2", &max), 0);
+    assert_int_equal(max, 0);
+    struct telem_query q = {.categories = {"console"}, .ncategories = 1, .desc = 1};
+    struct page pg = {.limit = 10};
+    struct telem_event_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_telem_events_list(st, "s1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].seq, 3);
+    assert_int_equal(rows[1].seq, 1);
+    assert_string_equal(rows[1].text, "{\"n\":1}");
+    for (size_t i = 0; i < n; i++)
+        telem_event_rec_clear(&rows[i]);
+    xfree(rows);
+    q = (struct telem_query){.since_ms = 150, .until_ms = 300, .after_seq = 2};
+    assert_int_equal(store_telem_events_list(st, "s1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].seq, 3);
+    telem_event_rec_clear(&rows[0]);
+    xfree(rows);
+    int64_t deleted = 0;
+    assert_int_equal(store_telem_events_purge(st, 250, &deleted), 0);
+    assert_int_equal(deleted, 2);
+
+    struct otlp_dest_rec d, d2, got;
+    memset(&d, 0, sizeof d);
+    snprintf(d.org_id, sizeof d.org_id, "org1");
+    snprintf(d.name, sizeof d.name, "honeycomb");
+    snprintf(d.endpoint, sizeof d.endpoint, "https://api.example/v1");
+    d.headers = "{\"x\":\"y\"}";
+    assert_int_equal(store_otlp_dest_create(st, &d), 0);
+    d2 = d;
+    assert_int_equal(store_otlp_dest_create(st, &d2), E_CONFLICT);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_otlp_dest_get(st, "org1", "honeycomb", &got), 0);
+    assert_string_equal(got.id, d.id);
+    assert_string_equal(got.headers, "{\"x\":\"y\"}");
+    otlp_dest_rec_clear(&got);
+    snprintf(d.endpoint, sizeof d.endpoint, "https://other/v1");
+    assert_int_equal(store_otlp_dest_update(st, &d), 0);
+    struct otlp_dest_rec *dr = NULL;
+    assert_int_equal(store_otlp_dest_list(st, "org1", &pg, &dr, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(dr[0].endpoint, "https://other/v1");
+    otlp_dest_rec_clear(&dr[0]);
+    xfree(dr);
+    assert_int_equal(store_otlp_dest_delete(st, "org1", d.id), 0);
+    assert_int_equal(store_otlp_dest_delete(st, "org1", d.id), E_NOTFOUND);
+    assert_int_equal(store_otlp_dest_update(st, &d), E_NOTFOUND);
+}
+
 /* ---- the cluster ops (PostgreSQL) ---- */
 
 static void pg_store_open_selects_postgresql(void **state)
@@ -468,6 +853,63 @@ static void pg_store_open_selects_postgresql(void **state)
     snprintf(url, sizeof url, "postgres://%s", pg_url + strlen("postgresql://"));
     assert_int_equal(store_open(url, "/nonexistent", &st, &e), 0);
     store_close(st);
+}
+
+struct open_ctx {
+    pthread_barrier_t *go;
+    const char *url;
+    int rc;
+};
+
+static void *open_thread(void *arg)
+{
+    struct open_ctx *c = arg;
+    struct err e;
+    err_init(&e);
+    struct store *st = NULL;
+    pthread_barrier_wait(c->go);
+    c->rc = store_open_pg(c->url, &st, &e);
+    store_close(st);
+    return NULL;
+}
+
+/* store_open_pg: "applying pending migrations exactly once even when
+ * several processes start together"; a database holding a migration this
+ * binary does not know is refused. */
+static void migrations_apply_once_and_refuse_unknown(void **state)
+{
+    (void)state;
+    assert_int_equal(pg_admin("postgres", "CREATE DATABASE empty1 TEMPLATE template0"), 0);
+    char url[256];
+    pg_url_of("empty1", url, sizeof url);
+    enum { OPENERS = 4 };
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, OPENERS);
+    struct open_ctx c[OPENERS];
+    pthread_t th[OPENERS];
+    for (int i = 0; i < OPENERS; i++) {
+        c[i] = (struct open_ctx){.go = &go, .url = url};
+        assert_int_equal(pthread_create(&th[i], NULL, open_thread, &c[i]), 0);
+    }
+    for (int i = 0; i < OPENERS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(c[i].rc, 0);
+    }
+    pthread_barrier_destroy(&go);
+    /* every migration once: the same history as a database migrated alone
+     * (the case's own, a copy of the template) */
+    int64_t applied = pg_scalar_on(url, "SELECT count(*) FROM schema_migrations", NULL);
+    assert_true(applied >= 8);
+    assert_int_equal(applied, pg_scalar("SELECT count(*) FROM schema_migrations", NULL));
+    assert_int_equal(pg_admin("empty1", "INSERT INTO schema_migrations VALUES ('9999_future', 0)"),
+                     0);
+    struct err e;
+    err_init(&e);
+    struct store *st = NULL;
+    assert_int_equal(store_open_pg(url, &st, &e), E_INTERNAL);
+    assert_null(st);
+    assert_non_null(strstr(e.message, "9999_future"));
+    assert_int_equal(pg_admin("postgres", "DROP DATABASE empty1 WITH (FORCE)"), 0);
 }
 
 /* "node_register inserts n as up with heartbeat_at = started_at = now ...
@@ -962,11 +1404,18 @@ static void run_exclusive_serializes_by_key(void **state)
     X(auth_lookup_finds_key_and_org)                                                               \
     X(session_names_unique_among_active)                                                           \
     X(lists_page_with_has_more)                                                                    \
-    X(node_ids_round_trip)
+    X(node_ids_round_trip)                                                                         \
+    X(key_list_filters_and_sorts)                                                                  \
+    X(plans_and_orgs)                                                                              \
+    X(session_list_filters)                                                                        \
+    X(profiles_and_extensions)                                                                     \
+    X(proxies_find_update_delete)                                                                  \
+    X(telemetry_events_and_destinations)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
     X(pg_store_open_selects_postgresql)                                                            \
+    X(migrations_apply_once_and_refuse_unknown)                                                    \
     X(nodes_register_heartbeat_list)                                                               \
     X(node_sweep_ends_a_dead_node_once)                                                            \
     X(node_retire_ends_one_node)                                                                   \
