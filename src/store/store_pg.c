@@ -6,8 +6,9 @@
  * one statement, or one transaction on one pooled connection. Connections
  * live in a small pool (at most PG_POOL_MAX, opened on demand; a caller
  * beyond that waits on a condition variable). A connection found broken
- * (CONNECTION_BAD, e.g. after a server restart) is closed and a fresh one
- * opened in its place, so the store recovers without a restart.
+ * (CONNECTION_BAD, or closed by the server while idle, e.g. by a server
+ * restart) is closed and a fresh one opened in its place before use, so the
+ * store recovers without a restart of ours and without failing a request.
  *
  * Each connection gets TCP keepalives (10 s idle, 5 s apart, 3 probes) so a
  * lost server is noticed in about 25 s instead of the kernel's hours, and a
@@ -22,6 +23,7 @@
  * refused.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,22 @@ static PGconn *pgx_connect(const char *url)
     return db;
 }
 
+/* Whether an idle connection can still be used. A pooled connection never
+ * LISTENs, so the server has nothing to say to it between queries unless it
+ * is ending the session (a restart, pg_terminate_backend, an idle timeout):
+ * then the socket holds a FATAL message and EOF. Anything readable, or a
+ * hang-up, therefore means the connection is gone. One poll(2) of the
+ * socket, no round trip. */
+static int pgx_alive(PGconn *db)
+{
+    if (PQstatus(db) != CONNECTION_OK)
+        return 0;
+    struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
+    if (pfd.fd < 0)
+        return 0;
+    return poll(&pfd, 1, 0) == 0;
+}
+
 struct pgc *pgx_get(struct pg *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -74,7 +92,7 @@ struct pgc *pgx_get(struct pg *p)
         p->nopen++; /* a slot reserved for the connection opened below */
     pthread_mutex_unlock(&p->mu);
 
-    if (c && PQstatus(c->db) == CONNECTION_BAD) {
+    if (c && !pgx_alive(c->db)) {
         PQfinish(c->db);
         c->db = NULL;
     }

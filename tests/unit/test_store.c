@@ -912,6 +912,34 @@ static void migrations_apply_once_and_refuse_unknown(void **state)
     assert_int_equal(pg_admin("postgres", "DROP DATABASE empty1 WITH (FORCE)"), 0);
 }
 
+/* The connection pool: connections the server ended while idle (a
+ * restart, pg_terminate_backend) are replaced before use, so the next
+ * calls succeed. */
+static void pool_replaces_connections_the_server_closed(void **state)
+{
+    struct store *st = *state;
+    int64_t n = 0;
+    assert_int_equal(store_org_count(st, &n), 0);
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
+             " AND pid != pg_backend_pid()",
+             pg_db);
+    assert_int_equal(pg_admin(pg_db, sql), 0);
+    /* Wait (up to 10 s) for the ended sessions to be gone. */
+    int64_t deadline = clock_mono_ms() + 10000, left = -1;
+    while (clock_mono_ms() < deadline &&
+           (left = pg_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                             " current_database() AND pid != pg_backend_pid()",
+                             NULL)) != 0) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(left, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(store_org_count(st, &n), 0);
+}
+
 /* "node_register inserts n as up with heartbeat_at = started_at = now ...
  * node_heartbeat moves the heartbeat to now and sets running ...
  * node_list the up nodes, oldest first." */
@@ -1416,6 +1444,7 @@ static void run_exclusive_serializes_by_key(void **state)
 #define CLUSTER_CASES(X)                                                                           \
     X(pg_store_open_selects_postgresql)                                                            \
     X(migrations_apply_once_and_refuse_unknown)                                                    \
+    X(pool_replaces_connections_the_server_closed)                                                 \
     X(nodes_register_heartbeat_list)                                                               \
     X(node_sweep_ends_a_dead_node_once)                                                            \
     X(node_retire_ends_one_node)                                                                   \
