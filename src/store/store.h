@@ -364,8 +364,9 @@ struct store_ops {
      * (SQLite) leaves them NULL, and callers check store_shared().
      *
      * node_register inserts n as up with heartbeat_at = started_at = now
-     * (the database's clock) and fills those times. node_heartbeat moves the
-     * heartbeat to now and sets running, only while the node is up:
+     * (the database's clock) and fills those times (and n->id, when empty,
+     * with a new id). node_heartbeat moves the heartbeat to now and sets
+     * running, only while the node is up:
      * E_NOTFOUND once it was declared dead (it must fence itself).
      * node_get by id (any state); node_list the up nodes, oldest first.
      *
@@ -373,8 +374,11 @@ struct store_ops {
      * lease_ms, and in the same transaction ends their active sessions
      * (status deleted, end_reason "node lost", deleted_at = the node's last
      * heartbeat, uptime_ms = that - created_at (>= 0), usage_status ready)
-     * and moves their active pools to heir. Each dead node is returned
-     * (*dead, xfree'd by the caller, *n entries) to exactly one sweeper.
+     * and moves their active pools to heir (NULL or "": pools stay where
+     * they are). A session's node_id is written by session_insert and
+     * session_admit ("" stores "local") and by these ops, never by
+     * session_update. Each dead node is returned (*dead, xfree'd by the
+     * caller, *n entries) to exactly one sweeper.
      * node_retire does the same to one node at once, with end_reason
      * `reason` and deleted_at = now (a clean stop, or a restart reaping its
      * own earlier incarnations); E_NOTFOUND when it is not up.
@@ -390,8 +394,10 @@ struct store_ops {
      * org's active standalone sessions plus the sizes of its active pools
      * (config's "size") stay below limit (< 0: no limit), serialized per
      * org across every connection and process. E_LIMIT when full (nothing
-     * inserted), E_CONFLICT on a duplicate active name. *pools (may be NULL)
-     * receives the org's pool capacity seen by the check. */
+     * inserted), E_CONFLICT on a duplicate active name, E_NOTFOUND when
+     * the org does not exist. A standalone session is one whose data has
+     * no top-level "pool" key. *pools (may be NULL) receives the org's pool
+     * capacity seen by the check (also on E_LIMIT). */
     int (*session_admit)(struct store *st, const struct session_rec *s, int64_t limit,
                          int64_t *pools);
     /* pool_insert (is_update 0) or pool_update (1) of p, only while the
@@ -399,7 +405,9 @@ struct store_ops {
      * sessions stay within limit (< 0: no limit), under the same per-org
      * serialization: E_LIMIT when it would not (nothing written). *pools
      * and *sessions (may be NULL) receive what the check counted (pools
-     * with p's new size). */
+     * with p's new size). A p whose new status is not active counts as
+     * size 0 and is never refused (deleting a pool frees capacity even
+     * when a lowered limit is already exceeded). */
     int (*pool_admit)(struct store *st, const struct pool_rec *p, int is_update, int64_t limit,
                       int64_t *pools, int64_t *sessions);
     /* Active sessions of one node (a restart reaps its earlier incarnation). */
