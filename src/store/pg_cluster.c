@@ -143,6 +143,19 @@ int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (*
                         " - $1 FOR UPDATE SKIP LOCKED",
                         "heartbeat_at", "'node lost'"),
               "is", lease_ms, heir ? heir : "");
+    /* Stragglers: a session a node inserted after it was declared dead (its
+     * insert raced the sweep's snapshot) would stay active, and counted,
+     * forever; a fresh statement ends those of every dead node, and re-homes
+     * pools likewise. Its failure only delays that to the next sweep. */
+    if (ret == 0)
+        (void)pgx_q(c, NULL,
+                    "WITH s AS (UPDATE sessions x SET status = 'deleted', end_reason = 'node lost',"
+                    " deleted_at = n.heartbeat_at, uptime_ms = greatest(0, n.heartbeat_at -"
+                    " x.created_at), usage_status = 'ready' FROM nodes n WHERE n.id = x.node_id"
+                    " AND n.state = 'dead' AND x.status = 'active' RETURNING x.id)"
+                    " UPDATE pools y SET node_id = $1 FROM nodes n WHERE $1 != ''"
+                    " AND n.id = y.node_id AND n.state = 'dead' AND y.status = 'active'",
+                    "s", heir ? heir : "");
     if (ret == 0) {
         size_t nt = (size_t)PQntuples(r);
         *dead = xcalloc(nt ? nt : 1, sizeof **dead);

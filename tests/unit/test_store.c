@@ -1100,12 +1100,21 @@ static void node_sweep_ends_a_dead_node_once(void **state)
     assert_int_equal(nn, 1);
     assert_string_equal(nodes[0].id, b.id);
     xfree(nodes);
-    /* nothing is left to sweep */
+    /* nothing is left to sweep; a session the dead node inserted late (its
+     * insert raced the sweep) is ended by the next sweep all the same */
+    struct session_rec late;
+    new_session(&late, &o, &p, a.id, "{}");
+    assert_int_equal(store_session_insert(st, &late), 0);
     char(*dead)[STORE_ID] = NULL;
     size_t nd = 9;
     assert_int_equal(store_node_sweep(st, 10000, b.id, &dead, &nd), 0);
     assert_int_equal(nd, 0);
     xfree(dead);
+    assert_int_equal(store_session_get(st, o.id, p.id, late.id, 1, &got), 0);
+    assert_string_equal(got.status, "deleted");
+    assert_string_equal(got.end_reason, "node lost");
+    assert_int_equal(got.uptime_ms, 0);
+    session_rec_clear(&got);
     store_close(st2);
     org_rec_clear(&o);
 }
