@@ -286,6 +286,7 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
                            long long uptime_ms);
 static void remove_session_files(struct app *app, const char *id);
 static void recover_rows(struct app *app, const char *node);
+static void remove_orphan_folders(struct app *app);
 
 /* A launch failure is the server's fault, never the client's: the options
  * were built by the server from settings that already passed validation, so
@@ -1185,6 +1186,34 @@ void browsers_recover(struct app *app)
     if (!store_shared(app->store))
         recover_rows(app, NULL);
     spares_recover(app);
+    if (store_shared(app->store))
+        remove_orphan_folders(app);
+}
+
+/* On a shared store the rows of this node's previous run may already have
+ * been ended by another node's sweep, so no row names their folders: every
+ * session folder in this node's data folder at start is a leftover (the
+ * browsers died with the previous run, by its reaper). */
+static void remove_orphan_folders(struct app *app)
+{
+    char *root = xasprintf("%s/sessions", app->cfg.data_dir);
+    DIR *d = opendir(root);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)) != NULL) {
+        size_t len = strcspn(de->d_name, ".");
+        if (len == 0 || len >= STORE_ID || strcmp(de->d_name + len, ".spare") == 0)
+            continue;
+        char id[STORE_ID];
+        snprintf(id, sizeof id, "%.*s", (int)len, de->d_name);
+        remove_session_files(app, id);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    xfree(root);
+    if (n)
+        log_info("recovery: removed %d file(s) and folder(s) left by this node's previous run", n);
 }
 
 void browsers_reap_node(void *ctx, const char *node)
