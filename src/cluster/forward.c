@@ -58,6 +58,7 @@
 #define REQ_HEAD_MAX (LIM_HEADER_BYTES * 4u)
 /* Bytes moved per read in each direction of an upgraded connection. */
 #define PIPE_BYTES (64u * 1024u)
+_Static_assert(FORWARD_BUFFER_BYTES >= PIPE_BYTES, "the ring serves as a pipe buffer");
 /* How long forward_shutdown waits for the threads. */
 #define SHUTDOWN_WAIT_MS 5000
 
@@ -173,6 +174,12 @@ static int stopping(void)
     int s = g.stopping;
     pthread_mutex_unlock(&g.mu);
     return s;
+}
+
+/* Why phase A gave up when wait_up said -1. */
+static const char *abandoned(void)
+{
+    return stopping() ? "the server is stopping" : "the client went away";
 }
 
 /* ---- building the request ---- */
@@ -380,7 +387,7 @@ static int finish_connect(struct fwd *f)
     for (;;) {
         int r = wait_up(f, POLLOUT, deadline);
         if (r < 0) {
-            fail(f, E_UNAVAIL, "the request was abandoned");
+            fail(f, E_UNAVAIL, "%s", abandoned());
             return -1;
         }
         if (r == 0) {
@@ -417,7 +424,7 @@ static long exchange(struct fwd *f, struct httpresp_head *h, size_t *have)
         short ev = (short)(POLLIN | (sending ? POLLOUT : 0));
         int r = wait_up(f, ev, deadline);
         if (r < 0) {
-            fail(f, E_UNAVAIL, "the request was abandoned");
+            fail(f, E_UNAVAIL, "%s", abandoned());
             return -1;
         }
         if (r == 0) {
@@ -691,15 +698,14 @@ static void pump_upgrade(struct fwd *f)
         close(f->client); /* the real socket is here now */
         f->client = -1;
     }
-    struct pipe_dir c2u = {f->cfd, f->up, xmalloc(PIPE_BYTES), 0, 0};
-    struct pipe_dir u2c = {f->up, f->cfd, xmalloc(PIPE_BYTES), 0, 0};
-    /* The bytes each side sent after its head go first. */
-    size_t n = f->cextra_len < PIPE_BYTES ? f->cextra_len : PIPE_BYTES;
-    memcpy(c2u.b, f->cextra, n);
-    c2u.len = n;
-    n = f->rlen < PIPE_BYTES ? f->rlen : PIPE_BYTES;
-    memcpy(u2c.b, f->ring, n);
-    u2c.len = n;
+    /* The bytes each side sent after its head go first: the owner's are
+     * in the ring already (which then serves as that direction's buffer),
+     * the client's are copied in front. */
+    size_t cap = f->cextra_len > PIPE_BYTES ? f->cextra_len : PIPE_BYTES;
+    struct pipe_dir c2u = {f->cfd, f->up, xmalloc(cap), 0, f->cextra_len};
+    struct pipe_dir u2c = {f->up, f->cfd, f->ring, 0, f->rlen};
+    if (f->cextra_len)
+        memcpy(c2u.b, f->cextra, f->cextra_len);
     int ok = pipe_flush(&c2u) == 0 && pipe_flush(&u2c) == 0;
     while (ok) {
         struct pollfd p[3] = {
@@ -728,7 +734,6 @@ static void pump_upgrade(struct fwd *f)
             break;
     }
     xfree(c2u.b);
-    xfree(u2c.b);
     pthread_mutex_lock(&f->mu);
     close(f->up);
     f->up = -1;

@@ -636,6 +636,25 @@ static void echo_roundtrip(void **state)
     json_decref(j);
     rd_free(&r);
 
+    /* The owner does send the field its Connection names (so the check
+     * above means something). */
+    request(owner_port, "GET /echo/x HTTP/1.1\r\nHost: o\r\n\r\n", NULL, 0, &r);
+    assert_string_equal(rd_hdr(&r, "X-Secret"), "hop-by-hop");
+    rd_free(&r);
+
+    /* Two forwarded requests on one keep-alive connection. */
+    int fd = cli_connect(front_port);
+    for (int i = 0; i < 2; i++) {
+        const char *g = "GET /echo/ka HTTP/1.1\r\nHost: f\r\n\r\n";
+        cli_send(fd, g, strlen(g));
+        assert_int_equal(rd_head(&r, fd, 0), 0);
+        assert_int_equal(rd_until(&r, NULL, DEADLINE_MS), 0);
+        assert_int_equal(r.h.status, 200);
+        assert_true(r.ended && !r.eof);
+        rd_free(&r);
+    }
+    close(fd);
+
     /* A bodiless GET and a HEAD. */
     request(front_port, "GET /echo/x HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 200);
