@@ -269,8 +269,13 @@ int pg_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, i
 
 /* ---- blobs ---- */
 
+/* PostgreSQL's largest field value (1 GiB). */
+#define PG_FIELD_MAX ((size_t)1 << 30)
+
 int pg_blob_put(struct store *st_, const char *key, const void *data, size_t len)
 {
+    if (len >= PG_FIELD_MAX)
+        return E_TOOBIG;
     PGCONN(p, c);
     int ret = pgx_q(c, NULL,
                     "INSERT INTO blobs (key, data) VALUES ($1, $2)"

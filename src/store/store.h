@@ -417,8 +417,9 @@ struct store_ops {
     int (*pool_list_node)(struct store *st, const char *node_id, struct pool_rec **rows,
                           size_t *n);
     /* Bytes every node can read (profile archives, extension zips), by key.
-     * put replaces; get returns an xmalloc'd copy (E_NOTFOUND when absent);
-     * delete of a missing key is 0. */
+     * put replaces (E_TOOBIG from 1 GiB, PostgreSQL's largest value); get
+     * returns an xmalloc'd copy (E_NOTFOUND when absent); delete of a
+     * missing key is 0. */
     int (*blob_put)(struct store *st, const char *key, const void *data, size_t len);
     int (*blob_get)(struct store *st, const char *key, void **data, size_t *len);
     int (*blob_delete)(struct store *st, const char *key);

@@ -36,6 +36,15 @@
 /* The advisory lock every migration runs under ("browserd" in ASCII). */
 #define PG_MIGRATION_LOCK "7093010272990520676"
 
+/* Logs libpq's message for `what`, without the newline(s) libpq ends it with. */
+static void pgx_log(const char *what, const char *msg)
+{
+    size_t n = msg ? strlen(msg) : 0;
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    log_error("store: %s: %.*s", what, (int)n, msg ? msg : "");
+}
+
 /* ---- connections ---- */
 
 static PGconn *pgx_connect(const char *url)
@@ -48,14 +57,14 @@ static PGconn *pgx_connect(const char *url)
     const char *const vals[] = {"5", "1", "10", "5", "3", "browserd", url, NULL};
     PGconn *db = PQconnectdbParams(keys, vals, 1);
     if (PQstatus(db) != CONNECTION_OK) {
-        log_error("store: cannot connect to PostgreSQL: %s", db ? PQerrorMessage(db) : "no memory");
+        pgx_log("cannot connect to PostgreSQL", db ? PQerrorMessage(db) : "out of memory");
         PQfinish(db);
         return NULL;
     }
     PGresult *r = PQexec(db, "SET client_min_messages = warning");
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        log_error("store: PostgreSQL session setup: %s", PQerrorMessage(db));
+        pgx_log("PostgreSQL session setup", PQerrorMessage(db));
     PQclear(r);
     if (!ok) {
         PQfinish(db);
@@ -188,7 +197,7 @@ static int pgx_vq(struct pgc *c, PGresult **out, int binary, const char *sql, co
     if (state && strncmp(state, "23", 2) == 0)
         ret = E_CONFLICT;
     else
-        log_error("store: %s: %s", sql, r ? PQresultErrorMessage(r) : PQerrorMessage(c->db));
+        pgx_log(sql, r ? PQresultErrorMessage(r) : PQerrorMessage(c->db));
     PQclear(r);
     return ret;
 }
@@ -216,7 +225,7 @@ int pgx_exec(struct pgc *c, const char *what, const char *sql)
     PGresult *r = PQexec(c->db, sql);
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
     if (!ok)
-        log_error("store: %s: %s", what, PQerrorMessage(c->db));
+        pgx_log(what, PQerrorMessage(c->db));
     PQclear(r);
     return ok ? 0 : E_INTERNAL;
 }

@@ -853,6 +853,11 @@ static void pg_store_open_selects_postgresql(void **state)
     snprintf(url, sizeof url, "postgres://%s", pg_url + strlen("postgresql://"));
     assert_int_equal(store_open(url, "/nonexistent", &st, &e), 0);
     store_close(st);
+    /* no server there: refused at open, with a message */
+    err_init(&e);
+    assert_int_equal(store_open("postgresql:///x?host=/nonexistent", NULL, &st, &e), E_INTERNAL);
+    assert_null(st);
+    assert_non_null(strstr(e.message, "PostgreSQL"));
 }
 
 struct open_ctx {
