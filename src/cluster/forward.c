@@ -504,12 +504,12 @@ static int skip_response_field(const struct httpresp_head *h, const struct httpr
     return httpresp_has_token(h, "Connection", name);
 }
 
-/* Appends body bytes buf[0..n) (raw from the owner, at ring + roff + rlen)
- * to the decoded body. Returns 1 when the body is complete, 0 when more
- * follows, -1 when the framing is broken. */
-static int take_body(struct fwd *f, size_t n)
+/* Appends the body bytes p[0..n), raw from the owner and received at the
+ * end of the decoded ones (ring + roff + rlen, which the reader does not
+ * move), to the decoded body. Returns 1 when the body is complete, 0 when
+ * more follows, -1 when the framing is broken. */
+static int take_body(struct fwd *f, char *p, size_t n)
 {
-    char *p = f->ring + f->roff + f->rlen;
     size_t out = n;
     int done = 0;
     if (f->kind == HTTPRESP_BODY_CHUNKED) {
@@ -577,7 +577,7 @@ static int take_head(struct fwd *f, const struct httpresp_head *h, size_t have)
     httpresp_chunked_init(&f->ch);
     memmove(f->ring, f->ring + h->head_len, extra);
     f->roff = f->rlen = 0;
-    int done = take_body(f, extra);
+    int done = take_body(f, f->ring, extra);
     if (done < 0) {
         json_decref(hdrs);
         fail(f, E_UPSTREAM, "a malformed chunked body");
@@ -602,7 +602,8 @@ static void pump_body(struct fwd *f)
             memmove(f->ring, f->ring + f->roff, f->rlen);
             f->roff = 0;
         }
-        size_t space = FORWARD_BUFFER_BYTES - f->roff - f->rlen;
+        size_t tail = f->roff + f->rlen; /* the reader keeps the sum */
+        size_t space = FORWARD_BUFFER_BYTES - tail;
         pthread_mutex_unlock(&f->mu);
         if (done)
             return;
@@ -613,7 +614,7 @@ static void pump_body(struct fwd *f)
             continue;
         if (f->kind == HTTPRESP_BODY_LENGTH && (uint64_t)space > f->left)
             space = (size_t)f->left;
-        ssize_t n = recv(f->up, f->ring + f->roff + f->rlen, space, MSG_DONTWAIT);
+        ssize_t n = recv(f->up, f->ring + tail, space, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             continue;
         if (n <= 0) {
@@ -626,7 +627,7 @@ static void pump_body(struct fwd *f)
             pthread_mutex_unlock(&f->mu);
             return;
         }
-        if (take_body(f, (size_t)n) < 0)
+        if (take_body(f, f->ring + tail, (size_t)n) < 0)
             break;
     }
     /* The client left, the module stops, or the body is malformed: what

@@ -532,8 +532,9 @@ static void *raw_peer(void *arg)
             return NULL;
         char b[4096];
         (void)!recv(c, b, sizeof b, 0);
-        if (raw_reply)
-            (void)!send(c, raw_reply, strlen(raw_reply), MSG_NOSIGNAL);
+        const char *reply = __atomic_load_n(&raw_reply, __ATOMIC_SEQ_CST);
+        if (reply)
+            (void)!send(c, reply, strlen(reply), MSG_NOSIGNAL);
         close(c);
     }
 }
@@ -775,23 +776,26 @@ static void bad_owner(void **state)
 {
     (void)state;
     struct rd r;
-    raw_reply = NULL;
+    __atomic_store_n(&raw_reply, NULL, __ATOMIC_SEQ_CST);
     request(front_port, "GET /rawpeer HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 503);
     assert_non_null(strstr(r.body, "without answering"));
     rd_free(&r);
-    raw_reply = "SSH-2.0-OpenSSH_9.2\r\n";
+    __atomic_store_n(&raw_reply, "SSH-2.0-OpenSSH_9.2\r\n", __ATOMIC_SEQ_CST);
     request(front_port, "GET /rawpeer HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 502);
     rd_free(&r);
-    raw_reply = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this";
+    __atomic_store_n(&raw_reply, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this",
+                     __ATOMIC_SEQ_CST);
     request(front_port, "GET /rawpeer HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 200);
     assert_false(r.ended); /* no last chunk: the client knows */
     assert_true(r.eof);
     assert_string_equal(r.body, "only this");
     rd_free(&r);
-    raw_reply = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A: 1\r\n\r\nto the close";
+    __atomic_store_n(&raw_reply,
+                     "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A: 1\r\n\r\nto the close",
+                     __ATOMIC_SEQ_CST);
     request(front_port, "GET /rawpeer HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 200);
     assert_true(r.ended);
