@@ -522,6 +522,10 @@ static const struct route front_routes[] = {
 
 static int raw_listen = -1;
 static const char *raw_reply; /* NULL: close without answering */
+/* A reply that is none: the peer holds the connection until the other end
+ * closes it, then counts it in raw_closed. */
+static const char raw_hold[] = "hold";
+static int raw_closed, raw_held;
 
 static void *raw_peer(void *arg)
 {
@@ -533,7 +537,12 @@ static void *raw_peer(void *arg)
         char b[4096];
         (void)!recv(c, b, sizeof b, 0);
         const char *reply = __atomic_load_n(&raw_reply, __ATOMIC_SEQ_CST);
-        if (reply)
+        if (reply == raw_hold) {
+            __atomic_add_fetch(&raw_held, 1, __ATOMIC_SEQ_CST);
+            while (recv(c, b, sizeof b, 0) > 0)
+                ;
+            __atomic_add_fetch(&raw_closed, 1, __ATOMIC_SEQ_CST);
+        } else if (reply)
             (void)!send(c, reply, strlen(reply), MSG_NOSIGNAL);
         close(c);
     }
@@ -804,6 +813,33 @@ static void bad_owner(void **state)
     rd_free(&r);
 }
 
+/* A client that leaves while its request is parked (the owner has not
+ * answered yet): the connection to the owner is closed. */
+static void client_leaves_while_parked(void **state)
+{
+    (void)state;
+    __atomic_store_n(&raw_reply, raw_hold, __ATOMIC_SEQ_CST);
+    int before = __atomic_load_n(&raw_closed, __ATOMIC_SEQ_CST);
+    assert_int_equal(__atomic_load_n(&raw_held, __ATOMIC_SEQ_CST), before);
+    int fd = cli_connect(front_port);
+    const char *h = "GET /rawpeer HTTP/1.1\r\nHost: f\r\n\r\n";
+    cli_send(fd, h, strlen(h));
+    /* Once the request reached the peer (parked on the front), leave. */
+    int64_t deadline = clock_mono_ms() + DEADLINE_MS;
+    while (__atomic_load_n(&raw_held, __ATOMIC_SEQ_CST) == before && clock_mono_ms() < deadline) {
+        struct pollfd none = {-1, 0, 0};
+        (void)poll(&none, 1, 5);
+    }
+    assert_int_equal(__atomic_load_n(&raw_held, __ATOMIC_SEQ_CST), before + 1);
+    close(fd);
+    while (__atomic_load_n(&raw_closed, __ATOMIC_SEQ_CST) == before && clock_mono_ms() < deadline) {
+        struct pollfd none = {-1, 0, 0};
+        (void)poll(&none, 1, 10);
+    }
+    assert_int_equal(__atomic_load_n(&raw_closed, __ATOMIC_SEQ_CST), before + 1);
+    __atomic_store_n(&raw_reply, NULL, __ATOMIC_SEQ_CST);
+}
+
 static void early_resume_answers(void **state)
 {
     (void)state;
@@ -1023,12 +1059,19 @@ static void shutdown_ends_forwards(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(echo_roundtrip),    cmocka_unit_test(binary_body),
-        cmocka_unit_test(owner_error),       cmocka_unit_test(sse_is_live),
-        cmocka_unit_test(sse_client_leaves), cmocka_unit_test(dead_owner),
-        cmocka_unit_test(bad_owner),         cmocka_unit_test(early_resume_answers),
-        cmocka_unit_test(ws_both_ways),      cmocka_unit_test(ws_refused),
-        cmocka_unit_test(ws_added_latency),  cmocka_unit_test(shutdown_ends_forwards),
+        cmocka_unit_test(echo_roundtrip),
+        cmocka_unit_test(binary_body),
+        cmocka_unit_test(owner_error),
+        cmocka_unit_test(sse_is_live),
+        cmocka_unit_test(sse_client_leaves),
+        cmocka_unit_test(dead_owner),
+        cmocka_unit_test(bad_owner),
+        cmocka_unit_test(client_leaves_while_parked),
+        cmocka_unit_test(early_resume_answers),
+        cmocka_unit_test(ws_both_ways),
+        cmocka_unit_test(ws_refused),
+        cmocka_unit_test(ws_added_latency),
+        cmocka_unit_test(shutdown_ends_forwards),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
