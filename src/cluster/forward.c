@@ -308,8 +308,14 @@ static int connect_next(struct fwd *f)
             er = errno;
             continue;
         }
-        int one = 1;
+        int one = 1, idle = FORWARD_KEEPALIVE_IDLE_S, intvl = 5, cnt = 3;
+        unsigned user = FORWARD_USER_TIMEOUT_MS;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof user);
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
             f->up = fd;
             return 0;
@@ -417,18 +423,13 @@ static int finish_connect(struct fwd *f)
  * other than 101 are skipped. */
 static long exchange(struct fwd *f, struct httpresp_head *h, size_t *have)
 {
-    int64_t deadline = clock_mono_ms() + FORWARD_HEAD_TIMEOUT_MS;
     size_t sent = 0, total = f->reqhead.len + f->body_len, len = 0;
     int sending = 1;
     for (;;) {
         short ev = (short)(POLLIN | (sending ? POLLOUT : 0));
-        int r = wait_up(f, ev, deadline);
-        if (r < 0) {
+        int r = wait_up(f, ev, -1); /* no deadline: see FORWARD_USER_TIMEOUT_MS */
+        if (r <= 0) {
             fail(f, E_UNAVAIL, "%s", abandoned());
-            return -1;
-        }
-        if (r == 0) {
-            fail(f, E_UNAVAIL, "no answer within %d s", FORWARD_HEAD_TIMEOUT_MS / 1000);
             return -1;
         }
         if (sending && (r & (POLLOUT | POLLERR | POLLHUP))) {

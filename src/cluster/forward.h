@@ -21,9 +21,15 @@
 
 /* The request header that marks a forwarded request. */
 #define FORWARD_HOP_HEADER "X-Browserd-Hop"
-/* How long the owner may take to answer with its head once the request was
- * sent (a DELETE that stops a browser takes seconds). */
-#define FORWARD_HEAD_TIMEOUT_MS 120000
+/* The owner may take as long as it likes to answer (a process exec runs up
+ * to 10 minutes, a pool acquire waits as long as it was asked to): no timer
+ * runs on the answer. A lost owner is noticed by TCP instead: keepalive
+ * probes after FORWARD_KEEPALIVE_IDLE_S of silence, and bytes left
+ * unacknowledged for FORWARD_USER_TIMEOUT_MS (probes included) end the
+ * connection, which the client sees as a 503 before the head or a cut body
+ * or closed WebSocket after it. */
+#define FORWARD_KEEPALIVE_IDLE_S 10
+#define FORWARD_USER_TIMEOUT_MS  30000
 /* Decoded body bytes held for a client that reads slower than the owner
  * writes; the owner is not read while they are full (backpressure). */
 #define FORWARD_BUFFER_BYTES (256u * 1024u)
