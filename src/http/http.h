@@ -188,6 +188,10 @@ void req_header_each(struct req *rq, void (*fn)(void *ctx, const char *k, const 
                      void *ctx);
 /* Calls fn for each query argument (repeated keys included). */
 void req_query_each(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx);
+/* The same with v NULL for an argument without '=' ("?flag"), which
+ * req_query_each reports as "" (a forwarded query keeps the difference). */
+void req_query_each_raw(struct req *rq, void (*fn)(void *ctx, const char *k, const char *v),
+                        void *ctx);
 /* Parses the body as a JSON object. An empty body is {} when empty_ok.
  * Fails with E_INVALID (malformed, not an object) or E_TOOBIG. *out is a new
  * reference. */

@@ -160,6 +160,25 @@ void req_query_each(struct req *rq, void (*fn)(void *, const char *, const char 
     MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, each_arg, &ec);
 }
 
+static enum MHD_Result each_arg_raw(void *cls, enum MHD_ValueKind kind, const char *k,
+                                    const char *v)
+{
+    (void)kind;
+    struct each_ctx *ec = cls;
+    ec->fn(ec->ctx, k, v);
+    return MHD_YES;
+}
+
+void req_query_each_raw(struct req *rq, void (*fn)(void *, const char *, const char *), void *ctx)
+{
+    if (!rq->conn) {
+        call_each(((struct ctx *)rq)->call_query, fn, ctx);
+        return;
+    }
+    struct each_ctx ec = {fn, ctx};
+    MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, each_arg_raw, &ec);
+}
+
 void req_header_each(struct req *rq, void (*fn)(void *, const char *, const char *), void *ctx)
 {
     if (!rq->conn) {
