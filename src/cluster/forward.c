@@ -213,8 +213,9 @@ struct qctx {
 static void put_query_arg(void *ctx, const char *k, const char *v)
 {
     struct qctx *q = ctx;
-    q->bad |= put(q->b, q->n++ ? "&" : "?") | put_encoded(q->b, k, 0) | put(q->b, "=") |
-              put_encoded(q->b, v, 0);
+    q->bad |= put(q->b, q->n++ ? "&" : "?") | put_encoded(q->b, k, 0);
+    if (v) /* "?flag" stays without '=' (its value is NULL, not "") */
+        q->bad |= put(q->b, "=") | put_encoded(q->b, v, 0);
 }
 
 /* Hop-by-hop request fields (RFC 9110 7.6.1) and those we set ourselves. */
@@ -952,7 +953,7 @@ static int start(struct req *rq, const char *base, int connect_ms, int upgrade)
     struct hctx hc = {&f->reqhead, req_header(rq, "Connection"), 0};
     int bad = put(&f->reqhead, rq->method) | put(&f->reqhead, " ") |
               put_encoded(&f->reqhead, rq->orig_path, 1);
-    req_query_each(rq, put_query_arg, &q);
+    req_query_each_raw(rq, put_query_arg, &q);
     bad |= q.bad | put(&f->reqhead, " HTTP/1.1\r\nHost: ");
     bad |= strchr(host, ':')
                ? put(&f->reqhead, "[") | put(&f->reqhead, host) | put(&f->reqhead, "]")
