@@ -1002,11 +1002,13 @@ static int start(struct req *rq, const char *base, int connect_ms, int upgrade)
     f->refs = 2; /* the thread and the request */
 
     pthread_mutex_lock(&g.mu);
-    if (g.stopping) {
+    if (g.stopping || g.threads >= FORWARD_MAX_LIVE) {
+        int busy = !g.stopping;
         pthread_mutex_unlock(&g.mu);
         f->refs = 1;
         fwd_unref(f);
-        return unavailable(rq, base, "the server is stopping");
+        return unavailable(rq, base,
+                           busy ? "too many forwards in flight" : "the server is stopping");
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);

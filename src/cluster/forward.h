@@ -33,6 +33,9 @@
 /* Decoded body bytes held for a client that reads slower than the owner
  * writes; the owner is not read while they are full (backpressure). */
 #define FORWARD_BUFFER_BYTES (256u * 1024u)
+/* Forwards running at once on this node (each holds a thread and a
+ * buffer); past it, forward_http answers E_UNAVAIL. */
+#define FORWARD_MAX_LIVE 4096
 
 /* Forwards rq to the node at base ("http://host:port", the owner's advertise
  * URL; host a numeric IPv4 address, a bracketed IPv6 one or "localhost"):

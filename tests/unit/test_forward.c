@@ -486,6 +486,20 @@ static int front_raw(struct req *rq, struct resp *rs)
     return forward_http(rq, rs, raw_base, 1000);
 }
 
+/* "localhost" may resolve to ::1 first, where nobody listens: the next
+ * address is tried. */
+static int front_localhost(struct req *rq, struct resp *rs)
+{
+    char base[64];
+    snprintf(base, sizeof base, "http://localhost:%d/", owner_port);
+    return forward_http(rq, rs, base, 1000);
+}
+
+static int front_badbase(struct req *rq, struct resp *rs)
+{
+    return forward_http(rq, rs, "https://127.0.0.1:1", 1000);
+}
+
 static void early_resume(struct req *rq, struct resp *rs)
 {
     (void)rq;
@@ -503,6 +517,8 @@ static int front_early(struct req *rq, struct resp *rs)
 }
 
 static const struct route front_routes[] = {
+    {"GET", "/echo/localhost", front_localhost, 0},
+    {"GET", "/badbase", front_badbase, 0},
     {"GET", "/echo/*", front_http, 0},
     {"POST", "/echo/*", front_http, 0},
     {"DELETE", "/echo/*", front_http, 0},
@@ -776,6 +792,21 @@ static void dead_owner(void **state)
     assert_non_null(strstr(r.body, "cannot be reached"));
     assert_non_null(strstr(r.body, dead_base));
     assert_true(ms < 1000);
+    rd_free(&r);
+}
+
+/* Bases: "localhost" (every address tried), and what is not http://. */
+static void bases(void **state)
+{
+    (void)state;
+    struct rd r;
+    request(front_port, "GET /echo/localhost HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
+    assert_int_equal(r.h.status, 200);
+    assert_non_null(strstr(r.body, "localhost:"));
+    rd_free(&r);
+    request(front_port, "GET /badbase HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
+    assert_int_equal(r.h.status, 503);
+    assert_non_null(strstr(r.body, "not an http://host:port URL"));
     rd_free(&r);
 }
 
@@ -1066,6 +1097,7 @@ int main(void)
         cmocka_unit_test(sse_client_leaves),
         cmocka_unit_test(dead_owner),
         cmocka_unit_test(bad_owner),
+        cmocka_unit_test(bases),
         cmocka_unit_test(client_leaves_while_parked),
         cmocka_unit_test(early_resume_answers),
         cmocka_unit_test(ws_both_ways),
