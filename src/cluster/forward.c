@@ -129,7 +129,14 @@ static struct {
     struct fwd *live;
     int threads;
     int stopping;
-} g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* g.cv waits on the monotonic clock (clock_deadline). */
+static void g_init(void)
+{
+    clock_cond_init(&g.cv);
+}
 
 static void fwd_unref(struct fwd *f)
 {
@@ -1001,6 +1008,7 @@ static int start(struct req *rq, const char *base, int connect_ms, int upgrade)
     f->rq = rq;
     f->refs = 2; /* the thread and the request */
 
+    pthread_once(&g_once, g_init);
     pthread_mutex_lock(&g.mu);
     if (g.stopping || g.threads >= FORWARD_MAX_LIVE) {
         int busy = !g.stopping;
@@ -1049,19 +1057,14 @@ int forward_is_hop(struct req *rq)
 
 void forward_shutdown(void)
 {
+    pthread_once(&g_once, g_init);
     pthread_mutex_lock(&g.mu);
     g.stopping = 1;
     for (struct fwd *f = g.live; f; f = f->next)
         wake_worker(f);
     int64_t deadline = clock_mono_ms() + SHUTDOWN_WAIT_MS;
     while (g.threads > 0 && clock_mono_ms() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = clock_deadline(deadline - clock_mono_ms());
         pthread_cond_timedwait(&g.cv, &g.mu, &ts);
     }
     int left = g.threads;

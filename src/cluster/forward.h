@@ -78,7 +78,9 @@ int forward_http(struct req *rq, struct resp *rs, const char *base, int connect_
 int forward_upgrade(struct req *rq, struct resp *rs, const char *base, int connect_ms) WUR;
 
 /* 1 when rq came from another node (X-Browserd-Hop present): the caller must
- * not forward it again (a hop that misses the owner answers 503). */
+ * not forward it again (a hop that misses the owner answers 503). Any client
+ * can send the header; it only keeps its own request from being forwarded
+ * (the owner authenticates every request, forwarded or not). */
 int forward_is_hop(struct req *rq);
 
 /* Ends every forward: parked requests are answered 503, streamed bodies end

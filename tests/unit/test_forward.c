@@ -378,7 +378,7 @@ static int owner_sse(struct req *rq, struct resp *rs)
 
 /* The owner's WebSocket: echoes raw bytes; "quit" in a read makes it close. */
 static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ws_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t ws_cv;
 static int ws_closed; /* owner-side connections that ended */
 
 struct owner_ws {
@@ -567,7 +567,8 @@ static void *raw_peer(void *arg)
 static int setup(void **state)
 {
     (void)state;
-    clock_cond_init(&os.cv); /* os_produce waits with clock_deadline */
+    clock_cond_init(&os.cv); /* they wait with clock_deadline */
+    clock_cond_init(&ws_cv);
     struct err e;
     err_init(&e);
     struct http_config oc = {.host = "127.0.0.1",
@@ -943,9 +944,7 @@ static int ws_closed_count(void)
 static int wait_ws_closed(int want)
 {
     pthread_mutex_lock(&ws_mu);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += DEADLINE_MS / 1000;
+    struct timespec ts = clock_deadline(DEADLINE_MS);
     while (ws_closed < want)
         if (pthread_cond_timedwait(&ws_cv, &ws_mu, &ts) == ETIMEDOUT)
             break;
