@@ -853,6 +853,18 @@ static void pg_store_open_selects_postgresql(void **state)
     snprintf(url, sizeof url, "postgres://%s", pg_url + strlen("postgresql://"));
     assert_int_equal(store_open(url, "/nonexistent", &st, &e), 0);
     store_close(st);
+    /* the connection defaults come before the URL: its own settings win */
+    int64_t ours = pg_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name ="
+                             " 'browserd' AND datname = current_database()",
+                             NULL);
+    assert_true(ours >= 1); /* the case's store */
+    snprintf(url, sizeof url, "%s&application_name=custom", pg_url);
+    assert_int_equal(store_open(url, NULL, &st, &e), 0);
+    assert_int_equal(pg_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name ="
+                               " 'custom'",
+                               NULL),
+                     1);
+    store_close(st);
     /* no server there: refused at open, with a message */
     err_init(&e);
     assert_int_equal(store_open("postgresql:///x?host=/nonexistent", NULL, &st, &e), E_INTERNAL);
