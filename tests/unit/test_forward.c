@@ -381,8 +381,16 @@ static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ws_cv;
 static int ws_closed; /* owner-side connections that ended */
 
+#define BURST_BYTES (200u * 1024u)
+
+static char burst_byte(size_t i)
+{
+    return (char)((i * 31u) ^ (i >> 9));
+}
+
 struct owner_ws {
     int fd;
+    int burst; /* sends BURST_BYTES first, without waiting for the client */
     struct http_upgrade *up;
     char extra[256];
     size_t extra_len;
@@ -396,6 +404,15 @@ static void *owner_ws_echo(void *arg)
     if (w->extra_len)
         (void)!send(w->fd, w->extra, w->extra_len, MSG_NOSIGNAL);
     char b[65536];
+    for (size_t off = 0; w->burst && off < BURST_BYTES;) {
+        size_t n = BURST_BYTES - off < sizeof b ? BURST_BYTES - off : sizeof b;
+        for (size_t i = 0; i < n; i++)
+            b[i] = burst_byte(off + i);
+        ssize_t k = send(w->fd, b, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            break;
+        off += (size_t)k;
+    }
     for (;;) {
         ssize_t n = recv(w->fd, b, sizeof b, 0);
         if (n <= 0)
@@ -417,8 +434,8 @@ static void *owner_ws_echo(void *arg)
 static void owner_ws_up(void *ctx, int fd, const char *extra, size_t extra_len,
                         struct http_upgrade *up)
 {
-    (void)ctx;
     struct owner_ws *w = xcalloc(1, sizeof *w);
+    w->burst = ctx != NULL;
     w->fd = fd;
     w->up = up;
     w->extra_len = extra_len < sizeof w->extra ? extra_len : sizeof w->extra;
@@ -434,7 +451,8 @@ static int owner_ws(struct req *rq, struct resp *rs)
     const char *key = req_header(rq, "Sec-WebSocket-Key");
     if (!key || ws_accept_key(key, acc) != 0)
         return err_set(&rq->err, E_INVALID, "bad_request", "no key");
-    resp_upgrade(rs, acc, owner_ws_up, NULL, NULL);
+    /* ctx non-NULL: the burst variant (no cancel: ctx is not owned). */
+    resp_upgrade(rs, acc, owner_ws_up, NULL, strcmp(rq->path, "/ws-burst") == 0 ? rs : NULL);
     const char *proto = req_header(rq, "Sec-WebSocket-Protocol");
     if (proto)
         resp_header(rs, "Sec-WebSocket-Protocol", "%s", proto);
@@ -458,6 +476,7 @@ static const struct route owner_routes[] = {
     {"GET", "/sse-forever", owner_sse, 0},
     {"GET", "/ws", owner_ws, 0},
     {"GET", "/ws-deny", owner_ws_deny, 0},
+    {"GET", "/ws-burst", owner_ws, 0},
 };
 
 /* ---- the front: forwards everything ---- */
@@ -529,6 +548,7 @@ static const struct route front_routes[] = {
     {"GET", "/sse-forever", front_http, 0},
     {"GET", "/ws", front_ws, 0},
     {"GET", "/ws-deny", front_ws, 0},
+    {"GET", "/ws-burst", front_ws, 0},
     {"GET", "/dead", front_dead, 0},
     {"GET", "/rawpeer", front_raw, 0},
     {"GET", "/early", front_early, 0},
@@ -999,6 +1019,31 @@ static void ws_both_ways(void **state)
     rd_free(&r);
 }
 
+/* What the owner sends right after its 101, before the client says
+ * anything (more than one read's worth), reaches the client whole and in
+ * order. */
+static void ws_owner_speaks_first(void **state)
+{
+    (void)state;
+    struct rd r;
+    int fd = ws_open(front_port, "/ws-burst", NULL, &r);
+    assert_int_equal(r.h.status, 101);
+    char *b = xmalloc(BURST_BYTES);
+    size_t have = r.rlen < BURST_BYTES ? r.rlen : BURST_BYTES;
+    memcpy(b, r.raw, have);
+    recv_exact(fd, b + have, BURST_BYTES - have);
+    for (size_t i = 0; i < BURST_BYTES; i++)
+        if (b[i] != burst_byte(i))
+            fail_msg("byte %zu differs", i);
+    xfree(b);
+    cli_send(fd, "echo", 4);
+    char e[4];
+    recv_exact(fd, e, 4);
+    assert_memory_equal(e, "echo", 4);
+    close(fd);
+    rd_free(&r);
+}
+
 /* An owner that refuses the upgrade: the client gets its status and body. */
 static void ws_refused(void **state)
 {
@@ -1101,6 +1146,7 @@ int main(void)
         cmocka_unit_test(early_resume_answers),
         cmocka_unit_test(ws_both_ways),
         cmocka_unit_test(ws_refused),
+        cmocka_unit_test(ws_owner_speaks_first),
         cmocka_unit_test(ws_added_latency),
         cmocka_unit_test(shutdown_ends_forwards),
     };
