@@ -938,6 +938,10 @@ static int start(struct req *rq, const char *base, int connect_ms, int upgrade)
         return unavailable(rq, base, "its address is not an http://host:port URL");
     if (stopping())
         return unavailable(rq, base, "the server is stopping");
+    /* One hop at most, even if a caller forgot forward_is_hop: two nodes
+     * that disagree about the owner must not pass a request back and forth. */
+    if (forward_is_hop(rq))
+        return unavailable(rq, base, "the request was already forwarded once");
     struct fwd *f = xcalloc(1, sizeof *f);
     pthread_mutex_init(&f->mu, NULL);
     f->up = f->client = f->cfd = -1;

@@ -53,12 +53,12 @@
  *
  * Returns HTTP_SUSPEND (the handler returns it), or E_UNAVAIL with rq->err
  * set ("the node running this browser (<base>) cannot be reached: <why>")
- * when base is not a usable URL, the module is stopping, or the connection
- * fails at once. A connection that cannot be made within connect_ms, or an
- * owner that closes without answering, is answered 503 the same way after
- * the resume; a malformed answer is 502 (E_UPSTREAM). When the client goes
- * away, the connection to the owner is closed (so an SSE stream upstream
- * ends). Call on the HTTP thread that runs rq's handler. */
+ * when base is not a usable URL, the module is stopping, rq is itself a hop
+ * (forward_is_hop: never forwarded twice), or the connection fails at once. A connection that
+ * cannot be made within connect_ms, or an owner that closes without answering, is answered 503 the
+ * same way after the resume; a malformed answer is 502 (E_UPSTREAM). When the client goes away, the
+ * connection to the owner is closed (so an SSE stream upstream ends). Call on the HTTP thread that
+ * runs rq's handler. */
 int forward_http(struct req *rq, struct resp *rs, const char *base, int connect_ms) WUR;
 
 /* The same for a WebSocket upgrade request (CDP, WebDriver BiDi, live

@@ -825,6 +825,12 @@ static void bases(void **state)
     assert_int_equal(r.h.status, 200);
     assert_non_null(strstr(r.body, "localhost:"));
     rd_free(&r);
+    /* A request that is already a hop is not forwarded again. */
+    request(front_port, "GET /echo/x HTTP/1.1\r\nHost: f\r\nX-Browserd-Hop: 1\r\n\r\n", NULL, 0,
+            &r);
+    assert_int_equal(r.h.status, 503);
+    assert_non_null(strstr(r.body, "already forwarded once"));
+    rd_free(&r);
     request(front_port, "GET /badbase HTTP/1.1\r\nHost: f\r\n\r\n", NULL, 0, &r);
     assert_int_equal(r.h.status, 503);
     assert_non_null(strstr(r.body, "not an http://host:port URL"));
