@@ -27,6 +27,7 @@
 #include "api/org.h"
 #include "api/browsers.h"
 #include "api/pools.h"
+#include "cluster/forward.h"
 #include "cluster/node.h"
 #include "api/process.h"
 #include "api/profiles.h"
@@ -560,6 +561,7 @@ static int cmd_serve(int argc, char **argv)
     webdriver_fini();
     liveview_fini(); /* live view viewers' WebSockets */
     /* fini: webdriver */
+    forward_shutdown(); /* requests and WebSockets forwarded to other nodes */
     api_relay_shutdown(&app);
     http_stop(srv);
     logs_api_fini(); /* after the streams it wakes are gone */
