@@ -118,12 +118,14 @@ static int64_t pg_scalar(const char *sql, const char *param)
 static int pg_group_setup(void **state)
 {
     (void)state;
-    snprintf(pg_dir, sizeof pg_dir, "/tmp/bdpg-XXXXXX");
-    if (!mkdtemp(pg_dir))
-        return 0;
     const char *script = "scripts/pgtmp.sh";
     if (access(script, X_OK) != 0) {
         fprintf(stderr, "test_store: %s not found: run from the repository root\n", script);
+        return 0;
+    }
+    snprintf(pg_dir, sizeof pg_dir, "/tmp/bdst-XXXXXX");
+    if (!mkdtemp(pg_dir)) {
+        pg_dir[0] = '\0';
         return 0;
     }
     char cmd[256];
