@@ -47,6 +47,17 @@ static void pgx_log(const char *what, const char *msg)
 
 /* ---- connections ---- */
 
+/* The server's warnings (client_min_messages = warning) go to our log, not
+ * to libpq's default of raw stderr lines. */
+static void pgx_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        n--;
+    log_warn("store: PostgreSQL: %.*s", (int)n, msg);
+}
+
 static PGconn *pgx_connect(const char *url)
 {
     /* Defaults first, then the URL (expanded as a connection string), whose
@@ -61,6 +72,7 @@ static PGconn *pgx_connect(const char *url)
         PQfinish(db);
         return NULL;
     }
+    PQsetNoticeProcessor(db, pgx_notice, NULL);
     PGresult *r = PQexec(db, "SET client_min_messages = warning");
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
