@@ -280,6 +280,7 @@ export const tests = [
     name: 'rule 6: kill -9 of node 1 (2 sessions, a pool browser, a CDP client relayed by node 2): the client closes, rows end "node lost" with usage ready, slots free, the pool refills on the survivors, no process of node 1 remains',
     timeout: 180000,
     fn: () => withCluster(async (c, [n1, n2, n3]) => {
+      c.expectLoss();
       const org = await makeOrg(c, 'lossy', { limits: { max_concurrent_browsers: 3 } });
       const s1 = await create(n1.base, org.key);
       const s2 = await create(n1.base, org.key);
@@ -333,6 +334,7 @@ export const tests = [
     name: 'rule 2: restarting node 1 (same --node-name, SIGTERM then kill -9) reaps only its own earlier incarnation: node 2\'s and node 3\'s sessions stay active and reachable through it',
     timeout: 180000,
     fn: () => withCluster(async (c, [n1, n2, n3]) => {
+      c.expectLoss();
       const a = await create(n2.base, c.key);
       const b = await create(n3.base, c.key);
       eq([await c.ownerOf(a.session_id), await c.ownerOf(b.session_id)], ['n2', 'n3']);

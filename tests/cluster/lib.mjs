@@ -260,10 +260,19 @@ export async function startCluster({ nodes = 3, env = {}, args = [], pg, nodeEnv
       const rows = await pg.psql(`SELECT n.name FROM sessions s JOIN nodes n ON n.id = s.node_id WHERE s.id = '${sessionId}'`);
       return rows.length ? rows[0][0] : null;
     },
+    // A test that kills or restarts nodes says so; otherwise a node declared
+    // dead or fencing itself (a heartbeat that stalled for a lease) fails
+    // the test at stop().
+    lossExpected: false,
+    expectLoss() { cluster.lossExpected = true; },
     // Stops every node (SIGTERM, by PID), checks that none left a browser
     // process behind, then the forwarder and the database.
     async stop({ keepPg = false } = {}) {
       const errors = [];
+      if (!cluster.lossExpected) {
+        const lost = cluster.log.split('\n').filter((l) => /fences itself|declared dead/.test(l));
+        if (lost.length) errors.push(new Error(`a node was lost although none was stopped:\n${lost.slice(0, 5).join('\n')}`));
+      }
       await Promise.all(list.map(async (n) => { try { await n.stop(); } catch (e) { errors.push(e); } }));
       for (const n of list) {
         try {
