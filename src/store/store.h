@@ -387,8 +387,8 @@ struct store_ops {
     int (*node_heartbeat)(struct store *st, const char *id, int64_t running);
     int (*node_get)(struct store *st, const char *id, struct node_rec *out);
     int (*node_list)(struct store *st, struct node_rec **rows, size_t *n);
-    int (*node_sweep)(struct store *st, int64_t lease_ms, const char *heir,
-                      char (**dead)[STORE_ID], size_t *n);
+    int (*node_sweep)(struct store *st, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
+                      size_t *n);
     int (*node_retire)(struct store *st, const char *id, const char *reason, const char *heir);
     /* Inserts s (an active standalone session, not a pool's) only while the
      * org's active standalone sessions plus the sizes of its active pools
@@ -414,8 +414,7 @@ struct store_ops {
     int (*session_list_node)(struct store *st, const char *node_id, struct session_rec **rows,
                              size_t *n);
     /* Active pools homed on one node. */
-    int (*pool_list_node)(struct store *st, const char *node_id, struct pool_rec **rows,
-                          size_t *n);
+    int (*pool_list_node)(struct store *st, const char *node_id, struct pool_rec **rows, size_t *n);
     /* Bytes every node can read (profile archives, extension zips), by key.
      * put replaces (E_TOOBIG from 1 GiB, PostgreSQL's largest value); get
      * returns an xmalloc'd copy (E_NOTFOUND when absent); delete of a
