@@ -227,6 +227,85 @@ export const tests = [
     }),
   },
   {
+    name: 'rule 5: flush, PATCH and DELETE of a pool homed on node 1, sent to nodes 2 and 3, reach its browsers (an acquired browser survives the flush; delete refuses while leased, force ends it)',
+    timeout: 150000,
+    fn: () => withCluster(async (c, [n1, n2, n3]) => {
+      const p = await api(n1.base, 'POST', '/browser_pools', { size: 2, headless: true, fill_rate_per_minute: 6000 }, c.key);
+      eq(p.status, 200, `create pool: ${p.text}`);
+      const id = p.json.id;
+      const avail = async (n) => (await api(n.base, 'GET', `/browser_pools/${id}`, undefined, c.key)).json.available_count;
+      await until(async () => (await avail(n3)) === 2, 'the pool filled');
+      const a = await api(n2.base, 'POST', `/browser_pools/${id}/acquire`, {}, c.key);
+      eq(a.status, 200, a.text);
+      const idle = (await poolRows(c, id)).map((r) => r[0]).filter((x) => x !== a.json.session_id);
+      eq(idle.length, 1);
+      eq((await api(n3.base, 'POST', `/browser_pools/${id}/flush`, undefined, c.key)).status, 204, 'flush on node 3');
+      await until(() => !runningSessions(c.nodes).has(idle[0]), 'the idle browser destroyed');
+      assert(runningSessions(c.nodes).has(a.json.session_id), 'the acquired browser survives a flush');
+      const u = await api(n2.base, 'PATCH', `/browser_pools/${id}`, { size: 3 }, c.key);
+      eq(u.status, 200, `PATCH on node 2: ${u.text}`);
+      eq((await api(n3.base, 'GET', `/browser_pools/${id}`, undefined, c.key)).json.browser_pool_config.size, 3, 'node 3 reads the new size');
+      await until(async () => (await poolRows(c, id)).length === 3 && (await avail(n2)) === 2, 'the pool grew to 3 (1 acquired, 2 available)');
+      eq(runningSessions(c.nodes).size, 3, 'three browsers run');
+      isError(await api(n3.base, 'DELETE', `/browser_pools/${id}`, undefined, c.key), 409);
+      eq((await api(n2.base, 'DELETE', `/browser_pools/${id}`, { force: true }, c.key)).status, 204, 'forced delete on node 2');
+      await until(async () => runningSessions(c.nodes).size === 0 && (await poolRows(c, id)).length === 0, 'every browser of the pool ended');
+      isError(await api(n1.base, 'GET', `/browser_pools/${id}`, undefined, c.key), 404);
+    }),
+  },
+  {
+    name: 'rule 6: a profile saved by a session on node 1 (DELETE sent to node 2) is restored in a session on node 3; its archive downloads through any node',
+    timeout: 150000,
+    fn: async () => {
+      const site = await startSite((rq, rs) => {
+        rs.setHeader('content-type', 'text/html');
+        if (rq.url.startsWith('/set')) {
+          rs.setHeader('set-cookie', 'saved=cookie-value; Max-Age=86400; Path=/');
+          return rs.end("<title>set</title><script>localStorage.setItem('saved', 'ls-value')</script>");
+        }
+        rs.end('<title>read</title>');
+      });
+      try {
+        await withCluster(async (c, [n1, n2, n3]) => {
+          const prof = await api(c.base, 'POST', '/profiles', { name: 'shared' }, c.key);
+          eq(prof.status, 200, prof.text);
+          const b1 = await create(n1.base, c.key, { profile: { name: 'shared', save_changes: true } });
+          eq(await c.ownerOf(b1.session_id), 'n1');
+          let pw = await chromium.connectOverCDP(b1.cdp_ws_url);
+          try {
+            const page = pw.contexts()[0].pages()[0] || await pw.contexts()[0].newPage();
+            await page.goto(`${site.url}/set`);
+            await page.waitForFunction(() => localStorage.getItem('saved') === 'ls-value', null, { timeout: 10000 });
+          } finally { await pw.close(); }
+          eq((await api(n2.base, 'DELETE', `/browsers/${b1.session_id}`, undefined, c.key)).status, 204);
+          const b2 = await create(n3.base, c.key, { profile: { id: prof.json.id } });
+          eq(await c.ownerOf(b2.session_id), 'n3');
+          pw = await chromium.connectOverCDP(b2.cdp_ws_url);
+          let st;
+          try {
+            const page = pw.contexts()[0].pages()[0] || await pw.contexts()[0].newPage();
+            await page.goto(`${site.url}/read`);
+            st = await page.evaluate(() => ({ cookie: document.cookie, ls: localStorage.getItem('saved') }));
+          } finally { await pw.close(); }
+          assert(st.cookie.includes('saved=cookie-value'), `cookie restored on node 3: ${JSON.stringify(st)}`);
+          eq(st.ls, 'ls-value', 'localStorage restored on node 3');
+          for (const n of [n1, n2, n3]) {
+            const d = await new Promise((resolve, reject) => {
+              http.get(new URL(`/profiles/shared/download`, n.base), { headers: { authorization: `Bearer ${c.key}` }, agent: false }, (res) => {
+                const chunks = [];
+                res.on('data', (x) => chunks.push(x));
+                res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
+              }).on('error', reject);
+            });
+            eq(d.status, 200, `download on ${n.name}`);
+            eq([d.body[0], d.body[1]], [0x1f, 0x8b], `gzip from ${n.name}`);
+          }
+          eq((await api(n1.base, 'DELETE', `/browsers/${b2.session_id}`, undefined, c.key)).status, 204);
+        }, { args: site.allow });
+      } finally { site.close(); }
+    },
+  },
+  {
     name: 'rule 3, 7: Playwright reaches a node-1 session through node 2 and through the forwarder; SSE read through node 3 shows its events; PATCH and DELETE sent to node 2 reach the browser',
     timeout: 120000,
     fn: async () => {
@@ -251,6 +330,11 @@ export const tests = [
             eq(await page.title(), 'page /one', 'the page loaded in the node-1 browser, driven through node 2');
             const frames = await seen;
             eq(frames[0].event.session_id, id, 'the events are the session\'s');
+            await until(async () => {
+              const ev = await api(n3.base, 'GET', `/browsers/${id}/telemetry/events?limit=100`, undefined, c.key);
+              eq(ev.status, 200, `events on node 3: ${ev.text}`);
+              return ev.json.some((e) => e.event.type === 'cdp_command' && e.event.data && e.event.data.method === 'Page.navigate');
+            }, 'the events list read through node 3 shows the navigation');
             // Through the forwarder too (whichever node it picks).
             for (let i = 0; i < 3; i++) {
               const lb = await chromium.connectOverCDP(b.cdp_ws_url);
