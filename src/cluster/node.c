@@ -102,10 +102,13 @@ static void tick(struct node *n)
         pthread_mutex_lock(&n->mu);
         n->cache_at_ms = 0;
         pthread_mutex_unlock(&n->mu);
-        if (n->o.hooks.adopt)
-            n->o.hooks.adopt(n->o.hooks.ctx);
     }
     xfree(dead);
+    /* Pools reach this node by this sweep, by another sweep's stragglers, or
+     * from a node that stopped cleanly and named this one its heir: look
+     * every tick (one indexed query). */
+    if (n->o.hooks.adopt)
+        n->o.hooks.adopt(n->o.hooks.ctx);
 }
 
 static void *run(void *arg)

@@ -32,8 +32,9 @@ struct node_hooks {
      * every local browser now (their rows were or will be ended by a
      * sweeper). Called on the heartbeat thread. */
     void (*fence)(void *ctx);
-    /* Pools were moved to this node (a sweep found a dead node): load the
-     * pools homed here that are not running yet. Heartbeat thread. */
+    /* Pools may have been moved to this node (a sweep found a dead node, a
+     * node that stopped named this one its heir): load the pools homed here
+     * that are not running yet. Heartbeat thread, every tick. */
     void (*adopt)(void *ctx);
     /* How many browsers run here (reported with each heartbeat). */
     int64_t (*running)(void *ctx);

@@ -156,6 +156,14 @@ int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (*
                     " UPDATE pools y SET node_id = $1 FROM nodes n WHERE $1 != ''"
                     " AND n.id = y.node_id AND n.state = 'dead' AND y.status = 'active'",
                     "s", heir ? heir : "");
+    /* One row per process start: rows of nodes dead for a week go (a
+     * session's node_id may name a pruned node; only live nodes are ever
+     * looked up by it). */
+    if (ret == 0)
+        (void)pgx_q(c, NULL,
+                    "DELETE FROM nodes WHERE state = 'dead' AND heartbeat_at < " PG_NOW_MS
+                    " - 604800000",
+                    "");
     if (ret == 0) {
         size_t nt = (size_t)PQntuples(r);
         *dead = xcalloc(nt ? nt : 1, sizeof **dead);
