@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { chromium } from '../compat/node_modules/playwright-core/index.mjs';
+import WebSocket from '../compat/node_modules/ws/wrapper.mjs';
 import { request, startSite, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 import { startCluster, processesUnder } from './lib.mjs';
 
@@ -112,6 +113,36 @@ function sse(base, key, path, pred, ms = 30000) {
   });
   p.ready = ready;
   return p;
+}
+
+// A minimal BiDi client (as in tests/compat/50_bidi): send(method, params)
+// resolves with the result or rejects with the error.
+function bidi(url) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    let next = 1;
+    const waiting = new Map();
+    ws.on('message', (d) => {
+      const m = JSON.parse(d.toString());
+      const w = m.type !== 'event' && waiting.get(m.id);
+      if (!w) return;
+      waiting.delete(m.id);
+      if (m.type === 'success') w.resolve(m.result); else w.reject(new Error(`${m.error}: ${m.message}`));
+    });
+    ws.on('error', reject);
+    ws.on('unexpected-response', (rq, rs) => reject(new Error(`HTTP ${rs.statusCode}`)));
+    ws.on('open', () => resolve({
+      send(method, params = {}) {
+        const id = next++;
+        ws.send(JSON.stringify({ id, method, params }));
+        return new Promise((res, rej) => {
+          waiting.set(id, { resolve: res, reject: rej });
+          setTimeout(() => { if (waiting.delete(id)) rej(new Error(`${method}: no answer`)); }, 30000).unref();
+        });
+      },
+      close() { return new Promise((r) => { ws.once('close', r); ws.close(); }); },
+    }));
+  });
 }
 
 // Resolves true when p settles within ms, false otherwise.
@@ -306,7 +337,7 @@ export const tests = [
     },
   },
   {
-    name: 'rule 3, 7: Playwright reaches a node-1 session through node 2 and through the forwarder; SSE read through node 3 shows its events; PATCH and DELETE sent to node 2 reach the browser',
+    name: 'rule 3, 7: Playwright reaches a node-1 session through node 2 and through the forwarder; SSE and the events list read through node 3 show its events; PATCH sent to node 2 navigates it; BiDi through node 3 drives it; DELETE sent to node 2 ends it',
     timeout: 120000,
     fn: async () => {
       const site = await startSite((rq, rs) => {
@@ -345,6 +376,18 @@ export const tests = [
             const r = await api(n2.base, 'PATCH', `/browsers/${id}`, { start_url: `${site.url}/patched` }, c.key);
             eq(r.status, 200, `PATCH on node 2: ${r.text}`);
             await until(() => page.url().endsWith('/patched'), 'navigation by PATCH start_url sent to node 2');
+            // BiDi through node 3 drives the same browser.
+            eq(new URL(b.webdriver_ws_url).host, new URL(c.base).host, 'webdriver_ws_url names the public URL');
+            const bd = await bidi(viaNode(b.webdriver_ws_url, n3));
+            try {
+              await bd.send('session.new', { capabilities: {} });
+              const ctx = (await bd.send('browsingContext.getTree')).contexts[0].context;
+              const nav = await bd.send('browsingContext.navigate', { context: ctx, url: `${site.url}/bidi`, wait: 'complete' });
+              eq(nav.url, `${site.url}/bidi`);
+              const ev = await bd.send('script.evaluate', { expression: 'document.title', target: { context: ctx }, awaitPromise: false });
+              eq(ev.result, { type: 'string', value: 'page /bidi' }, 'script.evaluate over BiDi');
+              await until(() => pw.contexts()[0].pages().some((pg) => pg.url().endsWith('/bidi')), 'Playwright through node 2 sees the BiDi navigation');
+            } finally { await bd.close(); }
           } finally { await pw.close(); }
           const pids = (await c.psql(`SELECT pid FROM sessions WHERE id = ${sqlStr(id)}`)).map((r) => Number(r[0]));
           assert(pids[0] > 0 && aliveUnder(pids[0], n1.dir), `the browser runs on node 1 (pid ${pids[0]})`);
