@@ -458,6 +458,34 @@ export const tests = [
     }),
   },
   {
+    name: 'rule 2: node 1 paused past its lease (SIGSTOP) is declared dead and its session ends "node lost"; resumed, it fences itself: its browser is killed, the row stays ended, and it serves again as a new node',
+    timeout: 120000,
+    fn: () => withCluster(async (c, [n1, n2, n3]) => {
+      c.expectLoss();
+      const a = await create(n1.base, c.key);
+      const keep = await create(n2.base, c.key);
+      const [[pid]] = await c.psql(`SELECT pid FROM sessions WHERE id = ${sqlStr(a.session_id)}`);
+      assert(aliveUnder(Number(pid), n1.dir), 'the browser runs on node 1');
+      const [[oldId]] = await c.psql("SELECT id FROM nodes WHERE name = 'n1' AND state = 'up'");
+      process.kill(n1.pid, 'SIGSTOP');
+      try {
+        await until(async () => (await getRec(n3.base, c.key, a.session_id)).usage_status === 'ready', 'node 1\'s session ended by a survivor', 20000);
+        eq((await c.psql(`SELECT state FROM nodes WHERE id = ${sqlStr(oldId)}`))[0], ['dead'], 'node 1 declared dead');
+      } finally { process.kill(n1.pid, 'SIGCONT'); }
+      await until(() => !aliveUnder(Number(pid), n1.dir), 'the resumed node killed its browser', 15000);
+      await until(async () => (await c.psql("SELECT count(*) FROM nodes WHERE name = 'n1' AND state = 'up'"))[0][0] === '1', 'node 1 registered again', 15000);
+      eq((await c.psql(`SELECT id FROM nodes WHERE name = 'n1' AND state = 'up'`))[0][0] === oldId, false, 'under a new node id');
+      eq((await c.psql(`SELECT status, end_reason FROM sessions WHERE id = ${sqlStr(a.session_id)}`))[0], ['deleted', 'node lost'], 'the row stays ended');
+      const b = await until(async () => {
+        const r = await api(n1.base, 'POST', '/browsers', { headless: true }, c.key);
+        return r.status === 200 && r.json;
+      }, 'node 1 takes work again', 15000);
+      eq(await c.ownerOf(b.session_id), 'n1');
+      assert(!(await getRec(n1.base, c.key, keep.session_id)).deleted_at, 'node 2\'s session untouched');
+      for (const id of [b.session_id, keep.session_id]) eq((await api(n3.base, 'DELETE', `/browsers/${id}`, undefined, c.key)).status, 204);
+    }),
+  },
+  {
     name: 'rule 2: restarting node 1 (same --node-name, SIGTERM then kill -9) reaps only its own earlier incarnation: node 2\'s and node 3\'s sessions stay active and reachable through it',
     timeout: 180000,
     fn: () => withCluster(async (c, [n1, n2, n3]) => {
