@@ -48,8 +48,71 @@ struct viewer {
     int width, height;
     long long frames, inputs, dropped;
     int64_t started_us;
+    int64_t clip_due_us; /* read the session's clipboard then (a copy was sent); 0 = no */
+    char *clip_sent;     /* the clipboard text last sent to the viewer */
     struct viewer *next;
 };
+
+/* How long after a copy key the session's clipboard is read: the page's copy
+ * handler runs after the key event that the input call waited for. */
+#define LV_CLIP_DELAY_US 150000
+
+/* 1 when a press_key body holds a copy or cut combination (ctrl or super
+ * with c or x, ctrl+insert, shift+delete), any case. */
+static int is_copy_keys(const json_t *body)
+{
+    json_t *keys = json_object_get(body, "keys");
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const char *t = json_string_value(k);
+        if (!t)
+            continue;
+        char low[64];
+        size_t n = 0;
+        for (; t[n] && n < sizeof low - 1; n++)
+            low[n] = (char)(t[n] >= 'A' && t[n] <= 'Z' ? t[n] + 32 : t[n]);
+        low[n] = '\0';
+        int mod = strstr(low, "ctrl") || strstr(low, "control") || strstr(low, "super");
+        if ((mod && n >= 2 && low[n - 2] == '+' && (low[n - 1] == 'c' || low[n - 1] == 'x')) ||
+            strcmp(low, "ctrl+insert") == 0 || strcmp(low, "shift+delete") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The session's clipboard back to the viewer after a copy it sent: a text
+ * message {"type": "clipboard", "text"} when the text changed, which the page
+ * writes to the viewer's own clipboard. */
+static void send_clipboard(struct viewer *v, const char *ws)
+{
+    v->clip_due_us = 0;
+    char *text = NULL;
+    struct err e;
+    err_init(&e);
+    if (computer_clipboard_read(v->sid, ws, &text, &e) != 0) {
+        log_debug("live view of %s: clipboard read failed: %s", v->sid, e.message);
+        return;
+    }
+    if (v->clip_sent && strcmp(v->clip_sent, text) == 0) {
+        xfree(text);
+        return;
+    }
+    json_t *m = json_pack("{s:s,s:s}", "type", "clipboard", "text", text);
+    char *out = m ? jsonx_dump(m) : NULL;
+    json_decref(m);
+    if (out) {
+        struct wslay_event_msg msg = {WSLAY_TEXT_FRAME, (const uint8_t *)out, strlen(out)};
+        if (wslay_event_queue_msg(v->ws, &msg) == 0) {
+            xfree(v->clip_sent);
+            v->clip_sent = text;
+            text = NULL;
+        }
+        xfree(out);
+    }
+    xfree(text);
+}
 
 static pthread_mutex_t viewers_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t viewers_gone; /* monotonic (clock_cond_init) */
@@ -146,6 +209,8 @@ static void viewer_input(struct viewer *v, const uint8_t *msg, size_t len)
                    : computer_run(v->sid, ws, &a, 1, NULL, &e) == 0) {
         v->inputs++;
         live_touch(l);
+        if (a.op == COMP_PRESS && is_copy_keys(json_object_get(m, "body")))
+            v->clip_due_us = clock_mono_us() + LV_CLIP_DELAY_US;
     } else {
         log_debug("live view of %s: %s failed: %s", v->sid, name, e.message);
     }
@@ -215,6 +280,8 @@ static void *viewer_main(void *arg)
         }
         if (!cast.sh.cc && now >= cast.retry_at && rec_cast_start(&cast, ws, LV_QUALITY) != 0)
             cast.retry_at = now + 1000000;
+        if (v->clip_due_us && now >= v->clip_due_us && ws[0])
+            send_clipboard(v, ws);
         if (cast.frame && now - sent_at >= frame_us &&
             wslay_event_get_queued_msg_count(v->ws) == 0) {
             struct wslay_event_msg m = {WSLAY_BINARY_FRAME, cast.frame, cast.len};
@@ -263,6 +330,7 @@ static void *viewer_main(void *arg)
                    (json_int_t)((clock_mono_us() - v->started_us) / 1000), "viewers", left));
     wslay_event_context_free(v->ws);
     xfree(v->sock.extra);
+    xfree(v->clip_sent);
     http_upgrade_close(v->up);
     xfree(v);
     pthread_mutex_lock(&viewers_mu);
@@ -427,7 +495,10 @@ static const char page_html[] =
     "ws.onopen=()=>{st.textContent=ro?'view only':'';try{parent.postMessage({type:'KERNEL_"
     "CONNECTED',connected:true},'*')}catch(e){}};\n"
     "ws.onclose=()=>{st.textContent='disconnected'};\n"
-    "ws.onmessage=async(m)=>{if(typeof m.data==='string'||busy)return;busy=true;\n"
+    "ws.onmessage=async(m)=>{if(typeof m.data==='string'){try{const j=JSON.parse(m.data);\n"
+    " if(j.type==='clipboard'){window.lvClipboard=j.text;navigator.clipboard&&navigator."
+    "clipboard.writeText(j.text).catch(()=>{})}}catch(e){}return}\n"
+    " if(busy)return;busy=true;\n"
     " try{const b=await createImageBitmap(m.data);if(c.width!==b.width||c.height!==b.height)"
     "{c.width=b.width;c.height=b.height}\n"
     " g.drawImage(b,0,0);b.close();window.lvFrames++}catch(e){}busy=false};\n"

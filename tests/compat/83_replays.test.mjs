@@ -404,6 +404,17 @@ export const tests = [
         await paste(rv, 'from a read-only viewer');
         await paste(vp, 'from the viewer');
         await waitFor(async () => (await pg.inputValue('#i')) === 'from the viewer', 'the viewer\'s paste reached the session\'s page');
+        // The session's clipboard back to the viewer: select all and copy,
+        // typed in the viewer, put the session's selection in the viewer's
+        // clipboard (the page receives it as a clipboard message).
+        await pg.fill('#i', 'copied in the session');
+        await pg.focus('#i');
+        await vp.focus('#c');
+        await vp.keyboard.press('Control+a');
+        await vp.keyboard.press('Control+c');
+        await waitFor(async () => (await vp.evaluate(() => window.lvClipboard)) === 'copied in the session',
+          'the session\'s copied text reached the viewer');
+        eq(await rv.evaluate(() => window.lvClipboard), undefined, 'a viewer that copied nothing got nothing');
         await rv.close();
         // Viewers attach and detach as connection telemetry events.
         const evs = () => api(s, 'GET', `/browsers/${b.session_id}/telemetry/events?limit=100`).then((r) => r.json || []);
