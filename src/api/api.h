@@ -73,11 +73,12 @@ void api_cleanup(struct req *rq);
  * request that needs a live browser or pool to the node running it; -1 to
  * serve it here. */
 int api_route_hook(struct req *rq, struct resp *rs, unsigned flags);
-/* On a shared store, when session_id (of org) is active on another live
- * node, forwards rq there (a WebSocket upgrade when upgrade) and returns what
- * a handler returns; -1 when it runs here, is unknown, or there is no
- * cluster. For handlers that find their session from a token (CDP, BiDi,
- * live view). */
+/* On a shared store, when session_id (of org) runs (or, ended, ran) on
+ * another node that is live, forwards rq there (a WebSocket upgrade when
+ * upgrade) and returns what a handler returns; -1 when it runs here, is
+ * unknown, ended on a node that is gone, or there is no cluster. For
+ * handlers that find their session from a token (CDP, BiDi, live view, a
+ * replay's view URL). */
 int api_cluster_forward(struct req *rq, struct resp *rs, const char *org, const char *session_id,
                         int upgrade);
 

@@ -96,10 +96,11 @@ int api_cluster_forward(struct req *rq, struct resp *rs, const char *org, const 
         return -1;
     struct session_rec s;
     memset(&s, 0, sizeof s);
-    if (store_session_get(app->store, org, "", session_id, 0, &s) != 0)
+    if (store_session_get(app->store, org, "", session_id, 1, &s) != 0)
         return -1;
     char node[STORE_ID];
     memcpy(node, s.node_id, sizeof node);
+    int ended = strcmp(s.status, "active") != 0;
     session_rec_clear(&s);
-    return forward_to(rq, rs, node, 0, upgrade);
+    return forward_to(rq, rs, node, ended, upgrade);
 }

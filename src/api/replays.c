@@ -29,6 +29,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/token.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/replay_rules.h"
@@ -232,15 +233,32 @@ static void sweep(const struct app *app, int force)
 
 /* ---- records ---- */
 
-static json_t *replay_record(const struct app *app, const char *sid, const char *rid,
-                             int64_t started, int64_t finished)
+/* replay_view_url: a key-less URL of the video, signed for this one replay
+ * (the token's obj claim) and valid as long as the session's CDP token
+ * (BROWSERD_TOKEN_TTL_SECONDS); every list hands out a fresh one. */
+static char *view_url(const struct app *app, const char *org, const char *sid, const char *rid)
 {
-    char a[40], b[40];
     const char *pub = app->cfg.public_url;
     size_t n = strlen(pub);
     while (n && pub[n - 1] == '/')
         n--;
-    char *view = xasprintf("%.*s/browsers/%s/replays/%s", (int)n, pub, sid, rid);
+    struct token_claims c = {.exp = clock_now_ms() / 1000 +
+                                    (app->cfg.token_ttl_s > 0 ? app->cfg.token_ttl_s : 86400)};
+    snprintf(c.sub, sizeof c.sub, "%s", sid);
+    snprintf(c.org, sizeof c.org, "%s", org);
+    snprintf(c.aud, sizeof c.aud, "replay");
+    snprintf(c.obj, sizeof c.obj, "%s", rid);
+    char tok[TOKEN_MAX];
+    if (token_sign(app->token_key, sizeof app->token_key, &c, tok, sizeof tok) != 0)
+        tok[0] = '\0';
+    return xasprintf("%.*s/browser/replays?jwt=%s&replay_id=%s", (int)n, pub, tok, rid);
+}
+
+static json_t *replay_record(const struct app *app, const char *org, const char *sid,
+                             const char *rid, int64_t started, int64_t finished)
+{
+    char a[40], b[40];
+    char *view = view_url(app, org, sid, rid);
     json_t *o =
         json_pack("{s:s,s:s,s:o,s:s}", "replay_id", rid, "started_at",
                   clock_fmt_rfc3339(started, a, sizeof a), "finished_at",
@@ -327,7 +345,7 @@ int replays_list(struct req *rq, struct resp *rs)
             pthread_mutex_unlock(&table_mu);
             int64_t started = (int64_t)json_integer_value(json_object_get(note, "started_at"));
             int64_t fin = running ? 0 : note_finished(note, dir, rid);
-            json_array_append_new(arr, replay_record(app, rec.id, rid, started, fin));
+            json_array_append_new(arr, replay_record(app, rec.org_id, rec.id, rid, started, fin));
         }
         json_decref(note);
     }
@@ -458,7 +476,7 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
         r->next = table;
         table = r;
         if (record)
-            *record = replay_record(app, sid, r->replay_id, r->started_at, 0);
+            *record = replay_record(app, r->org_id, sid, r->replay_id, r->started_at, 0);
         log_info("replay %s of session %s started (%s, %d fps, at most %d s)", r->replay_id, sid,
                  bv.display >= 0 ? "X display" : "DevTools screenshots", framerate, max_seconds);
     }
@@ -604,6 +622,9 @@ static void file_free(void *ctx)
     xfree(f);
 }
 
+static int serve_replay(struct req *rq, struct resp *rs, struct app *app,
+                        const struct session_rec *s, const char *rid);
+
 int replays_download(struct req *rq, struct resp *rs)
 {
     struct session_rec rec;
@@ -611,11 +632,48 @@ int replays_download(struct req *rq, struct resp *rs)
     int rc = open_session(rq, &rec);
     if (rc == 0)
         rc = replay_param(rq, &rid);
-    if (rc) {
-        session_rec_clear(&rec);
-        return rc;
-    }
+    if (rc == 0)
+        rc = serve_replay(rq, rs, api_app(rq), &rec, rid);
+    session_rec_clear(&rec);
+    return rc;
+}
+
+int replays_view(struct req *rq, struct resp *rs)
+{
     struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "replay",
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    const char *rid = req_query(rq, "replay_id");
+    if (!rid || !c.obj[0] || strcmp(rid, c.obj) != 0)
+        return err_set(&rq->err, E_UNAUTH, "unauthorized",
+                       "the token is for another replay (replay_id must be the token's)");
+    /* The file is where the session ran. */
+    if ((rc = api_cluster_forward(rq, rs, c.org, c.sub, 0)) != -1)
+        return rc;
+    struct session_rec rec;
+    memset(&rec, 0, sizeof rec);
+    rc = store_session_get(app->store, c.org, "", c.sub, 1, &rec);
+    if (rc == E_NOTFOUND)
+        rc = err_set(&rq->err, rc, "not_found", "browser session %s not found", c.sub);
+    if (rc == 0) {
+        reconcile();
+        sweep(app, 0);
+        rc = serve_replay(rq, rs, app, &rec, rid);
+    }
+    session_rec_clear(&rec);
+    return rc;
+}
+
+/* The video of replay rid of session s: 200 streamed, 202 while recording,
+ * 404 when there is none (or it is another org's). */
+static int serve_replay(struct req *rq, struct resp *rs, struct app *app,
+                        const struct session_rec *s, const char *rid)
+{
+    const struct session_rec rec = *s;
+    int rc = 0;
     pthread_mutex_lock(&table_mu);
     int running = find_locked(rec.id, rid) != NULL;
     pthread_mutex_unlock(&table_mu);
@@ -658,7 +716,6 @@ int replays_download(struct req *rq, struct resp *rs)
         }
     }
     json_decref(note);
-    session_rec_clear(&rec);
     return rc;
 }
 

@@ -19,6 +19,9 @@ int replays_list(struct req *rq, struct resp *rs);
 int replays_start(struct req *rq, struct resp *rs);
 int replays_stop(struct req *rq, struct resp *rs);
 int replays_download(struct req *rq, struct resp *rs);
+/* GET /browser/replays?jwt=...&replay_id=...: a replay's replay_view_url,
+ * without an API key (the token is signed for that one replay). */
+int replays_view(struct req *rq, struct resp *rs);
 
 /* The routes of this module, spliced into api_routes (routes.c): a list of
  * route initializers, each followed by a comma (the live view's included). */
@@ -26,7 +29,8 @@ int replays_download(struct req *rq, struct resp *rs);
     {"GET", "/browsers/{id}/replays", replays_list, AUTH_KEY},                                     \
         {"POST", "/browsers/{id}/replays", replays_start, AUTH_KEY},                               \
         {"POST", "/browsers/{id}/replays/{replay_id}/stop", replays_stop, AUTH_KEY},               \
-        {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY}, LIVEVIEW_ROUTES
+        {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY},                 \
+        {"GET", "/browser/replays", replays_view, AUTH_NONE}, LIVEVIEW_ROUTES
 
 /* 1 while session_id has a recording running (PATCH viewport is refused
  * without force then). Thread-safe. */

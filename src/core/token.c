@@ -72,6 +72,8 @@ int token_sign(const uint8_t *key, size_t keylen, const struct token_claims *c, 
     char claims[512];
     json_t *j = json_pack("{s:s,s:s,s:s,s:I}", "sub", c->sub, "org", c->org, "aud", c->aud, "exp",
                           (json_int_t)c->exp);
+    if (c->obj[0])
+        json_object_set_new(j, "obj", json_string(c->obj));
     size_t n = json_dumpb(j, claims, sizeof claims, JSON_COMPACT);
     json_decref(j);
     if (n == 0 || n > sizeof claims)
@@ -124,8 +126,9 @@ int token_verify(const uint8_t *key, size_t keylen, const char *token, const cha
     const char *org = json_string_value(json_object_get(j, "org"));
     const char *a = json_string_value(json_object_get(j, "aud"));
     json_t *exp = json_object_get(j, "exp");
+    json_t *obj = json_object_get(j, "obj");
     int rc = 0;
-    if (!sub || !org || !a || !json_is_integer(exp))
+    if (!sub || !org || !a || !json_is_integer(exp) || (obj && !json_is_string(obj)))
         rc = err_set(e, E_UNAUTH, "unauthorized", "the token is malformed");
     else if (strcmp(a, aud) != 0)
         rc = err_set(e, E_UNAUTH, "unauthorized", "the token is not for this endpoint");
@@ -136,6 +139,7 @@ int token_verify(const uint8_t *key, size_t keylen, const char *token, const cha
         snprintf(c->org, sizeof c->org, "%s", org);
         snprintf(c->aud, sizeof c->aud, "%s", a);
         c->exp = json_integer_value(exp);
+        snprintf(c->obj, sizeof c->obj, "%s", obj ? json_string_value(obj) : "");
     }
     json_decref(j);
     return rc;

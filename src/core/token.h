@@ -19,7 +19,8 @@ struct token_claims {
     char sub[64];
     char org[64];
     char aud[16];
-    int64_t exp; /* seconds since the epoch */
+    int64_t exp;  /* seconds since the epoch */
+    char obj[72]; /* the one object under sub the token is for ("obj"; "" = none): a replay */
 };
 
 /* Signs claims with key into out (cap bytes). Returns 0, or E_INVALID when

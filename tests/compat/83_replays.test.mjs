@@ -255,6 +255,42 @@ export const tests = [
     }),
   },
   {
+    name: 'replay_view_url: a key-less URL signed for that one replay: 202 while recording, then the download\'s bytes, also after the session ended; another replay_id, a tampered token, a CDP token or none is 401',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const st = await api(s, 'POST', `/browsers/${b.session_id}/replays`, {});
+      eq(st.status, 201, st.text);
+      const view = st.json.replay_view_url;
+      assert(typeof view === 'string' && view.startsWith(`${s.base}/browser/replays?`), `a URL of this server: ${view}`);
+      const get = async (u) => { const r = await fetch(u); return { status: r.status, type: r.headers.get('content-type'), body: Buffer.from(await r.arrayBuffer()) }; };
+      eq((await get(view)).status, 202, 'while recording, as the download');
+      await dwell(1000);
+      eq((await api(s, 'POST', `/browsers/${b.session_id}/replays/${st.json.replay_id}/stop`)).status, 200, 'stopped');
+      const v = await get(view);
+      eq([v.status, v.type], [200, 'video/mp4'], 'the video without an API key');
+      const dl = await download(s, b.session_id, st.json.replay_id);
+      assert(v.body.length > 1000 && v.body.equals(dl.body), `the download's bytes (${v.body.length} vs ${dl.body.length})`);
+      const with_ = (name, value) => { const u = new URL(view); if (value === null) u.searchParams.delete(name); else u.searchParams.set(name, value); return u.href; };
+      const jwt = new URL(view).searchParams.get('jwt');
+      const sig = jwt.lastIndexOf('.') + 1;
+      const tampered = jwt.slice(0, sig) + (jwt[sig] === 'A' ? 'B' : 'A') + jwt.slice(sig + 1);
+      for (const [what, u] of [
+        ['another replay id', with_('replay_id', `z${st.json.replay_id.slice(1)}`)],
+        ['no replay id', with_('replay_id', null)],
+        ['a tampered token', with_('jwt', tampered)],
+        ['the session\'s CDP token', with_('jwt', new URL(b.cdp_ws_url).searchParams.get('jwt'))],
+        ['no token', with_('jwt', null)],
+      ]) eq((await get(u)).status, 401, what);
+      eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204, 'session deleted');
+      const after = await get(view);
+      eq(after.status, 200, 'still there after the session ended (retention)');
+      assert(after.body.equals(dl.body), 'the same bytes after the end');
+      const list = await api(s, 'GET', `/browsers/${b.session_id}/replays`);
+      assert(list.json[0].replay_view_url.startsWith(`${s.base}/browser/replays?`), 'a list hands out view URLs too');
+    }),
+  },
+  {
     name: 'retention: a plan with features.browser_replays.retention_days 0 keeps nothing once the session has ended',
     timeout: 60000,
     fn: () => withServer(async (s) => {

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/token.h"
@@ -32,6 +33,37 @@ static void round_trip(void **state)
     assert_string_equal(c.sub, "sess1");
     assert_string_equal(c.org, "org1");
     assert_int_equal(c.exp, 2000);
+    assert_string_equal(c.obj, ""); /* a token for a whole session names no object */
+}
+
+/* "obj: the one object under sub the token is for": signed with the rest, so
+ * a token for one replay cannot be turned into one for another. */
+static void object_claim_is_signed(void **state)
+{
+    (void)state;
+    struct token_claims c = {.exp = 2000};
+    memcpy(c.sub, "sess1", 6);
+    memcpy(c.org, "org1", 5);
+    memcpy(c.aud, "replay", 7);
+    memcpy(c.obj, "rec1", 5);
+    char t[TOKEN_MAX];
+    assert_int_equal(token_sign(key, sizeof key, &c, t, sizeof t), 0);
+    struct token_claims got;
+    struct err e;
+    err_init(&e);
+    assert_int_equal(token_verify(key, sizeof key, t, "replay", 1000, &got, &e), 0);
+    assert_string_equal(got.obj, "rec1");
+    memcpy(c.obj, "rec2", 5);
+    char other[TOKEN_MAX];
+    assert_int_equal(token_sign(key, sizeof key, &c, other, sizeof other), 0);
+    /* rec2's claims under rec1's signature: refused. */
+    char mixed[2 * TOKEN_MAX];
+    const char *sig = strrchr(t, '.');
+    size_t head = (size_t)(strrchr(other, '.') - other);
+    memcpy(mixed, other, head);
+    snprintf(mixed + head, sizeof mixed - head, "%s", sig);
+    err_init(&e);
+    assert_int_equal(token_verify(key, sizeof key, mixed, "replay", 1000, &got, &e), E_UNAUTH);
 }
 
 static void rejected(void **state)
@@ -69,6 +101,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip),
         cmocka_unit_test(rejected),
+        cmocka_unit_test(object_claim_is_signed),
     };
     return cmocka_run_group_tests_name("core/token", tests, NULL, NULL);
 }
