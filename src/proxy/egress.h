@@ -196,6 +196,19 @@ int egress_routes_on(struct egress *eg, const char *session_id) WUR;
  * listener. */
 int egress_set_top(struct egress *eg, const char *session_id, const struct egress_top *top) WUR;
 
+/* Gives a listener opened for nobody (a spare browser's: no organization,
+ * default rules) its owner at once: org and project (for the resolve hook),
+ * the compiled network rules (NULL = omitted, as egress_open) and the
+ * top-level egress. Every connection the listener had is closed: it was
+ * opened before the owner had the browser and must carry nothing of the
+ * owner's. The routes stay as they were (on after egress_routes_on).
+ * Once per listener: a second rekey is E_CONFLICT. E_INVALID when network
+ * does not compile (field "network", as egress_open), E_NOTFOUND when the
+ * session has no listener. */
+int egress_rekey(struct egress *eg, const char *session_id, const char *org_id,
+                 const char *project_id, const json_t *network, const struct egress_top *top,
+                 struct err *e) WUR;
+
 /* Closes the session's listener and its open connections; no-op when none. */
 void egress_close(struct egress *eg, const char *session_id);
 

@@ -140,11 +140,16 @@ struct econn {
 };
 
 struct esess {
-    char id[64], org[32], project[32];
+    char id[64];
+    /* org, project, nc and top change once at most, under eg->mu
+     * (egress_rekey: a spare handed out to its owner); connections read
+     * them through a sess_view. */
+    char org[32], project[32];
     int lfd, port;
     int netns;        /* the listener's network namespace (core/netns id), 0 = the host's */
     struct worker *w; /* whose epoll holds the listener */
     struct netcfg *nc;
+    struct netcfg *nc_old; /* replaced by egress_rekey; a decision may still hold it */
     struct egress_top top;
     int routes_on;           /* proxy_routes apply (after setup) */
     uint64_t sent, received; /* __atomic */
@@ -692,16 +697,38 @@ static void sess_unref_locked(struct esess *s)
     if (--s->refs > 0)
         return;
     netcfg_free(s->nc);
+    netcfg_free(s->nc_old);
     xfree(s);
 }
 
 /* ---- the decision of one connection ---- */
 
+/* What deciding one connection reads of its session, copied under eg->mu
+ * (egress_rekey may change the session meanwhile). nc stays valid while the
+ * connection holds its reference on the session: a replaced netcfg is freed
+ * with the session, never before. */
+struct sess_view {
+    const struct netcfg *nc;
+    struct egress_top top;
+    int routes_on;
+    char org[32], project[32];
+};
+
+static void view_locked(const struct esess *s, struct sess_view *v)
+{
+    v->nc = s->nc;
+    v->top = s->top;
+    v->routes_on = s->routes_on;
+    memcpy(v->org, s->org, sizeof v->org);
+    memcpy(v->project, s->project, sizeof v->project);
+}
+
 /* Upstreams looked up while deciding one connection (the resolve hook may
- * read the store: lookup threads only). */
+ * read the store: lookup threads only), for the session's org and project
+ * as decide() saw them. */
 struct bypass_cache {
     struct egress *eg;
-    struct esess *s;
+    char org[32], project[32];
     struct {
         char ref[EGRESS_REF_MAX + 1];
         int rc;
@@ -724,9 +751,9 @@ static struct egress_upstream *cache_get(struct bypass_cache *bc, const char *re
     int i = bc->n++;
     snprintf(bc->ent[i].ref, sizeof bc->ent[i].ref, "%s", ref);
     memset(&bc->ent[i].up, 0, sizeof bc->ent[i].up);
-    bc->ent[i].rc = bc->eg->resolve ? bc->eg->resolve(bc->eg->ctx, bc->s->org, bc->s->project, ref,
-                                                      &bc->ent[i].up)
-                                    : E_NOTFOUND;
+    bc->ent[i].rc = bc->eg->resolve
+                        ? bc->eg->resolve(bc->eg->ctx, bc->org, bc->project, ref, &bc->ent[i].up)
+                        : E_NOTFOUND;
     *rc = bc->ent[i].rc;
     return &bc->ent[i].up;
 }
@@ -765,25 +792,43 @@ static const char *reason_name(enum egress_reason r)
     }
 }
 
-/* egress_decide with the session's current state. A connection the top-level
- * selection carries is marked so that a switch closes it; a switch that
- * happened while deciding is decided again. */
-static void decide(struct egress *eg, struct econn *c, egress_bypass_fn bypass, void *ctx)
+/* The org and project the proxy lookups of bc are made for; forgets what
+ * was looked up for others. */
+static void cache_for(struct bypass_cache *bc, const struct sess_view *v)
+{
+    if (!bc || (strcmp(bc->org, v->org) == 0 && strcmp(bc->project, v->project) == 0))
+        return;
+    for (int i = 0; i < bc->n; i++)
+        egress_upstream_clear(&bc->ent[i].up);
+    bc->n = 0;
+    memcpy(bc->org, v->org, sizeof bc->org);
+    memcpy(bc->project, v->project, sizeof bc->project);
+}
+
+/* egress_decide with the session's current state (bc: the lookup cache the
+ * bypass hook uses, NULL on the worker's fast path). A connection the
+ * top-level selection carries is marked so that a switch closes it; a switch
+ * or a rekey that happened while deciding is decided again. */
+static void decide(struct egress *eg, struct econn *c, egress_bypass_fn bypass, void *ctx,
+                   struct bypass_cache *bc)
 {
     struct esess *s = c->s;
+    struct sess_view v;
     pthread_mutex_lock(&eg->mu);
-    struct egress_top top = s->top;
-    int routes_on = s->routes_on;
+    view_locked(s, &v);
     pthread_mutex_unlock(&eg->mu);
-    egress_decide(s->nc, routes_on, &top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
+    cache_for(bc, &v);
+    egress_decide(v.nc, v.routes_on, &v.top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
     if (c->d.reason == EGRESS_R_TOP || c->d.reason == EGRESS_R_TOP_BYPASS) {
         pthread_mutex_lock(&eg->mu);
         c->uses_top = 1;
-        int changed = memcmp(&top, &s->top, sizeof top) != 0;
-        top = s->top;
+        int changed = memcmp(&v.top, &s->top, sizeof v.top) != 0 || v.nc != s->nc;
+        view_locked(s, &v);
         pthread_mutex_unlock(&eg->mu);
-        if (changed)
-            egress_decide(s->nc, routes_on, &top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
+        if (changed) {
+            cache_for(bc, &v);
+            egress_decide(v.nc, v.routes_on, &v.top, c->rq.host, c->rq.port, bypass, ctx, &c->d);
+        }
     }
 }
 
@@ -793,7 +838,7 @@ static void decide(struct egress *eg, struct econn *c, egress_bypass_fn bypass, 
 static int plan_fast(struct egress *eg, struct econn *c)
 {
     int noted = 0;
-    decide(eg, c, bypass_note, &noted);
+    decide(eg, c, bypass_note, &noted, NULL);
     if (noted || c->d.kind != EGRESS_DIRECT)
         return -1;
     const char *mapped = rule_for(eg, c->hn);
@@ -820,8 +865,8 @@ static int plan_fast(struct egress *eg, struct econn *c)
  * the destination's or the upstream's checked addresses. */
 static void plan_slow(struct egress *eg, struct econn *c)
 {
-    struct bypass_cache bc = {.eg = eg, .s = c->s};
-    decide(eg, c, bypass_cb, &bc);
+    struct bypass_cache bc = {.eg = eg}; /* decide() sets its org and project */
+    decide(eg, c, bypass_cb, &bc, &bc);
     const char *why = NULL;
     int rc;
     if (c->d.kind == EGRESS_PROXY) {
@@ -1917,6 +1962,40 @@ int egress_set_top(struct egress *eg, const char *session_id, const struct egres
             }
     pthread_mutex_unlock(&eg->mu);
     return 0;
+}
+
+int egress_rekey(struct egress *eg, const char *session_id, const char *org_id,
+                 const char *project_id, const json_t *network, const struct egress_top *top,
+                 struct err *e)
+{
+    struct netcfg *nc = netcfg_compile(network);
+    if (!nc)
+        return err_field(e, "network", "the network configuration does not compile");
+    int rc = 0;
+    pthread_mutex_lock(&eg->mu);
+    struct esess *s = find_locked(eg, session_id);
+    if (!s) {
+        rc = err_set(e, E_NOTFOUND, "not_found", "egress: session %s has no listener", session_id);
+    } else if (s->nc_old) {
+        rc = err_set(e, E_CONFLICT, "conflict", "egress: session %s was given its owner already",
+                     session_id);
+    } else {
+        s->nc_old = s->nc; /* connections being decided may hold it */
+        s->nc = nc;
+        nc = NULL;
+        snprintf(s->org, sizeof s->org, "%s", org_id ? org_id : "");
+        snprintf(s->project, sizeof s->project, "%s", project_id ? project_id : "");
+        s->top = *top;
+        /* Whatever the listener carried was opened before its owner had it. */
+        for (struct econn *c = s->conns; c; c = c->next) {
+            shutdown(c->cfd, SHUT_RDWR);
+            if (c->dfd >= 0)
+                shutdown(c->dfd, SHUT_RDWR);
+        }
+    }
+    pthread_mutex_unlock(&eg->mu);
+    netcfg_free(nc);
+    return rc;
 }
 
 int egress_routes_on(struct egress *eg, const char *session_id)

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,7 +806,29 @@ struct rig {
     int eport; /* the session's listener */
     int *fds;  /* client sockets of the case, closed by the teardown (-1: closed) */
     size_t nfds, capfds;
+    char resolved[128]; /* "org/project/ref" of the last lookup of RIG_PROXY (web.mu) */
 };
+
+/* The rig's one known proxy: the HTTP server, which records the CONNECT it
+ * gets. Any other ref is a proxy that does not exist (connections fail
+ * closed). */
+#define RIG_PROXY "webproxy"
+
+static int rig_resolve(void *ctx, const char *org_id, const char *project_id, const char *ref,
+                       struct egress_upstream *out)
+{
+    struct rig *r = ctx;
+    memset(out, 0, sizeof *out);
+    if (strcmp(ref, RIG_PROXY) != 0)
+        return E_NOTFOUND;
+    pthread_mutex_lock(&r->web.mu);
+    snprintf(r->resolved, sizeof r->resolved, "%s/%s/%s", org_id, project_id, ref);
+    pthread_mutex_unlock(&r->web.mu);
+    snprintf(out->host, sizeof out->host, "127.0.0.1");
+    out->port = r->web.port;
+    out->check_address = 1;
+    return 0;
+}
 
 static int rig_keep(struct rig *r, int fd)
 {
@@ -889,7 +912,11 @@ static int rig_up(void **state)
     r->unlisted_fd = listen_loopback(&r->unlisted_port);
     char allow[64];
     snprintf(allow, sizeof allow, "127.0.0.1:%d,127.0.0.1:%d", r->echo.port, r->web.port);
-    struct egress_config cfg = {.allow_loopback = allow};
+    /* Names under rekey.test are the test's loopback servers. */
+    struct egress_config cfg = {.allow_loopback = allow,
+                                .host_rules = "MAP *.rekey.test 127.0.0.1",
+                                .resolve = rig_resolve,
+                                .ctx = r};
     struct egress_top top = {.kind = EGRESS_DIRECT};
     struct err e;
     err_init(&e);
@@ -1094,6 +1121,113 @@ static void run_set_top_closes(struct rig *r)
                  r->c->name, head);
 }
 
+/* Tunnels opened and closed by a thread of their own while the main thread
+ * rekeys: the decisions on workers and lookup threads read the session's
+ * rules, org and project as the rekey replaces them (ThreadSanitizer sees
+ * any read made without the lock). */
+struct churn {
+    struct rig *r;
+    int stop;   /* __atomic */
+    int rounds; /* __atomic */
+};
+
+static void *churn_main(void *arg)
+{
+    struct churn *ch = arg;
+    static const char *const hosts[] = {"echo.rekey.test", "127.0.0.1"};
+    for (int i = 0; !__atomic_load_n(&ch->stop, __ATOMIC_RELAXED) && i < 10000; i++) {
+        int fd = dial(ch->r->eport);
+        char req[200], head[1024];
+        int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\n\r\n", hosts[i % 2],
+                         ch->r->echo.port);
+        if (fd >= 0 && send_all(fd, req, (size_t)n) == 0)
+            (void)recv_head(fd, head, sizeof head);
+        if (fd >= 0)
+            close(fd);
+        __atomic_store_n(&ch->rounds, i + 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* A spare's listener is handed to its owner (egress_rekey): the owner's
+ * private_hosts, routes (looked up for the owner's org and project) and
+ * top-level selection decide from then on, and what the listener carried
+ * before is closed. */
+static void run_rekey(struct rig *r)
+{
+    int old = rig_tunnel(r, r->echo.port);
+    if (old < 0 || echo_check(old, 0) != 0)
+        fail_msg("%s: before the rekey, a direct tunnel did not echo", r->c->name);
+    struct churn ch = {.r = r};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, churn_main, &ch), 0);
+    for (int64_t end = mono_ms() + IO_MS;
+         __atomic_load_n(&ch.rounds, __ATOMIC_RELAXED) < 20 && mono_ms() < end;)
+        poll(NULL, 0, 5);
+    const char *net = "{\"private_hosts\":[\"echo.rekey.test\"],\"proxy_routes\":[{\"hosts\":["
+                      "\"route.rekey.test\"],\"proxy\":{\"id\":\"" RIG_PROXY "\"}}]}";
+    json_t *network = json_loads(net, 0, NULL);
+    struct egress_top gone = {.kind = EGRESS_PROXY};
+    snprintf(gone.proxy_ref, sizeof gone.proxy_ref, "gone");
+    struct err e;
+    err_init(&e);
+    int rc = egress_rekey(r->eg, RIG_SESSION, "o2", "p2", network, &gone, &e);
+    int64_t end = mono_ms() + IO_MS;
+    for (int seen = __atomic_load_n(&ch.rounds, __ATOMIC_RELAXED);
+         __atomic_load_n(&ch.rounds, __ATOMIC_RELAXED) < seen + 20 && mono_ms() < end;)
+        poll(NULL, 0, 5);
+    __atomic_store_n(&ch.stop, 1, __ATOMIC_RELAXED);
+    pthread_join(t, NULL);
+    if (rc != 0)
+        fail_msg("%s: egress_rekey failed: %s", r->c->name, e.message);
+    /* The tunnel opened before the owner had the listener is closed. */
+    char c;
+    if (!wait_fd(old, POLLIN, SETTLE_MS) || recv(old, &c, 1, 0) > 0)
+        fail_msg("%s: the old tunnel was not closed within %d ms", r->c->name, SETTLE_MS);
+    end = mono_ms() + SETTLE_MS;
+    while (__atomic_load_n(&r->echo.live, __ATOMIC_RELAXED) > 0 && mono_ms() < end)
+        poll(NULL, 0, 20);
+    if (__atomic_load_n(&r->echo.live, __ATOMIC_RELAXED) > 0)
+        fail_msg("%s: the old tunnel's destination side stayed open", r->c->name);
+    /* The owner's private host goes direct. */
+    char head[1024];
+    int fd = rig_connect_host(r, "echo.rekey.test", r->echo.port, head, sizeof head);
+    if (fd < 0 || strncmp(head, "HTTP/1.1 200", 12) != 0 || echo_check(fd, 1) != 0)
+        fail_msg("%s: the owner's private host did not go direct (%.40s)", r->c->name, head);
+    /* Anything else takes the owner's top-level proxy (one that does not
+     * exist: fail closed), where the spare's rules went direct. */
+    if (rig_connect(r, r->echo.port, head, sizeof head) < 0 ||
+        strncmp(head, "HTTP/1.1 502", 12) != 0)
+        fail_msg("%s: 127.0.0.1 answered \"%.40s\", expected 502 (the owner's proxy)", r->c->name,
+                 head);
+    /* The owner's route goes through its proxy, looked up for the owner. */
+    (void)rig_connect_host(r, "route.rekey.test", 443, head, sizeof head);
+    char got[160] = "", who[128] = "";
+    for (end = mono_ms() + SETTLE_MS; mono_ms() < end; poll(NULL, 0, 20)) {
+        pthread_mutex_lock(&r->web.mu);
+        snprintf(got, sizeof got, "%.60s", r->web.head);
+        snprintf(who, sizeof who, "%s", r->resolved);
+        pthread_mutex_unlock(&r->web.mu);
+        if (got[0])
+            break;
+    }
+    if (strncmp(got, "CONNECT route.rekey.test:443 ", 29) != 0)
+        fail_msg("%s: the route's proxy got \"%s\", expected the CONNECT", r->c->name, got);
+    if (strcmp(who, "o2/p2/" RIG_PROXY) != 0)
+        fail_msg("%s: the route's proxy was looked up as %s, expected o2/p2/" RIG_PROXY, r->c->name,
+                 who);
+    /* Once per listener; unknown sessions and rules that do not compile. */
+    err_init(&e);
+    assert_int_equal(egress_rekey(r->eg, RIG_SESSION, "o3", "p3", NULL, &gone, &e), E_CONFLICT);
+    err_init(&e);
+    assert_int_equal(egress_rekey(r->eg, "nope", "o3", "p3", NULL, &gone, &e), E_NOTFOUND);
+    json_t *bad = json_loads("{\"private_hosts\":[\"127.0.0.1\"]}", 0, NULL);
+    err_init(&e);
+    assert_int_equal(egress_rekey(r->eg, "nope", "o3", "p3", bad, &gone, &e), E_INVALID);
+    json_decref(bad);
+    json_decref(network);
+}
+
 static void run_plain_http(struct rig *r)
 {
     int fd = rig_keep(r, dial(r->eport));
@@ -1241,6 +1375,9 @@ static const struct engine_case engine_cases[] = {
      run_closed_while_forked},
     {"item 3: egress_set_top closes tunnels the old top-level selection carried",
      run_set_top_closes},
+    {"issue 21: egress_rekey gives a spare's listener its owner's rules, routes and proxy and "
+     "closes what it carried",
+     run_rekey},
     {"plain http is sent in origin form without proxy headers and with Connection: close",
      run_plain_http},
     {"operator: pages never reach a loopback HOST:PORT missing from --allow-loopback (403 refused)",
@@ -1263,7 +1400,10 @@ static void engine_run(void **state)
 
 int main(void)
 {
-    _Static_assert(ENGINE_CASES == 9, "list every engine case below");
+    /* As the server (main.c): a splice into a socket that a switch or a
+     * rekey shut down must fail with EPIPE, not end the process. */
+    signal(SIGPIPE, SIG_IGN);
+    _Static_assert(ENGINE_CASES == 10, "list every engine case below");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decide_table),
         cmocka_unit_test(bypass_table),
@@ -1280,6 +1420,7 @@ int main(void)
         ENGINE_TEST(6),
         ENGINE_TEST(7),
         ENGINE_TEST(8),
+        ENGINE_TEST(9),
     };
     return cmocka_run_group_tests_name("proxy/egress", tests, NULL, NULL);
 }
