@@ -94,19 +94,21 @@ export async function freshDatabase() {
   };
 }
 
-// Free loopback ports, all distinct (each node's --advertise must be known
-// before it starts, so the ports are chosen here rather than by the kernel
-// at the node's bind).
-async function freePorts(n) {
+// Free loopback ports, all distinct, held open until release() (each node's
+// --advertise must be known before it starts, so the ports are chosen here
+// rather than by the kernel at the node's bind; the forwarder binds while
+// they are held, so it cannot get one of them).
+async function reservePorts(n) {
   const socks = [];
   for (let i = 0; i < n; i++) {
     const s = net.createServer();
     await new Promise((r) => s.listen(0, '127.0.0.1', r));
     socks.push(s);
   }
-  const ports = socks.map((s) => s.address().port);
-  await Promise.all(socks.map((s) => new Promise((r) => s.close(r))));
-  return ports;
+  return {
+    ports: socks.map((s) => s.address().port),
+    release: () => Promise.all(socks.map((s) => new Promise((r) => s.close(r)))),
+  };
 }
 
 // The load balancer: a round-robin TCP forwarder. Each incoming connection
@@ -223,14 +225,26 @@ function makeNode({ name, port, dir, pgUrl, publicUrl, env, args }) {
 // node i only. Resolves to
 //   {base, key, adminToken, nodes, pg, pgUrl, psql(sql), lb, log, stop()}
 // where base is the forwarder's URL (every node's --public-url).
-export async function startCluster({ nodes = 3, env = {}, args = [], pg, nodeEnv = [], nodeArgs = [] } = {}) {
+export async function startCluster(opts = {}) {
+  // A port chosen free may be taken by another process before the node
+  // binds it: then the whole start is tried once more on new ports.
+  try {
+    return await startClusterOnce(opts);
+  } catch (e) {
+    if (!/Address already in use/.test(String(e && e.message))) throw e;
+    return startClusterOnce(opts);
+  }
+}
+
+async function startClusterOnce({ nodes = 3, env = {}, args = [], pg, nodeEnv = [], nodeArgs = [] } = {}) {
   const ownPg = !pg;
   if (ownPg) pg = await freshDatabase();
-  const ports = await freePorts(nodes);
   let lb;
   const list = [];
   try {
-    lb = await startForwarder(ports);
+    const held = await reservePorts(nodes);
+    const ports = held.ports;
+    try { lb = await startForwarder(ports); } finally { await held.release(); }
     for (let i = 0; i < nodes; i++) {
       list.push(makeNode({
         name: `n${i + 1}`, port: ports[i], dir: mkdtempSync(join(tmpdir(), 'browserd-bb-')),
