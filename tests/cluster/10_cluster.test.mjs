@@ -191,6 +191,45 @@ export const tests = [
     }),
   },
   {
+    name: 'rule 4: pool capacity counts cluster-wide: 3 concurrent pool creates (size 2) on 3 nodes against max_concurrent_browsers 3 give one 200 and two 403; then creates on every node share the one free slot',
+    timeout: 120000,
+    fn: () => withCluster(async (c, nodes) => {
+      const org = await makeOrg(c, 'pools-limited', { limits: { max_concurrent_browsers: 3 } });
+      const rs = await Promise.all(nodes.map((n) =>
+        api(n.base, 'POST', '/browser_pools', { size: 2, headless: true, fill_rate_per_minute: 0 }, org.key)));
+      const ok = rs.filter((r) => r.status === 200);
+      eq([ok.length, rs.filter((r) => r.status === 403).length], [1, 2], `statuses ${JSON.stringify(rs.map((r) => r.status))}`);
+      for (const r of rs.filter((x) => x.status === 403)) assert(/max_concurrent_browsers/.test(r.json.message), r.json.message);
+      const creates = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+        api(nodes[i % 3].base, 'POST', '/browsers', { headless: true }, org.key)));
+      const made = creates.filter((r) => r.status === 200);
+      eq([made.length, creates.filter((r) => r.status === 429).length], [1, 5], `statuses ${JSON.stringify(creates.map((r) => r.status))}`);
+      isError(await api(nodes[1].base, 'PATCH', `/browser_pools/${ok[0].json.id}`, { size: 3 }, org.key), 403);
+      eq((await api(c.base, 'DELETE', `/browsers/${made[0].json.session_id}`, undefined, org.key)).status, 204);
+      eq((await api(nodes[2].base, 'DELETE', `/browser_pools/${ok[0].json.id}`, { force: true }, org.key)).status, 204);
+    }),
+  },
+  {
+    name: 'rule 5: the fill rate holds for the cluster: a pool of size 3 with fill_rate_per_minute 0 starts one browser in the whole cluster, not one per node',
+    timeout: 90000,
+    fn: () => withCluster(async (c, nodes) => {
+      const p = await api(nodes[1].base, 'POST', '/browser_pools', { size: 3, headless: true, fill_rate_per_minute: 0 }, c.key);
+      eq(p.status, 200, `create pool: ${p.text}`);
+      await until(async () => (await poolRows(c, p.json.id)).length >= 1, 'the first browser');
+      // Watch for two seconds (more than three heartbeats of every node): no
+      // further browser anywhere.
+      const end = Date.now() + 2000;
+      while (Date.now() < end) {
+        eq((await poolRows(c, p.json.id)).length, 1, 'one pool browser in the database');
+        eq(runningSessions(nodes).size, 1, 'one browser runs in the cluster');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const g = await api(nodes[2].base, 'GET', `/browser_pools/${p.json.id}`, undefined, c.key);
+      eq(g.json.available_count, 1, 'one available, read on another node');
+      eq((await api(nodes[0].base, 'DELETE', `/browser_pools/${p.json.id}`, undefined, c.key)).status, 204);
+    }),
+  },
+  {
     name: 'rule 5: a pool of size 4 created through the forwarder holds 4 browsers cluster-wide; 8 concurrent acquires on 3 nodes hand out each browser once (4 x 200 distinct, 4 x 204)',
     timeout: 150000,
     fn: () => withCluster(async (c, nodes) => {
