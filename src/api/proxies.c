@@ -657,35 +657,58 @@ static void doc_write_sel(json_t *doc, const struct proxysel *sel, const struct 
                         json_pack("{s:s,s:s}", "kind", kind_name(pinned.kind), "ref", pinned.ref));
 }
 
+/* What a session's egress is made of, resolved in its owner's store
+ * (proxies_handout in proxies.h is this, for a spare's hand-out). */
+static int plan_resolve(const char *org_id, const char *project_id, const json_t *body, int stealth,
+                        const json_t *network, struct proxies_handout *h, struct err *e)
+{
+    memset(h, 0, sizeof *h);
+    h->sel.kind = PROXYSEL_DEFAULT;
+    int rc = body ? proxysel_parse(body, 0, &h->sel, e) : 0;
+    if (rc)
+        return rc;
+    struct session_rec owner;
+    memset(&owner, 0, sizeof owner);
+    snprintf(owner.org_id, sizeof owner.org_id, "%s", org_id);
+    snprintf(owner.project_id, sizeof owner.project_id, "%s", project_id);
+    if ((rc = sel_resolve(&owner, &h->sel, stealth, &h->eg, e)))
+        return rc;
+    h->network = json_is_object(network) ? json_deep_copy(network) : NULL;
+    if (h->network && (rc = resolve_routes(&owner, h->network, e))) {
+        proxies_handout_clear(h);
+        return rc;
+    }
+    return 0;
+}
+
+/* Writes network, proxy, proxy_id and proxy_sel of the settings document. */
+static void plan_write(json_t *doc, const struct proxies_handout *h)
+{
+    if (h->network)
+        json_object_set(doc, "network", h->network);
+    doc_write_sel(doc, &h->sel, &h->eg);
+}
+
 static int ext_prepare(struct session_ctx *sc, struct err *e)
 {
     const struct session_rec *rec = sc->rec;
-    struct proxysel sel = {.kind = PROXYSEL_DEFAULT};
-    int rc = sc->body ? proxysel_parse(sc->body, 0, &sel, e) : 0;
+    struct proxies_handout h;
+    int rc = plan_resolve(rec->org_id, rec->project_id, sc->body, jsonx_bool(sc->doc, "stealth", 0),
+                          json_object_get(sc->doc, "network"), &h, e);
     if (rc)
         return rc;
-    int stealth = jsonx_bool(sc->doc, "stealth", 0);
-    struct proxysel_egress eg;
-    if ((rc = sel_resolve(rec, &sel, stealth, &eg, e)))
-        return rc;
-    json_t *net = json_object_get(sc->doc, "network");
-    json_t *net2 = json_is_object(net) ? json_deep_copy(net) : NULL;
-    if (net2 && (rc = resolve_routes(rec, net2, e))) {
-        json_decref(net2);
-        return rc;
-    }
     struct egress_top top;
-    top_of(&eg, &top);
+    top_of(&h.eg, &top);
     int port = 0;
     int netns = sc->opts && sc->opts->sandbox ? sandbox_netns(sc->opts->sandbox) : 0;
-    rc = egress_open(M.eg, rec->id, rec->org_id, rec->project_id, net2, &top, 1, netns, &port, e);
+    rc = egress_open(M.eg, rec->id, rec->org_id, rec->project_id, h.network, &top, 1, netns, &port,
+                     e);
     if (rc) {
-        json_decref(net2);
+        proxies_handout_clear(&h);
         return rc;
     }
-    if (net2)
-        json_object_set_new(sc->doc, "network", net2);
-    doc_write_sel(sc->doc, &sel, &eg);
+    plan_write(sc->doc, &h);
+    proxies_handout_clear(&h);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     json_object_set_new(sc->doc, "egress_url", json_string(url));
@@ -696,6 +719,43 @@ static int ext_prepare(struct session_ctx *sc, struct err *e)
             sc->opts->extra_args = M.extra_args;
     }
     return 0;
+}
+
+int proxies_handout_resolve(const char *org_id, const char *project_id, const json_t *body,
+                            int stealth, const json_t *network, struct proxies_handout *h,
+                            struct err *e)
+{
+    int rc = plan_resolve(org_id, project_id, body, stealth, network, h, e);
+    if (rc)
+        return rc;
+    /* What egress_open would refuse, refused before a spare is taken. */
+    struct netcfg *nc = netcfg_compile(h->network);
+    if (!nc) {
+        proxies_handout_clear(h);
+        return err_field(e, "network", "the network configuration does not compile");
+    }
+    netcfg_free(nc);
+    return 0;
+}
+
+int proxies_handout_apply(const struct proxies_handout *h, const struct session_rec *rec,
+                          json_t *doc, struct err *e)
+{
+    struct egress_top top;
+    top_of(&h->eg, &top);
+    int rc = egress_rekey(M.eg, rec->id, rec->org_id, rec->project_id, h->network, &top, e);
+    if (rc)
+        return rc;
+    plan_write(doc, h);
+    log_info("session %s: egress given to its owner (%s)", rec->id,
+             top.kind == EGRESS_DIRECT ? "direct" : top.proxy_ref);
+    return 0;
+}
+
+void proxies_handout_clear(struct proxies_handout *h)
+{
+    json_decref(h->network);
+    h->network = NULL;
 }
 
 static void ext_started(struct session_ctx *sc, const char *ws)
