@@ -20,6 +20,7 @@
 #include "api/api.h"
 #include "api/browsers.h"
 #include "api/extensions.h"
+#include "api/proxies.h"
 #include "api/replays.h"
 #include "api/session_ext.h"
 #include "cluster/node.h"
@@ -751,8 +752,10 @@ static void spares_recover(struct app *app)
  * Serves a create from a ready spare when spare_match says one fits: *served
  * 0 (and nothing done, e untouched) when none fits or none is ready, so that
  * the caller launches cold; otherwise *served 1 and the result: 0 with the
- * session in *s, or the error (the org's limit, a duplicate name). The limit
- * is checked as for any create: a spare lets nobody past it.
+ * session in *s, or the error (the org's limit, an unknown proxy, a duplicate
+ * name). The limit is checked as for any create: a spare lets nobody past
+ * it. The owner's proxy and network rules are applied to the spare's egress
+ * (proxies_handout_apply).
  */
 static int from_spare(struct app *app, const char *org_id, const char *project_id,
                       const json_t *ent, const json_t *body, struct session_rec *s, int *served,
@@ -774,12 +777,20 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     }
     *served = 1;
     int rc = reserve_slot(app, org_id, ent, e);
+    /* The proxy and network rules resolve in the owner's store before a
+     * spare is taken: a create they refuse (an unknown proxy) keeps the
+     * spares and answers what a cold create answers. */
+    struct proxies_handout ph = {0};
+    if (rc == 0 &&
+        (rc = proxies_handout_resolve(org_id, project_id, body, c.stealth, c.network, &ph, e)) != 0)
+        sessmgr_unreserve(app->sessions, org_id);
     struct spare_item *sp = rc == 0 ? spares_take(app->spares, k) : NULL;
     if (rc == 0 && !sp) {
         sessmgr_unreserve(app->sessions, org_id);
         *served = 0;
     }
     if (!sp) {
+        proxies_handout_clear(&ph);
         sessrules_create_clear(&c);
         return rc;
     }
@@ -794,6 +805,18 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     json_t *mine = settings_doc(&c);
     json_object_update(doc, mine);
     json_decref(mine);
+    /* The egress listener becomes the owner's (its rules, its proxy): before
+     * the started hooks turn its routes on and before start_url. */
+    rc = proxies_handout_apply(&ph, s, doc, e);
+    proxies_handout_clear(&ph);
+    if (rc) {
+        spare_end(app, sp, "its egress could not be given to its owner");
+        sessmgr_unreserve(app->sessions, org_id);
+        json_decref(doc);
+        session_rec_clear(s);
+        sessrules_create_clear(&c);
+        return rc;
+    }
     /* The started hooks before the row, so that the row is written once
      * (the store commits every write to disk: one commit less per create). */
     char dir[1200];
