@@ -24,10 +24,8 @@ enum spare_kind spare_match(const struct sessrules_create *c, const char **field
         why = "viewport"; /* the window and the Xvfb screen size */
     else if (c->profile)
         why = "profile"; /* the profile folder is filled before launch */
-    else if (c->proxy.kind != PROXYSEL_DEFAULT)
-        why = "proxy"; /* the egress listener was opened for no organization */
-    else if (c->network)
-        why = "network";
+    /* proxy and network are not here: the spare's egress listener is given
+     * its owner's selection and rules at hand-out (egress_rekey). */
     else if (c->telemetry_destination)
         why = "telemetry.export"; /* resolved in the org's store at prepare */
     else if (c->chrome_policy && json_object_size(c->chrome_policy) > 0)

@@ -9,7 +9,9 @@
  * profile folder, its egress listener) equals what the spare was launched
  * with. The other fields are applied at hand-out, to the running browser:
  * name, tags, timeout_seconds, start_url (a navigation), telemetry without an
- * OTLP export (configured in memory), region (checked like any create).
+ * OTLP export (configured in memory), proxy and network (the egress listener
+ * is given the owner's selection and rules), region (checked like any
+ * create).
  *
  * Pure: no I/O. tests/unit/test_spare_match.c names every field.
  */
@@ -28,8 +30,8 @@ enum spare_kind {
 /* The kind of spare that can serve the validated create c, or SPARE_NONE
  * with *field (may be NULL) naming the first launch-affecting field that
  * differs from a spare's launch: "stealth", "kiosk_mode", "gpu", "memory",
- * "viewport", "profile", "proxy", "network", "telemetry.export",
- * "chrome_policy", "extensions" or "vaults". */
+ * "viewport", "profile", "telemetry.export", "chrome_policy", "extensions"
+ * or "vaults". */
 enum spare_kind spare_match(const struct sessrules_create *c, const char **field);
 
 /* The body a spare of kind k is launched with: "{}" or

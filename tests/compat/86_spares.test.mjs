@@ -3,15 +3,17 @@
 // ready, Playwright drives it, the record's fields, the org's limit) and show
 // no trace of a past (one blank page, no cookies, no storage, no history).
 // A create that differs in a launch-affecting field gets a cold browser with
-// that configuration. --spares 0 keeps none, and no spare outlives the server.
+// that configuration; proxy and network are applied to a spare's egress at
+// hand-out (the pages' traffic then takes the owner's proxy and routes). --spares 0 keeps none, and no spare outlives the server.
 //
 // Which browser served a create is read from the data folder: a ready spare
 // is DATA/sessions/ID.spare (its marker, removed at hand-out), and the
 // session created from it keeps that ID.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
 
@@ -68,6 +70,58 @@ async function traces(b, site) {
     await pg.goto(site.url);
     const seen = await pg.evaluate(() => ({ cookie: document.cookie, storage: localStorage.length, session: sessionStorage.length }));
     return { pages, url, history, cookies: cookies.length, ...seen };
+  } finally { await br.close().catch(() => {}); }
+}
+
+// A custom upstream proxy on loopback (HTTP CONNECT, the only way the egress
+// speaks to an upstream); logs every CONNECT target and connects the test's
+// names to 127.0.0.1.
+async function upstream() {
+  const log = [];
+  const srv = net.createServer((c) => {
+    let buf = '';
+    const onData = (d) => {
+      buf += d.toString('latin1');
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      c.removeListener('data', onData);
+      const [method, target] = buf.slice(0, end).split('\r\n')[0].split(' ');
+      log.push(target);
+      if (method !== 'CONNECT') { c.end('HTTP/1.1 405 Method Not Allowed\r\n\r\n'); return; }
+      const port = Number(target.slice(target.lastIndexOf(':') + 1));
+      const up = net.connect(port, '127.0.0.1', () => {
+        c.write('HTTP/1.1 200 Connection established\r\n\r\n');
+        const rest = buf.slice(end + 4);
+        if (rest) up.write(Buffer.from(rest, 'latin1'));
+        c.pipe(up); up.pipe(c);
+      });
+      up.on('error', () => c.destroy());
+      c.on('error', () => up.destroy());
+    };
+    c.on('data', onData);
+    c.on('error', () => {});
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return { port: srv.address().port, log, saw: (name) => log.some((t) => t.startsWith(`${name}:`)), close: () => srv.close() };
+}
+
+// A loopback port nothing listens on (a proxy that is down).
+async function freePort() {
+  const srv = net.createServer();
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const p = srv.address().port;
+  await new Promise((r) => srv.close(r));
+  return p;
+}
+
+// What the page of b gets for url: {status, text} or {error}.
+async function visit(b, url) {
+  const { br, pg } = await connect(b);
+  try {
+    const res = await pg.goto(url, { timeout: 15000 });
+    return { status: res ? res.status() : 0, text: await pg.innerText('body').catch(() => '') };
+  } catch (e) {
+    return { status: 0, text: '', error: String(e.message || e) };
   } finally { await br.close().catch(() => {}); }
 }
 
@@ -221,7 +275,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 21 spares: each launch-affecting field (stealth, kiosk_mode, viewport, memory, chrome_policy, proxy, network) gets a cold browser with that configuration, not a spare',
+    name: 'issue 21 spares: each launch-affecting field (stealth, kiosk_mode, viewport, memory, chrome_policy) gets a cold browser with that configuration, not a spare',
     timeout: 180000,
     async fn() {
       await withServer(async (s) => {
@@ -238,8 +292,6 @@ export const tests = [
           }],
           [{ headless: true, memory: '2GiB' }, (b) => eq(b.memory, '2GiB', 'memory')],
           [{ headless: true, chrome_policy: { BookmarkBarEnabled: false } }, (b) => eq(b.chrome_policy.BookmarkBarEnabled, false, 'chrome_policy')],
-          [{ headless: true, proxy: { mode: 'direct' } }, (b) => eq(b.proxy.mode, 'direct', 'proxy')],
-          [{ headless: true, network: { private_hosts: ['10.1.2.3'] } }, (b) => eq(b.network.private_hosts[0], '10.1.2.3', 'network')],
         ];
         for (const [body, check] of cases) {
           const held = spares(s);
@@ -251,6 +303,106 @@ export const tests = [
           eq((await api(s, 'DELETE', `/browsers/${r.json.session_id}`)).status, 204, 'delete');
         }
         eq(spares(s).size, 2, 'the spares are still there');
+      }, { args: ['--spares', '2'] });
+    },
+  },
+  {
+    name: 'issue 21 spares: proxy and network are applied at hand-out: a ready spare serves them, its pages go through the selected custom proxy, private_hosts go direct, routes take their proxy and fail closed, and the record shows them by id',
+    timeout: 180000,
+    async fn() {
+      const hits = [];
+      const st = await startSite((req, res) => {
+        hits.push(`${req.headers.host}${req.url}`);
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(`<!doctype html><title>s</title><p>site ${req.headers.host}</p>`);
+      });
+      const up = await upstream();
+      const dead = await freePort();
+      const port = Number(st.hostport.split(':')[1]);
+      const names = ['a.test', 'b.test', 'r.test', 'down.test'];
+      const url = (name, path = '/') => `http://${name}:${port}${path}`;
+      try {
+        await withServer(async (s) => {
+          const p = (await api(s, 'POST', '/proxies', { type: 'custom', name: 'up', config: { host: '127.0.0.1', port: up.port } })).json;
+          const pd = (await api(s, 'POST', '/proxies', { type: 'custom', name: 'dead', config: { host: '127.0.0.1', port: dead } })).json;
+          assert(p.id && pd.id, 'proxies created');
+
+          // The top-level proxy, with a private host that goes direct.
+          let before = await ready(s, 2);
+          const r1 = await api(s, 'POST', '/browsers', { headless: true, proxy: { id: p.id }, network: { private_hosts: ['a.test'] } });
+          eq(r1.status, 200, r1.text);
+          const b1 = r1.json;
+          assert(before.has(b1.session_id), `served by a ready spare: ${b1.session_id} not in ${[...before.keys()]}`);
+          assert(new RegExp(`session ${b1.session_id} started from a headless spare`).test(s.log), 'the log says so');
+          eq(b1.proxy, { id: p.id }, 'proxy by id');
+          eq(b1.proxy_id, p.id, 'proxy_id');
+          eq(b1.network.private_hosts, ['a.test'], 'network');
+          const v1 = await visit(b1, url('b.test', '/via-proxy'));
+          assert(v1.text.includes('site b.test'), `through the proxy: ${JSON.stringify(v1)}`);
+          assert(up.saw('b.test'), `the page's traffic reached the selected proxy: ${up.log}`);
+          const v2 = await visit(b1, url('a.test', '/private'));
+          assert(v2.text.includes('site a.test'), `private host: ${JSON.stringify(v2)}`);
+          assert(!up.saw('a.test'), 'the private host went direct, not through the proxy');
+          const g = await api(s, 'GET', `/browsers/${b1.session_id}`);
+          eq(g.json.proxy, { id: p.id }, 'the stored record keeps the proxy');
+          eq((await api(s, 'DELETE', `/browsers/${b1.session_id}`)).status, 204, 'delete');
+
+          // Routes: one to the proxy (named, returned by id), one to a proxy that is down.
+          before = await ready(s, 2);
+          const r2 = await api(s, 'POST', '/browsers', {
+            network: { proxy_routes: [{ hosts: ['r.test'], proxy: { name: 'up' } }, { hosts: ['down.test'], proxy: { id: pd.id } }] },
+          });
+          eq(r2.status, 200, r2.text);
+          const b2 = r2.json;
+          assert(before.has(b2.session_id), 'the headful spare served the create with routes');
+          eq(b2.network.proxy_routes[0].proxy, { id: p.id }, 'route targets are returned by id');
+          eq(b2.proxy, { mode: 'default' }, 'no top-level proxy');
+          const v3 = await visit(b2, url('r.test', '/routed'));
+          assert(v3.text.includes('site r.test'), `routed: ${JSON.stringify(v3)}`);
+          assert(up.saw('r.test'), 'the routed host went through the route\'s proxy');
+          const through = up.log.length;
+          const v4 = await visit(b2, url('b.test', '/direct'));
+          assert(v4.text.includes('site b.test'), `an unrouted host loads: ${JSON.stringify(v4)}`);
+          assert(!up.log.slice(through).some((t) => t.startsWith('b.test:')), `an unrouted host goes direct, not through the proxy: ${up.log.slice(through)}`);
+          const n = hits.length;
+          const v5 = await visit(b2, url('down.test', '/closed'));
+          assert(!v5.text.includes('site down.test'), `a route whose proxy is down fails closed: ${JSON.stringify(v5)}`);
+          assert(!hits.slice(n).some((h) => h.startsWith('down.test')), 'the site was never reached through it');
+          const { br, pg } = await connect(b2);
+          const got = await pg.evaluate(async (u) => { try { const r = await fetch(u); return `status ${r.status}`; } catch { return 'failed'; } }, url('down.test', '/fetch'));
+          await br.close();
+          assert(got === 'failed' || got === 'status 502', `the page's fetch through the dead route is refused by the egress: ${got}`);
+          assert(!hits.slice(n).some((h) => h.startsWith('down.test')), 'the fetch never reached the site');
+          eq((await api(s, 'DELETE', `/browsers/${b2.session_id}`)).status, 204, 'delete');
+        }, {
+          args: ['--allow-loopback', `${st.hostport},127.0.0.1:${up.port},127.0.0.1:${dead}`, '--spares', '2'],
+          env: { BROWSERD_CHROMIUM_EXTRA_ARGS: `--host-resolver-rules=${names.map((x) => `MAP ${x} 127.0.0.1`).join(',')}` },
+        });
+      } finally { st.close(); up.close(); }
+    },
+  },
+  {
+    name: 'issue 21 spares: a create naming an unknown proxy (top-level or route) answers the same 404 as a cold create and keeps the spares',
+    timeout: 120000,
+    async fn() {
+      await withServer(async (s) => {
+        const held = await ready(s, 2);
+        for (const [body, coldBody] of [
+          [{ headless: true, proxy: { id: 'nosuchproxy' } }, { headless: true, kiosk_mode: true, proxy: { id: 'nosuchproxy' } }],
+          [{ proxy: { name: 'nosuch' } }, { stealth: true, proxy: { name: 'nosuch' } }],
+          [{ network: { proxy_routes: [{ hosts: ['a.test'], proxy: { name: 'nope' } }] } }, { kiosk_mode: true, network: { proxy_routes: [{ hosts: ['a.test'], proxy: { name: 'nope' } }] } }],
+        ]) {
+          const cold = await api(s, 'POST', '/browsers', coldBody);
+          isError(cold, 404, 'proxy_not_found');
+          const r = await api(s, 'POST', '/browsers', body);
+          isError(r, 404, 'proxy_not_found');
+          eq(r.json.message, cold.json.message, `${JSON.stringify(body)}: the message of the cold create`);
+          eq([...spares(s).keys()].sort().join(), [...held.keys()].sort().join(), `${JSON.stringify(body)}: no spare was taken`);
+        }
+        assert(!/started from a (headful|headless) spare/.test(s.log), 'no spare was handed out');
+        const ok = await api(s, 'POST', '/browsers', { headless: true });
+        eq(ok.status, 200, ok.text);
+        assert(held.has(ok.json.session_id), 'the next create is served by a spare that was kept');
       }, { args: ['--spares', '2'] });
     },
   },

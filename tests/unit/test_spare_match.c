@@ -38,6 +38,24 @@ static const struct match_case cases[] = {
      SPARE_HEADFUL, NULL},
     {"region of this server is checked like any create", "{\"region\":\"us-east\"}", SPARE_HEADFUL,
      NULL},
+    /* The egress listener is given the owner's selection and rules at
+     * hand-out (egress_rekey), so proxy and network are applied too. */
+    {"proxy direct is applied to the egress at hand-out", "{\"proxy\":{\"mode\":\"direct\"}}",
+     SPARE_HEADFUL, NULL},
+    {"proxy by id is applied to the egress at hand-out",
+     "{\"headless\":true,\"proxy\":{\"id\":\"p1\"}}", SPARE_HEADLESS, NULL},
+    {"proxy by name is applied to the egress at hand-out", "{\"proxy\":{\"name\":\"n\"}}",
+     SPARE_HEADFUL, NULL},
+    {"proxy_id (legacy) is applied to the egress at hand-out", "{\"proxy_id\":\"p1\"}",
+     SPARE_HEADFUL, NULL},
+    {"disable_default_proxy is applied to the egress at hand-out",
+     "{\"disable_default_proxy\":true}", SPARE_HEADFUL, NULL},
+    {"network private_hosts are applied to the egress at hand-out",
+     "{\"network\":{\"private_hosts\":[\"10.0.0.1\"]}}", SPARE_HEADFUL, NULL},
+    {"network proxy_routes are applied to the egress at hand-out",
+     "{\"headless\":true,\"network\":{\"proxy_routes\":[{\"hosts\":[\"a.example.com\"],"
+     "\"proxy\":{\"id\":\"p1\"}}]}}",
+     SPARE_HEADLESS, NULL},
     /* Equal to what a spare was launched with: still a spare. */
     {"stealth false is the launch default", "{\"stealth\":false}", SPARE_HEADFUL, NULL},
     {"kiosk_mode false is the launch default", "{\"kiosk_mode\":false}", SPARE_HEADFUL, NULL},
@@ -61,9 +79,6 @@ static const struct match_case cases[] = {
      SPARE_NONE, "viewport"},
     {"profile fills the profile folder before launch", "{\"profile\":{\"name\":\"p\"}}", SPARE_NONE,
      "profile"},
-    {"proxy direct changes the egress", "{\"proxy\":{\"mode\":\"direct\"}}", SPARE_NONE, "proxy"},
-    {"network rules are compiled into the egress at open",
-     "{\"network\":{\"private_hosts\":[\"10.0.0.1\"]}}", SPARE_NONE, "network"},
     {"telemetry export resolves a destination of the org",
      "{\"telemetry\":{\"export\":{\"otlp\":{\"destination\":{\"name\":\"d\"}}}}}", SPARE_NONE,
      "telemetry.export"},
@@ -76,6 +91,8 @@ static const struct match_case cases[] = {
      "vaults"},
     {"headless plus a launch field is still cold", "{\"headless\":true,\"stealth\":true}",
      SPARE_NONE, "stealth"},
+    {"a proxy with a launch field is still cold", "{\"proxy\":{\"id\":\"p1\"},\"kiosk_mode\":true}",
+     SPARE_NONE, "kiosk_mode"},
 };
 
 static void test_cases(void **state)
