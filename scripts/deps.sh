@@ -3,8 +3,11 @@
 set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
-bubblewrap curl libarchive-dev ffmpeg libpq-dev postgresql-15 libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
+bubblewrap curl libarchive-dev ffmpeg libpq-dev libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
 zlib1g-dev"
+# For `make test` only: a throwaway PostgreSQL server for the cluster suites,
+# and Firefox for the live view page's cross-browser test.
+[ "${1:-}" = "--tests" ] && PKGS="$PKGS postgresql-15 firefox-esr"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

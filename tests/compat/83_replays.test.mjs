@@ -148,6 +148,63 @@ const centre = (vp) => vp.evaluate(() => {
 });
 const near = (px, c) => px && px.every((v, i) => Math.abs(v - c[i]) < 40);
 
+
+// Firefox (Debian's firefox-esr) driven over WebDriver BiDi, which it speaks
+// natively: {launch, eval(expr), click(x, y), close}. The live view page must
+// work in current Chromium and Firefox (issue 18). Prefs keep it off the
+// network (no update, telemetry or remote settings calls).
+async function firefox() {
+  const { spawn } = await import('node:child_process');
+  const { createRequire } = await import('node:module');
+  const WebSocket = createRequire(import.meta.url)('ws');
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-ff-'));
+  writeFileSync(join(dir, 'user.js'), [
+    ['app.update.enabled', false], ['app.normandy.enabled', false], ['toolkit.telemetry.enabled', false],
+    ['datareporting.policy.dataSubmissionEnabled', false], ['datareporting.healthreport.uploadEnabled', false],
+    ['services.settings.server', 'http://127.0.0.1:9/'], ['network.captive-portal-service.enabled', false],
+    ['network.connectivity-service.enabled', false], ['browser.safebrowsing.malware.enabled', false],
+    ['browser.safebrowsing.phishing.enabled', false], ['extensions.update.enabled', false],
+    ['browser.shell.checkDefaultBrowser', false], ['browser.startup.homepage_override.mstone', 'ignore'],
+  ].map(([k, v]) => `user_pref(${JSON.stringify(k)}, ${JSON.stringify(v)});`).join('\n'));
+  const proc = spawn('firefox-esr', ['--headless', '--no-remote', '--profile', dir, '--remote-debugging-port=0',
+    '--width=800', '--height=500', 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MOZ_CRASHREPORTER_DISABLE: '1' } });
+  let log = '';
+  const url = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`firefox did not start:\n${log}`)), 30000);
+    proc.stderr.on('data', (d) => { log += d; const m = /WebDriver BiDi listening on (ws:\/\/\S+)/.exec(log); if (m) { clearTimeout(t); resolve(m[1]); } });
+    proc.once('exit', (c) => { clearTimeout(t); reject(new Error(`firefox exited ${c}:\n${log}`)); });
+  });
+  const ws = new WebSocket(`${url}/session`);
+  await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+  let id = 0;
+  const pending = new Map();
+  ws.on('message', (m) => { const j = JSON.parse(m); if (j.id && pending.has(j.id)) { pending.get(j.id)(j); pending.delete(j.id); } });
+  const call = (method, params) => new Promise((resolve, reject) => {
+    const my = ++id;
+    pending.set(my, (j) => (j.type === 'error' ? reject(new Error(`${method}: ${j.error} ${j.message}`)) : resolve(j.result)));
+    ws.send(JSON.stringify({ id: my, method, params }));
+  });
+  await call('session.new', { capabilities: {} });
+  const ctx = (await call('browsingContext.getTree', {})).contexts[0].context;
+  return {
+    goto: (u) => call('browsingContext.navigate', { context: ctx, url: u, wait: 'complete' }),
+    eval: async (expr) => { const r = await call('script.evaluate', { expression: expr, target: { context: ctx }, awaitPromise: true }); return r.result && r.result.value !== undefined ? r.result.value : r.result; },
+    click: (x, y) => call('input.performActions', { context: ctx, actions: [{ type: 'pointer', id: 'mouse', actions: [
+      { type: 'pointerMove', x, y }, { type: 'pointerDown', button: 0 }, { type: 'pointerUp', button: 0 }] }] }),
+    async close() {
+      try { await call('session.end', {}); } catch { /* it is going anyway */ }
+      ws.close();
+      if (proc.exitCode === null && proc.signalCode === null) {
+        const done = new Promise((r) => proc.once('exit', r));
+        process.kill(proc.pid, 'SIGTERM');
+        await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
+        if (proc.exitCode === null && proc.signalCode === null) { process.kill(proc.pid, 'SIGKILL'); await done; }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 export const tests = [
   {
     name: 'a headless session records from DevTools screenshots: red, green, blue in order in a valid MP4',
@@ -464,6 +521,29 @@ export const tests = [
         eq((await request(s.base, 'GET', new URL(url).pathname)).status, 404, 'the URL dies with the session');
         await waitFor(async () => (await vp.textContent('#s')) === 'disconnected', 'the viewer is disconnected');
       } finally { await viewer.close(); await br.close().catch(() => {}); }
+    }),
+  },
+  {
+    name: 'live view in Firefox (firefox-esr over WebDriver BiDi): the page shows the session\'s screen, follows a navigation, and a click in Firefox reaches the session\'s page',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s, { headless: false });
+      const { br, pg } = await page(b);
+      const ff = await firefox();
+      try {
+        await pg.goto(`${site.url}/green`);
+        await ff.goto(b.browser_live_view_url);
+        const centreExpr = `(() => { const c = document.getElementById('c'); if (!c || !c.width) return null;
+          const d = c.getContext('2d').getImageData(c.width >> 1, c.height >> 1, 1, 1).data; return [d[0], d[1], d[2]].join(','); })()`;
+        const shows = async (colour) => { const v = await ff.eval(centreExpr); return typeof v === 'string' && near(v.split(',').map(Number), colour); };
+        await waitFor(() => shows(COLOURS.green), 'Firefox shows the green page');
+        await pg.goto(`${site.url}/clicks`);
+        await waitFor(() => shows(COLOURS.red), 'Firefox shows the next page');
+        // A click in the right half of Firefox's window reaches the page.
+        await ff.click(600, 250);
+        await waitFor(async () => /^right/.test(await pg.title()), 'the click from Firefox reached the session\'s page');
+        eq(await pg.title(), 'right 1', 'exactly one click arrived');
+      } finally { await ff.close(); await br.close().catch(() => {}); }
     }),
   },
   {
