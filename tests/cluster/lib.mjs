@@ -170,7 +170,7 @@ function makeNode({ name, port, dir, pgUrl, publicUrl, env, args }) {
         '--store', pgUrl, '--advertise', node.base, '--node-name', name, '--public-url', publicUrl, ...args], {
         env: {
           ...process.env, BROWSERD_LOG_LEVEL: 'info', BROWSERD_SPARES: '0',
-          BROWSERD_NODE_LEASE_MS: '3000', BROWSERD_BOOTSTRAP_API_KEY: KEY,
+          BROWSERD_NODE_LEASE_MS: '10000', BROWSERD_BOOTSTRAP_API_KEY: KEY,
           BROWSERD_ADMIN_TOKEN: ADMIN_TOKEN, ...env,
         },
         stdio: ['ignore', 'ignore', 'pipe'],
