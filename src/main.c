@@ -250,7 +250,8 @@ static void raise_fd_limit(void)
 /* ---- cluster (a shared store) ---- */
 
 static struct {
-    const char *advertise, *name;
+    const char *advertise; /* from argv or the environment */
+    char name[256];
     long lease_ms;
     int failed;
 } cluster_flags;
@@ -392,15 +393,12 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "browserd serve: --advertise must be an http:// URL, got %s\n", advertise);
         return 2;
     }
-    char host[256];
-    if (!node_name) {
-        if (gethostname(host, sizeof host) != 0)
-            snprintf(host, sizeof host, "browserd");
-        host[sizeof host - 1] = '\0';
-        node_name = host;
-    }
+    if (node_name)
+        copy(cluster_flags.name, sizeof cluster_flags.name, node_name);
+    else if (gethostname(cluster_flags.name, sizeof cluster_flags.name) != 0)
+        copy(cluster_flags.name, sizeof cluster_flags.name, "browserd");
+    cluster_flags.name[sizeof cluster_flags.name - 1] = '\0';
     cluster_flags.advertise = advertise;
-    cluster_flags.name = node_name;
     cluster_flags.lease_ms = lease_ms;
     const char *ttl = env_or("BROWSERD_TOKEN_TTL_SECONDS", "86400");
     long ttl_s = strtol(ttl, &end, 10);
