@@ -1,5 +1,6 @@
 // Replays (issue 18): one recording of a static page of text at 10 frames/s
-// for BENCH_REPLAY_SECONDS (default 60), headful (x11grab) and headless
+// for BENCH_REPLAY_SECONDS (default 90: a keyframe falls every 60 s, so a
+// whole number of minutes would end on a fresh one), headful (x11grab) and headless
 // (DevTools screenshots): ffmpeg's CPU (from /proc of the ffmpeg process) and
 // the file's size per minute. Target: under 1 MB per minute for a static page.
 // Prints a Markdown section; bench/run.sh appends it to docs/BENCHMARKS.md.
@@ -7,7 +8,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { startServer, startSite, request, waitFor } from '../tests/blackbox/lib.mjs';
 
-const SECS = Number(process.env.BENCH_REPLAY_SECONDS || 60);
+const SECS = Number(process.env.BENCH_REPLAY_SECONDS || 90);
 const words = 'lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor'.split(' ');
 const text = Array.from({ length: 40 }, (_, i) => `<p>${Array.from({ length: 40 }, (_, j) => words[(i * 7 + j * 3) % words.length]).join(' ')}</p>`).join('');
 const site = await startSite((q, r) => { r.setHeader('content-type', 'text/html'); r.end(`<body style="font:14px sans-serif;margin:20px">${text}</body>`); });
@@ -20,9 +21,9 @@ const ticks = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').spl
 const rows = [];
 try {
   for (const headless of [false, true]) {
-    const b = (await api('POST', '/browsers', { headless, start_url: `${site.url}/`, viewport: { width: 1920, height: 1080 } })).json;
+    const b = (await api('POST', '/browsers', { headless, start_url: `${site.url}/`, viewport: { width: 1920, height: 1080 }, timeout_seconds: SECS + 120 })).json;
     const before = new Set(ffmpegPids());
-    const rec = (await api('POST', `/browsers/${b.session_id}/replays`, { framerate: 10 })).json;
+    const rec = (await api('POST', `/browsers/${b.session_id}/replays`, { framerate: 10, max_duration_in_seconds: SECS + 30 })).json;
     const pid = await waitFor(() => ffmpegPids().find((p) => !before.has(p)), 'the recording\'s ffmpeg');
     const t0 = ticks(pid), w0 = Date.now();
     await new Promise((r) => setTimeout(r, SECS * 1000));

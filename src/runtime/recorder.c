@@ -138,15 +138,17 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
     push(v, "veryfast");
     push(v, "-tune");
     push(v, "zerolatency");
-    /* A keyframe every 30 s: a 1080p keyframe of a page of text weighs
-     * ~240 KB and the unchanged frames between keyframes ~400 bytes each,
-     * so keyframes are a static page's bytes: a 60 s recording of one at
-     * 10 frames/s is 2.5 MB with one every 10 s, 0.88 MB with one every
-     * 30 s (docs/replays.md, "Size"). Seeking decodes up to 30 s of cheap
-     * P-frames. Fragments are cut every second anyway (frag_duration), so a
+    /* A keyframe every 60 s. On a static page the keyframes are the bytes:
+     * a 1080p keyframe of a page of text weighs ~250 KB, and x264 spends as
+     * much again refining the unchanged picture in the second after it
+     * (zerolatency has no lookahead); unchanged frames then cost ~400 bytes
+     * each. A 60 s recording of such a page at 10 frames/s: 2.5 MB with a
+     * keyframe every 10 s, 0.88 MB every 30 s, 0.47 MB every 60 s (the
+     * encoder alone; docs/replays.md "Size"). Seeking decodes up to 60 s of
+     * frames. Fragments are cut every second anyway (frag_duration), so a
      * recording cut short loses at most a second. */
     push(v, "-g");
-    pushi(v, o->framerate * 30);
+    pushi(v, o->framerate * 60);
     push(v, "-crf");
     push(v, "28");
     push(v, "-threads");
