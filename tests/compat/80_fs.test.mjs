@@ -95,13 +95,22 @@ async function page(b) {
 }
 
 // Every path component under `dir` on the host (to show nothing landed outside).
+// The running browser creates and removes its own temporary files meanwhile
+// (CI once saw a cache index vanish mid-walk): an entry gone between the
+// listing and its lstat was not the test's, and is skipped.
 function tree(dir) {
   const out = [];
+  const gone = (e) => { if (e.code !== 'ENOENT') throw e; return null; };
   const walk = (d, rel) => {
-    for (const n of readdirSync(d)) {
+    let names;
+    try { names = readdirSync(d); } catch (e) { names = gone(e) || []; }
+    for (const n of names) {
       const p = join(d, n);
+      let st;
+      try { st = lstatSync(p); } catch (e) { st = gone(e); }
+      if (!st) continue;
       out.push(`${rel}${n}`);
-      if (lstatSync(p).isDirectory()) walk(p, `${rel}${n}/`);
+      if (st.isDirectory()) walk(p, `${rel}${n}/`);
     }
   };
   walk(dir, '');
