@@ -63,7 +63,9 @@ static const char usage[] =
     "BROWSERD_DATA (./data), BROWSERD_PUBLIC_URL (http:// + the listen address),\n"
     "BROWSERD_ADMIN_TOKEN (unset: the admin API answers 404), BROWSERD_CHROMIUM\n"
     "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty).\n"
-    "Also: BROWSERD_THREADS (HTTP worker threads, default 4), BROWSERD_BOOTSTRAP_API_KEY,\n"
+    "Also: BROWSERD_THREADS (HTTP worker threads, default one per CPU the server may run on,\n"
+    "at most 16; launches and other slow calls run on threads of their own),\n"
+    "BROWSERD_BOOTSTRAP_API_KEY,\n"
     "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
     "signed tokens in cdp_ws_url, default 86400), BROWSERD_SANDBOX (on|off: each session in\n"
     "its own sandbox, docs/sandbox.md; needs root). admin commands take --data DIR too.\n"
@@ -337,7 +339,7 @@ static int cmd_serve(int argc, char **argv)
     const char *managed = env_or("BROWSERD_MANAGED_PROXIES", "");
     const char *dproxy = env_or("BROWSERD_DEFAULT_PROXY", "");
     const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
-    const char *threads = env_or("BROWSERD_THREADS", "4");
+    const char *threads = env_or("BROWSERD_THREADS", NULL);
     const char *spares = env_or("BROWSERD_SPARES", NULL);
     const char *store_url = env_or("BROWSERD_STORE", "");
     const char *advertise = env_or("BROWSERD_ADVERTISE_URL", NULL);
@@ -371,8 +373,8 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "browserd serve: --region must be us-east, eu-west or ap-southeast\n");
         return 2;
     }
-    char *end;
-    long nthreads = strtol(threads, &end, 10);
+    char *end = "";
+    long nthreads = threads ? strtol(threads, &end, 10) : (long)http_default_threads();
     if (*end || nthreads < 1 || nthreads > 256) {
         fprintf(stderr, "browserd serve: BROWSERD_THREADS must be 1..256\n");
         return 2;

@@ -77,12 +77,15 @@ int extensions_load(struct req *rq, struct resp *rs);
  * Web Store route comes before /extensions/{id} (a name "from_chrome_store"
  * is legal, so that one name cannot be downloaded by name). */
 #define EXTENSIONS_ROUTES                                                                          \
-    {"POST", "/extensions", extensions_upload, AUTH_KEY | HTTP_ROUTE_UPLOAD},                      \
+    {"POST", "/extensions", extensions_upload,                                                     \
+     AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                          \
         {"GET", "/extensions", extensions_list, AUTH_KEY},                                         \
-        {"GET", "/extensions/from_chrome_store", extensions_from_chrome_store, AUTH_KEY},          \
+        {"GET", "/extensions/from_chrome_store", extensions_from_chrome_store,                     \
+         AUTH_KEY | HTTP_ROUTE_BLOCKING},                                                          \
         {"GET", "/extensions/{id}/metadata", extensions_metadata, AUTH_KEY},                       \
         {"GET", "/extensions/{id}", extensions_download, AUTH_KEY},                                \
         {"DELETE", "/extensions/{id}", extensions_delete, AUTH_KEY},                               \
-        {"POST", "/browsers/{id}/extensions", extensions_load, AUTH_KEY | HTTP_ROUTE_UPLOAD},
+        {"POST", "/browsers/{id}/extensions", extensions_load,                                     \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},
 
 #endif

@@ -29,17 +29,21 @@ int fs_watch_stop(struct req *rq, struct resp *rs);
 /* The routes of this module, spliced into api_routes (routes.c). */
 #define FS_ROUTES                                                                                  \
     {"GET", "/browsers/{id}/fs/read_file", fs_read_file, AUTH_KEY},                                \
-        {"PUT", "/browsers/{id}/fs/write_file", fs_write_file, AUTH_KEY | HTTP_ROUTE_UPLOAD},      \
-        {"GET", "/browsers/{id}/fs/list_files", fs_list_files, AUTH_KEY},                          \
+        {"PUT", "/browsers/{id}/fs/write_file", fs_write_file,                                     \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
+        {"GET", "/browsers/{id}/fs/list_files", fs_list_files, AUTH_KEY | HTTP_ROUTE_BLOCKING},    \
         {"GET", "/browsers/{id}/fs/file_info", fs_file_info, AUTH_KEY},                            \
         {"PUT", "/browsers/{id}/fs/create_directory", fs_create_directory, AUTH_KEY},              \
         {"PUT", "/browsers/{id}/fs/delete_file", fs_delete_file, AUTH_KEY},                        \
-        {"PUT", "/browsers/{id}/fs/delete_directory", fs_delete_directory, AUTH_KEY},              \
+        {"PUT", "/browsers/{id}/fs/delete_directory", fs_delete_directory,                         \
+         AUTH_KEY | HTTP_ROUTE_BLOCKING},                                                          \
         {"PUT", "/browsers/{id}/fs/move", fs_move, AUTH_KEY},                                      \
         {"PUT", "/browsers/{id}/fs/set_file_permissions", fs_set_file_permissions, AUTH_KEY},      \
         {"GET", "/browsers/{id}/fs/download_dir_zip", fs_download_dir_zip, AUTH_KEY},              \
-        {"POST", "/browsers/{id}/fs/upload", fs_upload, AUTH_KEY | HTTP_ROUTE_UPLOAD},             \
-        {"POST", "/browsers/{id}/fs/upload_zip", fs_upload_zip, AUTH_KEY | HTTP_ROUTE_UPLOAD},     \
+        {"POST", "/browsers/{id}/fs/upload", fs_upload,                                            \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
+        {"POST", "/browsers/{id}/fs/upload_zip", fs_upload_zip,                                    \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
         {"POST", "/browsers/{id}/fs/watch", fs_watch_start, AUTH_KEY},                             \
         {"GET", "/browsers/{id}/fs/watch/{watch_id}/events", fs_watch_events, AUTH_KEY},           \
         {"DELETE", "/browsers/{id}/fs/watch/{watch_id}", fs_watch_stop, AUTH_KEY},

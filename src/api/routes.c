@@ -77,6 +77,9 @@ int api_not_implemented(struct req *rq, struct resp *rs)
 #define KEY    AUTH_KEY
 #define ORG    (AUTH_KEY | AUTH_NO_PROJECT)
 #define ORGADM (AUTH_KEY | AUTH_NO_PROJECT | AUTH_ORG_ADMIN)
+/* Handlers that launch, restart or act on a browser, or wait on the network:
+ * run on the transport's blocking threads (http.h). */
+#define SLOW (AUTH_KEY | HTTP_ROUTE_BLOCKING)
 #define NI(path)                                                                                   \
     {"GET", path, api_not_implemented, KEY}, {"POST", path, api_not_implemented, KEY},             \
         {"PATCH", path, api_not_implemented, KEY}, {"PUT", path, api_not_implemented, KEY},        \
@@ -107,11 +110,11 @@ const struct route api_routes[] = {
     {"GET", "/admin/plans", admin_plan_list, AUTH_ADMIN},
     {"PUT", "/admin/plans/{id}", admin_plan_put, AUTH_ADMIN},
 
-    {"POST", "/browsers", browsers_create, KEY},
+    {"POST", "/browsers", browsers_create, SLOW},
     {"GET", "/browsers", browsers_list, KEY},
     {"GET", "/browsers/{id}", browsers_get, KEY},
-    {"PATCH", "/browsers/{id}", browsers_update, KEY},
-    {"DELETE", "/browsers/{id}", browsers_delete, KEY},
+    {"PATCH", "/browsers/{id}", browsers_update, SLOW},
+    {"DELETE", "/browsers/{id}", browsers_delete, SLOW},
     {"GET", "/browser/cdp", browsers_cdp, AUTH_NONE},
     {"GET", "/browsers/{id}/telemetry/events", telemetry_events_get, KEY},
     {"GET", "/browsers/{id}/telemetry/stream", telemetry_stream_get, KEY},
@@ -121,27 +124,27 @@ const struct route api_routes[] = {
     {"PATCH", "/org/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
     {"DELETE", "/org/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
     /* routes: telemetry */
-    {"POST", "/browsers/{id}/computer/batch", computer_batch, KEY},
-    {"POST", "/browsers/{id}/computer/screenshot", computer_screenshot_post, KEY},
-    {"POST", "/browsers/{id}/computer/click_mouse", computer_click, KEY},
-    {"POST", "/browsers/{id}/computer/drag_mouse", computer_drag, KEY},
-    {"POST", "/browsers/{id}/computer/move_mouse", computer_move, KEY},
-    {"POST", "/browsers/{id}/computer/get_mouse_position", computer_position, KEY},
-    {"POST", "/browsers/{id}/computer/press_key", computer_press, KEY},
-    {"POST", "/browsers/{id}/computer/scroll", computer_scroll, KEY},
-    {"POST", "/browsers/{id}/computer/cursor", computer_cursor, KEY},
-    {"POST", "/browsers/{id}/computer/type", computer_type, KEY},
-    {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, KEY},
-    {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, KEY},
+    {"POST", "/browsers/{id}/computer/batch", computer_batch, SLOW},
+    {"POST", "/browsers/{id}/computer/screenshot", computer_screenshot_post, SLOW},
+    {"POST", "/browsers/{id}/computer/click_mouse", computer_click, SLOW},
+    {"POST", "/browsers/{id}/computer/drag_mouse", computer_drag, SLOW},
+    {"POST", "/browsers/{id}/computer/move_mouse", computer_move, SLOW},
+    {"POST", "/browsers/{id}/computer/get_mouse_position", computer_position, SLOW},
+    {"POST", "/browsers/{id}/computer/press_key", computer_press, SLOW},
+    {"POST", "/browsers/{id}/computer/scroll", computer_scroll, SLOW},
+    {"POST", "/browsers/{id}/computer/cursor", computer_cursor, SLOW},
+    {"POST", "/browsers/{id}/computer/type", computer_type, SLOW},
+    {"POST", "/browsers/{id}/computer/clipboard/read", computer_clip_read, SLOW},
+    {"POST", "/browsers/{id}/computer/clipboard/write", computer_clip_write, SLOW},
     /* routes: computer */
     FS_ROUTES PROCESS_ROUTES REPLAYS_ROUTES EXTENSIONS_ROUTES{"GET", "/browsers/{id}/logs/stream",
                                                               logs_stream_get, KEY},
-    {"POST", "/browsers/{id}/curl", curl_post, KEY},
-    {"GET", "/browsers/{id}/curl/raw", curl_raw, KEY},
-    {"POST", "/browsers/{id}/curl/raw", curl_raw, KEY},
-    {"PUT", "/browsers/{id}/curl/raw", curl_raw, KEY},
-    {"PATCH", "/browsers/{id}/curl/raw", curl_raw, KEY},
-    {"DELETE", "/browsers/{id}/curl/raw", curl_raw, KEY},
+    {"POST", "/browsers/{id}/curl", curl_post, SLOW},
+    {"GET", "/browsers/{id}/curl/raw", curl_raw, SLOW},
+    {"POST", "/browsers/{id}/curl/raw", curl_raw, SLOW},
+    {"PUT", "/browsers/{id}/curl/raw", curl_raw, SLOW},
+    {"PATCH", "/browsers/{id}/curl/raw", curl_raw, SLOW},
+    {"DELETE", "/browsers/{id}/curl/raw", curl_raw, SLOW},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),
@@ -166,7 +169,7 @@ const struct route api_routes[] = {
     {"GET", "/proxies/{id}", proxies_get, KEY},
     {"PATCH", "/proxies/{id}", proxies_update, KEY},
     {"DELETE", "/proxies/{id}", proxies_delete, KEY},
-    {"POST", "/proxies/{id}/check", proxies_check, KEY},
+    {"POST", "/proxies/{id}/check", proxies_check, SLOW},
     /* routes: proxies */
     NI("/extensions"),
     NI("/extensions/*"),

@@ -90,6 +90,11 @@
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
 /* Pagination. */
+/* Threads that run the handlers of HTTP_ROUTE_BLOCKING routes (a browser
+ * launch, an input gesture, a fetch through the browser), started as
+ * requests need them; past it, such requests queue in arrival order. */
+#define LIM_HTTP_BLOCKING_THREADS 64
+
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100
 

@@ -90,11 +90,22 @@ struct route {
 /* A route flag: the request body may be up to LIM_UPLOAD_BYTES (file uploads)
  * instead of LIM_BODY_BYTES. */
 #define HTTP_ROUTE_UPLOAD (1u << 16)
+/* A route flag: the handler may block for long (it launches or restarts a
+ * browser, acts on one, waits on the network or moves megabytes of disk).
+ * It runs on one of the transport's blocking threads (at most
+ * LIM_HTTP_BLOCKING_THREADS, started as needed) with the request parked, so
+ * that the HTTP thread goes on serving its other connections; the response
+ * is sent from the HTTP thread as usual. Such a handler may park the request
+ * itself (req_suspend, resp_stream) like any other, but must not rely on
+ * running on an HTTP thread (forward_http does: such routes are forwarded by
+ * the route hook, before the handler). In-process calls (http_call) and
+ * requests that arrive while the server stops run on the calling thread. */
+#define HTTP_ROUTE_BLOCKING (1u << 17)
 
 struct http_config {
     const char *host; /* numeric IPv4 or IPv6 address */
     int port;         /* 0 = ephemeral */
-    unsigned threads;
+    unsigned threads; /* HTTP threads; 0 = http_default_threads() */
     const struct route *routes;
     size_t nroutes;
     /* Runs before the handler; returns 0 or an E_* code with rq->err filled. */
@@ -124,6 +135,11 @@ struct http_server;
 
 /* Binds and starts serving. */
 int http_start(const struct http_config *cfg, struct http_server **out, struct err *e) WUR;
+/* The HTTP thread count when none is configured: the number of CPUs this
+ * process may run on (its affinity mask), at least 1 and at most 16. Slow
+ * handlers run on blocking threads (HTTP_ROUTE_BLOCKING), so more HTTP
+ * threads than CPUs would only make requests wait for a time slice. */
+unsigned http_default_threads(void);
 /* The bound port (useful when cfg->port was 0). */
 int http_port(const struct http_server *srv);
 /* Stops accepting new connections; requests in flight and open connections

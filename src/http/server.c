@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,15 @@ struct http_server {
     int stopping;
     int quiesced;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon, closed by http_stop */
+    /* Blocking handlers (HTTP_ROUTE_BLOCKING), under jobs_mu: */
+    pthread_mutex_t jobs_mu;
+    pthread_cond_t jobs_cv;      /* a job was queued, or the pool stops */
+    pthread_cond_t jobs_idle_cv; /* jobs_live dropped to 0 */
+    struct job *jobs_head, **jobs_tail;
+    unsigned jobs_live; /* queued or running */
+    unsigned nblockers, nidle;
+    int jobs_stop;
+    pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
 };
 
 /* ---- routing ---- */
@@ -533,6 +543,145 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
 }
 
+/* ---- blocking handlers (HTTP_ROUTE_BLOCKING) ----
+ *
+ * The request is parked (MHD_suspend_connection, as for req_suspend) and a
+ * job carries it to a blocking thread, which runs the handler into the job's
+ * own response and resumes the connection; job_resume then hands that
+ * response (or the handler's error) to the HTTP thread. A handler that
+ * parks the request itself took over its continuation: the job just ends. */
+
+struct job {
+    struct req *rq;
+    const struct route *route;
+    struct resp rs;
+    int rc;
+    struct job *next;
+};
+
+static void job_resume(struct req *rq, struct resp *rs)
+{
+    struct job *j = rq->async_ctx;
+    rq->async_ctx = NULL;
+    *rs = j->rs;
+    int rc = j->rc;
+    xfree(j);
+    if (rc)
+        error_resp(rq, rs, rc);
+}
+
+static void *blocker_main(void *arg)
+{
+    struct http_server *srv = arg;
+    pthread_mutex_lock(&srv->jobs_mu);
+    for (;;) {
+        while (!srv->jobs_head && !srv->jobs_stop) {
+            srv->nidle++;
+            pthread_cond_wait(&srv->jobs_cv, &srv->jobs_mu);
+            srv->nidle--;
+        }
+        struct job *j = srv->jobs_head;
+        if (!j)
+            break; /* stopping, and nothing left to run */
+        srv->jobs_head = j->next;
+        if (!srv->jobs_head)
+            srv->jobs_tail = &srv->jobs_head;
+        pthread_mutex_unlock(&srv->jobs_mu);
+
+        struct req *rq = j->rq;
+        int rc = j->route->fn(rq, &j->rs);
+        if (rc == HTTP_SUSPEND) {
+            /* The handler parked the request with its own continuation,
+             * which may already have run: rq is no longer ours to touch. */
+            json_decref(j->rs.json);
+            xfree(j->rs.text);
+            json_decref(j->rs.more_headers);
+            xfree(j);
+        } else {
+            j->rc = rc;
+            rq->resume_fn = job_resume;
+            rq->done_fn = NULL;
+            rq->async_ctx = j;
+            req_resume(rq);
+        }
+
+        pthread_mutex_lock(&srv->jobs_mu);
+        if (--srv->jobs_live == 0)
+            pthread_cond_broadcast(&srv->jobs_idle_cv);
+    }
+    pthread_mutex_unlock(&srv->jobs_mu);
+    return NULL;
+}
+
+/* Queues rq's handler for a blocking thread: HTTP_SUSPEND, or 0 when it
+ * must run here instead (the server stops, or no thread can be started). */
+static int offload(struct http_server *srv, struct req *rq, const struct route *r)
+{
+    struct job *j = xcalloc(1, sizeof *j);
+    j->rq = rq;
+    j->route = r;
+    j->rs.status = 200;
+    /* Set before the job is visible: blocker_main replaces them only when the
+     * handler did not park the request itself. */
+    rq->resume_fn = job_resume;
+    rq->done_fn = NULL;
+    rq->async_ctx = j;
+    pthread_mutex_lock(&srv->jobs_mu);
+    if (srv->jobs_stop) {
+        pthread_mutex_unlock(&srv->jobs_mu);
+        goto inline_run;
+    }
+    if (srv->nidle == 0 && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
+        if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
+            srv->nblockers++;
+        else
+            log_warn("http: cannot start a blocking handler thread (%u running): %s",
+                     srv->nblockers, strerror(errno));
+    }
+    if (srv->nblockers == 0) {
+        pthread_mutex_unlock(&srv->jobs_mu);
+        goto inline_run;
+    }
+    *srv->jobs_tail = j;
+    srv->jobs_tail = &j->next;
+    srv->jobs_live++;
+    pthread_cond_signal(&srv->jobs_cv);
+    pthread_mutex_unlock(&srv->jobs_mu);
+    return HTTP_SUSPEND;
+inline_run:
+    rq->resume_fn = NULL;
+    rq->async_ctx = NULL;
+    xfree(j);
+    return 0;
+}
+
+/* Lets every queued and running blocking handler finish (their requests are
+ * resumed), then ends the threads. */
+static void blockers_stop(struct http_server *srv)
+{
+    pthread_mutex_lock(&srv->jobs_mu);
+    srv->jobs_stop = 1;
+    pthread_cond_broadcast(&srv->jobs_cv);
+    while (srv->jobs_live)
+        pthread_cond_wait(&srv->jobs_idle_cv, &srv->jobs_mu);
+    unsigned n = srv->nblockers;
+    pthread_mutex_unlock(&srv->jobs_mu);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(srv->blockers[i], NULL);
+}
+
+unsigned http_default_threads(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n < 1) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    return n > 16 ? 16u : (unsigned)n;
+}
+
 /* Routes and runs the handler. Returns HTTP_SUSPEND when the handler parked
  * the request, 0 otherwise (rs then holds the response). */
 static int dispatch(struct ctx *cx, struct resp *rs)
@@ -574,8 +723,11 @@ static int dispatch(struct ctx *cx, struct resp *rs)
         hooked = srv->cfg.route_hook(rq, rs, found->flags);
     if (hooked != -1)
         rc = hooked;
-    else if (rc == 0)
-        rc = found->fn(rq, rs);
+    else if (rc == 0) {
+        rc = (found->flags & HTTP_ROUTE_BLOCKING) && rq->conn ? offload(srv, rq, found) : 0;
+        if (rc != HTTP_SUSPEND)
+            rc = found->fn(rq, rs);
+    }
     if (rc == HTTP_SUSPEND)
         return HTTP_SUSPEND;
     if (rc)
@@ -797,6 +949,10 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     struct http_server *srv = xcalloc(1, sizeof *srv);
     srv->cfg = *cfg;
     pthread_mutex_init(&srv->streams_mu, NULL);
+    pthread_mutex_init(&srv->jobs_mu, NULL);
+    pthread_cond_init(&srv->jobs_cv, NULL);
+    pthread_cond_init(&srv->jobs_idle_cv, NULL);
+    srv->jobs_tail = &srv->jobs_head;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
@@ -844,8 +1000,8 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(cfg->threads ? cfg->threads : 2), MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
-        srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIM_HEADER_BYTES,
+        cfg->threads ? cfg->threads : http_default_threads(), MHD_OPTION_NOTIFY_COMPLETED,
+        &on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIM_HEADER_BYTES,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!srv->d) {
         close(fd);
@@ -879,10 +1035,14 @@ void http_stop(struct http_server *srv)
     if (!srv)
         return;
     http_quiesce(srv);
+    blockers_stop(srv); /* their requests resume before the daemon stops */
     streams_stop(srv);
     MHD_stop_daemon(srv->d); /* joins the workers once in-flight requests finish */
     if (srv->listen_fd != MHD_INVALID_SOCKET)
         close(srv->listen_fd);
     pthread_mutex_destroy(&srv->streams_mu);
+    pthread_mutex_destroy(&srv->jobs_mu);
+    pthread_cond_destroy(&srv->jobs_cv);
+    pthread_cond_destroy(&srv->jobs_idle_cv);
     xfree(srv);
 }

@@ -355,4 +355,28 @@ export const tests = [
       await Promise.all(made.map(async (b) => eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204)));
     }),
   },
+  {
+    name: 'A create never holds up other requests (http.md, blocking handlers): with one HTTP thread and no spares, GETs on other connections are answered while a cold launch is in flight',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_THREADS: '1', BROWSERD_SPARES: '0' } });
+      try {
+        let done = false;
+        const pending = api(s, 'POST', '/browsers', { headless: true }).finally(() => { done = true; });
+        // Before this change the one HTTP thread launched the browser itself and
+        // every other connection waited for the launch: at most a GET that got
+        // in first was answered before the create.
+        let during = 0;
+        while (!done) {
+          const g = await api(s, 'GET', '/org/entitlements');
+          eq(g.status, 200, g.text);
+          if (!done) during++;
+        }
+        const b = await pending;
+        eq(b.status, 200, b.text);
+        assert(during >= 5, `only ${during} GETs were answered while the create launched its browser`);
+        eq((await api(s, 'DELETE', `/browsers/${b.json.session_id}`)).status, 204);
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
 ];
