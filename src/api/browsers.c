@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,8 +418,11 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         .memory_max_bytes = memory_bytes(c.memory),
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
+    /* Where a launch spends its time, for the log line below. */
+    int64_t t0 = clock_mono_us(), t_store = t0, t_sandbox = t0, t_files = t0, t_modules = t0;
     /* Name first: a duplicate is refused before anything is prepared. */
     rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
+    t_store = clock_mono_us();
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
     int inserted = rc == 0 && !spare;
@@ -429,6 +433,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     if (rc == 0 && sandbox_enabled() &&
         (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
         rc = launch_failed(s->id, "sandbox", rc, e);
+    t_sandbox = clock_mono_us();
     if (rc == 0 && sb) {
         char root[1300];
         snprintf(root, sizeof root, "%s/sessions", app->cfg.data_dir);
@@ -438,6 +443,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
             rc = launch_failed(s->id, "sandbox", rc, e);
     }
     o.sandbox = sb;
+    t_files = clock_mono_us();
     /* Extensions unpack into the sandbox's files (api/extensions.h). */
     if (rc == 0 && json_array_size(c.extensions))
         rc = extensions_session_prepare(app, org_id, project_id, ent, c.extensions, sb, doc, e);
@@ -447,8 +453,18 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         if ((*x)->prepare)
             rc = (*x)->prepare(&sc, e);
     struct chromium *browser = NULL;
+    t_modules = clock_mono_us();
     if (rc == 0 && (rc = chromium_launch(&o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0)
         rc = launch_failed(s->id, "start", rc, e);
+    if (rc == 0) {
+        int64_t t1 = clock_mono_us();
+        log_info("session %s launched%s in %lld ms (store %lld, sandbox %lld, files %lld, "
+                 "modules %lld, browser %lld)",
+                 s->id, spare ? " as a spare" : "", (long long)(t1 - t0) / 1000,
+                 (long long)(t_store - t0) / 1000, (long long)(t_sandbox - t_store) / 1000,
+                 (long long)(t_files - t_sandbox) / 1000, (long long)(t_modules - t_files) / 1000,
+                 (long long)(t1 - t_modules) / 1000);
+    }
     sandbox_unref(sb);
     xfree(policy);
     xfree(ext_dirs);
@@ -996,12 +1012,13 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
 
 /*
  * Teardown off the critical path (issue 21): a deleted session's browser
- * closes in the background, at the lowest CPU priority (sessmgr_stop_browser),
- * so that neither the DELETE nor the next create waits for Chromium to shut
- * down. The row says deleted, with its final usage, before the 204; the
- * session is no longer live (its CDP and API calls answer as ended). The
- * modules' ending hooks and the folders' removal follow the browser's exit
- * on the teardown thread, as their contract says (session_ext.h).
+ * is killed in the background, at the lowest CPU priority
+ * (sessmgr_discard_browser: nothing of its state is kept, so Chromium's
+ * orderly shutdown would only compete with the next launch), so that neither
+ * the DELETE nor the next create waits for it. The row says deleted, with its final usage, before
+ * the 204; the session is no longer live (its CDP and API calls answer as ended). The modules'
+ * ending hooks and the folders' removal follow the browser's exit on the teardown thread, as their
+ * contract says (session_ext.h).
  *
  * Two kinds of sessions keep the synchronous delete, because what their
  * ending hooks write is read right after the DELETE: a profile saved at the
@@ -1024,7 +1041,11 @@ static int teardowns; /* in flight */
 static void *teardown_run(void *arg)
 {
     struct teardown *t = arg;
-    sessmgr_stop_browser(t->browser);
+    /* This thread's own work (the ending hooks, removing the session's
+     * folders) yields too; nice, not SCHED_IDLE, because the hooks take the
+     * store's locks that a create waits for. Linux: 0 is this thread. */
+    (void)setpriority(PRIO_PROCESS, 0, 19);
+    sessmgr_discard_browser(t->browser);
     session_finish(t->app, &t->rec, t->doc, "deleted", t->uptime_ms);
     json_decref(t->doc);
     session_rec_clear(&t->rec);

@@ -967,6 +967,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     c->user_data_dir = xstrdup(o->user_data_dir);
     c->log_path = xasprintf("%s.log", c->user_data_dir);
     c->started_us = clock_mono_us();
+    int64_t t_begin = c->started_us, t_display = t_begin, t_spawned = t_begin;
     int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000; /* Xvfb included */
     int cg_fd = -1, null_fd = -1, ep[2] = {-1, -1};
     struct strvec av = {0}, ev = {0};
@@ -1010,6 +1011,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
             goto fail;
         c->xvfb_start_ticks = chromium_proc_start_ticks(c->xvfb.pid);
     }
+    t_display = clock_mono_us();
 
     build_argv(o, c, have_sbx ? &sbx : NULL, &av);
     /* With the session's own files, HOME is the session's home: the browser
@@ -1051,8 +1053,13 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     if (c->exit_fd >= 0)
         (void)fcntl(c->exit_fd, F_SETFD, FD_CLOEXEC);
 
+    t_spawned = clock_mono_us();
     if ((rc = wait_devtools(c, deadline, timeout_ms, e)) != 0)
         goto fail;
+    log_debug("chromium %d: DevTools ready %lld ms after the launch began (display %lld ms, "
+              "spawn %lld ms, then DevTools)",
+              (int)pid, (long long)(clock_mono_us() - t_begin) / 1000,
+              (long long)(t_display - t_begin) / 1000, (long long)(t_spawned - t_display) / 1000);
 
     c->stop_fd = eventfd(0, EFD_CLOEXEC);
     if (c->stop_fd < 0) {

@@ -1,8 +1,11 @@
 #include "runtime/sessmgr.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -388,14 +391,36 @@ static void cg_write(const char *dir, const char *file, const char *value)
     fclose(f);
 }
 
+/* Every thread of a process (setpriority and sched_setscheduler act on
+ * one thread, and Chromium's processes have dozens). */
+static void idle_threads(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    const struct sched_param sp = {.sched_priority = 0};
+    for (struct dirent *de; (de = readdir(d));) {
+        long tid = strtol(de->d_name, NULL, 10);
+        if (tid <= 0)
+            continue;
+        (void)setpriority(PRIO_PROCESS, (id_t)tid, 19);
+        (void)sched_setscheduler((pid_t)tid, SCHED_IDLE, &sp);
+    }
+    closedir(d);
+}
+
 /*
  * A browser being stopped yields the CPU to the ones starting (issue 21:
  * teardown off the critical path). Its shutdown (flushing state, tearing down
  * renderers, the kernel freeing its memory, charged to the exiting tasks)
  * otherwise competes with the next create's launch on a small machine. Every
- * task of its cgroup gets nice 19, and the cgroup the lowest CPU weight where
- * the cpu controller is enabled (v2 cpu.weight, v1 cpu.shares). Best effort:
- * an unsandboxed browser's process group gets nice 19 only.
+ * thread of its processes runs SCHED_IDLE (CPU only when nothing else wants
+ * it; nice 19 too), and its cgroup gets the lowest CPU weight where a cpu
+ * controller holds it (v2 cpu.weight, v1 cpu.shares). Processes it forks while
+ * closing inherit the policy of the thread that forks. Best effort: an
+ * unsandboxed browser's process group is found by its processes' group.
  */
 static void lower_priority(struct chromium *c)
 {
@@ -403,6 +428,7 @@ static void lower_priority(struct chromium *c)
     const char *dirs[4];
     int n = sb ? sandbox_cgroup_dirs(sb, dirs, 4) : 0;
     if (n == 0) {
+        idle_threads((long)chromium_pid(c));
         (void)setpriority(PRIO_PGRP, (id_t)chromium_pid(c), 19);
         return;
     }
@@ -417,7 +443,7 @@ static void lower_priority(struct chromium *c)
         return;
     long pid;
     while (fscanf(f, "%ld", &pid) == 1)
-        (void)setpriority(PRIO_PROCESS, (id_t)pid, 19);
+        idle_threads(pid);
     fclose(f);
 }
 
@@ -475,6 +501,15 @@ int sessmgr_take(struct sessmgr *m, const char *id, struct chromium **browser, l
 void sessmgr_stop_browser(struct chromium *c)
 {
     (void)stop_browser(c, 0);
+}
+
+void sessmgr_discard_browser(struct chromium *c)
+{
+    if (!c)
+        return;
+    lower_priority(c);
+    chromium_stop(c, 0, 0);
+    chromium_free(c);
 }
 
 int sessmgr_replace(struct sessmgr *m, const char *id, struct chromium *c)

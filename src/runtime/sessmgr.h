@@ -105,6 +105,12 @@ int sessmgr_take(struct sessmgr *m, const char *session_id, struct chromium **br
  * at the lowest CPU priority, Browser.close, then signals. Any thread;
  * blocks up to a few seconds. Accepts NULL. */
 void sessmgr_stop_browser(struct chromium *c);
+/* The same for a browser whose state nothing will read (no profile saved
+ * from it, no recording finishing): killed at once (SIGKILL to its process
+ * group, its display with it) after the lowest CPU priority is set, without
+ * Browser.close. Chromium's orderly shutdown costs a CPU-second or more of
+ * flushing that would compete with the next launch on a small machine. */
+void sessmgr_discard_browser(struct chromium *c);
 
 /* Ends every live session now (a fenced cluster node), calling on_end with
  * reason for each. Any thread but the supervisor's. */
