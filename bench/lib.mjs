@@ -30,3 +30,35 @@ export async function rawLaunch(own = false) {
   return t;
 }
 
+// A raw headful launch, what a headful session needs without the server:
+// Xvfb at the session's default screen (1920x1080) until it accepts
+// connections (-displayfd), then Chromium on that display, as root with
+// --no-sandbox, to "DevTools listening". Both are killed by PID afterwards.
+export async function rawHeadfulLaunch() {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
+  const t0 = process.hrtime.bigint();
+  const x = spawn('Xvfb', ['-displayfd', '3', '-screen', '0', '1920x1080x24', '-nolisten', 'tcp', '-noreset'],
+    { stdio: ['ignore', 'ignore', 'ignore', 'pipe'], detached: true });
+  const display = await new Promise((resolve, reject) => {
+    let buf = '';
+    x.stdio[3].on('data', (d) => { buf += d; if (/\n/.test(buf)) resolve(buf.trim()); });
+    x.on('exit', () => reject(new Error('raw Xvfb exited')));
+  });
+  const p = spawn('/usr/bin/chromium', ['--no-sandbox', '--remote-debugging-port=0',
+    '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--password-store=basic', '--use-mock-keychain', '--window-size=1920,1080', 'about:blank'],
+  { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env: { ...process.env, DISPLAY: `:${display}` } });
+  const t = await new Promise((resolve, reject) => {
+    let buf = '';
+    p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(ms(t0)); });
+    p.on('exit', () => reject(new Error('raw chromium exited')));
+  });
+  process.kill(-p.pid, 'SIGKILL');
+  await new Promise((r) => p.once('exit', r));
+  process.kill(-x.pid, 'SIGKILL');
+  await new Promise((r) => x.once('exit', r));
+  rmSync(dir, { recursive: true, force: true });
+  return t;
+}
+

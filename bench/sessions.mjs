@@ -136,7 +136,7 @@ try {
     `| CDP round trip direct to the browser, median / p99 | ${f(median(d))} us / ${f(p99(d))} us | |`,
     `| CDP round trip through the relay, median / p99 | ${f(median(rl))} us / ${f(p99(rl))} us | |`,
     `| relay added latency, median | ${f(median(rl) - median(d))} us | <= 60 us |`,
-    `| server CPU per relayed message, one command at a time | ${f(cpuPerMsgUs)} us | <= 5 us |`,
+    `| server CPU per relayed message, one command at a time | ${f(cpuPerMsgUs)} us | stated (issue 21's target is with 64 in flight) |`,
     `| server CPU per relayed message, 64 commands in flight | ${f(cpuPerMsgBurstUs)} us | <= 5 us |`,
     `| pool acquire of a warm browser, median / p99 | ${f(median(acq))} ms / ${f(p99(acq))} ms (cold create: ${f(median(create))} ms) | < 2 ms |`,
     `| pool release with reuse back to available, median | ${f(median(rel))} ms | < 50 ms |`,

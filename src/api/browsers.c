@@ -385,6 +385,9 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         sessrules_create_clear(&c);
         return rc;
     }
+    /* Where a launch spends its time, for the log line below; "store" is
+     * the admission (reserve_slot) and the row's insert. */
+    int64_t t0 = clock_mono_us();
     if (!pooled && (rc = reserve_slot(app, org_id, ent, e)) != 0) {
         sessrules_create_clear(&c);
         return rc;
@@ -418,8 +421,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         .memory_max_bytes = memory_bytes(c.memory),
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
-    /* Where a launch spends its time, for the log line below. */
-    int64_t t0 = clock_mono_us(), t_store = t0, t_sandbox = t0, t_files = t0, t_modules = t0;
+    int64_t t_store = t0, t_sandbox = t0, t_files = t0, t_modules = t0;
     /* Name first: a duplicate is refused before anything is prepared. */
     rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
     t_store = clock_mono_us();
@@ -458,12 +460,12 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         rc = launch_failed(s->id, "start", rc, e);
     if (rc == 0) {
         int64_t t1 = clock_mono_us();
-        log_info("session %s launched%s in %lld ms (store %lld, sandbox %lld, files %lld, "
-                 "modules %lld, browser %lld)",
-                 s->id, spare ? " as a spare" : "", (long long)(t1 - t0) / 1000,
-                 (long long)(t_store - t0) / 1000, (long long)(t_sandbox - t_store) / 1000,
-                 (long long)(t_files - t_sandbox) / 1000, (long long)(t_modules - t_files) / 1000,
-                 (long long)(t1 - t_modules) / 1000);
+        log_info("session %s launched%s in %.1f ms (store %.1f, sandbox %.1f, files %.1f, "
+                 "modules %.1f, browser %.1f)",
+                 s->id, spare ? " as a spare" : "", (double)(t1 - t0) / 1e3,
+                 (double)(t_store - t0) / 1e3, (double)(t_sandbox - t_store) / 1e3,
+                 (double)(t_files - t_sandbox) / 1e3, (double)(t_modules - t_files) / 1e3,
+                 (double)(t1 - t_modules) / 1e3);
     }
     sandbox_unref(sb);
     xfree(policy);
