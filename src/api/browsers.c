@@ -829,6 +829,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     proxies_handout_clear(&ph);
     if (rc) {
         spare_end(app, sp, "its egress could not be given to its owner");
+        spares_handout_done(app->spares);
         sessmgr_unreserve(app->sessions, org_id);
         json_decref(doc);
         session_rec_clear(s);
@@ -852,6 +853,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
             err_set(e, rc, "internal", "the session could not be stored");
         /* The hooks ran for the refused owner: this spare is spent. */
         spare_end(app, sp, "its create was refused");
+        spares_handout_done(app->spares);
         sessmgr_unreserve(app->sessions, org_id);
         json_decref(doc);
         session_rec_clear(s);
@@ -877,6 +879,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     session_rec_clear(&sp->rec);
     xfree(sp);
     sessrules_create_clear(&c);
+    spares_handout_done(app->spares); /* its replacement may launch now */
     return 0;
 }
 

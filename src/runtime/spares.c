@@ -32,6 +32,8 @@ struct spares {
     int64_t holdoff_until; /* monotonic ms: no launch before (room, failures) */
     int backoff_ms;
     uint64_t handed_out;
+    int handing;           /* hand-outs in progress (spares_take .. spares_handout_done) */
+    int64_t handing_until; /* monotonic ms: a hand-out that never says done stops holding */
     int stopping;
 };
 
@@ -107,9 +109,15 @@ static void *fill(void *arg)
                 break;
         }
         int k = wanted_locked(s);
-        long long avail = k >= 0 && now >= s->holdoff_until ? mem_available_mb() : 0;
-        if (k < 0 || now < s->holdoff_until || (avail >= 0 && avail < SPARES_MIN_AVAIL_MB)) {
-            struct timespec ts = clock_deadline(TICK_MS);
+        /* A replacement waits for the hand-out that took the spare: its
+         * launch would compete with the rest of that create for the CPU. */
+        int held = now < s->holdoff_until || (s->handing > 0 && now < s->handing_until);
+        long long avail = k >= 0 && !held ? mem_available_mb() : 0;
+        if (k < 0 || held || (avail >= 0 && avail < SPARES_MIN_AVAIL_MB)) {
+            int64_t wait = TICK_MS;
+            if (s->handing > 0 && s->handing_until - now < wait)
+                wait = s->handing_until > now ? s->handing_until - now : 1;
+            struct timespec ts = clock_deadline((int)wait);
             pthread_cond_timedwait(&s->cv, &s->mu, &ts);
             continue;
         }
@@ -198,10 +206,22 @@ void *spares_take(struct spares *s, int kind)
                 (size_t)(s->nready[kind] - 1) * sizeof(void *));
         s->nready[kind]--;
         s->handed_out++;
-        pthread_cond_broadcast(&s->cv);
+        s->handing++;
+        s->handing_until = clock_mono_ms() + SPARES_HANDOUT_HOLD_MS;
     }
     pthread_mutex_unlock(&s->mu);
     return item;
+}
+
+void spares_handout_done(struct spares *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (s->handing > 0)
+        s->handing--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void spares_put_back(struct spares *s, int kind, void *item)

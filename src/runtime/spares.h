@@ -60,9 +60,16 @@ int spares_start(const struct spares_launcher *launcher, int count, struct spare
 void spares_stop(struct spares *s);
 
 /* Takes a ready spare of kind: returns its item (now the caller's), or NULL
- * when none is ready (the caller launches cold). Wakes the filler to replace
- * it. Accepts s NULL (spares off). */
+ * when none is ready (the caller launches cold). Its replacement is launched
+ * once the caller says the hand-out is over (spares_handout_done, also after
+ * spares_put_back), or SPARES_HANDOUT_HOLD_MS after the take at the latest,
+ * so that the launch does not compete with the rest of the create. Accepts s
+ * NULL (spares off). */
 void *spares_take(struct spares *s, int kind);
+/* The hand-out of an item taken by spares_take is over (handed out, ended
+ * or put back): the filler may replace it now. Accepts NULL. */
+void spares_handout_done(struct spares *s);
+#define SPARES_HANDOUT_HOLD_MS 1000
 /* Returns an item taken by spares_take that was not handed out (the create
  * failed before it reached anyone), as ready. */
 void spares_put_back(struct spares *s, int kind, void *item);

@@ -122,11 +122,15 @@ static void test_split_take_replace(void **state)
     assert_non_null(it);
     assert_int_equal(it->kind, SPARE_HEADLESS);
     assert_int_equal(spares_handed_out(s), 1);
+    /* "Its replacement is launched once the caller says the hand-out is
+     * over" */
+    spares_handout_done(s);
     assert_true(wait_ready(s, SPARE_HEADLESS, 1));
     /* "Returns an item taken ... as ready": the kind holds one more than
      * its target until the next take. */
     struct item *again = spares_take(s, SPARE_HEADLESS);
     spares_put_back(s, SPARE_HEADLESS, again);
+    spares_handout_done(s);
     assert_int_equal(spares_handed_out(s), 1);
     xfree(it); /* handed out: the caller's */
     spares_stop(s);
@@ -152,6 +156,7 @@ static void test_dead_replaced(void **state)
     assert_int_equal(spares_ready(s, SPARE_HEADLESS), 0);
     struct item *it = spares_take(s, SPARE_HEADFUL);
     spares_put_back(s, SPARE_HEADFUL, it);
+    spares_handout_done(s);
     __atomic_store_n(&it->dead, 1, __ATOMIC_RELEASE);
     /* "alive: 1 while the item's browser runs": a dead one is ended and
      * replaced. */
