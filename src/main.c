@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
@@ -497,6 +498,8 @@ static int cmd_serve(int argc, char **argv)
     /* Browsers of a previous run that did not stop cleanly are ended
      * before anything new starts. */
     browsers_recover(&app);
+    /* Debian's launcher script is read once, before any launch needs it. */
+    (void)crlauncher_get(app.cfg.chromium);
     struct sessmgr_hooks hooks = {
         .on_end = browsers_on_end, .on_oom = telemetry_on_oom_kill, .ctx = &app};
     if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||

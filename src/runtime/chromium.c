@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
 #include "runtime/xvfb.h"
@@ -761,7 +762,10 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
 static void build_argv(const struct chromium_opts *o, struct chromium *c,
                        const struct sandbox_exec *x, struct strvec *av)
 {
-    const char *bin = o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY;
+    /* Debian's launcher script is resolved once (runtime/crlauncher.h): its
+     * binary runs directly, its flags first, so that the caller's win. */
+    const struct crlauncher *l = crlauncher_get(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY);
+    const char *bin = l->exec;
     size_t first = 0;
     if (x) {
         const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
@@ -774,6 +778,8 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     /* --no-sandbox only for an unsandboxed root server (Chromium refuses to
      * run as root with its sandbox); as any other user its sandbox is on. */
     int no_sandbox = !x && geteuid() == 0;
+    for (const char *const *f = l->flags; *f; f++)
+        strvec_push(av, xstrdup(*f));
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             strvec_push(av, xstrdup(cr_fixed_flags[i]));
@@ -821,8 +827,15 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
 /* The server's environment without display variables, plus DISPLAY=:N for
  * headful. A sandboxed browser gets a clean environment instead: nothing of
  * the server's (its variables may hold an admin token or a bootstrap key). */
-static void build_env(int display, const char *home, int sandboxed, struct strvec *ev)
+static void build_env(const struct crlauncher *l, int display, const char *home, int sandboxed,
+                      struct strvec *ev)
 {
+    if (l->wrapper) { /* what Debian's launcher script exports */
+        strvec_push(ev, xasprintf("CHROME_WRAPPER=%s", l->wrapper));
+        strvec_push(ev, xstrdup("CHROME_DESKTOP=chromium.desktop"));
+        if (l->version_extra)
+            strvec_push(ev, xasprintf("CHROME_VERSION_EXTRA=%s", l->version_extra));
+    }
     if (sandboxed) {
         strvec_push(ev, xstrdup("PATH=/usr/bin:/bin"));
         strvec_push(ev, xasprintf("HOME=%s", home));
@@ -836,7 +849,8 @@ static void build_env(int display, const char *home, int sandboxed, struct strve
         return;
     }
     for (char **p = environ; p && *p; p++) {
-        if (strncmp(*p, "DISPLAY=", 8) == 0 || strncmp(*p, "WAYLAND_DISPLAY=", 16) == 0)
+        if (strncmp(*p, "DISPLAY=", 8) == 0 || strncmp(*p, "WAYLAND_DISPLAY=", 16) == 0 ||
+            (l->wrapper && strncmp(*p, "CHROME_", 7) == 0))
             continue;
         strvec_push(ev, xstrdup(*p));
     }
@@ -1016,8 +1030,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     build_argv(o, c, have_sbx ? &sbx : NULL, &av);
     /* With the session's own files, HOME is the session's home: the browser
      * saves downloads to ~/Downloads, where the fs API sees them. */
-    build_env(c->xvfb.display, sandbox_root(c->sb) ? SANDBOX_HOME : c->user_data_dir, c->sb != NULL,
-              &ev);
+    build_env(crlauncher_get(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY), c->xvfb.display,
+              sandbox_root(c->sb) ? SANDBOX_HOME : c->user_data_dir, c->sb != NULL, &ev);
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || pipe2(ep, O_CLOEXEC) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "open /dev/null or pipe: %s", strerror(errno));

@@ -379,4 +379,29 @@ export const tests = [
       } finally { await s.stop(); s.cleanup(); }
     },
   },
+  {
+    name: 'Debian\'s launcher script resolved once (runtime/crlauncher.h) runs the browser as the script would: /usr/lib/chromium/chromium with the flags /etc/chromium.d gives and CHROME_WRAPPER set, under no shell',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      const pids = browserPids(s.dir, b.session_id);
+      const procs = pids.map((pid) => {
+        try {
+          return {
+            pid,
+            argv: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'),
+            env: readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0'),
+            ppid: Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]),
+          };
+        } catch { return null; }
+      }).filter(Boolean);
+      const main = procs.find((p) => p.argv[0] === '/usr/lib/chromium/chromium' && !p.argv.some((a) => a.startsWith('--type=')));
+      assert(main, `no browser process runs /usr/lib/chromium/chromium: ${JSON.stringify(procs.map((p) => p.argv.slice(0, 2)))}`);
+      assert(main.argv.includes('--enable-remote-extensions'), 'the flag /etc/chromium.d/extensions gives is passed');
+      assert(main.env.includes('CHROME_WRAPPER=/usr/bin/chromium'), 'CHROME_WRAPPER names the script, as the script sets it');
+      const parent = readFileSync(`/proc/${main.ppid}/cmdline`, 'utf8').split('\0')[0];
+      assert(!/(^|\/)(sh|bash|dash)$/.test(parent), `the browser's parent is a shell: ${parent}`);
+      eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
+    }),
+  },
 ];
