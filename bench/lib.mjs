@@ -8,13 +8,15 @@ export const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 
 // Raw Chromium to "DevTools listening": as root with --no-sandbox, or (own)
 // with Chromium's own sandbox on, as an unprivileged uid (what a sandboxed
-// session runs, without bwrap and the server).
+// session runs, without bwrap and the server). bin: Debian's launcher script
+// by default, as a user types `chromium`; /usr/lib/chromium/chromium is the
+// binary it runs (what the server runs, runtime/crlauncher.h).
 export const RAW_UID = 1099999;
-export async function rawLaunch(own = false) {
+export async function rawLaunch(own = false, bin = '/usr/bin/chromium') {
   const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
   if (own) execFileSync('chown', [`${RAW_UID}:${RAW_UID}`, dir]);
   const t0 = process.hrtime.bigint();
-  const pre = own ? ['setpriv', '--reuid', String(RAW_UID), '--regid', String(RAW_UID), '--clear-groups', '/usr/bin/chromium'] : ['/usr/bin/chromium', '--no-sandbox'];
+  const pre = own ? ['setpriv', '--reuid', String(RAW_UID), '--regid', String(RAW_UID), '--clear-groups', bin] : [bin, '--no-sandbox'];
   const p = spawn(pre[0], [...pre.slice(1), '--headless=new', '--remote-debugging-port=0',
     '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync',

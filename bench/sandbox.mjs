@@ -99,7 +99,7 @@ try {
   const spare = await startServer({ args: ['--spares', '2'] });
   const fromSpare = { '{}': [], '{"headless":true}': [] };
   let served = 0, asked = 0;
-  const coldBtb = [], coldBtbHl = [], raw2 = [], rawHf = [];
+  const coldBtb = [], coldBtbHl = [], raw2 = [], rawHf = [], rawElf = [];
   try {
     for (let i = 0; i < SPARE_RUNS; i++) {
       for (const body of [{}, { headless: true }]) {
@@ -116,7 +116,7 @@ try {
     }
     // Cold {} back to back with deletes: no pause between a DELETE's answer
     // and the next create, so the previous browser's teardown overlaps it.
-    for (let i = 0; i < RUNS; i++) { raw2.push(await rawLaunch()); rawHf.push(await rawHeadfulLaunch()); }
+    for (let i = 0; i < RUNS; i++) { raw2.push(await rawLaunch()); rawHf.push(await rawHeadfulLaunch()); rawElf.push(await rawLaunch(false, '/usr/lib/chromium/chromium')); }
     for (const body of [{}, { headless: true }]) {
       for (let i = 0; i < RUNS; i++) {
         const t0 = process.hrtime.bigint();
@@ -140,6 +140,7 @@ try {
     `| cold \`POST /browsers {}\` (headful), back to back with deletes, median | ${f(median(coldBtb))} ms (${f(median(coldBtb) / median(rawHf))}x the raw headful launch) | <= 1.2x raw |`,
     `| cold \`POST /browsers {"headless":true}\`, back to back with deletes, median | ${f(median(coldBtbHl))} ms (${f(median(coldBtbHl) / median(raw2))}x raw) | <= 1.2x raw |`,
     `| raw \`chromium --headless=new\` to "DevTools listening", median (same run) | ${f(median(raw2))} ms | |`,
+    `| raw \`/usr/lib/chromium/chromium --headless=new\` (the binary Debian's script runs, as the server does) to "DevTools listening", median (same run) | ${f(median(rawElf))} ms (cold headless create: ${f(median(coldBtbHl) / median(rawElf))}x) | |`,
     `| raw headful launch (Xvfb 1920x1080 until it accepts connections, then \`chromium\` on it) to "DevTools listening", median (same run) | ${f(median(rawHf))} ms | |`,
     `| cold \`{}\` create / spare \`{}\` create | ${f(median(coldBtb) / median(hf))}x | |`,
     `| load average during the run (1 min, at its end) | ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]} on ${availableParallelism()} CPUs | |`, '');

@@ -794,6 +794,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         return 0;
     }
     *served = 1;
+    int64_t t0 = clock_mono_us(); /* where a hand-out spends its time, for the log */
     int rc = reserve_slot(app, org_id, ent, e);
     /* The proxy and network rules resolve in the owner's store before a
      * spare is taken: a create they refuse (an unknown proxy) keeps the
@@ -825,8 +826,10 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     json_decref(mine);
     /* The egress listener becomes the owner's (its rules, its proxy): before
      * the started hooks turn its routes on and before start_url. */
+    int64_t t_taken = clock_mono_us();
     rc = proxies_handout_apply(&ph, s, doc, e);
     proxies_handout_clear(&ph);
+    int64_t t_egress = clock_mono_us();
     if (rc) {
         spare_end(app, sp, "its egress could not be given to its owner");
         spares_handout_done(app->spares);
@@ -844,8 +847,10 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->started)
             (*x)->started(&sc, chromium_ws_url(sp->browser));
+    int64_t t_hooks = clock_mono_us();
     s->data = jsonx_dump(doc);
     rc = insert_session(app, s, ent, 0, e);
+    int64_t t_row = clock_mono_us();
     if (rc) {
         if (rc == E_CONFLICT)
             err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
@@ -872,8 +877,13 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     char *marker = spare_marker(app, s->id);
     unlink(marker);
     xfree(marker);
-    log_info("session %s started from a %s spare (pid %d)", s->id,
-             spare_kind_name((enum spare_kind)sp->kind), s->pid);
+    int64_t t1 = clock_mono_us();
+    log_info("session %s started from a %s spare (pid %d) in %.1f ms (admission and take %.1f, "
+             "egress %.1f, hooks %.1f, row %.1f, live %.1f)",
+             s->id, spare_kind_name((enum spare_kind)sp->kind), s->pid, (double)(t1 - t0) / 1e3,
+             (double)(t_taken - t0) / 1e3, (double)(t_egress - t_taken) / 1e3,
+             (double)(t_hooks - t_egress) / 1e3, (double)(t_row - t_hooks) / 1e3,
+             (double)(t1 - t_row) / 1e3);
     json_decref(doc);
     json_decref(sp->doc);
     session_rec_clear(&sp->rec);
