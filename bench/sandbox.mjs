@@ -16,7 +16,7 @@
 // previous DELETE answered) and the raw launch.
 //   node bench/sandbox.mjs
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, request } from '../tests/blackbox/lib.mjs';
@@ -86,7 +86,10 @@ try {
     for (let i = 0; i < IDLE; i++) ids.push((await api(s, 'POST', '/browsers', { headless: true, timeout_seconds: 600 })).json.session_id);
     await new Promise((r) => setTimeout(r, 3000)); // let start-up work settle
     let kb = 0;
-    for (const id of ids) kb += treePss(s.dir, id);
+    // A sandboxed session's profile and files are tmpfs mounts (memory, not
+    // in any process's PSS): their used size counts too.
+    const tmpfsKb = (path) => { try { const st = statfsSync(path); return st.type === 0x01021994 ? ((st.blocks - st.bfree) * st.bsize) / 1024 : 0; } catch { return 0; } };
+    for (const id of ids) kb += treePss(s.dir, id) + tmpfsKb(`${s.dir}/sessions/${id}`) + tmpfsKb(`${s.dir}/sessions/${id}.root`);
     for (const id of ids) await api(s, 'DELETE', `/browsers/${id}`);
     return kb / ids.length;
   };
@@ -153,7 +156,7 @@ try {
     `| \`POST /browsers\` to CDP-ready, sandboxed, median | ${f(median(sbx))} ms (${f(median(sbx) / median(raw))}x raw, ${f(median(sbx) / median(rawOwn))}x the raw launch with Chromium's sandbox) | <= 1.2x raw |`,
     `| \`POST /browsers\` to CDP-ready, unsandboxed, median | ${f(median(plain))} ms (${f(median(plain) / median(raw))}x raw) | |`,
     `| sandboxed / unsandboxed create | ${f(median(sbx) / median(plain))}x | |`,
-    `| PSS of an idle headless session's process tree, sandboxed | ${f(pssOn / 1024)} MB | <= 1.1x unsandboxed |`,
+    `| PSS of an idle headless session's process tree, sandboxed, plus its tmpfs folders (profile and files) | ${f(pssOn / 1024)} MB | <= 1.1x unsandboxed |`,
     `| PSS of an idle headless session's process tree, unsandboxed | ${f(pssOff / 1024)} MB (sandboxed: ${f(pssOn / pssOff)}x) | |`, '');
 } finally {
   for (const s of [on, off]) { await s.stop(); s.cleanup(); }

@@ -444,6 +444,10 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         if ((rc = sandbox_root_create(sb, root, LIM_SESSION_DISK_BYTES, e)) != 0)
             rc = launch_failed(s->id, "sandbox", rc, e);
     }
+    /* The profile in memory, off the server's disk (sandbox.h); removed with
+     * the session's folders, after the ending hooks saved what they keep. */
+    if (rc == 0 && sb && (rc = sandbox_home_mount(dir, LIM_SESSION_PROFILE_BYTES, e)) != 0)
+        rc = launch_failed(s->id, "sandbox", rc, e);
     o.sandbox = sb;
     t_files = clock_mono_us();
     /* Extensions unpack into the sandbox's files (api/extensions.h). */
@@ -1221,6 +1225,9 @@ static void remove_session_files(struct app *app, const char *id)
 {
     char dir[1200];
     api_session_dir(app, id, dir, sizeof dir);
+    /* The profile's tmpfs first (sandbox_home_mount); a crashed server's
+     * too. Then the folder it was mounted on, empty. */
+    (void)sandbox_home_unmount(dir);
     remove_tree(dir);
     /* The session's own files (sandbox_root_create): a tmpfs, normally gone
      * with the sandbox; after a crash of the server it is still mounted. */

@@ -39,6 +39,11 @@
 /* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
  * size, so that one session cannot fill the host's disk. */
 #define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)
+/* A sandboxed session's Chromium profile (its user-data folder): a tmpfs of
+ * this size (sandbox_home_mount). Chromium sizes its HTTP cache from the free
+ * space it sees (80 MB on 512 MiB), and every page written counts against the
+ * session's memory limit. */
+#define LIM_SESSION_PROFILE_BYTES (512LL * 1024 * 1024)
 /* multipart/form-data uploads: most parts per body, and most header bytes of
  * one part (its Content-Disposition and Content-Type lines). */
 #define LIM_MULTIPART_PARTS        256

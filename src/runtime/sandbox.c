@@ -376,6 +376,33 @@ static const struct {
     {"home/kernel", 0755, 1}, {"home/kernel/Downloads", 0755, 1},
 };
 
+int sandbox_home_mount(const char *path, long long bytes, struct err *e)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", path, strerror(errno));
+    char opts[128];
+    snprintf(opts, sizeof opts, "size=%lld,nr_inodes=%lld,mode=0700,uid=0,gid=0", bytes,
+             bytes / 4096 + 1024);
+    if (mount("browserd-profile", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+        int er = errno;
+        (void)rmdir(path);
+        return err_set(e, E_INTERNAL, "internal",
+                       "sandbox: mounting the browser's profile folder on %s: %s", path,
+                       strerror(er));
+    }
+    reaper_watch_mount(path);
+    return 0;
+}
+
+int sandbox_home_unmount(const char *path)
+{
+    int detached = umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0;
+    if (!detached && errno != EINVAL && errno != ENOENT)
+        log_warn("sandbox: unmounting %s: %s", path, strerror(errno));
+    reaper_forget_mount(path);
+    return detached;
+}
+
 int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_bytes, struct err *e)
 {
     if (sb->root)

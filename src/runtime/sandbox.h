@@ -97,6 +97,22 @@ int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap);
 
 /* ---- the session's files ---- */
 
+/* Mounts a tmpfs of bytes (nosuid, nodev, mode 0700, root's until the
+ * launch hands the folder to the session's user) on path, the session's
+ * Chromium user-data folder, creating path first. A browser's profile then
+ * never touches the server's disk: its writes and Chromium's own fsyncs on
+ * its databases would share the disk's journal with the store's commits, and
+ * a profile on tmpfs starts faster. Its pages are charged to the memory
+ * cgroup of whoever writes them (the session's browser, or the server when it
+ * loads a saved profile). The mount is not the sandbox's: a profile is saved
+ * from it after the browser ended, so sandbox_home_unmount removes it; the
+ * reaper detaches it if the server dies. */
+int sandbox_home_mount(const char *path, long long bytes, struct err *e) WUR;
+/* Detaches a mount on path if there is one (sandbox_home_mount's, or one a
+ * crashed server left) and forgets it; the folder itself stays for the
+ * caller to remove. 1 when a mount was detached, 0 when there was none. */
+int sandbox_home_unmount(const char *path);
+
 /* Gives the session its own files: a tmpfs of quota_bytes mounted on path
  * (nosuid, nodev), holding /tmp (1777), /tmp/downloads, /home,
  * /home/kernel and /home/kernel/Downloads (the last three and downloads
