@@ -421,7 +421,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         .memory_max_bytes = memory_bytes(c.memory),
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
-    int64_t t_store = t0, t_sandbox = t0, t_files = t0, t_modules = t0;
+    int64_t t_store, t_sandbox, t_files, t_modules;
     /* Name first: a duplicate is refused before anything is prepared. */
     rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
     t_store = clock_mono_us();

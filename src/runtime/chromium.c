@@ -981,7 +981,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     c->user_data_dir = xstrdup(o->user_data_dir);
     c->log_path = xasprintf("%s.log", c->user_data_dir);
     c->started_us = clock_mono_us();
-    int64_t t_begin = c->started_us, t_display = t_begin, t_spawned = t_begin;
+    int64_t t_begin = c->started_us, t_display, t_spawned;
     int64_t deadline = c->started_us + (int64_t)timeout_ms * 1000; /* Xvfb included */
     int cg_fd = -1, null_fd = -1, ep[2] = {-1, -1};
     struct strvec av = {0}, ev = {0};
