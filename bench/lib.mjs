@@ -12,22 +12,35 @@ export const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 // by default, as a user types `chromium`; /usr/lib/chromium/chromium is the
 // binary it runs (what the server runs, runtime/crlauncher.h).
 export const RAW_UID = 1099999;
-export async function rawLaunch(own = false, bin = '/usr/bin/chromium') {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
-  if (own) execFileSync('chown', [`${RAW_UID}:${RAW_UID}`, dir]);
-  const t0 = process.hrtime.bigint();
-  const pre = own ? ['setpriv', '--reuid', String(RAW_UID), '--regid', String(RAW_UID), '--clear-groups', bin] : [bin, '--no-sandbox'];
-  const p = spawn(pre[0], [...pre.slice(1), '--headless=new', '--remote-debugging-port=0',
-    '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--password-store=basic', '--use-mock-keychain', 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+const RAW_FLAGS = ['--remote-debugging-port=0', '--remote-debugging-address=127.0.0.1', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--password-store=basic', '--use-mock-keychain'];
+
+// Milliseconds from t0 until p prints "DevTools listening"; then p's group
+// is killed by its PID and awaited.
+async function untilDevTools(p, t0) {
   const t = await new Promise((resolve, reject) => {
     let buf = '';
     p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(ms(t0)); });
     p.on('exit', () => reject(new Error('raw chromium exited')));
   });
+  await killGroup(p);
+  return t;
+}
+
+async function killGroup(p) {
   process.kill(-p.pid, 'SIGKILL');
   await new Promise((r) => p.once('exit', r));
+}
+
+export async function rawLaunch(own = false, bin = '/usr/bin/chromium') {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
+  if (own) execFileSync('chown', [`${RAW_UID}:${RAW_UID}`, dir]);
+  const t0 = process.hrtime.bigint();
+  const pre = own ? ['setpriv', '--reuid', String(RAW_UID), '--regid', String(RAW_UID), '--clear-groups', bin] : [bin, '--no-sandbox'];
+  const p = spawn(pre[0], [...pre.slice(1), '--headless=new', ...RAW_FLAGS, `--user-data-dir=${dir}`, 'about:blank'],
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  const t = await untilDevTools(p, t0);
   rmSync(dir, { recursive: true, force: true });
   return t;
 }
@@ -46,20 +59,10 @@ export async function rawHeadfulLaunch() {
     x.stdio[3].on('data', (d) => { buf += d; if (/\n/.test(buf)) resolve(buf.trim()); });
     x.on('exit', () => reject(new Error('raw Xvfb exited')));
   });
-  const p = spawn('/usr/bin/chromium', ['--no-sandbox', '--remote-debugging-port=0',
-    '--remote-debugging-address=127.0.0.1', `--user-data-dir=${dir}`, '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--password-store=basic', '--use-mock-keychain', '--window-size=1920,1080', 'about:blank'],
-  { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env: { ...process.env, DISPLAY: `:${display}` } });
-  const t = await new Promise((resolve, reject) => {
-    let buf = '';
-    p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(ms(t0)); });
-    p.on('exit', () => reject(new Error('raw chromium exited')));
-  });
-  process.kill(-p.pid, 'SIGKILL');
-  await new Promise((r) => p.once('exit', r));
-  process.kill(-x.pid, 'SIGKILL');
-  await new Promise((r) => x.once('exit', r));
+  const p = spawn('/usr/bin/chromium', ['--no-sandbox', ...RAW_FLAGS, `--user-data-dir=${dir}`, '--window-size=1920,1080', 'about:blank'],
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true, env: { ...process.env, DISPLAY: `:${display}` } });
+  const t = await untilDevTools(p, t0);
+  await killGroup(x);
   rmSync(dir, { recursive: true, force: true });
   return t;
 }

@@ -376,22 +376,30 @@ static const struct {
     {"home/kernel", 0755, 1}, {"home/kernel/Downloads", 0755, 1},
 };
 
-int sandbox_home_mount(const char *path, long long bytes, struct err *e)
+/* Mounts a tmpfs of bytes (nosuid, nodev, root's with mode, at most one
+ * inode per 4 KiB plus 1024) on path, creating path first, and tells the
+ * reaper. what names it in errors. */
+static int mount_tmpfs(const char *path, const char *source, long long bytes, const char *mode,
+                       const char *what, struct err *e)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST)
         return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", path, strerror(errno));
     char opts[128];
-    snprintf(opts, sizeof opts, "size=%lld,nr_inodes=%lld,mode=0700,uid=0,gid=0", bytes,
-             bytes / 4096 + 1024);
-    if (mount("browserd-profile", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+    snprintf(opts, sizeof opts, "size=%lld,nr_inodes=%lld,mode=%s,uid=0,gid=0", bytes,
+             bytes / 4096 + 1024, mode);
+    if (mount(source, path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
         int er = errno;
         (void)rmdir(path);
-        return err_set(e, E_INTERNAL, "internal",
-                       "sandbox: mounting the browser's profile folder on %s: %s", path,
+        return err_set(e, E_INTERNAL, "internal", "sandbox: mounting %s on %s: %s", what, path,
                        strerror(er));
     }
     reaper_watch_mount(path);
     return 0;
+}
+
+int sandbox_home_mount(const char *path, long long bytes, struct err *e)
+{
+    return mount_tmpfs(path, "browserd-profile", bytes, "0700", "the browser's profile folder", e);
 }
 
 int sandbox_home_unmount(const char *path)
@@ -407,19 +415,10 @@ int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_by
 {
     if (sb->root)
         return err_set(e, E_INTERNAL, "internal", "sandbox: the session already has its files");
-    if (mkdir(path, 0700) != 0 && errno != EEXIST)
-        return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", path, strerror(errno));
-    char opts[128];
-    snprintf(opts, sizeof opts, "size=%lld,nr_inodes=%lld,mode=0755,uid=0,gid=0", quota_bytes,
-             quota_bytes / 4096 + 1024);
-    if (mount("browserd-session", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
-        int er = errno;
-        (void)rmdir(path);
-        return err_set(e, E_INTERNAL, "internal", "sandbox: mounting the session's files on %s: %s",
-                       path, strerror(er));
-    }
+    int rc = mount_tmpfs(path, "browserd-session", quota_bytes, "0755", "the session's files", e);
+    if (rc)
+        return rc;
     sb->root = xstrdup(path);
-    reaper_watch_mount(path);
     int rfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     for (size_t i = 0; rfd >= 0 && i < sizeof root_layout / sizeof *root_layout; i++) {
         if (mkdirat(rfd, root_layout[i].path, root_layout[i].mode) != 0 ||
