@@ -137,7 +137,7 @@ try {
 
   lines.push('## Several nodes (issue 22)', '',
     'Three nodes on this machine sharing one PostgreSQL 15 (a throwaway server on a Unix socket, `scripts/pgtmp.sh`),',
-    `\`node bench/cluster.mjs\`; each node has the default 4 HTTP threads. CDP: ${N} sequential \`Browser.getVersion\`.`, '',
+    `\`node bench/cluster.mjs\`; each node has the default HTTP thread count (one per CPU). CDP: ${N} sequential \`Browser.getVersion\`.`, '',
     '| figure | through the owner | through another node | target |', '|---|---|---|---|',
     `| CDP round trip p50 / p99 (ms) | ${f(pct(direct, 0.5))} / ${f(pct(direct, 0.99))} | ${f(pct(hop, 0.5))} / ${f(pct(hop, 0.99))} | added <= 0.1 ms (added p50: ${((pct(hop, 0.5) - pct(direct, 0.5)) * 1000).toFixed(0)} us) |`,
     `| warm pool acquire p50 / p90 (ms, ${acqHome.length} acquires each, ${rounds} rounds of ${size}, alternating) | ${f(pct(acqHome, 0.5))} / ${f(pct(acqHome, 0.9))} | ${f(pct(acqHop, 0.5))} / ${f(pct(acqHop, 0.9))} | < 5 ms median through a non-owner |`,
