@@ -33,6 +33,15 @@ async function sparesReady(s, n) {
   if (sparesOf(s).size < n) throw new Error(`spares not ready:\n${s.log}`);
 }
 const IDLE = Number(process.env.BENCH_IDLE_SESSIONS || 10);
+// Waits (at most 60 s) until no process of s's sessions remains: deleted
+// sessions end in the background, and the next section starts on a quiet
+// machine.
+async function settled(s) {
+  for (let i = 0; i < 600; i++) {
+    try { execFileSync('pgrep', ['-f', `${s.dir}/sessions/`]); } catch { return; }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
 // pid -> parent pid, for every process.
@@ -91,6 +100,7 @@ try {
     const tmpfsKb = (path) => { try { const st = statfsSync(path); return st.type === 0x01021994 ? ((st.blocks - st.bfree) * st.bsize) / 1024 : 0; } catch { return 0; } };
     for (const id of ids) kb += treePss(s.dir, id) + tmpfsKb(`${s.dir}/sessions/${id}`) + tmpfsKb(`${s.dir}/sessions/${id}.root`);
     for (const id of ids) await api(s, 'DELETE', `/browsers/${id}`);
+    await settled(s);
     return kb / ids.length;
   };
   const pssOn = await idle(on);
