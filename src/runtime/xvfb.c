@@ -107,8 +107,11 @@ int xvfb_start(const char *binary, const struct sandbox *sb, int width, int heig
     char fdtext[16];
     if (snprintf(fdtext, sizeof fdtext, "%d", XVFB_DISPLAY_FD) >= (int)sizeof fdtext)
         return err_set(e, E_INTERNAL, "internal", "Xvfb fd text too long");
-    const char *args[] = {"-displayfd", fdtext,      "-screen", "0",
-                          screen,       "-nolisten", "tcp",     "-noreset"};
+    /* No GLX: loading Mesa for it was half of Xvfb's start (about 36 ms ->
+     * 19 ms here), and Chromium does not use it (its GPU process renders with
+     * SwiftShader on a display without a GPU, and presents through MIT-SHM). */
+    const char *args[] = {"-displayfd", fdtext, "-screen",  "0",          screen,
+                          "-nolisten",  "tcp",  "-noreset", "-extension", "GLX"};
 
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0)
