@@ -621,15 +621,11 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     j->rq = rq;
     j->route = r;
     j->rs.status = 200;
-    /* Set before the job is visible: blocker_main replaces them only when the
-     * handler did not park the request itself. */
-    rq->resume_fn = job_resume;
-    rq->done_fn = NULL;
-    rq->async_ctx = j;
     pthread_mutex_lock(&srv->jobs_mu);
     if (srv->jobs_stop) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        goto inline_run;
+        xfree(j);
+        return 0;
     }
     if (srv->nidle == 0 && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
         if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
@@ -640,7 +636,8 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     }
     if (srv->nblockers == 0) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        goto inline_run;
+        xfree(j);
+        return 0;
     }
     *srv->jobs_tail = j;
     srv->jobs_tail = &j->next;
@@ -648,11 +645,6 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     pthread_cond_signal(&srv->jobs_cv);
     pthread_mutex_unlock(&srv->jobs_mu);
     return HTTP_SUSPEND;
-inline_run:
-    rq->resume_fn = NULL;
-    rq->async_ctx = NULL;
-    xfree(j);
-    return 0;
 }
 
 /* Lets every queued and running blocking handler finish (their requests are

@@ -13,8 +13,6 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 
-extern char **environ;
-
 /* The launcher script is small (about 6 KB); a bigger file is not it. */
 #define SCRIPT_MAX (64 * 1024)
 /* What sourcing /etc/chromium.d may print: flags, not a novel. */
@@ -151,8 +149,11 @@ static char *source_config(void)
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+    /* The environment a session's browser gets (chromium.c), where the
+     * script ran before; never the server's own (its admin token, keys). */
+    char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
     pid_t pid;
-    int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+    int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
     if (rc != 0) {

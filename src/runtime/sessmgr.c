@@ -508,8 +508,7 @@ void sessmgr_discard_browser(struct chromium *c)
     if (!c)
         return;
     lower_priority(c);
-    chromium_stop(c, 0, 0);
-    chromium_free(c);
+    chromium_free(c); /* SIGKILL at once: chromium_free stops with no grace */
 }
 
 int sessmgr_replace(struct sessmgr *m, const char *id, struct chromium *c)
