@@ -149,7 +149,7 @@ static char *source_config(void)
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
-    /* The environment a session's browser gets (chromium.c), where the
+    /* The environment given to a session's browser (chromium.c), where the
      * script ran before; never the server's own (its admin token, keys). */
     char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
     pid_t pid;
