@@ -435,6 +435,11 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     if (rc == 0 && sandbox_enabled() &&
         (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
         rc = launch_failed(s->id, "sandbox", rc, e);
+    /* A spare starts and waits in the background: its launch and the work
+     * Chromium does after it is ready yield the CPU to the creates being
+     * served (docs/spares.md); hand-out lifts it. */
+    if (rc == 0 && sb && spare)
+        (void)sandbox_set_background(sb, 1);
     t_sandbox = clock_mono_us();
     if (rc == 0 && sb) {
         char root[1300];
@@ -817,6 +822,9 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         sessrules_create_clear(&c);
         return rc;
     }
+    struct sandbox *ssb = chromium_sandbox(sp->browser);
+    if (ssb)
+        (void)sandbox_set_background(ssb, 0); /* the owner's browser runs at normal priority */
     memset(s, 0, sizeof *s);
     *s = sp->rec;
     s->data = NULL;

@@ -29,15 +29,20 @@
 #endif
 
 #define CG_ROOT "/sys/fs/cgroup"
-#define CG_MAX  3 /* v1: memory, pids, cpuacct; v2: one */
+#define CG_MAX  3 /* v1: memory, pids, cpu; v2: one */
 
 enum cg_kind { CG_NONE, CG_V1, CG_V2 };
 
 static int enabled;
 static enum cg_kind cg_kind = CG_NONE;
 /* v1 hierarchies in use, in the order of struct sandbox's cg[]. */
-static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpuacct"};
+static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpu"};
 static int v1_have[CG_MAX];
+/* v1 cpu: the server's own cgroup folder. A session's cpu cgroup is its child
+ * with no folder between them, so that a session's group is a sibling of the
+ * server's threads (a background group yields to them, not only to other
+ * sessions) and stays inside any CPU limit set on the server. */
+static char v1_cpu_parent[512];
 
 struct sandbox {
     int refs; /* atomic */
@@ -111,6 +116,39 @@ static long long keyed_value(const char *path, const char *key)
 
 /* ---- start ---- */
 
+/* The folder of this process's cgroup in the v1 cpu hierarchy (the line of
+ * /proc/self/cgroup whose controller list names "cpu"), into out. 0, or -1
+ * when there is no such hierarchy or its folder lacks cpu.shares. */
+static int v1_own_cpu_cgroup(char *out, size_t cap)
+{
+    char buf[4096];
+    if (read_text("/proc/self/cgroup", buf, sizeof buf) <= 0)
+        return -1;
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char *ctl = strchr(line, ':');
+        char *path = ctl ? strchr(ctl + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = '\0';
+        int cpu = 0;
+        for (char *save = NULL, *tok = strtok_r(ctl + 1, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save))
+            cpu |= strcmp(tok, "cpu") == 0;
+        if (!cpu)
+            continue;
+        int n = snprintf(out, cap, CG_ROOT "/cpu%s", strcmp(path, "/") == 0 ? "" : path);
+        if (n < 0 || (size_t)n >= cap)
+            return -1;
+        char probe[600];
+        snprintf(probe, sizeof probe, "%s/cpu.shares", out);
+        return access(probe, W_OK) == 0 ? 0 : -1;
+    }
+    return -1;
+}
+
 static int cg_detect(void)
 {
     struct statfs sf;
@@ -135,6 +173,10 @@ static int cg_detect(void)
     int any = 0;
     for (int i = 0; i < CG_MAX; i++) {
         char p[256];
+        if (strcmp(v1_hier[i], "cpu") == 0) {
+            v1_have[i] = v1_own_cpu_cgroup(v1_cpu_parent, sizeof v1_cpu_parent) == 0;
+            continue; /* CPU alone does not make a sandbox: memory or pids must be there */
+        }
         snprintf(p, sizeof p, CG_ROOT "/%s/browserd", v1_hier[i]);
         v1_have[i] = mkdir_ok(p, 0755) == 0;
         any |= v1_have[i];
@@ -247,7 +289,9 @@ static int cg_make(struct sandbox *sb, const char *name, long long memory_max, s
     for (int i = 0; i < CG_MAX; i++) {
         if (!v1_have[i])
             continue;
-        sb->cg[i] = xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
+        sb->cg[i] = strcmp(v1_hier[i], "cpu") == 0
+                        ? xasprintf("%s/browserd-%s", v1_cpu_parent, name)
+                        : xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
         if (mkdir(sb->cg[i], 0755) != 0 && errno != EEXIST)
             return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", sb->cg[i],
                            strerror(errno));
@@ -563,6 +607,32 @@ long long sandbox_pids_current(const struct sandbox *sb)
     if (read_text(p, buf, sizeof buf) <= 0)
         return -1;
     return strtoll(buf, NULL, 10);
+}
+
+/* cpu.idle where the kernel has it (5.15+, v1 and v2: the group is scheduled
+ * like SCHED_IDLE among its siblings), else the lowest weight; and back.
+ * A write to a hierarchy without the files fails harmlessly. */
+int sandbox_set_background(struct sandbox *sb, int on)
+{
+    int done = 0;
+    for (int i = 0; i < CG_MAX; i++) {
+        if (!sb->cg[i])
+            continue;
+        char p[600];
+        snprintf(p, sizeof p, "%s/cpu.idle", sb->cg[i]);
+        if (write_text(p, on ? "1" : "0") == 0) {
+            done = 1;
+            continue;
+        }
+        snprintf(p, sizeof p, "%s/cpu.weight", sb->cg[i]);
+        if (write_text(p, on ? "1" : "100") == 0) {
+            done = 1;
+            continue;
+        }
+        snprintf(p, sizeof p, "%s/cpu.shares", sb->cg[i]);
+        done |= write_text(p, on ? "2" : "1024") == 0;
+    }
+    return done ? 0 : -1;
 }
 
 int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap)

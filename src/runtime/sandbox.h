@@ -91,6 +91,12 @@ struct sandbox_oom {
 int sandbox_oom_report(const char *name, struct sandbox_oom *out) WUR;
 /* Tasks now in the cgroup (the pids controller's count), or -1. */
 long long sandbox_pids_current(const struct sandbox *sb);
+/* Background (on) or normal CPU priority for every task of the sandbox: a
+ * background session gets the CPU only when its siblings (v1: the server's
+ * threads and the other sessions; v2: the other sessions) leave it idle. For
+ * spares until hand-out and for browsers being torn down. 0, or -1 where no
+ * cpu controller holds the sandbox. */
+int sandbox_set_background(struct sandbox *sb, int on);
 /* The cgroup folders (one per v1 hierarchy, one for v2), for the reaper:
  * fills up to cap paths (owned by sb), returns how many. */
 int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap);

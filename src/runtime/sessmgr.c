@@ -378,19 +378,6 @@ static void close_gracefully(struct chromium *c, int grace_ms)
     }
 }
 
-/* Writes value to a cgroup control file; quietly nothing when the host has
- * no such file (the controller is not enabled for the session's cgroup). */
-static void cg_write(const char *dir, const char *file, const char *value)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "we");
-    if (!f)
-        return;
-    fputs(value, f);
-    fclose(f);
-}
-
 /* Every thread of a process (setpriority and sched_setscheduler act on
  * one thread, and Chromium's processes have dozens). */
 static void idle_threads(long pid)
@@ -417,8 +404,8 @@ static void idle_threads(long pid)
  * renderers, the kernel freeing its memory, charged to the exiting tasks)
  * otherwise competes with the next create's launch on a small machine. Every
  * thread of its processes runs SCHED_IDLE (CPU only when nothing else wants
- * it; nice 19 too), and its cgroup gets the lowest CPU weight where a cpu
- * controller holds it (v2 cpu.weight, v1 cpu.shares). Processes it forks while
+ * it; nice 19 too), and its cgroup is put in the background (cpu.idle, else
+ * the lowest weight: sandbox_set_background). Processes it forks while
  * closing inherit the policy of the thread that forks. Best effort: an
  * unsandboxed browser's process group is found by its processes' group.
  */
@@ -432,10 +419,7 @@ static void lower_priority(struct chromium *c)
         (void)setpriority(PRIO_PGRP, (id_t)chromium_pid(c), 19);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        cg_write(dirs[i], "cpu.weight", "1");
-        cg_write(dirs[i], "cpu.shares", "2");
-    }
+    (void)sandbox_set_background(sb, 1);
     char path[512];
     snprintf(path, sizeof path, "%s/cgroup.procs", dirs[0]);
     FILE *f = fopen(path, "re");

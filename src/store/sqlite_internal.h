@@ -20,6 +20,7 @@ struct conn {
         sqlite3_stmt *st;
     } cache[STMT_CACHE];
     size_t ncache;
+    int broken; /* closed instead of pooled by sqx_conn_put */
     struct conn *next;
 };
 
@@ -29,6 +30,7 @@ struct sq {
     pthread_mutex_t mu;
     struct conn *idle;         /* connections not in use */
     struct sq_authcache *auth; /* auth_lookup's cache (sqlite_tenancy.c); NULL = uncached */
+    struct sq_syncer *syncer;  /* background WAL sync (sqx_sync_soon); NULL until first used */
 };
 
 /* A named schema migration; applied once, in array order, recorded by name. */
@@ -52,6 +54,19 @@ sqlite3_stmt *sqx_prep(struct conn *c, const char *sql);
 int sqx_q(struct conn *c, sqlite3_stmt **out, const char *sql, const char *fmt, ...);
 /* Maps sqx_q's failures: -2 -> E_CONFLICT, -1 -> E_INTERNAL, else 0. */
 int sqx_qrc(int rc);
+/* Runs fn(c, arg) with the connection's commits not waiting for the disk
+ * (synchronous=NORMAL: a crash of the process loses nothing, a power cut may
+ * lose the commit), then asks the background syncer to make them durable
+ * (sqx_sync_soon). For the one write on the create path (a new session's row,
+ * whose browser a power cut ends anyway). Returns fn's result. */
+int sqx_unsynced(struct sq *s, struct conn *c, int (*fn)(struct conn *c, const void *arg),
+                 const void *arg);
+/* Wakes the background syncer, which fdatasyncs the WAL file: every commit
+ * made before the call is durable once the syncer's next pass ends. */
+void sqx_sync_soon(struct sq *s);
+/* Waits up to timeout_ms until the syncer's passes cover every sqx_sync_soon
+ * made before the call: 0, or -1 on timeout. */
+int sqx_sync_wait(struct sq *s, int timeout_ms);
 int sqx_begin(struct conn *c);
 int sqx_commit(struct conn *c);
 void sqx_rollback(struct conn *c);

@@ -5,18 +5,21 @@
  * with its own cache of prepared statements keyed by the SQL text's address.
  * Writes run in BEGIN IMMEDIATE transactions so that a writer takes the lock
  * up front instead of failing on upgrade; synchronous=FULL makes every
- * acknowledged commit survive a crash of the process or the machine. Other
+ * acknowledged commit survive a crash of the process or the machine (but a
+ * new session's row: sqx_unsynced, docs/store.md). Other
  * processes (the `admin` commands) may open the same file at the same time:
  * nothing is cached across calls, except auth_lookup's rows, which are
  * dropped as soon as any connection of any process commits (see
  * sq_authcache_open in sqlite_tenancy.c).
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -80,6 +83,10 @@ void sqx_conn_put(struct sq *s, struct conn *c)
 {
     if (!c)
         return;
+    if (c->broken) {
+        sqx_conn_close(c);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     c->next = s->idle;
     s->idle = c;
@@ -183,11 +190,133 @@ void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
+/* ---- commits synced in the background ---- */
+
+struct sq_syncer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *wal; /* the WAL file's path */
+    int pending, stopping;
+    uint64_t requested, done; /* passes asked for; the last one asked for when a pass began */
+};
+
+/* fdatasync through our own descriptor: the kernel flushes the file, not the
+ * descriptor, so this makes every frame SQLite has written durable. */
+static void sync_wal(const char *wal)
+{
+    int fd = open(wal, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* no WAL: a checkpoint removed it, nothing is pending */
+    if (fdatasync(fd) != 0)
+        log_error("store: fdatasync %s: %m", wal);
+    close(fd);
+}
+
+static void *syncer_main(void *arg)
+{
+    struct sq_syncer *y = arg;
+    pthread_mutex_lock(&y->mu);
+    for (;;) {
+        while (!y->pending && !y->stopping)
+            pthread_cond_wait(&y->cv, &y->mu);
+        if (!y->pending)
+            break;
+        y->pending = 0;
+        uint64_t covers = y->requested;
+        pthread_mutex_unlock(&y->mu);
+        sync_wal(y->wal);
+        pthread_mutex_lock(&y->mu);
+        y->done = covers;
+        pthread_cond_broadcast(&y->cv);
+    }
+    pthread_mutex_unlock(&y->mu);
+    return NULL;
+}
+
+void sqx_sync_soon(struct sq *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->syncer) {
+        struct sq_syncer *y = xcalloc(1, sizeof *y);
+        pthread_mutex_init(&y->mu, NULL);
+        clock_cond_init(&y->cv);
+        y->wal = xasprintf("%s-wal", s->path);
+        if (pthread_create(&y->thread, NULL, syncer_main, y) != 0) {
+            pthread_mutex_unlock(&s->mu);
+            sync_wal(y->wal); /* no thread: sync here rather than not at all */
+            pthread_cond_destroy(&y->cv);
+            pthread_mutex_destroy(&y->mu);
+            xfree(y->wal);
+            xfree(y);
+            return;
+        }
+        s->syncer = y;
+    }
+    struct sq_syncer *y = s->syncer;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&y->mu);
+    y->pending = 1;
+    y->requested++;
+    pthread_cond_broadcast(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+}
+
+int sqx_sync_wait(struct sq *s, int timeout_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    struct sq_syncer *y = s->syncer;
+    pthread_mutex_unlock(&s->mu);
+    if (!y)
+        return 0;
+    struct timespec dl = clock_deadline(timeout_ms);
+    pthread_mutex_lock(&y->mu);
+    uint64_t want = y->requested;
+    int rc = 0;
+    while (y->done < want && rc == 0)
+        rc = pthread_cond_timedwait(&y->cv, &y->mu, &dl);
+    int ok = y->done >= want;
+    pthread_mutex_unlock(&y->mu);
+    return ok ? 0 : -1;
+}
+
+/* Ends the syncer after its last pass: nothing acknowledged stays unsynced. */
+static void syncer_stop(struct sq_syncer *y)
+{
+    if (!y)
+        return;
+    pthread_mutex_lock(&y->mu);
+    y->stopping = 1;
+    pthread_cond_signal(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+    pthread_join(y->thread, NULL);
+    pthread_cond_destroy(&y->cv);
+    pthread_mutex_destroy(&y->mu);
+    xfree(y->wal);
+    xfree(y);
+}
+
+int sqx_unsynced(struct sq *s, struct conn *c, int (*fn)(struct conn *c, const void *arg),
+                 const void *arg)
+{
+    if (sqlite3_exec(c->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+        return fn(c, arg); /* commits as every other write does */
+    int rc = fn(c, arg);
+    if (sqlite3_exec(c->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
+        /* Never pool a connection that would skip syncs. */
+        sqx_fail(c->db, "synchronous=FULL");
+        c->broken = 1;
+    }
+    sqx_sync_soon(s);
+    return rc;
+}
+
 /* ---- lifecycle ---- */
 
 static void sq_close(struct store *st_)
 {
     struct sq *s = (struct sq *)st_;
+    syncer_stop(s->syncer);
     sq_authcache_close(s);
     while (s->idle) {
         struct conn *c = s->idle;

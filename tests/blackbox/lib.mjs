@@ -1,7 +1,7 @@
 // Black-box helpers: start the real browserd binary on 127.0.0.1 with an
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
@@ -140,4 +140,23 @@ export async function waitFor(fn, what, ms = 15000, every = 100) {
     if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
     await new Promise((r) => setTimeout(r, every));
   }
+}
+
+// The cgroup folders the sandbox makes for session id that exist now
+// (docs/sandbox.md): v2 browserd/ID; v1 memory and pids browserd/ID, and cpu
+// browserd-ID as a child of the server's own cpu cgroup, which the server
+// inherits from this process.
+export function sessionCgroupDirs(id) {
+  const out = [`/sys/fs/cgroup/browserd/${id}`, `/sys/fs/cgroup/pids/browserd/${id}`, `/sys/fs/cgroup/memory/browserd/${id}`];
+  const cpu = cpuCgroupOfSelf();
+  if (cpu) out.push(`${cpu}/browserd-${id}`);
+  return out.filter((d) => existsSync(d));
+}
+
+// This process's folder in the cgroup v1 cpu hierarchy, or '' (v2, or none).
+export function cpuCgroupOfSelf() {
+  const line = readFileSync('/proc/self/cgroup', 'utf8').split('\n').find((l) => (l.split(':')[1] || '').split(',').includes('cpu'));
+  if (!line) return '';
+  const p = line.split(':')[2];
+  return `/sys/fs/cgroup/cpu${p === '/' ? '' : p}`;
 }

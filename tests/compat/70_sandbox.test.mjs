@@ -13,7 +13,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { BIN, startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { BIN, startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body) => request(s.base, method, path, { key: s.key, body });
 
@@ -63,13 +63,7 @@ function devtoolsPort(s, id) {
   return Number(m[1]);
 }
 
-function cgroupDirs(id) {
-  const out = [];
-  for (const base of ['/sys/fs/cgroup/browserd', '/sys/fs/cgroup/pids/browserd', '/sys/fs/cgroup/memory/browserd', '/sys/fs/cgroup/cpuacct/browserd']) {
-    if (existsSync(join(base, id))) out.push(join(base, id));
-  }
-  return out;
-}
+const cgroupDirs = sessionCgroupDirs;
 
 function pids(pattern) {
   try { return execFileSync('pgrep', ['-f', '--', pattern], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number); } catch { return []; }

@@ -13,7 +13,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
 
@@ -169,6 +169,32 @@ export const tests = [
           assert(d.json.deleted_at && d.json.usage.uptime_ms < Date.now() - t0 + 1000, `usage ${d.json.usage.uptime_ms} ms is no more than the session's life`);
         }, { args: [...st.allow, '--spares', '2'] });
       } finally { st.close(); }
+    },
+  },
+  {
+    name: 'issue 21 spares: a waiting spare runs in the background (its cgroup\'s cpu.idle is 1, so its start-up yields the CPU to the creates being served) and hand-out puts the session at normal priority (cpu.idle 0)',
+    timeout: 120000,
+    async fn() {
+      await withServer(async (s) => {
+        const before = await ready(s, 2);
+        const idleOf = (id) => {
+          const d = sessionCgroupDirs(id).find((x) => existsSync(join(x, 'cpu.idle')));
+          return d ? readFileSync(join(d, 'cpu.idle'), 'utf8').trim() : null;
+        };
+        const headful = [...before.keys()].find((id) => kindOf(s, id) === 'headful');
+        assert(headful, `a headful spare was launched:\n${s.log}`);
+        if (idleOf(headful) === null) {
+          // A host whose kernel or cgroups lack cpu.idle (before 5.15, or no cpu controller).
+          assert(!existsSync('/sys/fs/cgroup/cpu/cpu.idle'), 'this host has cpu.idle, so the spare must have a cpu cgroup');
+          return;
+        }
+        for (const id of before.keys()) eq(idleOf(id), '1', `waiting spare ${id}: cpu.idle`);
+        const r = await api(s, 'POST', '/browsers', {});
+        eq(r.status, 200, r.text);
+        eq(r.json.session_id, headful, 'the headful spare served the create');
+        eq(idleOf(headful), '0', 'the handed-out session: cpu.idle');
+        eq((await api(s, 'DELETE', `/browsers/${headful}`)).status, 204, 'delete');
+      }, { args: ['--spares', '2'] });
     },
   },
   {
@@ -451,9 +477,7 @@ export const tests = [
         eq(next.status, 200, `the next create: ${next.text}`);
         await waitFor(() => !alive(pid), 'the deleted browser exited', 20000);
         await waitFor(() => !existsSync(join(s.dir, 'sessions', b.session_id)) && !existsSync(join(s.dir, 'sessions', `${b.session_id}.root`)), 'its folders removed', 20000);
-        for (const cg of ['/sys/fs/cgroup/browserd', '/sys/fs/cgroup/pids/browserd', '/sys/fs/cgroup/memory/browserd']) {
-          await waitFor(() => !existsSync(join(cg, b.session_id)), `its cgroup ${cg} removed`, 20000);
-        }
+        await waitFor(() => sessionCgroupDirs(b.session_id).length === 0, 'its cgroups removed (memory, pids, cpu)', 20000);
         const d = await api(s, 'GET', `/browsers/${b.session_id}?include_deleted=true`);
         eq(d.json.deleted_at, g.json.deleted_at, 'deleted_at unchanged by the teardown');
         eq(d.json.usage.uptime_ms, g.json.usage.uptime_ms, 'usage unchanged by the teardown');
@@ -476,9 +500,7 @@ export const tests = [
         if (xvfb > 0) assert(!alive(xvfb), `spare ${id}'s Xvfb ${xvfb} ended`);
         assert(!existsSync(join(s.dir, 'sessions', id)), `spare ${id}'s folder removed`);
         assert(!existsSync(join(s.dir, 'sessions', `${id}.root`)), `spare ${id}'s files removed`);
-        for (const cg of ['/sys/fs/cgroup/browserd', '/sys/fs/cgroup/pids/browserd', '/sys/fs/cgroup/memory/browserd']) {
-          assert(!existsSync(join(cg, id)), `spare ${id}'s cgroup ${cg} removed`);
-        }
+        eq(sessionCgroupDirs(id), [], `spare ${id}'s cgroups removed`);
       }
       eq(spares(s).size, 0, 'no marker left');
       const dir = s.dir;

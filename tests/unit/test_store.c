@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/xalloc.h"
+#include "store/sqlite_internal.h"
 #include "store/store.h"
 
 /* ---- fixtures ---- */
@@ -1452,6 +1453,45 @@ static void run_exclusive_serializes_by_key(void **state)
     assert_int_equal(store_run_exclusive(x.st, "bootstrap", excl_other, &x), 0);
 }
 
+/* SQLite: a new session's row is the one write not synced at commit
+ * (sqx_unsynced, docs/store.md). The row is visible at once, the connection
+ * goes back to the pool syncing every commit (synchronous=FULL), and the
+ * background syncer's pass covering the insert ends. */
+static void session_insert_is_synced_in_the_background(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct session_rec a;
+    new_session(&a, &o, &p, "local", "{}");
+    assert_int_equal(store_session_insert(st, &a), 0);
+    struct session_rec got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, o.id, p.id, a.id, 0, &got), 0);
+    session_rec_clear(&got);
+    struct sq *s = (struct sq *)st;
+    assert_non_null(s->syncer);
+    assert_int_equal(sqx_sync_wait(s, 10000), 0);
+    /* Every pooled connection (the insert's is among them) syncs again. */
+    struct conn *held[8];
+    size_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (struct conn *c = s->idle; c && n < 8; c = c->next)
+        held[n++] = c;
+    pthread_mutex_unlock(&s->mu);
+    assert_true(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(held[i]->db, "PRAGMA synchronous", -1, &q, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(q, 0), 2); /* FULL */
+        sqlite3_finalize(q);
+    }
+    org_rec_clear(&o);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1488,7 +1528,7 @@ static void run_exclusive_serializes_by_key(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) SQLITE_CASE(
-        store_open_selects_the_backend) CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
+        store_open_selects_the_backend) SQLITE_CASE(session_insert_is_synced_in_the_background) CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
     return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests, pg_group_setup,
                                        pg_group_teardown);
 }
