@@ -1528,7 +1528,8 @@ static void session_insert_is_synced_in_the_background(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) SQLITE_CASE(
-        store_open_selects_the_backend) SQLITE_CASE(session_insert_is_synced_in_the_background) CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
+        store_open_selects_the_backend) SQLITE_CASE(session_insert_is_synced_in_the_background)
+                                           CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
     return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests, pg_group_setup,
                                        pg_group_teardown);
 }
