@@ -34,9 +34,9 @@ async function cdpRoundTrips(url, n) {
 const c = await startCluster({ nodes: 3 });
 const [n1, n2, n3] = c.nodes;
 
-// Three machines on one: each node, with every browser it launches (they
-// inherit its cpu cgroup; a session's own cgroups are in the memory, pids and
-// cpuacct hierarchies), gets its own cgroup v1 cpu quota of 2/3 of a core, so
+// Three machines on one: each node, with every browser it launches (a
+// session's cpu cgroup is a child of its server's, docs/sandbox.md), gets its
+// own cgroup v1 cpu quota of 2/3 of a core, so
 // one node alone has 2/3 of a core and three nodes have the two cores. Then
 // the create throughput of three nodes over one's measures how the cluster
 // scales when each node brings its own CPU, with the database shared.

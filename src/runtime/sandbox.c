@@ -38,11 +38,11 @@ static enum cg_kind cg_kind = CG_NONE;
 /* v1 hierarchies in use, in the order of struct sandbox's cg[]. */
 static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpu"};
 static int v1_have[CG_MAX];
-/* v1 cpu: the server's own cgroup folder. A session's cpu cgroup is its child
- * with no folder between them, so that a session's group is a sibling of the
- * server's threads (a background group yields to them, not only to other
- * sessions) and stays inside any CPU limit set on the server. */
-static char v1_cpu_parent[512];
+/* v1 cpu: a session's cpu cgroup is a child of the server's own cpu cgroup
+ * (read at each create: an operator may move the server) with no folder
+ * between them, so that a session's group is a sibling of the server's
+ * threads (a background group yields to them, not only to other sessions)
+ * and stays inside any CPU limit set on the server. */
 
 struct sandbox {
     int refs; /* atomic */
@@ -174,7 +174,8 @@ static int cg_detect(void)
     for (int i = 0; i < CG_MAX; i++) {
         char p[256];
         if (strcmp(v1_hier[i], "cpu") == 0) {
-            v1_have[i] = v1_own_cpu_cgroup(v1_cpu_parent, sizeof v1_cpu_parent) == 0;
+            char own[512];
+            v1_have[i] = v1_own_cpu_cgroup(own, sizeof own) == 0;
             continue; /* CPU alone does not make a sandbox: memory or pids must be there */
         }
         snprintf(p, sizeof p, CG_ROOT "/%s/browserd", v1_hier[i]);
@@ -289,9 +290,14 @@ static int cg_make(struct sandbox *sb, const char *name, long long memory_max, s
     for (int i = 0; i < CG_MAX; i++) {
         if (!v1_have[i])
             continue;
-        sb->cg[i] = strcmp(v1_hier[i], "cpu") == 0
-                        ? xasprintf("%s/browserd-%s", v1_cpu_parent, name)
-                        : xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
+        if (strcmp(v1_hier[i], "cpu") == 0) {
+            char own[512];
+            if (v1_own_cpu_cgroup(own, sizeof own) != 0)
+                continue;
+            sb->cg[i] = xasprintf("%s/browserd-%s", own, name);
+        } else {
+            sb->cg[i] = xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
+        }
         if (mkdir(sb->cg[i], 0755) != 0 && errno != EEXIST)
             return err_set(e, E_INTERNAL, "internal", "sandbox: mkdir %s: %s", sb->cg[i],
                            strerror(errno));
