@@ -1065,13 +1065,8 @@ static pthread_mutex_t teardown_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t teardown_cv = PTHREAD_COND_INITIALIZER;
 static int teardowns; /* in flight */
 
-static void *teardown_run(void *arg)
+static void teardown_do(struct teardown *t)
 {
-    struct teardown *t = arg;
-    /* This thread's own work (the ending hooks, removing the session's
-     * folders) yields too; nice, not SCHED_IDLE, because the hooks take the
-     * store's locks that a create waits for. Linux: 0 is this thread. */
-    (void)setpriority(PRIO_PROCESS, 0, 19);
     sessmgr_discard_browser(t->browser);
     session_finish(t->app, &t->rec, t->doc, "deleted", t->uptime_ms);
     json_decref(t->doc);
@@ -1081,6 +1076,15 @@ static void *teardown_run(void *arg)
     if (--teardowns == 0)
         pthread_cond_broadcast(&teardown_cv);
     pthread_mutex_unlock(&teardown_mu);
+}
+
+static void *teardown_run(void *arg)
+{
+    /* This thread's own work (the ending hooks, removing the session's
+     * folders) yields too; nice, not SCHED_IDLE, because the hooks take the
+     * store's locks that a create waits for. Linux: 0 is this thread. */
+    (void)setpriority(PRIO_PROCESS, 0, 19);
+    teardown_do(arg);
     return NULL;
 }
 
@@ -1119,7 +1123,7 @@ static int teardown_in_background(struct app *app, struct session_rec *s, const 
     pthread_mutex_unlock(&teardown_mu);
     if (pthread_create(&th, &attr, teardown_run, t) != 0) {
         log_warn("session %s: no teardown thread; ending it now", s->id);
-        teardown_run(t);
+        teardown_do(t); /* at this thread's priority: it goes on serving requests */
     }
     pthread_attr_destroy(&attr);
     return 1;
