@@ -10,11 +10,25 @@ port=$((20000 + $$ % 20000))
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 # The server's default spares (docs/spares.md) launch right after it starts:
-# the request-path figures are taken once they are ready, on a server at rest,
-# not while two Chromium launches share its cores.
+# the request-path figures are taken once they are ready and the machine is
+# at rest, not while two Chromium launches share its cores. A spare answers
+# about a second before Chromium's start-up work ends, and it waits in the
+# background, so that work, stretched over whatever CPU is left, would run
+# through the whole measurement.
+busy_jiffies() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+at_rest() { # under 10% of one CPU busy over 200 ms, for at most 10 s
+    n=$(nproc)
+    for i in $(seq 50); do
+        a=$(busy_jiffies)
+        sleep 0.2
+        b=$(busy_jiffies)
+        echo "$a $b" | awk -v n="$n" '{ if (($3 - $1) * n < 0.1 * ($4 - $2)) exit 0; exit 1 }' && return 0
+    done
+    return 0
+}
 spares_ready() {
     for i in $(seq 600); do
-        [ "$(ls "$1"/sessions/*.spare 2>/dev/null | wc -l)" -ge 2 ] && return 0
+        [ "$(ls "$1"/sessions/*.spare 2>/dev/null | wc -l)" -ge 2 ] && { at_rest; return 0; }
         sleep 0.1
     done
     echo "bench: the server's spares did not become ready" >&2
@@ -87,7 +101,8 @@ out=docs/BENCHMARKS.md
     echo
     echo "Server: \`BROWSERD_THREADS=1 BROWSERD_LOG_LEVEL=warn browserd serve\` (one worker thread);"
     echo "load: \`$cmd\` (64 keep-alive connections, wrk on the other core), once the server's two"
-    echo "default spares are ready (a server at rest, not one launching two browsers)."
+    echo "default spares are ready and the machine is at rest (under 10% of a CPU busy over 200 ms: not"
+    echo "while two Chromium launches, or their start-up work, share its cores)."
     echo
     echo "| figure | value | target |"
     echo "|---|---|---|"
