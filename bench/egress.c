@@ -329,10 +329,74 @@ struct bench {
     int eport; /* the session's listener */
     struct sink sink;
     struct echo echo;
-    unsigned long sink_conns; /* connections made to the sink so far */
-    char connect_req[160];    /* CONNECT to the sink */
+    struct floor_relay *floor; /* the minimal relay (bench_bulk's third way) */
+    unsigned long sink_conns;  /* connections made to the sink so far */
+    char connect_req[160];     /* CONNECT to the sink */
     size_t connect_len;
 };
+
+/* ---- the floor: the least a user-space relay does ---- */
+
+/* What any relay in user space costs on this machine, to compare the egress
+ * with: one thread, one connection at a time, blocking splice(2) through a
+ * 1 MiB pipe one way and the sink's one-byte answer back. No CONNECT, no
+ * rules, no polling, no counting: the egress does all of that besides. */
+struct floor_relay {
+    int lfd, port, sink_port;
+    pthread_t thr;
+};
+
+static void floor_serve(int a, int sink_port)
+{
+    int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = loopback(sink_port);
+    int p[2] = {-1, -1};
+    if (b < 0 || connect(b, (struct sockaddr *)&sa, sizeof sa) != 0 || pipe2(p, O_CLOEXEC) != 0) {
+        if (b >= 0)
+            close(b);
+        return;
+    }
+    int one = 1;
+    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    (void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    for (;;) {
+        ssize_t n = splice(a, NULL, p[1], NULL, 1 << 20, SPLICE_F_MOVE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        while (n > 0) {
+            ssize_t m = splice(p[0], NULL, b, NULL, (size_t)n, SPLICE_F_MOVE);
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m <= 0)
+                goto out;
+            n -= m;
+        }
+    }
+    char k;
+    if (shutdown(b, SHUT_WR) == 0 && recv(b, &k, 1, 0) == 1)
+        (void)send(a, &k, 1, MSG_NOSIGNAL);
+out:
+    close(p[0]);
+    close(p[1]);
+    close(b);
+}
+
+static void *floor_main(void *arg)
+{
+    struct floor_relay *f = arg;
+    for (;;) {
+        int a = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (a < 0 && errno == EINTR)
+            continue;
+        if (a < 0)
+            return NULL; /* the listener was shut down */
+        floor_serve(a, f->sink_port);
+        close(a);
+    }
+}
 
 /* Reads the CONNECT answer head; 0 when it is "HTTP/1.1 200", else -1. */
 static int read_connect_answer(int fd)
@@ -354,8 +418,9 @@ static int read_connect_answer(int fd)
     return strncmp(head, "HTTP/1.1 200", 12) == 0 ? 0 : -1;
 }
 
-/* Opens a usable connection to the sink (proxied: through the egress) and
- * stores in *us the time from socket() until then. The socket or -1. */
+/* Opens a usable connection to the sink (proxied 1: through the egress; 2:
+ * through the minimal relay) and stores in *us the time from socket() until
+ * then. The socket or -1. */
 static int open_to_sink(struct bench *b, int proxied, double *us)
 {
     double t0 = now_us();
@@ -366,9 +431,11 @@ static int open_to_sink(struct bench *b, int proxied, double *us)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct timeval tv = {.tv_sec = IO_MS / 1000};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = loopback(proxied ? b->eport : b->sink.port);
+    struct sockaddr_in sa = loopback(proxied == 2 ? b->floor->port
+                                     : proxied    ? b->eport
+                                                  : b->sink.port);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        (proxied &&
+        (proxied == 1 &&
          (send_all(fd, b->connect_req, b->connect_len) != 0 || read_connect_answer(fd) != 0))) {
         close(fd);
         return -1;
@@ -388,7 +455,7 @@ static int close_to_sink(struct bench *b, int fd)
 
 static const char *way(int proxied)
 {
-    return proxied ? "via egress" : "direct";
+    return proxied == 2 ? "via the minimal relay" : proxied ? "via egress" : "direct";
 }
 
 /* Connect latency, n trials each way, interleaved. */
@@ -454,16 +521,16 @@ static double cpu_egress(void)
  * cpu[0] and cpu[1]: process CPU seconds of the direct and of the proxied
  * trials; cpu[2]: the egress threads' share of the proxied trials. */
 static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, double *proxied,
-                      double cpu[3])
+                      double *floor, double cpu[3])
 {
     char *buf = xcalloc(1, SINK_BUF);
     int rc = 0;
-    for (int i = 0; i < 2 * runs && rc == 0; i++) {
-        int p = i % 2;
+    for (int i = 0; i < 3 * runs && rc == 0; i++) {
+        int p = i % 3;
         double us = 0;
         int fd = open_to_sink(b, p, &us);
         if (fd < 0) {
-            fail("throughput %s, trial %d: the connection did not open", way(p), i / 2 + 1);
+            fail("throughput %s, trial %d: the connection did not open", way(p), i / 3 + 1);
             rc = -1;
             break;
         }
@@ -478,16 +545,17 @@ static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, 
         ok = ok && shutdown(fd, SHUT_WR) == 0 && wait_fd(fd, POLLIN, BULK_MS) &&
              recv(fd, &ack, 1, 0) == 1;
         double t1 = now_us();
-        (p ? proxied : direct)[i / 2] = (double)nbytes / (t1 - t0);
-        cpu[p] += cpu_process() - c0;
-        if (p)
+        (p == 2 ? floor : p ? proxied : direct)[i / 3] = (double)nbytes / (t1 - t0);
+        if (p < 2)
+            cpu[p] += cpu_process() - c0;
+        if (p == 1)
             cpu[2] += cpu_egress() - e0;
         if (close_to_sink(b, fd) != 0)
             ok = 0;
         uint64_t got = __atomic_load_n(&b->sink.last, __ATOMIC_RELAXED);
         if (!ok || got != nbytes) {
             fail("throughput %s, trial %d: the sink read %" PRIu64 " of %zu bytes%s", way(p),
-                 i / 2 + 1, got, nbytes, ok ? "" : " (or the answer or close never came)");
+                 i / 3 + 1, got, nbytes, ok ? "" : " (or the answer or close never came)");
             rc = -1;
         }
     }
@@ -778,17 +846,19 @@ static int raise_nofile(long need)
 }
 
 static void report(const char *argv0, const struct opts *o, double *dc, double *pc, double *dm,
-                   double *pm, const double cpu[3], const struct many *m, uint64_t sent,
+                   double *pm, double *fm, const double cpu[3], const struct many *m, uint64_t sent,
                    uint64_t recvd)
 {
     size_t n = (size_t)o->connects, r = (size_t)o->runs;
     double dmed = quantile(dc, n, 0.5), pmed = quantile(pc, n, 0.5);
     double dp99 = quantile(dc, n, 0.99), pp99 = quantile(pc, n, 0.99);
-    double dt = quantile(dm, r, 0.5), pt = quantile(pm, r, 0.5);
+    double dt = quantile(dm, r, 0.5), pt = quantile(pm, r, 0.5), ft = quantile(fm, r, 0.5);
     printf("## Egress proxy (issue 6)\n\n");
     printf("Command: `%s --bytes %" PRIu64 " --tunnels %d --connects %d --runs %d` (run by `make "
            "bench`); a loopback sink and echo server in the same process, reached directly or "
-           "through one session listener of the egress with `CONNECT`; direct and proxied trials "
+           "through one session listener of the egress with `CONNECT`, or through the minimal "
+           "relay (one thread, blocking `splice` through a 1 MiB pipe, nothing else: the least a "
+           "relay in user space does, written into the benchmark); the three kinds of trial "
            "alternate in one run.\n\n",
            argv0, o->bytes, o->tunnels, o->connects, o->runs);
     printf("| figure | direct | via egress | target |\n");
@@ -801,6 +871,10 @@ static void report(const char *argv0, const struct opts *o, double *dc, double *
            "| |\n",
            (double)o->bytes / 1048576.0, o->runs, dt, pt);
     printf("| throughput via egress / direct | | %.0f%% | >= 80%% |\n", 100.0 * pt / dt);
+    printf("| throughput via the minimal relay, median of %d; / direct | | %.0f MB/s; %.0f%% | "
+           "stated |\n",
+           o->runs, ft, 100.0 * ft / dt);
+    printf("| throughput via egress / via the minimal relay | | %.0f%% | |\n", 100.0 * pt / ft);
     double gib = (double)o->runs * (double)o->bytes / 1073741824.0;
     printf("| CPU per GiB moved, whole process (sender, receiver, egress, kernel) | %.2f s | "
            "%.2f s | |\n",
@@ -864,10 +938,18 @@ int main(int argc, char **argv)
     double *pc = xcalloc((size_t)o.connects, sizeof *pc);
     double *dm = xcalloc((size_t)o.runs, sizeof *dm);
     double *pm = xcalloc((size_t)o.runs, sizeof *pm);
+    double *fm = xcalloc((size_t)o.runs, sizeof *fm);
+    struct floor_relay floor = {.sink_port = b.sink.port};
+    floor.lfd = listen_loopback(&floor.port, 0);
+    if (floor.lfd < 0 || pthread_create(&floor.thr, NULL, floor_main, &floor) != 0) {
+        fprintf(stderr, "egress bench: cannot start the minimal relay\n");
+        return 1;
+    }
+    b.floor = &floor;
     struct many m = {0};
     int ok = bench_connect(&b, o.connects, dc, pc) == 0;
     double cpu[3] = {0};
-    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, cpu) == 0;
+    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, fm, cpu) == 0;
     ok = ok && bench_many(&b, o.tunnels, &m) == 0;
 
     /* Up through the egress went the bulk payloads and the echoed bytes
@@ -892,9 +974,12 @@ int main(int argc, char **argv)
              " / %" PRIu64 " went through",
              sent, recvd, want_sent, want_recv);
     if (ok)
-        report(argv[0], &o, dc, pc, dm, pm, cpu, &m, sent, recvd);
+        report(argv[0], &o, dc, pc, dm, pm, fm, cpu, &m, sent, recvd);
 
     egress_stop(b.eg);
+    shutdown(floor.lfd, SHUT_RDWR);
+    pthread_join(floor.thr, NULL);
+    close(floor.lfd);
     shutdown(b.sink.lfd, SHUT_RDWR);
     pthread_join(b.sink.thr, NULL);
     close(b.sink.lfd);
@@ -903,5 +988,6 @@ int main(int argc, char **argv)
     xfree(pc);
     xfree(dm);
     xfree(pm);
+    xfree(fm);
     return failures ? 1 : 0;
 }
