@@ -264,6 +264,8 @@ static int uid_take(struct sandbox *sb)
     return -EAGAIN;
 }
 
+static void warn_limits_once(const char *what);
+
 static int cg_make(struct sandbox *sb, const char *name, long long memory_max, struct err *e)
 {
     char val[32];
@@ -295,6 +297,13 @@ static int cg_make(struct sandbox *sb, const char *name, long long memory_max, s
             if (v1_own_cpu_cgroup(own, sizeof own) != 0)
                 continue;
             sb->cg[i] = xasprintf("%s/browserd-%s", own, name);
+            if (mkdir(sb->cg[i], 0755) != 0 && errno != EEXIST) {
+                /* Optional: the session runs without its own CPU share. */
+                warn_limits_once("a CPU share of their own");
+                xfree(sb->cg[i]);
+                sb->cg[i] = NULL;
+            }
+            continue;
         } else {
             sb->cg[i] = xasprintf(CG_ROOT "/%s/browserd/%s", v1_hier[i], name);
         }
