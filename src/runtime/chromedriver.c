@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/child.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -216,25 +215,15 @@ static pid_t spawn(char *const *argv, const struct sandbox_exec *sbx, int log_fd
     pid_t pid = fork();
     if (pid == 0) {
         /* Child of a multithreaded server: async-signal-safe calls only. */
-        sigset_t none;
-        struct sigaction dfl;
         int err_no;
         if (setsid() < 0)
             goto fail;
         if (sbx && sandbox_exec_enter(sbx) != 0)
             goto fail;
-        sigemptyset(&none);
-        (void)sigprocmask(SIG_SETMASK, &none, NULL);
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++)
-            (void)sigaction(sig, &dfl, NULL);
+        child_reset_signals();
         if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log_fd >= 0 ? log_fd : null, 2) < 0)
             goto fail;
-        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-            for (int fd = 3; fd < 65536; fd++)
-                if (fd != rp[1])
-                    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+        child_cloexec_from(3); /* rp[1] too: it reports a failure until exec */
         execve(argv[0], argv, environ);
     fail:
         err_no = errno;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/child.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strvec.h"
@@ -33,9 +34,6 @@
 
 extern char **environ;
 
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
@@ -284,19 +282,9 @@ static int move_fd(int from, int to)
  * async-signal-safe system calls, every string prepared by the parent. */
 static void spawn_child(const struct spawn *s)
 {
-    sigset_t none;
-    struct sigaction dfl;
-
     if (s->new_session && setsid() < 0)
         spawn_fail(s, STAGE_SETSID);
-    /* The server blocks SIGTERM/SIGINT and may ignore SIGPIPE; masks and
-     * ignored dispositions survive exec, so reset both. */
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)sigaction(sig, &dfl, NULL);
+    child_reset_signals();
 
     if (s->cg_fd >= 0 && write(s->cg_fd, "0", 1) != 1)
         spawn_fail(s, STAGE_CGROUP);
@@ -316,12 +304,8 @@ static void spawn_child(const struct spawn *s)
     }
     if (move_fd(s->in_fd, 0) < 0 || move_fd(s->out_fd, 1) < 0 || move_fd(s->err_fd, 2) < 0)
         spawn_fail(s, STAGE_DUP);
-    /* Mark everything else close-on-exec (the report pipe must survive until exec). */
-    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-        for (int fd = 3; fd < 65536; fd++)
-            if (fd != s->report_fd)
-                (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
+    /* Everything else close-on-exec (the report pipe stays usable until exec). */
+    child_cloexec_from(3);
     execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
     spawn_fail(s, STAGE_EXEC);
 }

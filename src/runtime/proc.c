@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/child.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -27,10 +28,6 @@
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 
 #define PROC_CHUNK         4096
 #define PROC_MAX_CHUNKS    4096 /* replay list: also bounded in count (tiny chunks) */
@@ -400,15 +397,8 @@ static void push_arg(void *ctx, char *arg)
 static void child_run(const struct sandbox_exec *x, const char *const *argv,
                       const char *const *envp, int in, int out, int err, int res, int tty)
 {
-    sigset_t none;
-    struct sigaction dfl;
     (void)setsid();
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        (void)sigaction(s, &dfl, NULL);
+    child_reset_signals();
     if (tty && ioctl(in, TIOCSCTTY, 0) != 0)
         _exit(126);
     if (sandbox_exec_enter(x) != 0)
@@ -425,10 +415,7 @@ static void child_run(const struct sandbox_exec *x, const char *const *argv,
         if (dup2(fds[i], i) < 0)
             _exit(126);
     }
-    int from = res >= 0 ? 4 : 3;
-    if (syscall(SYS_close_range, from, ~0U, 0) != 0)
-        for (int fd = from; fd < 65536; fd++)
-            (void)close(fd);
+    child_close_from(res >= 0 ? 4 : 3);
     execve(argv[0], (char *const *)argv, (char *const *)envp);
     _exit(127);
 }

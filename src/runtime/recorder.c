@@ -8,11 +8,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/child.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/strvec.h"
@@ -21,10 +21,6 @@
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
 #include "telemetry/telemetry.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 
 /* A DevTools screenshot slower than this is given up (the last picture is
  * repeated meanwhile). */
@@ -61,24 +57,13 @@ struct recorder {
 static void ffmpeg_child(const char *const *argv, int in_fd, int out_fd, int log_fd,
                          const struct sandbox_exec *sbx)
 {
-    sigset_t none;
-    struct sigaction dfl;
-
     (void)setsid();
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        (void)sigaction(s, &dfl, NULL);
+    child_reset_signals();
     if (sandbox_exec_enter(sbx) != 0)
         _exit(125);
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(log_fd, 2) < 0)
         _exit(126);
-    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-        for (int fd = 3; fd < 65536; fd++)
-            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
+    child_cloexec_from(3);
     execv(argv[0], (char *const *)argv);
     _exit(127);
 }

@@ -7,20 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/child.h"
 #include "core/clock.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 
 #define XVFB_DEFAULT_BINARY "/usr/bin/Xvfb"
 #define XVFB_MAX_SIDE       16384
@@ -31,17 +27,8 @@
 static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int display_fd,
                        const struct sandbox_exec *sbx)
 {
-    sigset_t none;
-    struct sigaction dfl;
-
     (void)setsid();
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        (void)sigaction(s, &dfl, NULL);
-
+    child_reset_signals();
     if (sbx && sandbox_exec_enter(sbx) != 0)
         _exit(125);
     if (dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
@@ -52,10 +39,7 @@ static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int dis
     } else if (dup2(display_fd, XVFB_DISPLAY_FD) < 0) {
         _exit(126);
     }
-    if (syscall(SYS_close_range, XVFB_DISPLAY_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-        for (int fd = XVFB_DISPLAY_FD + 1; fd < 65536; fd++)
-            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
+    child_cloexec_from(XVFB_DISPLAY_FD + 1);
     execv(argv[0], (char *const *)argv);
     _exit(127);
 }

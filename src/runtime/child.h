@@ -1,0 +1,24 @@
+/* child: what every process the server starts does between fork and exec.
+ *
+ * The server is multithreaded, so a forked child may only make
+ * async-signal-safe calls until it execs: these helpers make system calls
+ * only (no heap, no locks, no errno-dependent library state). */
+#ifndef BD_RUNTIME_CHILD_H
+#define BD_RUNTIME_CHILD_H
+
+/* Empties the signal mask and sets every disposition back to the default.
+ * The server blocks SIGTERM and SIGINT and ignores SIGPIPE; a mask and an
+ * ignored disposition survive exec, and the program would inherit them. */
+void child_reset_signals(void);
+
+/* Marks every descriptor from `from` up close-on-exec: the child keeps using
+ * them (a pipe that reports a failure before exec), the program never sees
+ * them. close_range(2), or one fcntl per descriptor below 65536 on a kernel
+ * without it. */
+void child_cloexec_from(int from);
+
+/* Closes every descriptor from `from` up, now (for a child that must not
+ * hold the server's descriptors even before exec). */
+void child_close_from(int from);
+
+#endif
