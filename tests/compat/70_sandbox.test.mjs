@@ -10,7 +10,7 @@
 // kill -9 of the server's whole process group nothing of its sessions remains.
 import { spawn, execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { BIN, startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
@@ -288,6 +288,28 @@ exec /usr/bin/chromium "$@"
           await until(() => cgroupDirs(a.session_id).length === 0, 'the cgroup removed');
         }, { args: ['--chromium', wrapper] });
       } finally { rmSync(dir, { recursive: true, force: true }); }
+    },
+  },
+  {
+    name: 'issue 21 cold creates: on cgroup v1 (Linux 6.0+) the server holds a cgroup hierarchy with favordynmods (a session\'s migration into its cgroups skips the grace period) in a mount namespace of its own: not in the host\'s mount table, and gone once the server ends',
+    timeout: 60000,
+    fn: async () => {
+      const major = Number(release().split('.')[0]);
+      const v1 = existsSync('/sys/fs/cgroup/memory/cgroup.procs');
+      const held = () => /^\d+:name=browserd:/m.test(readFileSync('/proc/self/cgroup', 'utf8'));
+      await until(() => !held(), 'no earlier server (or its watcher) holds the hierarchy', 15000);
+      await withServer(async (s) => {
+        if (!v1 || major < 6) {
+          assert(!held(), 'no hierarchy where the kernel or the cgroup version does not take it');
+          return;
+        }
+        assert(/cgroup v1 migrations without a grace period \(favordynmods\)/.test(s.log), `the server says it holds it:\n${s.log}`);
+        assert(held(), 'the named hierarchy exists while the server runs');
+        assert(!/name=browserd/.test(readFileSync('/proc/self/mountinfo', 'utf8')), 'the host\'s mount table does not show it');
+        const b = await create(s, { headless: true });
+        eq((await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key })).status, 204, 'a session runs and ends with it');
+      });
+      await until(() => !held(), 'the hierarchy gone once the server (and its watcher) ended', 15000);
     },
   },
   {
