@@ -6,8 +6,9 @@ libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chrom
 bubblewrap curl libarchive-dev ffmpeg libpq-dev libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
 zlib1g-dev"
 # For `make test` only: a throwaway PostgreSQL server for the cluster suites,
-# and Firefox for the live view page's cross-browser test.
-[ "${1:-}" = "--tests" ] && PKGS="$PKGS postgresql-15 firefox-esr"
+# Firefox for the live view page's cross-browser test, and stress-ng for the
+# lifecycle suites that run under a background load (issue 30).
+[ "${1:-}" = "--tests" ] && PKGS="$PKGS postgresql-15 firefox-esr stress-ng"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
