@@ -128,6 +128,7 @@ int pgx_one(PGresult *r);
 extern const char pg_schema_tenancy[];
 extern const char pg_schema_sessions[];
 extern const char pg_schema_profiles[];
+extern const char pg_schema_profiles_seq[];
 extern const char pg_schema_pools[];
 extern const char pg_schema_proxies[];
 extern const char pg_schema_telemetry[];

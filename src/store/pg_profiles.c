@@ -15,6 +15,10 @@ const char pg_schema_profiles[] =
     "CREATE UNIQUE INDEX profiles_name ON profiles (org_id, project_id, name) WHERE name != '';"
     "CREATE INDEX profiles_project ON profiles (org_id, project_id, created_at);";
 
+/* Profiles made in the same millisecond list in the order they were made:
+ * the ids are random, so they cannot break the tie (SQLite uses its rowid). */
+const char pg_schema_profiles_seq[] = "ALTER TABLE profiles ADD COLUMN seq bigserial;";
+
 #define PROFILE_COLS "id, org_id, project_id, name, created_at, updated_at, last_used_at"
 
 static void profile_row(const PGresult *r, int i, struct profile_rec *p)
@@ -81,7 +85,7 @@ int pg_profile_list(struct store *st_, const char *org_id, const char *project_i
     int ret = pgx_q(c, &r,
                     "SELECT " PROFILE_COLS " FROM profiles WHERE org_id = $1 AND project_id = $2"
                     " AND ($3 IS NULL OR name = $3) AND ($4 IS NULL OR strpos(name, $4) > 0)"
-                    " ORDER BY created_at, id LIMIT $5 OFFSET $6",
+                    " ORDER BY created_at, seq LIMIT $5 OFFSET $6",
                     "ssssii", org_id, project_id, f && f->name ? f->name : NULL,
                     f && f->query && *f->query ? f->query : NULL, (int64_t)pg->limit + 1,
                     (int64_t)pg->offset);

@@ -150,6 +150,7 @@ int sq_session_list_active(struct store *st_, struct session_rec **rows, size_t 
 
 /* ---- profiles (sqlite_profiles.c) ---- */
 extern const char sq_schema_profiles[];
+extern const char sq_schema_profiles_seq[];
 int sq_profile_create(struct store *st_, struct profile_rec *p);
 int sq_profile_get(struct store *st_, const char *org_id, const char *project_id,
                    const char *id_or_name, struct profile_rec *out);

@@ -16,6 +16,12 @@ const char sq_schema_profiles[] =
     "CREATE UNIQUE INDEX profiles_name ON profiles (org_id, project_id, name) WHERE name != '';"
     "CREATE INDEX profiles_project ON profiles (org_id, project_id, created_at);";
 
+/* Profiles made in the same millisecond list in the order they were made
+ * (ORDER BY created_at, rowid): nothing to add here, the rowid is that order.
+ * The migration exists so that both backends record the same history; the
+ * PostgreSQL one adds a sequence column. */
+const char sq_schema_profiles_seq[] = "SELECT 1;";
+
 #define PROFILE_COLS "id, org_id, project_id, name, created_at, updated_at, last_used_at"
 
 static void profile_row(sqlite3_stmt *st, struct profile_rec *r)
@@ -86,7 +92,7 @@ int sq_profile_list(struct store *st_, const char *org_id, const char *project_i
                                    " WHERE org_id = ?1 AND project_id = ?2"
                                    " AND (?3 IS NULL OR name = ?3)"
                                    " AND (?4 IS NULL OR instr(name, ?4) > 0)"
-                                   " ORDER BY created_at, id LIMIT ?5 OFFSET ?6");
+                                   " ORDER BY created_at, rowid LIMIT ?5 OFFSET ?6");
     if (!st) {
         sqx_conn_put(s, c);
         return E_INTERNAL;

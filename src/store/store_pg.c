@@ -410,10 +410,11 @@ static const struct store_ops pg_ops = {
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history. */
 static const struct pg_migration migrations[] = {
-    {"0001_tenancy", pg_schema_tenancy},       {"0002_sessions", pg_schema_sessions},
-    {"0003_profiles", pg_schema_profiles},     {"0004_pools", pg_schema_pools},
-    {"0005_proxies", pg_schema_proxies},       {"0010_telemetry", pg_schema_telemetry},
-    {"0019_extensions", pg_schema_extensions}, {"0020_cluster", pg_schema_cluster},
+    {"0001_tenancy", pg_schema_tenancy},           {"0002_sessions", pg_schema_sessions},
+    {"0003_profiles", pg_schema_profiles},         {"0004_pools", pg_schema_pools},
+    {"0005_proxies", pg_schema_proxies},           {"0010_telemetry", pg_schema_telemetry},
+    {"0019_extensions", pg_schema_extensions},     {"0020_cluster", pg_schema_cluster},
+    {"0021_profiles_seq", pg_schema_profiles_seq},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -414,6 +414,7 @@ static const struct sq_migration migrations[] = {
     {"0019_extensions", sq_schema_extensions},
     /* migrations: extensions */
     {"0020_cluster", sq_schema_cluster},
+    {"0021_profiles_seq", sq_schema_profiles_seq},
 };
 
 static int migrate(struct conn *c)

@@ -651,6 +651,38 @@ static void session_list_filters(void **state)
     org_rec_clear(&o);
 }
 
+/* "GET /profiles" lists in the order the profiles were made, also when
+ * several are made in the same millisecond (their random ids must not break
+ * the tie: 30_profiles once saw alpha, beta, alphabet). */
+static void profiles_list_in_creation_order(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    enum { N = 60 };
+    char ids[N][sizeof(((struct profile_rec *)0)->id)];
+    for (int i = 0; i < N; i++) {
+        struct profile_rec a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.org_id, sizeof a.org_id, "%s", o.id);
+        snprintf(a.project_id, sizeof a.project_id, "%s", p.id);
+        snprintf(a.name, sizeof a.name, "order-%02d", i);
+        assert_int_equal(store_profile_create(st, &a), 0);
+        snprintf(ids[i], sizeof ids[i], "%s", a.id);
+    }
+    struct page pg = {.limit = 100};
+    struct profile_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_profile_list(st, o.id, p.id, NULL, &pg, &rows, &n), 0);
+    assert_int_equal(n, N);
+    for (int i = 0; i < N; i++)
+        if (strcmp(rows[i].id, ids[i]) != 0)
+            fail_msg("row %d is %s, made %d-th; expected %s", i, rows[i].name, i, ids[i]);
+    xfree(rows);
+    org_rec_clear(&o);
+}
+
 /* Profiles and extensions: unique non-empty names per project, get by id
  * or name, touch, delete. */
 static void profiles_and_extensions(void **state)
@@ -1504,6 +1536,7 @@ static void session_insert_is_synced_in_the_background(void **state)
     X(key_list_filters_and_sorts)                                                                  \
     X(plans_and_orgs)                                                                              \
     X(session_list_filters)                                                                        \
+    X(profiles_list_in_creation_order)                                                             \
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
     X(telemetry_events_and_destinations)
