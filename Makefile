@@ -27,7 +27,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-.PHONY: all deps test-deps run test unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
+.PHONY: all deps test-deps run test check unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
 
 all: $(BUILD)/browserd
 
@@ -91,6 +91,23 @@ unit: all $(UNIT_BIN)
 
 lint: check-banned
 	@sh scripts/lint.sh
+	@sh scripts/layers.sh
+
+# The fast loop: lint, the unit tests and the black-box suite of the plain
+# build (no Chromium, no sanitizer builds): a few minutes. `make test` is
+# the whole run.
+check: deps lint
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@sh scripts/test.sh --fast $(BUILD)
+
+# compile_commands.json for clangd and clang-tidy, written from the same
+# flags the build uses (no build is run).
+compile_commands.json: Makefile $(LIB_SRC) src/main.c
+	@{ echo '['; sep=''; for f in $(LIB_SRC) src/main.c; do \
+	    printf '%s{"directory": "%s", "file": "%s", "command": "%s %s -c %s"}\n' "$$sep" \
+	      "$(CURDIR)" "$$f" "$(CC)" "$$(echo '$(ALL_CFLAGS)' | sed 's/"/\\"/g')" "$$f"; sep=','; \
+	  done; echo ']'; } > $@
+	@echo "  GEN     $@"
 
 check-banned:
 	@sh scripts/banned.sh

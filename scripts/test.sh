@@ -2,9 +2,12 @@
 # Runs every suite and ends with one line "N passed, N failed".
 #   scripts/test.sh BUILD [ASAN_BUILD]   unit + black-box on each build
 #   scripts/test.sh --unit-only BUILD    unit tests only
+#   scripts/test.sh --fast BUILD         unit + the black-box suite (make check)
 set -u
 unit_only=0
+fast=0
 if [ "${1:-}" = "--unit-only" ]; then unit_only=1; shift; fi
+if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 passed=0
 failed=0
 log=$(mktemp)
@@ -40,6 +43,7 @@ run_build() {
     rc=$?
     cat "$log"
     count "black-box ($b)" $rc
+    [ $fast -eq 1 ] && return
     # Under ThreadSanitizer: the suites whose server code runs on many threads.
     filter=""
     case "$b" in *tsan*) filter='^(10_sessions|15_pools|40_egress|50_bidi|60_telemetry|70_sandbox|80_fs|81_process|82_extensions|83_replays|84_curl|85_computer_x|86_spares):' ;; esac
@@ -98,6 +102,6 @@ run_fuzz() {
 for b in "$@"; do
     run_build "$b"
 done
-[ $unit_only -eq 1 ] || run_fuzz
+[ $unit_only -eq 1 ] || [ $fast -eq 1 ] || run_fuzz
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
