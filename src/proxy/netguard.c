@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,6 +50,23 @@ static int allowed(const struct sockaddr *sa, int port)
     }
     struct guard *g = __atomic_load_n(&G, __ATOMIC_ACQUIRE);
     return g ? g->fn(g->ctx, fam, a, port) : addrclass_allowed(NULL, 0, fam, a);
+}
+
+int netguard_check_literal(const char *host, int port)
+{
+    uint8_t a[16];
+    int fam = addrclass_literal(host, a);
+    size_t n = strlen(host);
+    if (fam) {
+        struct guard *g = __atomic_load_n(&G, __ATOMIC_ACQUIRE);
+        int ok = g ? g->fn(g->ctx, fam, a, port) : addrclass_allowed(NULL, 0, fam, a);
+        return ok ? 0 : -1;
+    }
+    if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0 ||
+        (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0) ||
+        (n > 11 && strcasecmp(host + n - 11, ".localhost.") == 0))
+        return -1;
+    return 0;
 }
 
 static int connect_by(const struct addrinfo *ai, int64_t deadline_ms)

@@ -23,6 +23,11 @@ typedef int (*netguard_check_fn)(void *ctx, int fam, const uint8_t *addr, int po
  * dial. */
 void netguard_set(netguard_check_fn fn, void *ctx);
 
+/* Checks a host as written at creation (an endpoint's, a URL's), without
+ * resolving it: 0 when it is a name other than localhost (or a name under .localhost) or a
+ * literal address the rule allows on port; -1 when the rule refuses it. */
+int netguard_check_literal(const char *host, int port);
+
 /* Resolves host (a name or a literal, IPv6 with or without brackets) and
  * connects to the first allowed address that answers before deadline_ms
  * (clock_mono_ms). Blocks the calling thread. Returns a connected
