@@ -519,8 +519,8 @@ static void *sender(void *arg)
 /* Starts one more sender when none is idle. Under X.mu. */
 static void maybe_spawn(void)
 {
-    if (X.idle_th > 0 || X.nth >= LIM_OTLP_SENDERS)
-        return;
+    if (X.idle_th > 0 || X.nth >= LIM_OTLP_SENDERS || X.stopping)
+        return; /* stopping: otlp_stop joins the senders it counted */
     if (pthread_create(&X.th[X.nth], NULL, sender, NULL) == 0)
         X.nth++;
     else if (X.nth == 0)
