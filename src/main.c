@@ -51,7 +51,8 @@ static const char usage[] =
     "usage:\n"
     "  browserd serve [--listen HOST:PORT] [--data DIR] [--public-url URL] [--admin-token TOKEN]\n"
     "                 [--chromium PATH] [--region REGION] [--allow-loopback HOST:PORT[,...]]\n"
-    "                 [--store URL] [--advertise URL] [--node-name NAME] [--spares N]\n"
+    "                 [--allow-private CIDR[,...]] [--store URL] [--advertise URL] [--node-name "
+    "NAME] [--spares N]\n"
     "  browserd admin org create --name NAME [--plan PLAN]          (prints the org as JSON)\n"
     "  browserd admin org update ORG_ID [--plan P] [--plan-status S] [--trial-plan P]\n"
     "                            [--trial-ends-at RFC3339] [--projects-enabled true|false]\n"
@@ -63,7 +64,9 @@ static const char usage[] =
     "Every serve flag has an environment variable: BROWSERD_LISTEN (default 127.0.0.1:8080),\n"
     "BROWSERD_DATA (./data), BROWSERD_PUBLIC_URL (http:// + the listen address),\n"
     "BROWSERD_ADMIN_TOKEN (unset: the admin API answers 404), BROWSERD_CHROMIUM\n"
-    "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty).\n"
+    "(/usr/bin/chromium), BROWSERD_REGION (us-east), BROWSERD_ALLOW_LOOPBACK (empty),\n"
+    "BROWSERD_ALLOW_PRIVATE (empty: sessions reach no private, shared, unique-local or\n"
+    "reserved address; CIDR ranges they may reach directly, docs/operator.md).\n"
     "Also: BROWSERD_THREADS (HTTP worker threads, default one per CPU the server may run on,\n"
     "at most 16; launches and other slow calls run on threads of their own),\n"
     "BROWSERD_BOOTSTRAP_API_KEY,\n"
@@ -337,6 +340,7 @@ static int cmd_serve(int argc, char **argv)
     const char *chromium = env_or("BROWSERD_CHROMIUM", "/usr/bin/chromium");
     const char *region = env_or("BROWSERD_REGION", "us-east");
     const char *loopback = env_or("BROWSERD_ALLOW_LOOPBACK", "");
+    const char *lan = env_or("BROWSERD_ALLOW_PRIVATE", "");
     const char *managed = env_or("BROWSERD_MANAGED_PROXIES", "");
     const char *dproxy = env_or("BROWSERD_DEFAULT_PROXY", "");
     const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
@@ -353,6 +357,7 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--chromium", &chromium) ||
             flag(argc, argv, &i, "--region", &region) ||
             flag(argc, argv, &i, "--allow-loopback", &loopback) ||
+            flag(argc, argv, &i, "--allow-private", &lan) ||
             flag(argc, argv, &i, "--managed-proxies", &managed) ||
             flag(argc, argv, &i, "--default-proxy", &dproxy) ||
             flag(argc, argv, &i, "--proxy-ca-file", &proxy_ca) ||
@@ -422,6 +427,7 @@ static int cmd_serve(int argc, char **argv)
     copy(c->admin_token, sizeof c->admin_token, admin);
     copy(c->region, sizeof c->region, region);
     copy(c->allow_loopback, sizeof c->allow_loopback, loopback);
+    copy(c->allow_private, sizeof c->allow_private, lan);
     copy(c->default_proxy, sizeof c->default_proxy, dproxy);
 
     /* Nothing the server writes (the database, logs, session folders) is

@@ -22,6 +22,7 @@ struct app_config {
     char chromium[1024];
     char region[32];
     char allow_loopback[1024];
+    char allow_private[1024];   /* --allow-private CIDR[,CIDR...] */
     char managed_proxies[1024]; /* --managed-proxies FILE ("" = none) */
     char default_proxy[512];    /* --default-proxy [USER:PASS@]HOST:PORT ("" = none) */
     char proxy_ca_file[1024];   /* --proxy-ca-file: PEM roots for https upstreams ("" = system) */

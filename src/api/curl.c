@@ -195,6 +195,15 @@ static int raw_hop(const char *name)
     return 0;
 }
 
+/* Response headers that would act on this server's origin: the relayed body
+ * is a stranger's, served from the API's own host, so it may not set cookies
+ * there (its Content-Security-Policy: sandbox keeps its script from running
+ * with the origin's rights). */
+static int raw_unsafe(const char *name)
+{
+    return strcasecmp(name, "set-cookie") == 0 || strcasecmp(name, "set-cookie2") == 0;
+}
+
 int curl_raw(struct req *rq, struct resp *rs)
 {
     /* Never repeated by the official client: a relayed answer is the
@@ -241,11 +250,15 @@ int curl_raw(struct req *rq, struct resp *rs)
             if (strcasecmp(k, "content-type") == 0 && json_array_size(vals))
                 json_array_append_new(rs->more_headers,
                                       json_pack("[s,O]", "Content-Type", json_array_get(vals, 0)));
-            if (raw_hop(k))
+            if (raw_hop(k) || raw_unsafe(k))
                 continue;
             json_array_foreach(vals, i, v)
                 json_array_append_new(rs->more_headers, json_pack("[s,O]", k, v));
         }
+        json_array_append_new(rs->more_headers,
+                              json_pack("[s,s]", "Content-Security-Policy", "sandbox"));
+        json_array_append_new(rs->more_headers,
+                              json_pack("[s,s]", "X-Content-Type-Options", "nosniff"));
         rs->text = res.body;
         rs->text_len = res.body_len;
         res.body = NULL;

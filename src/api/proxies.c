@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/session_ext.h"
 #include "core/clock.h"
@@ -23,8 +24,10 @@
 #include "core/log.h"
 #include "core/secretbox.h"
 #include "core/xalloc.h"
+#include "domain/addrclass.h"
 #include "domain/netcfg.h"
 #include "domain/proxysel.h"
+#include "proxy/netguard.h"
 #include "runtime/sandbox.h"
 
 #define DEFAULT_REF       "__default__" /* the operator's default stealth proxy */
@@ -267,6 +270,23 @@ static void check_custom_config(const json_t *cfg, struct err *e)
         err_field(e, "config.port", "must be an integer 1-65535");
     (void)str_field(cfg, "username", "config.username", 255, 0, &s, e);
     (void)str_field(cfg, "password", "config.password", 255, 0, &s, e);
+    /* A custom proxy is the tenant's chosen upstream, but its own address is
+     * reached from this host: it is held to the pages' address rule (a
+     * loopback, link-local, metadata, private or reserved literal, or a
+     * localhost name, unless the operator opened it). Names are checked
+     * again after DNS at every connect. */
+    host = jsonx_str(cfg, "host");
+    if (host && valid_hostname(host) && json_is_integer(port)) {
+        uint8_t a[16];
+        int fam = addrclass_literal(host, a);
+        size_t hn = strlen(host);
+        if ((fam && !egress_addr_allowed(M.eg, fam, a, (int)json_integer_value(port))) ||
+            strcasecmp(host, "localhost") == 0 ||
+            (hn > 10 && strcasecmp(host + hn - 10, ".localhost") == 0))
+            err_field(e, "config.host",
+                      "must not be a loopback, link-local, private or reserved address "
+                      "(this server does not connect there)");
+    }
 }
 
 static int check_managed_config(const json_t *cfg, struct err *e)
@@ -945,6 +965,13 @@ static void load_extra_args(void)
     log_warn("test mode: BROWSERD_CHROMIUM_EXTRA_ARGS passes %zu extra argument(s) to Chromium", n);
 }
 
+/* The egress's address rule for the server's own requests for tenants
+ * (OTLP export, store redirects: proxy/netguard.h). */
+static int guard_check(void *ctx, int fam, const uint8_t *addr, int port)
+{
+    return egress_addr_allowed(ctx, fam, addr, port);
+}
+
 int proxies_init(struct app *app, struct err *e)
 {
     M.app = app;
@@ -958,6 +985,7 @@ int proxies_init(struct app *app, struct err *e)
     load_extra_args();
     struct egress_config cfg = {
         .allow_loopback = app->cfg.allow_loopback,
+        .allow_private = app->cfg.allow_private,
         .host_rules = M.host_rules,
         .proxy_ca_file = app->cfg.proxy_ca_file,
         .server_port = &app->cfg.listen_port,
@@ -966,12 +994,14 @@ int proxies_init(struct app *app, struct err *e)
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))
         return rc;
+    netguard_set(guard_check, M.eg);
     session_ext_register(&proxies_ext);
     return 0;
 }
 
 void proxies_fini(void)
 {
+    netguard_set(NULL, NULL);
     egress_stop(M.eg);
     M.eg = NULL;
     json_decref(M.managed);

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/telemetry_cfg.h"
+#include "proxy/netguard.h"
 #include "runtime/sandbox.h"
 #include "telemetry/otlp.h"
 #include "telemetry/telemetry.h"
@@ -284,6 +285,12 @@ static int apply_dest(struct req *rq, const json_t *body, struct otlp_dest_rec *
         else if (otlp_parse_endpoint(json_string_value(ep), host, sizeof host, &port, path,
                                      sizeof path, &rq->err) != 0)
             bad = E_INVALID;
+        else if (netguard_check_literal(host, port) != 0)
+            /* The export connects from this host: the egress's address rule
+             * applies here, and again after DNS at every connect. */
+            bad = err_field(&rq->err, "endpoint",
+                            "must not name a loopback, link-local, private or reserved address "
+                            "(this server does not send requests there)");
         else
             snprintf(d->endpoint, sizeof d->endpoint, "%s", json_string_value(ep));
     } else if (create) {

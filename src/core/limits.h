@@ -103,4 +103,14 @@
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100
 
+/* OTLP export (docs/telemetry.md): sender threads, all destinations
+ * together, and those one organization's destinations may hold at once (a
+ * hung collector holds one for one attempt); the share of the export queue
+ * (BROWSERD_TELEMETRY_EXPORT_QUEUE) one organization may fill (1/4), and one
+ * destination of its organization's share (1/2). */
+#define LIM_OTLP_SENDERS         16
+#define LIM_OTLP_SENDERS_PER_ORG 2
+#define LIM_OTLP_ORG_SHARE       4
+#define LIM_OTLP_DEST_SHARE      2
+
 #endif

@@ -188,40 +188,6 @@ void egress_decide(const struct netcfg *nc, int use_routes, const struct egress_
     }
 }
 
-enum egress_addr_class egress_addr_classify(int fam, const uint8_t *a)
-{
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    static const uint8_t zero[16] = {0};
-    static const uint8_t meta6[16] = {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0,    0,
-                                      0,    0,    0,    0,    0, 0, 0x02, 0x54};
-    if (fam == 6 && memcmp(a, mapped, 12) == 0) {
-        fam = 4;
-        a += 12;
-    }
-    if (fam == 4) {
-        if (a[0] == 127)
-            return EGRESS_ADDR_LOOPBACK;
-        if (a[0] == 0)
-            return EGRESS_ADDR_UNSPEC;
-        if (a[0] == 169 && a[1] == 254)
-            return a[2] == 169 && a[3] == 254 ? EGRESS_ADDR_METADATA : EGRESS_ADDR_LINKLOCAL;
-        return EGRESS_ADDR_PUBLIC;
-    }
-    if (memcmp(a, zero, 15) == 0 && a[15] == 1)
-        return EGRESS_ADDR_LOOPBACK;
-    if (memcmp(a, zero, 16) == 0)
-        return EGRESS_ADDR_UNSPEC;
-    if (memcmp(a, meta6, 16) == 0)
-        return EGRESS_ADDR_METADATA;
-    if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
-        return EGRESS_ADDR_LINKLOCAL;
-    /* IPv4-compatible ::a.b.c.d (deprecated, still routed to IPv4 by some
-     * stacks): classify the embedded address. */
-    if (memcmp(a, zero, 12) == 0)
-        return egress_addr_classify(4, a + 12);
-    return EGRESS_ADDR_PUBLIC;
-}
-
 void egress_upstream_clear(struct egress_upstream *u)
 {
     if (!u)

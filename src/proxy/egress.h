@@ -10,8 +10,10 @@
  * directly or through an upstream proxy (HTTP CONNECT + Basic auth), and it
  * enforces the isolation boundary of OPERATOR.md: pages never reach loopback,
  * link-local, metadata or the host's own addresses except the HOST:PORT
- * entries of --allow-loopback, and never the server's port, an egress port
- * or a DevTools port. Hostnames are resolved here and the checked address is
+ * entries of --allow-loopback, never a private, shared, unique-local,
+ * multicast or reserved address outside the ranges of --allow-private
+ * (domain/addrclass.h), and never the server's port, an egress port or a
+ * DevTools port. Hostnames are resolved here and the checked address is
  * the one connected to (no DNS rebinding window). Design note:
  * docs/egress-proxy.md.
  *
@@ -88,18 +90,6 @@ int egress_bypass_match(const json_t *patterns, const char *host, int port);
 /* Checks one bypass_hosts entry (as above); 0 or -1. */
 int egress_bypass_valid(const char *pattern);
 
-/* Address classes a page may not reach without an --allow-loopback entry. */
-enum egress_addr_class {
-    EGRESS_ADDR_PUBLIC = 0, /* anything else: allowed */
-    EGRESS_ADDR_LOOPBACK,   /* 127.0.0.0/8, ::1 */
-    EGRESS_ADDR_LINKLOCAL,  /* 169.254.0.0/16, fe80::/10 */
-    EGRESS_ADDR_METADATA,   /* 169.254.169.254, fd00:ec2::254 */
-    EGRESS_ADDR_UNSPEC,     /* 0.0.0.0/8, :: (connecting there reaches the host) */
-};
-/* Classifies an address (fam 4 or 6, 4 or 16 bytes; IPv4-mapped IPv6 is
- * classified as its IPv4 address). Pure. */
-enum egress_addr_class egress_addr_classify(int fam, const uint8_t *addr);
-
 /* One proxy request head as the browser sent it. */
 #define EGRESS_TARGET_MAX 2048
 struct egress_request {
@@ -146,6 +136,10 @@ void egress_upstream_clear(struct egress_upstream *u);
 struct egress_config {
     /* --allow-loopback: "HOST:PORT[,HOST:PORT...]" (HOST numeric or localhost). */
     const char *allow_loopback;
+    /* --allow-private: "CIDR[,CIDR...]", the LAN-side ranges (private, shared,
+     * unique local, reserved; domain/addrclass.h) sessions may reach
+     * directly; NULL or empty = none. */
+    const char *allow_private;
     /* Test mode: Chromium's --host-resolver-rules value ("MAP pattern ip, ...")
      * also applied to the egress's own resolution, or NULL. */
     const char *host_rules;
@@ -168,7 +162,7 @@ struct egress_config {
 struct egress;
 
 /* Parses the config and starts the worker threads. E_INVALID when
- * allow_loopback or host_rules cannot be parsed. */
+ * allow_loopback, allow_private or host_rules cannot be parsed. */
 int egress_start(const struct egress_config *cfg, struct egress **out, struct err *e) WUR;
 /* Closes every listener and connection, waits for the threads; accepts NULL. */
 void egress_stop(struct egress *eg);
@@ -220,6 +214,13 @@ int egress_bytes(struct egress *eg, const char *session_id, uint64_t *sent, uint
  * port). Counted: protect twice, unprotect twice. */
 void egress_protect_port(struct egress *eg, int port);
 void egress_unprotect_port(struct egress *eg, int port);
+
+/* The address rule (docs/egress-proxy.md, "Isolation") for one resolved
+ * address of a connection the server makes for a tenant: 1 when it may be
+ * connected to on port, 0 when refused (a host-side address not in
+ * --allow-loopback, a LAN-side one outside --allow-private, the host's own
+ * addresses, the server's ports). Thread-safe. */
+int egress_addr_allowed(struct egress *eg, int fam, const uint8_t *addr, int port);
 
 /* Connects through up to url ("http://host[:port]/path" -> a GET through the
  * tunnel, any HTTP status line counts; "https://host[:port]" -> the CONNECT

@@ -58,6 +58,7 @@
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
+#include "domain/addrclass.h"
 #include "proxy/tls_client.h"
 
 #define EGRESS_HEAD_MAX      LIM_EGRESS_HEAD_BYTES
@@ -204,6 +205,8 @@ struct egress {
     /* configuration */
     struct allow_ent *allow;
     size_t nallow;
+    struct addrclass_range *priv; /* --allow-private */
+    size_t npriv;
     struct host_rule *rules;
     size_t nrules;
     struct port_ref *ports;
@@ -320,27 +323,45 @@ static int port_protected(struct egress *eg, int port)
 }
 
 /* The isolation rule for one resolved destination. Returns NULL when a page
- * may connect there, else the reason. */
+ * may connect there, else the reason. Host-side addresses (loopback,
+ * link-local, metadata, unspecified, the host's own) open only for an exact
+ * --allow-loopback HOST:PORT and never on a port of this server; LAN-side
+ * ones (private, shared, unique local, multicast, reserved) for a range of
+ * --allow-private or an exact --allow-loopback entry. */
 static const char *addr_refused(struct egress *eg, int fam, const uint8_t *a, int port)
 {
-    enum egress_addr_class cls = egress_addr_classify(fam, a);
-    if (cls == EGRESS_ADDR_PUBLIC && !is_local_addr(eg, fam, a))
+    enum addrclass cls = addrclass_of(fam, a);
+    int local = is_local_addr(eg, fam, a);
+    if (cls == ADDRCLASS_PUBLIC && !local)
         return NULL;
-    if (port_protected(eg, port))
+    int lan = !local && !addrclass_host_side(cls);
+    if (lan && addrclass_in_ranges(eg->priv, eg->npriv, fam, a))
+        return NULL;
+    if (!lan && port_protected(eg, port))
         return "a port of this server (API, egress proxy or DevTools)";
     for (size_t i = 0; i < eg->nallow; i++)
         if (eg->allow[i].port == port && addr_eq(eg->allow[i].fam, eg->allow[i].addr, fam, a))
             return NULL;
+    if (lan)
+        return "a private, shared, unique-local, multicast or reserved address not in "
+               "--allow-private";
     switch (cls) {
-    case EGRESS_ADDR_METADATA:
+    case ADDRCLASS_METADATA:
         return "a cloud metadata address";
-    case EGRESS_ADDR_LINKLOCAL:
+    case ADDRCLASS_LINKLOCAL:
         return "a link-local address";
-    case EGRESS_ADDR_UNSPEC:
+    case ADDRCLASS_UNSPEC:
         return "an unspecified address";
     default:
         return "a loopback or host address not in --allow-loopback";
     }
+}
+
+int egress_addr_allowed(struct egress *eg, int fam, const uint8_t *addr, int port)
+{
+    if (!eg)
+        return addrclass_allowed(NULL, 0, fam, addr);
+    return addr_refused(eg, fam, addr, port) == NULL;
 }
 
 /* ---- config parsing ---- */
@@ -877,7 +898,7 @@ static void plan_slow(struct egress *eg, struct econn *c)
                      : inet_pton(AF_INET6, c->hn, lit) == 1 ? 6
                                                             : 0;
         size_t hnl = strlen(c->hn);
-        if (litfam && egress_addr_classify(litfam, lit) != EGRESS_ADDR_PUBLIC)
+        if (litfam && addrclass_of(litfam, lit) != ADDRCLASS_PUBLIC)
             why = addr_refused(eg, litfam, lit, c->rq.port);
         else if (strcmp(c->hn, "localhost") == 0 ||
                  (hnl > 10 && strcmp(c->hn + hnl - 10, ".localhost") == 0))
@@ -893,8 +914,9 @@ static void plan_slow(struct egress *eg, struct econn *c)
             rc = resolve_checked(eg, up->host, up->port, up->check_address, &c->addrs, &c->naddr,
                                  &why);
             if (rc) {
-                why = rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
-                                        : "the upstream proxy does not answer";
+                /* One answer for a refused and an unreachable proxy address:
+                 * a tenant's proxy must not probe what the host can reach. */
+                why = "the upstream proxy does not answer";
                 rc = E_UNAVAIL;
             } else {
                 c->via_proxy = 1;
@@ -1743,6 +1765,7 @@ static void free_config(struct egress *eg)
     }
     xfree(eg->rules);
     xfree(eg->allow);
+    xfree(eg->priv);
     xfree(eg->ports);
     xfree(eg->locals);
     tls_client_free(eg->tls);
@@ -1784,6 +1807,8 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
     eg->resolve = cfg->resolve;
     eg->ctx = cfg->ctx;
     int rc = parse_allow(eg, cfg->allow_loopback, e);
+    if (rc == 0)
+        rc = addrclass_parse_ranges(cfg->allow_private, &eg->priv, &eg->npriv, e);
     if (rc == 0)
         rc = parse_rules(eg, cfg->host_rules, e);
     if (rc == 0)
@@ -2073,9 +2098,7 @@ static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, con
     int n = 0, s = -1;
     int rc = resolve_checked(eg, up->host, up->port, up->check_address, &addrs, &n, &w);
     if (rc) {
-        snprintf(why, cap, "%s",
-                 rc == E_FORBIDDEN ? "the proxy's address is not reachable from browsers"
-                                   : "the upstream proxy does not answer");
+        snprintf(why, cap, "the upstream proxy does not answer"); /* refused or not */
         return E_UNAVAIL;
     }
     for (int i = 0; i < n && s < 0; i++)
@@ -2143,6 +2166,18 @@ int egress_probe(struct egress *eg, const struct egress_upstream *up, const char
     if (memchr(a, '@', an) ||
         egress_parse_authority(a, an, host, sizeof host, &port, https ? 443 : 80) != 0)
         return err_field(e, "url", "must be an http:// or https:// URL with a valid host");
+    /* As a page's request through a proxy: a literal address the rule
+     * refuses, or a localhost name, is not handed to the upstream. */
+    uint8_t lit[16];
+    int litfam = addrclass_literal(host, lit);
+    size_t hn = strlen(host);
+    if ((litfam && addrclass_of(litfam, lit) != ADDRCLASS_PUBLIC &&
+         !egress_addr_allowed(eg, litfam, lit, port)) ||
+        strcasecmp(host, "localhost") == 0 ||
+        (hn > 10 && strcasecmp(host + hn - 10, ".localhost") == 0))
+        return err_field(e, "url",
+                         "must not name a loopback, link-local, private or reserved address "
+                         "(this server does not send requests there)");
     int fd = -1;
     SSL *ssl = NULL;
     char why[200] = "";

@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/xalloc.h"
+#include "proxy/netguard.h"
 #include "proxy/tls_client.h"
 #include "runtime/extfetch.h"
 
@@ -100,8 +101,17 @@ static int wait_fd(int fd, short ev, int64_t deadline)
     }
 }
 
-static int dial(const struct url *u, int64_t deadline, struct err *e)
+static int dial(const struct url *u, int guarded, int64_t deadline, struct err *e)
 {
+    if (guarded) {
+        /* A redirect away from the operator's store: the egress's address
+         * rule after DNS, and one answer for refused and unreachable. */
+        int fd = netguard_dial(u->host, (int)strtol(u->port, NULL, 10), deadline);
+        if (fd < 0)
+            return err_set(e, E_UNAVAIL, "unavailable", "%s port %s: cannot connect", u->host,
+                           u->port);
+        return fd;
+    }
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     int g = getaddrinfo(u->host, u->port, &hints, &ai);
     if (g != 0)
@@ -229,10 +239,10 @@ static int header(const char *head, const char *name, char *out, size_t cap)
 
 /* One exchange: *status, the head's Location in loc (when a redirect) and
  * the body. */
-static int exchange(const struct url *u, size_t max, int64_t deadline, int *status, char *loc,
-                    size_t loccap, char **body, size_t *len, struct err *e)
+static int exchange(const struct url *u, int guarded, size_t max, int64_t deadline, int *status,
+                    char *loc, size_t loccap, char **body, size_t *len, struct err *e)
 {
-    struct conn c = {dial(u, deadline, e), NULL};
+    struct conn c = {dial(u, guarded, deadline, e), NULL};
     if (c.fd < 0)
         return e->rc;
     int rc = u->https ? tls_start(&c, u->host, deadline, e) : 0;
@@ -322,6 +332,7 @@ int extfetch_get(const char *url, size_t max, int timeout_ms, char **body, size_
     char *cur = xstrdup(url);
     *body = NULL;
     *len = 0;
+    char host0[256] = "", port0[8] = "";
     for (int hop = 0;; hop++) {
         struct url u;
         if (url_parse(cur, &u) != 0) {
@@ -336,7 +347,12 @@ int extfetch_get(const char *url, size_t max, int timeout_ms, char **body, size_
         int status = 0;
         char *b = NULL;
         size_t n = 0;
-        int rc = exchange(&u, max, deadline, &status, loc, sizeof loc, &b, &n, e);
+        if (hop == 0) {
+            snprintf(host0, sizeof host0, "%s", u.host);
+            snprintf(port0, sizeof port0, "%s", u.port);
+        }
+        int guarded = strcasecmp(u.host, host0) != 0 || strcmp(u.port, port0) != 0;
+        int rc = exchange(&u, guarded, max, deadline, &status, loc, sizeof loc, &b, &n, e);
         if (rc == 0 && status >= 300 && status < 400 && loc[0]) {
             xfree(b);
             char *next =

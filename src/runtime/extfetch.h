@@ -7,7 +7,10 @@
  * The URL is the operator's; only the extension id inside it comes from a
  * client (checked to be 32 letters a-p by the caller). Redirects (the update
  * service answers with one) are followed, at most EXTFETCH_REDIRECTS, and
- * only to http or https URLs.
+ * only to http or https URLs. The operator's host and port are trusted (as
+ * a managed proxy is); a redirect to any other host is held to the egress's
+ * address rule after DNS (proxy/netguard.h), and a refused hop fails like
+ * one that does not answer.
  */
 #ifndef BD_RUNTIME_EXTFETCH_H
 #define BD_RUNTIME_EXTFETCH_H

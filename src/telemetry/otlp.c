@@ -1,12 +1,20 @@
 /*
- * otlp: the exporter thread, its bounded queue, and a minimal HTTP/1.1
+ * otlp: one queue per destination, sender threads, and a minimal HTTP/1.1
  * client (one POST per batch, Connection: close) over plain TCP with poll
- * timeouts, so that a slow collector only ever delays this thread.
+ * timeouts.
+ *
+ * Every destination id has its own bounded queue (struct dq) and its own
+ * retry budget. A small pool of sender threads takes whichever queue is
+ * ready (a full batch, or its oldest event lingered OTLP_LINGER_MS, and not
+ * waiting out a backoff), sends one batch, and gives the queue back: a
+ * collector that hangs holds one sender for one attempt (OTLP_TIMEOUT_MS),
+ * never the other destinations' queues. An organization's destinations use
+ * at most LIM_OTLP_SENDERS_PER_ORG senders at once. Connections go through
+ * proxy/netguard: the egress's address rule, checked after DNS.
  */
 #include "telemetry/otlp.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,30 +22,24 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
-
-/* Counters of one destination id (kept for the life of the process). */
-struct dest_stats {
-    char id[32];
-    uint64_t exported, dropped, failed_attempts, queued;
-    char last_error[200];
-    struct dest_stats *next;
-};
+#include "proxy/netguard.h"
 
 struct otlp_target {
     atomic_int refs;
     char id[32];
+    char org[32];
     char host[256];
     int port;
     char path[1024];
     char *headers;   /* "Name: value\r\n" lines */
     int bad;         /* endpoint did not parse: everything is dropped */
-    size_t inflight; /* queued or being sent; under mu */
+    size_t inflight; /* queued or being sent; under X.mu */
 };
 
 struct qitem {
@@ -45,28 +47,61 @@ struct qitem {
     struct otlp_item it;
 };
 
+/* One destination id: its queue, its retry state and its counters (kept for
+ * the life of the process; there is one per destination ever exported to). */
+struct dq {
+    char id[32];
+    char org[32];
+    struct qitem *q; /* ring of cap items */
+    size_t cap, head, n;
+    int64_t first_at;      /* clock_mono_ms when the oldest queued event came */
+    int busy;              /* a sender holds it */
+    int64_t retry_at;      /* not before this (backoff after a failure) */
+    int64_t failing_since; /* first failure of the current run, 0 = healthy */
+    int backoff_ms;
+    uint64_t exported, dropped, failed_attempts;
+    char last_error[200];
+    struct dq *next;
+};
+
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv, idle;
-    struct qitem *q; /* ring of cap items */
-    size_t cap, head, n;
+    size_t cap, total; /* events queued, all destinations */
     int running, stopping;
-    pthread_t th;
-    struct dest_stats *stats;
+    pthread_t th[LIM_OTLP_SENDERS];
+    int nth, idle_th;
+    struct dq *dqs;
 } X = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER,
        .idle = PTHREAD_COND_INITIALIZER};
 
-static struct dest_stats *stats_for(const char *id) /* under X.mu */
+static struct dq *dq_for(const char *id, const char *org) /* under X.mu */
 {
-    for (struct dest_stats *s = X.stats; s; s = s->next)
-        if (strcmp(s->id, id) == 0)
-            return s;
-    struct dest_stats *s = xcalloc(1, sizeof *s);
-    snprintf(s->id, sizeof s->id, "%s", id);
-    s->next = X.stats;
-    X.stats = s;
-    return s;
+    for (struct dq *d = X.dqs; d; d = d->next)
+        if (strcmp(d->id, id) == 0)
+            return d;
+    struct dq *d = xcalloc(1, sizeof *d);
+    snprintf(d->id, sizeof d->id, "%s", id);
+    snprintf(d->org, sizeof d->org, "%s", org ? org : "");
+    d->backoff_ms = OTLP_BACKOFF_MIN_MS;
+    d->next = X.dqs;
+    X.dqs = d;
+    return d;
+}
+
+/* The most events one organization, and one destination, may have queued:
+ * shares of the server-wide bound, so that no tenant fills it alone. */
+static size_t org_cap(void)
+{
+    size_t c = X.cap / LIM_OTLP_ORG_SHARE;
+    return c ? c : 1;
+}
+
+static size_t dest_cap(void)
+{
+    size_t c = org_cap() / LIM_OTLP_DEST_SHARE;
+    return c ? c : 1;
 }
 
 /* ---- endpoint ---- */
@@ -142,12 +177,13 @@ int otlp_parse_endpoint(const char *url, char *host, size_t host_cap, int *port,
 
 /* ---- targets ---- */
 
-struct otlp_target *otlp_target_new(const char *dest_id, const char *endpoint,
+struct otlp_target *otlp_target_new(const char *dest_id, const char *org_id, const char *endpoint,
                                     const json_t *headers)
 {
     struct otlp_target *t = xcalloc(1, sizeof *t);
     atomic_init(&t->refs, 1);
     snprintf(t->id, sizeof t->id, "%s", dest_id);
+    snprintf(t->org, sizeof t->org, "%s", org_id ? org_id : "");
     struct err e;
     err_init(&e);
     if (otlp_parse_endpoint(endpoint, t->host, sizeof t->host, &t->port, t->path, sizeof t->path,
@@ -253,33 +289,11 @@ static int http_post(const struct otlp_target *t, const char *body, size_t len, 
                      size_t why_cap)
 {
     int64_t deadline = clock_mono_us() + (int64_t)OTLP_TIMEOUT_MS * 1000;
-    char port[8];
-    snprintf(port, sizeof port, "%d", t->port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int g = getaddrinfo(t->host, port, &hints, &ai);
-    if (g != 0) {
-        snprintf(why, why_cap, "cannot resolve %.64s: %s", t->host, gai_strerror(g));
-        return -1;
-    }
-    int fd = -1, status = -1;
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 &&
-            (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0)) {
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
+    /* The egress's address rule, after DNS, on the address connected to.
+     * A refused address fails like one that does not answer: the stats a
+     * tenant reads must not tell them apart. */
+    int status = -1;
+    int fd = netguard_dial(t->host, t->port, deadline / 1000);
     if (fd < 0) {
         snprintf(why, why_cap, "cannot connect to %.64s:%d", t->host, t->port);
         return -1;
@@ -335,7 +349,7 @@ static int http_post(const struct otlp_target *t, const char *body, size_t len, 
     return status;
 }
 
-/* ---- the thread ---- */
+/* ---- the senders ---- */
 
 static void item_free(struct qitem *q)
 {
@@ -343,88 +357,157 @@ static void item_free(struct qitem *q)
     otlp_target_unref(q->t);
 }
 
-/* Sends one batch (all of target t) with retries; returns 1 when delivered. */
-static int send_batch(struct otlp_target *t, struct otlp_item *items, size_t n)
+/* Removes the first k events of d (sent or dropped). Under X.mu; the items
+ * are moved to out (k entries) for the caller to free outside the lock. */
+static void dq_take(struct dq *d, size_t k, struct qitem *out)
 {
-    char *body = otlp_logs_json(items, n);
-    size_t len = strlen(body);
-    int64_t give_up = clock_mono_us() + (int64_t)OTLP_RETRY_FOR_MS * 1000;
-    int backoff = OTLP_BACKOFF_MIN_MS, ok = 0;
-    for (;;) {
-        char why[200] = "";
-        int st = t->bad ? -1 : http_post(t, body, len, why, sizeof why);
-        if (t->bad)
-            snprintf(why, sizeof why, "endpoint is not a usable http:// URL");
-        ok = st >= 200 && st <= 299;
-        /* 4xx other than 408/429 will not get better on a retry. */
-        int permanent = t->bad || (st >= 400 && st < 500 && st != 408 && st != 429);
-        pthread_mutex_lock(&X.mu);
-        struct dest_stats *s = stats_for(t->id);
-        if (!ok) {
-            s->failed_attempts++;
-            snprintf(s->last_error, sizeof s->last_error, "%s", why);
-        }
-        int stopping = X.stopping;
-        pthread_mutex_unlock(&X.mu);
-        if (ok || permanent || stopping || clock_mono_us() > give_up)
-            break;
-        /* Sleep in short steps so that stop is prompt. */
-        for (int slept = 0; slept < backoff; slept += 50) {
-            usleep(50000);
-            pthread_mutex_lock(&X.mu);
-            stopping = X.stopping;
-            pthread_mutex_unlock(&X.mu);
-            if (stopping)
-                break;
-        }
-        backoff = backoff * 2 > OTLP_BACKOFF_MAX_MS ? OTLP_BACKOFF_MAX_MS : backoff * 2;
+    for (size_t i = 0; i < k; i++) {
+        out[i] = d->q[(d->head + i) % d->cap];
+        out[i].t->inflight--;
     }
-    if (!ok)
-        log_warn("otlp: %zu events for destination %s dropped after retries", n, t->id);
-    xfree(body);
-    return ok;
+    d->head = (d->head + k) % d->cap;
+    d->n -= k;
+    X.total -= k;
+    d->first_at = d->n ? clock_mono_ms() : 0;
+    pthread_cond_broadcast(&X.idle);
 }
 
-static void *exporter(void *arg)
+static int org_senders(const char *org) /* under X.mu */
+{
+    int n = 0;
+    for (struct dq *d = X.dqs; d; d = d->next)
+        n += d->busy && strcmp(d->org, org) == 0;
+    return n;
+}
+
+/* A queue a sender may take now, or NULL; *wake_ms is set to the earliest
+ * time another one becomes ready. Under X.mu. */
+static struct dq *ready(int64_t now, int64_t *wake_ms)
+{
+    *wake_ms = now + 1000;
+    for (struct dq *d = X.dqs; d; d = d->next) {
+        if (d->busy || d->n == 0)
+            continue;
+        int64_t at = d->first_at + OTLP_LINGER_MS;
+        if (d->retry_at > at)
+            at = d->retry_at;
+        if (X.stopping) /* one last attempt each, at once */
+            at = now;
+        else if (d->n >= OTLP_BATCH && d->retry_at <= now)
+            at = now;
+        if (at > now) {
+            if (at < *wake_ms)
+                *wake_ms = at;
+            continue;
+        }
+        if (org_senders(d->org) >= LIM_OTLP_SENDERS_PER_ORG)
+            continue; /* woken when one of its org's senders gives a queue back */
+        return d;
+    }
+    return NULL;
+}
+
+/* One attempt at d's first batch, outside the lock. The items stay queued
+ * until the attempt decided their fate. Returns the HTTP status or -1. */
+static int attempt(struct otlp_target *t, struct otlp_item *items, size_t n, char *why, size_t cap)
+{
+    if (t->bad) {
+        snprintf(why, cap, "endpoint is not a usable http:// URL");
+        return -1;
+    }
+    char *body = otlp_logs_json(items, n);
+    int st = http_post(t, body, strlen(body), why, cap);
+    xfree(body);
+    return st;
+}
+
+static void maybe_spawn(void);
+
+static void *sender(void *arg)
 {
     (void)arg;
     struct qitem *batch = xcalloc(OTLP_BATCH, sizeof *batch);
     struct otlp_item *items = xcalloc(OTLP_BATCH, sizeof *items);
     pthread_mutex_lock(&X.mu);
     for (;;) {
-        while (X.n == 0 && !X.stopping)
-            pthread_cond_wait(&X.cv, &X.mu);
-        if (X.n == 0 && X.stopping)
-            break;
-        /* Linger briefly so that a burst goes out as one batch. */
-        if (X.n < OTLP_BATCH && !X.stopping) {
-            struct timespec ts = clock_deadline(OTLP_LINGER_MS);
+        int64_t now = clock_mono_ms(), wake;
+        struct dq *d = ready(now, &wake);
+        if (!d) {
+            if (X.stopping && X.total == 0)
+                break;
+            X.idle_th++;
+            struct timespec ts = clock_deadline(wake - now);
             pthread_cond_timedwait(&X.cv, &X.mu, &ts);
+            X.idle_th--;
+            continue;
         }
-        /* A batch: the leading run of items of the first item's target. */
+        d->busy = 1;
+        /* A batch: the leading run of events of one session snapshot of the
+         * destination (its endpoint and headers as that session started). */
+        struct otlp_target *t = otlp_target_ref(d->q[d->head].t);
         size_t n = 0;
-        struct otlp_target *t = X.q[X.head].t;
-        while (X.n > 0 && n < OTLP_BATCH && X.q[X.head].t == t) {
-            batch[n++] = X.q[X.head];
-            X.head = (X.head + 1) % X.cap;
-            X.n--;
+        while (n < d->n && n < OTLP_BATCH && d->q[(d->head + n) % d->cap].t == t) {
+            items[n] = d->q[(d->head + n) % d->cap].it;
+            n++;
         }
+        for (struct dq *o = X.dqs; o; o = o->next)
+            if (o->n && !o->busy) { /* another queue must not wait for this attempt */
+                maybe_spawn();
+                break;
+            }
+        int stopping = X.stopping;
         pthread_mutex_unlock(&X.mu);
-        for (size_t i = 0; i < n; i++)
-            items[i] = batch[i].it;
-        int ok = send_batch(t, items, n);
+
+        char why[200] = "";
+        int st = attempt(t, items, n, why, sizeof why);
+        int ok = st >= 200 && st <= 299;
+        /* 4xx other than 408/429 will not get better on a retry. */
+        int permanent = t->bad || (st >= 400 && st < 500 && st != 408 && st != 429);
+        otlp_target_unref(t);
+
         pthread_mutex_lock(&X.mu);
-        struct dest_stats *s = stats_for(t->id);
-        if (ok)
-            s->exported += n;
-        else
-            s->dropped += n;
-        s->queued -= n;
-        t->inflight -= n;
-        pthread_cond_broadcast(&X.idle);
+        now = clock_mono_ms();
+        size_t drop = 0;
+        if (ok) {
+            dq_take(d, n, batch);
+            d->exported += n;
+            d->failing_since = 0;
+            d->retry_at = 0;
+            d->backoff_ms = OTLP_BACKOFF_MIN_MS;
+        } else {
+            d->failed_attempts++;
+            snprintf(d->last_error, sizeof d->last_error, "%s", why);
+            if (!d->failing_since)
+                d->failing_since = now;
+            if (permanent) {
+                drop = n;
+            } else if (stopping || X.stopping || now - d->failing_since > OTLP_RETRY_FOR_MS) {
+                /* The retry budget is spent: the destination drops its whole
+                 * backlog (what it holds of the shared bounds), not only this
+                 * batch, and every later batch gets one attempt until one
+                 * goes through. */
+                drop = d->n;
+            } else {
+                d->retry_at = now + d->backoff_ms;
+                d->backoff_ms = d->backoff_ms * 2 > OTLP_BACKOFF_MAX_MS ? OTLP_BACKOFF_MAX_MS
+                                                                        : d->backoff_ms * 2;
+            }
+        }
+        struct qitem *dropped = NULL;
+        if (drop) {
+            dropped = xcalloc(drop, sizeof *dropped);
+            dq_take(d, drop, dropped);
+            d->dropped += drop;
+            log_warn("otlp: %zu events for destination %s dropped: %s", drop, d->id, why);
+        }
+        d->busy = 0;
+        pthread_cond_broadcast(&X.cv); /* its org may have a queue waiting for a sender */
         pthread_mutex_unlock(&X.mu);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; ok && i < n; i++)
             item_free(&batch[i]);
+        for (size_t i = 0; i < drop; i++)
+            item_free(&dropped[i]);
+        xfree(dropped);
         pthread_mutex_lock(&X.mu);
     }
     pthread_mutex_unlock(&X.mu);
@@ -433,23 +516,29 @@ static void *exporter(void *arg)
     return NULL;
 }
 
+/* Starts one more sender when none is idle. Under X.mu. */
+static void maybe_spawn(void)
+{
+    if (X.idle_th > 0 || X.nth >= LIM_OTLP_SENDERS || X.stopping)
+        return; /* stopping: otlp_stop joins the senders it counted */
+    if (pthread_create(&X.th[X.nth], NULL, sender, NULL) == 0)
+        X.nth++;
+    else if (X.nth == 0)
+        log_warn("otlp: cannot start a sender thread; events stay queued");
+}
+
 int otlp_start(size_t queue_cap, struct err *e)
 {
+    (void)e;
     clock_cond_init(&X.cv);
     clock_cond_init(&X.idle);
     pthread_mutex_lock(&X.mu);
     X.cap = queue_cap ? queue_cap : 1;
-    X.q = xcalloc(X.cap, sizeof *X.q);
-    X.head = X.n = 0;
+    X.total = 0;
     X.stopping = 0;
+    X.nth = X.idle_th = 0;
     X.running = 1;
     pthread_mutex_unlock(&X.mu);
-    if (pthread_create(&X.th, NULL, exporter, NULL) != 0) {
-        X.running = 0;
-        xfree(X.q);
-        X.q = NULL;
-        return err_set(e, E_INTERNAL, "internal", "otlp: cannot start the exporter thread");
-    }
     return 0;
 }
 
@@ -462,17 +551,26 @@ void otlp_stop(void)
     }
     X.stopping = 1;
     pthread_cond_broadcast(&X.cv);
+    int nth = X.nth;
     pthread_mutex_unlock(&X.mu);
-    pthread_join(X.th, NULL);
+    for (int i = 0; i < nth; i++)
+        pthread_join(X.th[i], NULL);
     pthread_mutex_lock(&X.mu);
     X.running = 0;
-    xfree(X.q);
-    X.q = NULL;
-    while (X.stats) {
-        struct dest_stats *s = X.stats;
-        X.stats = s->next;
-        xfree(s);
+    X.nth = 0;
+    while (X.dqs) {
+        struct dq *d = X.dqs;
+        X.dqs = d->next;
+        for (size_t i = 0; i < d->n; i++) {
+            struct qitem *q = &d->q[(d->head + i) % d->cap];
+            q->t->inflight--;
+            item_free(q);
+        }
+        xfree(d->q);
+        xfree(d);
     }
+    X.total = 0;
+    pthread_cond_broadcast(&X.idle);
     pthread_mutex_unlock(&X.mu);
 }
 
@@ -480,13 +578,21 @@ void otlp_enqueue(struct otlp_target *t, const char *session_id, uint64_t seq, i
                   const char *category, const char *name, const char *event)
 {
     pthread_mutex_lock(&X.mu);
-    struct dest_stats *s = stats_for(t->id);
-    if (!X.running || X.stopping || X.n >= X.cap) {
-        s->dropped++;
+    struct dq *d = dq_for(t->id, t->org);
+    size_t org_n = 0;
+    for (struct dq *o = X.dqs; o; o = o->next)
+        if (strcmp(o->org, d->org) == 0)
+            org_n += o->n;
+    if (!X.running || X.stopping || X.total >= X.cap || org_n >= org_cap() || d->n >= dest_cap()) {
+        d->dropped++;
         pthread_mutex_unlock(&X.mu);
         return;
     }
-    struct qitem *q = &X.q[(X.head + X.n) % X.cap];
+    if (!d->q) {
+        d->cap = dest_cap();
+        d->q = xcalloc(d->cap, sizeof *d->q);
+    }
+    struct qitem *q = &d->q[(d->head + d->n) % d->cap];
     memset(q, 0, sizeof *q);
     q->t = otlp_target_ref(t);
     snprintf(q->it.session_id, sizeof q->it.session_id, "%s", session_id);
@@ -495,9 +601,11 @@ void otlp_enqueue(struct otlp_target *t, const char *session_id, uint64_t seq, i
     snprintf(q->it.category, sizeof q->it.category, "%s", category);
     snprintf(q->it.name, sizeof q->it.name, "%s", name);
     q->it.event = xstrdup(event);
-    X.n++;
-    s->queued++;
+    if (d->n++ == 0)
+        d->first_at = clock_mono_ms();
+    X.total++;
     t->inflight++;
+    maybe_spawn();
     pthread_cond_signal(&X.cv);
     pthread_mutex_unlock(&X.mu);
 }
@@ -516,14 +624,14 @@ int otlp_drain(struct otlp_target *t, int timeout_ms)
 json_t *otlp_stats(const char *dest_id)
 {
     pthread_mutex_lock(&X.mu);
-    struct dest_stats *s = NULL;
-    for (struct dest_stats *p = X.stats; p; p = p->next)
+    struct dq *s = NULL;
+    for (struct dq *p = X.dqs; p; p = p->next)
         if (strcmp(p->id, dest_id) == 0)
             s = p;
-    json_t *o = json_pack("{s:I,s:I,s:I,s:I}", "exported", (json_int_t)(s ? s->exported : 0),
-                          "dropped", (json_int_t)(s ? s->dropped : 0), "failed_attempts",
-                          (json_int_t)(s ? s->failed_attempts : 0), "queued",
-                          (json_int_t)(s ? s->queued : 0));
+    json_t *o =
+        json_pack("{s:I,s:I,s:I,s:I}", "exported", (json_int_t)(s ? s->exported : 0), "dropped",
+                  (json_int_t)(s ? s->dropped : 0), "failed_attempts",
+                  (json_int_t)(s ? s->failed_attempts : 0), "queued", (json_int_t)(s ? s->n : 0));
     if (s && s->last_error[0])
         json_object_set_new(o, "last_error", json_string(s->last_error));
     pthread_mutex_unlock(&X.mu);

@@ -1,14 +1,20 @@
 /*
  * otlp: export of telemetry events as OTLP logs over HTTP/JSON.
  *
- * One exporter thread drains one bounded queue shared by every exporting
- * session: events are batched per destination (up to OTLP_BATCH events or
+ * Every destination has its own bounded queue and its own retry budget:
+ * events are batched per destination (up to OTLP_BATCH events or
  * OTLP_LINGER_MS), POSTed to the destination's endpoint as an
- * ExportLogsServiceRequest, and retried with exponential backoff
- * (OTLP_BACKOFF_MIN_MS doubling to OTLP_BACKOFF_MAX_MS) for up to
- * OTLP_RETRY_FOR_MS per batch. Enqueuing never blocks: when the queue is
- * full the event is dropped and counted against its destination
- * (otlp_stats). Plain http:// endpoints only (no TLS library is linked).
+ * ExportLogsServiceRequest by a small pool of sender threads, and a failed
+ * batch is retried with exponential backoff (OTLP_BACKOFF_MIN_MS doubling to
+ * OTLP_BACKOFF_MAX_MS) while the destination has failed for less than
+ * OTLP_RETRY_FOR_MS; past that the destination drops its whole backlog. A
+ * destination waiting out a backoff holds no thread, and a hung collector
+ * holds one sender for one attempt (OTLP_TIMEOUT_MS): it never delays
+ * another destination's export. Enqueuing never blocks: an event past the
+ * queue's bound (the server's, its organization's share, its destination's
+ * share: core/limits.h LIM_OTLP_*) is dropped and counted against its
+ * destination (otlp_stats). Plain http:// endpoints only (no TLS library is
+ * linked); connections obey the egress's address rule (proxy/netguard.h).
  */
 #ifndef BD_TELEMETRY_OTLP_H
 #define BD_TELEMETRY_OTLP_H
@@ -30,14 +36,17 @@
  * start (later edits of the destination apply to new sessions). */
 struct otlp_target;
 
-/* A new target (refcount 1). headers: object of string values or NULL. */
-struct otlp_target *otlp_target_new(const char *dest_id, const char *endpoint,
+/* A new target (refcount 1) of destination dest_id of organization org_id
+ * (the queue shares are counted per organization). headers: object of
+ * string values or NULL. */
+struct otlp_target *otlp_target_new(const char *dest_id, const char *org_id, const char *endpoint,
                                     const json_t *headers);
 struct otlp_target *otlp_target_ref(struct otlp_target *t);
 /* Drops a reference; accepts NULL. */
 void otlp_target_unref(struct otlp_target *t);
 
-/* Starts the exporter thread with a queue of queue_cap events. */
+/* Starts the exporter with a bound of queue_cap events, all destinations
+ * together (sender threads start as events come). */
 int otlp_start(size_t queue_cap, struct err *e) WUR;
 /* Sends what is queued (bounded by one attempt per batch) and stops. */
 void otlp_stop(void);

@@ -305,7 +305,6 @@ static void sync_capture(const char *id)
 void telemetry_session_open(const char *session_id, const char *org_id, const json_t *cfg,
                             const struct telem_export *exp, const char *browser_ws_url)
 {
-    (void)org_id;
     int64_t max = 0;
     if (T.store && store_telem_events_max_seq(T.store, session_id, &max) != 0)
         max = 0;
@@ -326,7 +325,8 @@ void telemetry_session_open(const char *session_id, const char *org_id, const js
     }
     set_cfg(s, cfg);
     if (exp && exp->endpoint && !s->exp)
-        s->exp = otlp_target_new(exp->dest_id ? exp->dest_id : "", exp->endpoint, exp->headers);
+        s->exp =
+            otlp_target_new(exp->dest_id ? exp->dest_id : "", org_id, exp->endpoint, exp->headers);
     if (browser_ws_url) {
         xfree(s->ws_url);
         s->ws_url = xstrdup(browser_ws_url);

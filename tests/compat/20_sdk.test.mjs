@@ -997,6 +997,8 @@ function checkProxy(p, what) {
     eq(typeof p.config.has_password, 'boolean', `${what}: config.has_password`);
   }
 }
+// The custom proxy of these tests is on loopback: the operator names it.
+const PROXY_ARGS = { args: ['--allow-loopback', '127.0.0.1:3128'] };
 async function withProxy(ctx, client, name, fn) {
   let p;
   try {
@@ -1013,35 +1015,35 @@ sdkTest('proxies.create', 'custom proxy; password never echoed', (ctx) =>
     checkProxy(p, 'created'); eq(p.type, 'custom'); eq(p.name, 'compat-px');
     eq(p.config.host, '127.0.0.1'); eq(p.config.port, 3128); eq(p.config.has_password, true);
     await rejects(() => client.proxies.create({ type: 'nonsense' }), BadRequestError, 400, 'bad type');
-  })), 30000);
+  }), PROXY_ARGS), 30000);
 sdkTest('proxies.retrieve', 'by id', (ctx) =>
   withServer(async (s, client) => withProxy(ctx, client, 'compat-px-r', async (p) => {
     const r = await client.proxies.retrieve(p.id);
     checkProxy(r, 'retrieved'); eq(r.id, p.id);
     await rejects(() => client.proxies.retrieve('nosuchproxy0000000000000'), NotFoundError, 404, 'unknown');
-  })), 30000);
+  }), PROXY_ARGS), 30000);
 sdkTest('proxies.update', 'rename', (ctx) =>
   withServer(async (s, client) => withProxy(ctx, client, 'compat-px-u', async (p) => {
     const u = await client.proxies.update(p.id, { name: 'compat-px-u2' });
     checkProxy(u, 'updated'); eq(u.name, 'compat-px-u2');
-  })), 30000);
+  }), PROXY_ARGS), 30000);
 sdkTest('proxies.list', 'auto-pagination', (ctx) =>
   withServer(async (s, client) => withProxy(ctx, client, 'compat-px-a', async (a) =>
     withProxy(ctx, client, 'compat-px-b', async (b) => {
       eq((await collect(client.proxies.list({ limit: 1 }))).map((p) => p.id).sort(), [a.id, b.id].sort(), 'two pages');
-    }))), 30000);
+    })), PROXY_ARGS), 30000);
 sdkTest('proxies.delete', '204 resolves to null; gone afterwards', (ctx) =>
   withServer(async (s, client) => withProxy(ctx, client, 'compat-px-d', async (p) => {
     eq(await client.proxies.delete(p.id), null);
     await rejects(() => client.proxies.retrieve(p.id), NotFoundError, 404, 'deleted');
-  })), 30000);
+  }), PROXY_ARGS), 30000);
 sdkTest('proxies.check', 'returns the record with status and last_checked', (ctx) =>
   withServer(async (s, client) => withProxy(ctx, client, 'compat-px-c', async (p) => {
     const c = await client.proxies.check(p.id, {});
     checkProxy(c, 'checked'); eq(c.id, p.id);
     assert(['available', 'unavailable'].includes(c.status), 'status');
     isTime(c.last_checked, 'last_checked');
-  })), 60000);
+  }), PROXY_ARGS), 60000);
 
 // ---- telemetry ---------------------------------------------------------------
 

