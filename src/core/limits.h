@@ -121,6 +121,12 @@
  * open for the next request; a larger body is not read at all (the answer
  * comes at once and the connection closes). */
 #define LIM_HTTP_DRAIN_BYTES (64u * 1024u)
+/* A connection refused before its larger body was read lingers this long
+ * after its answer, its input read and dropped, so that the client reads the
+ * answer rather than a reset (nginx's lingering_close); at most this many
+ * sockets linger at once, the others are closed at once. */
+#define LIM_HTTP_LINGER_MS    5000
+#define LIM_HTTP_LINGER_CONNS 256
 
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100

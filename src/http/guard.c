@@ -13,31 +13,55 @@
  */
 #include "http/guard.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/xalloc.h"
 
 struct head_conn {
     struct head_watch *hw;
     int fd;
     int waiting; /* in hw's list */
+    int linger;  /* answered before its body was read (headwatch_linger) */
     int64_t deadline_ms;
     struct head_conn *prev, *next;
 };
 
+/* A socket kept after its connection ended, its input read and dropped. */
+struct lingering {
+    int fd; /* a dup of the connection's socket; ours */
+    int64_t until_ms;
+};
+
 struct head_watch {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     pthread_t thread;
+    int wake_fd; /* eventfd: the first deadline moved, a socket lingers, or stop */
     int64_t delay_ms;
     struct head_conn *first, *last; /* waiting connections, by deadline */
+    /* Appended under mu by headwatch_conn_free; only the thread removes
+     * entries and closes their sockets. */
+    struct lingering lingering[LIM_HTTP_LINGER_CONNS];
+    size_t nlingering;
     int stop;
     unsigned long cut;
 };
+
+static void wake(struct head_watch *hw)
+{
+    uint64_t one = 1;
+    ssize_t w = write(hw->wake_fd, &one, sizeof one);
+    (void)w; /* the counter is at most saturated: the thread wakes anyway */
+}
 
 static void unlink_conn(struct head_watch *hw, struct head_conn *hc)
 {
@@ -69,45 +93,93 @@ static void append_conn(struct head_watch *hw, struct head_conn *hc)
     hw->last = hc;
     hc->waiting = 1;
     if (hw->first == hc)
-        pthread_cond_signal(&hw->cv); /* the thread slept without a deadline */
+        wake(hw); /* the thread slept without a deadline */
+}
+
+/* Reads and drops what a lingering socket holds: 0 while it stays open, -1
+ * when the client closed it (or it failed). At most 1 MiB per call, so that
+ * one fast client cannot keep the thread. */
+static int drain(int fd)
+{
+    char scratch[16384];
+    for (int i = 0; i < 64; i++) {
+        ssize_t n = recv(fd, scratch, sizeof scratch, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            return -1;
+        if (n < 0)
+            return 0;
+    }
+    return 0;
 }
 
 static void *watch_main(void *arg)
 {
     struct head_watch *hw = arg;
+    struct pollfd pfd[1 + LIM_HTTP_LINGER_CONNS];
     pthread_mutex_lock(&hw->mu);
     while (!hw->stop) {
-        struct head_conn *hc = hw->first;
-        if (!hc) {
-            pthread_cond_wait(&hw->cv, &hw->mu);
-            continue;
+        int64_t now = clock_mono_ms();
+        while (hw->first && hw->first->deadline_ms <= now) {
+            struct head_conn *hc = hw->first;
+            unlink_conn(hw, hc);
+            (void)shutdown(hc->fd, SHUT_RDWR);
+            hw->cut++;
         }
-        int64_t left = hc->deadline_ms - clock_mono_ms();
-        if (left > 0) {
-            struct timespec ts = clock_deadline(left);
-            pthread_cond_timedwait(&hw->cv, &hw->mu, &ts);
-            continue;
+        for (size_t i = hw->nlingering; i-- > 0;)
+            if (hw->lingering[i].until_ms <= now) {
+                close(hw->lingering[i].fd);
+                hw->lingering[i] = hw->lingering[--hw->nlingering];
+            }
+        int64_t next = hw->first ? hw->first->deadline_ms : INT64_MAX;
+        size_t n = hw->nlingering;
+        pfd[0] = (struct pollfd){.fd = hw->wake_fd, .events = POLLIN};
+        for (size_t i = 0; i < n; i++) {
+            pfd[1 + i] = (struct pollfd){.fd = hw->lingering[i].fd, .events = POLLIN};
+            if (hw->lingering[i].until_ms < next)
+                next = hw->lingering[i].until_ms;
         }
-        unlink_conn(hw, hc);
-        (void)shutdown(hc->fd, SHUT_RDWR);
-        hw->cut++;
+        pthread_mutex_unlock(&hw->mu);
+        int timeout = next == INT64_MAX ? -1 : next - now > 60000 ? 60000 : (int)(next - now);
+        if (poll(pfd, 1 + n, timeout) > 0) {
+            uint64_t v;
+            if ((pfd[0].revents & POLLIN) && read(hw->wake_fd, &v, sizeof v) < 0)
+                v = 0;
+            /* Entries 0..n-1 are the ones polled: appends go after them,
+             * and only this thread removes. */
+            for (size_t i = 0; i < n; i++)
+                if (pfd[1 + i].revents && drain(pfd[1 + i].fd) < 0)
+                    pfd[1 + i].fd = -1; /* closed below */
+        }
+        pthread_mutex_lock(&hw->mu);
+        for (size_t i = n; i-- > 0;)
+            if (pfd[1 + i].fd < 0) {
+                close(hw->lingering[i].fd);
+                hw->lingering[i] = hw->lingering[--hw->nlingering];
+            }
     }
+    for (size_t i = 0; i < hw->nlingering; i++)
+        close(hw->lingering[i].fd);
+    hw->nlingering = 0;
     pthread_mutex_unlock(&hw->mu);
     return NULL;
 }
 
 int headwatch_start(unsigned deadline_s, struct head_watch **out, struct err *e)
 {
+    *out = NULL;
+    int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wfd < 0)
+        return err_set(e, E_INTERNAL, "internal", "cannot start the request head watch: %s",
+                       strerror(errno));
     struct head_watch *hw = xcalloc(1, sizeof *hw);
     pthread_mutex_init(&hw->mu, NULL);
-    clock_cond_init(&hw->cv);
+    hw->wake_fd = wfd;
     hw->delay_ms = (int64_t)deadline_s * 1000;
     int rc = pthread_create(&hw->thread, NULL, watch_main, hw);
     if (rc != 0) {
-        pthread_cond_destroy(&hw->cv);
+        close(wfd);
         pthread_mutex_destroy(&hw->mu);
         xfree(hw);
-        *out = NULL;
         return err_set(e, E_INTERNAL, "internal", "cannot start the request head watch: %s",
                        strerror(rc));
     }
@@ -121,10 +193,10 @@ void headwatch_stop(struct head_watch *hw)
         return;
     pthread_mutex_lock(&hw->mu);
     hw->stop = 1;
-    pthread_cond_signal(&hw->cv);
+    wake(hw);
     pthread_mutex_unlock(&hw->mu);
     pthread_join(hw->thread, NULL);
-    pthread_cond_destroy(&hw->cv);
+    close(hw->wake_fd);
     pthread_mutex_destroy(&hw->mu);
     xfree(hw);
 }
@@ -144,10 +216,26 @@ void headwatch_conn_free(struct head_conn *hc)
 {
     if (!hc)
         return;
-    pthread_mutex_lock(&hc->hw->mu);
-    unlink_conn(hc->hw, hc);
-    pthread_mutex_unlock(&hc->hw->mu);
+    struct head_watch *hw = hc->hw;
+    pthread_mutex_lock(&hw->mu);
+    unlink_conn(hw, hc);
+    if (hc->linger && !hw->stop && hw->nlingering < LIM_HTTP_LINGER_CONNS) {
+        int fd = fcntl(hc->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd >= 0) {
+            hw->lingering[hw->nlingering++] =
+                (struct lingering){fd, clock_mono_ms() + LIM_HTTP_LINGER_MS};
+            wake(hw);
+        }
+    }
+    pthread_mutex_unlock(&hw->mu);
     xfree(hc);
+}
+
+void headwatch_linger(struct head_conn *hc)
+{
+    pthread_mutex_lock(&hc->hw->mu);
+    hc->linger = 1;
+    pthread_mutex_unlock(&hc->hw->mu);
 }
 
 void headwatch_head_done(struct head_conn *hc)

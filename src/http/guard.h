@@ -6,7 +6,9 @@
  * - The head watch gives each connection a deadline to deliver a whole
  *   request head. libmicrohttpd's own timeout only counts idleness, so a
  *   client that trickles one byte every few seconds would hold its connection
- *   forever; the watch shuts such a socket down from its own thread.
+ *   forever; the watch shuts such a socket down from its own thread. The
+ *   same thread lingers on the sockets of requests refused before their body
+ *   (headwatch_linger).
  * - The body budget counts the request bodies held in memory, server-wide
  *   and per tenant, so that no tenant can hold the whole budget.
  */
@@ -36,6 +38,10 @@ void headwatch_stop(struct head_watch *hw);
 struct head_conn *headwatch_conn_new(struct head_watch *hw, int fd);
 /* The connection is going away; its socket is still open. NULL is a no-op. */
 void headwatch_conn_free(struct head_conn *hc);
+/* The connection was answered before its request body was read: once it
+ * ends, its socket is kept up to LIM_HTTP_LINGER_MS with its input read and
+ * dropped, so that the client reads the answer rather than a reset. */
+void headwatch_linger(struct head_conn *hc);
 /* The connection's request head arrived: no deadline until the next wait. */
 void headwatch_head_done(struct head_conn *hc);
 /* The connection waits for its next request head (after a response on a

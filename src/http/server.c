@@ -912,6 +912,10 @@ static enum MHD_Result admit_head(struct http_server *srv, struct ctx *cx, struc
     cx->refused = rc;
     if (!has_body || (known && n <= LIM_HTTP_DRAIN_BYTES && !expect))
         return MHD_YES;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context && !expect)
+        headwatch_linger(ci->socket_context);
     struct resp rs = {0};
     error_resp(&cx->rq, &rs, rc);
     return send_resp(c, &cx->rq, &rs);

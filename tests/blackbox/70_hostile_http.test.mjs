@@ -82,7 +82,7 @@ export const tests = [
     }, { env: { BROWSERD_HEAD_TIMEOUT_SECONDS: '2' } }),
   },
   {
-    name: 'issue 29.4: 64 MiB Content-Length with an invalid key -> 401 before the body (nothing buffered); unknown route -> 404 and over the cap -> 413, also before the body',
+    name: 'issue 29.4: 64 MiB Content-Length with an invalid key -> 401 before the body, nothing buffered even when the body is sent (VmHWM); unknown route -> 404 and over the cap -> 413, also before the body',
     timeout: 60000,
     fn: () => withServer(async (s) => {
       const before = memKiB(s.proc.pid);
@@ -105,6 +105,22 @@ export const tests = [
         }
         eq(answer(nope).status, 404, nope.got.slice(0, 300));
         eq([answer(big).status, answer(big).json.code], [413, 'payload_too_large'], big.got.slice(0, 300));
+        // Four more that send their 64 MiB bodies right behind the heads, as
+        // fast as the server takes them: the server reads none of it into
+        // memory, and the clients still read their 401 (not a reset).
+        const chunk = Buffer.alloc(MiB, 0x61);
+        const streamed = [];
+        for (let i = 0; i < 4; i++) {
+          streamed.push(send(`PUT /browsers/victim${i}/fs/write_file?path=/tmp/x HTTP/1.1\r\nHost: x\r\n` +
+            `Authorization: Bearer not-a-key-${i}\r\nContent-Length: ${64 * MiB}\r\n\r\n`));
+        }
+        await Promise.all(streamed.map(async (c) => {
+          for (let i = 0; i < 64 && !c.ended && !c.got; i++) {
+            if (!c.sock.write(chunk)) await Promise.race([new Promise((r) => c.sock.once('drain', r)), c.closed]);
+          }
+        }));
+        await waitFor(() => streamed.every((c) => complete(c) || c.ended), 'answers to the streamed uploads', 30000);
+        for (const c of streamed) eq(answer(c).status, 401, `a client sending its body: ${c.got.slice(0, 200)}`);
         const after = memKiB(s.proc.pid);
         assert(after.hwm - before.hwm < 16 * 1024, `the server's peak memory grew by ${after.hwm - before.hwm} KiB`);
       } finally {

@@ -92,6 +92,41 @@ static void head_watch_cuts_only_waiting_connections(void **state)
     close(done[1]);
 }
 
+/* A connection answered before its body was read lingers after it ends:
+ * the client may go on writing (read and dropped) until it closes. */
+static void a_refused_connection_lingers_until_the_client_closes(void **state)
+{
+    (void)state;
+    struct err e;
+    err_init(&e);
+    struct head_watch *hw;
+    assert_int_equal(headwatch_start(10, &hw, &e), 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct head_conn *hc = headwatch_conn_new(hw, sv[0]);
+    headwatch_head_done(hc);
+    headwatch_linger(hc);
+    headwatch_conn_free(hc);
+    close(sv[0]); /* as libmicrohttpd does after telling us */
+    char body[65536];
+    memset(body, 'b', sizeof body);
+    for (int i = 0; i < 32; i++) { /* 2 MiB, more than any socket buffer */
+        size_t off = 0;
+        while (off < sizeof body) {
+            ssize_t n = send(sv[1], body + off, sizeof body - off, MSG_NOSIGNAL);
+            assert_true(n > 0);
+            off += (size_t)n;
+        }
+    }
+    shutdown(sv[1], SHUT_WR);
+    struct pollfd p = {.fd = sv[1], .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    char c;
+    assert_int_equal(read(sv[1], &c, 1), 0); /* the watch closed its end */
+    close(sv[1]);
+    headwatch_stop(hw);
+}
+
 static const struct {
     const char *in, *out;
 } fields[] = {
@@ -118,6 +153,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(budget_shares_and_total),
         cmocka_unit_test(head_watch_cuts_only_waiting_connections),
+        cmocka_unit_test(a_refused_connection_lingers_until_the_client_closes),
         cmocka_unit_test(log_fields_are_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
