@@ -1047,11 +1047,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* libmicrohttpd's messages, at most LOG_BURST a second: a client can cause
  * one per connection ("Server reached connection limit"), and the log must
  * not grow at the rate of a connect flood. Dropped ones are counted. */
 #define LOG_BURST 10
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
