@@ -85,6 +85,10 @@ static const char usage[] =
     "\"port\", \"username\"?, \"password\"?}, ...}), --default-proxy [USER:PASS@]HOST:PORT /\n"
     "BROWSERD_DEFAULT_PROXY (the default stealth proxy; unset: direct), --proxy-ca-file PEM /\n"
     "BROWSERD_PROXY_CA_FILE (roots trusted for https upstream proxies besides the system's).\n"
+    "Hostile clients (docs/operator.md): BROWSERD_MAX_CONNECTIONS (default 8192),\n"
+    "BROWSERD_CONNECTIONS_PER_IP (default 256; 0: no limit, behind a reverse proxy),\n"
+    "BROWSERD_HEAD_TIMEOUT_SECONDS (default 10), BROWSERD_BODY_BUDGET_MB (request bodies held\n"
+    "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -97,6 +101,20 @@ static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
     return v && *v ? v : dflt;
+}
+
+/* An integer setting from the environment: dflt when unset, else a number
+ * in lo..hi. Returns 0, or -1 after saying what is wrong. */
+static int env_long(const char *name, long dflt, long lo, long hi, long *out)
+{
+    const char *v = env_or(name, NULL);
+    char *end = "";
+    *out = v ? strtol(v, &end, 10) : dflt;
+    if (*end || *out < lo || *out > hi) {
+        fprintf(stderr, "browserd serve: %s must be an integer from %ld to %ld\n", name, lo, hi);
+        return -1;
+    }
+    return 0;
 }
 
 /* Splits "HOST:PORT" or "[V6]:PORT". Returns 0 or -1. */
@@ -415,6 +433,17 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     c->token_ttl_s = (int)ttl_s;
+    /* Hostile clients (docs/operator.md): connections, head deadline, and
+     * the budget of request bodies held in memory. */
+    long max_conns, per_ip, head_s, budget_mb, share_mb;
+    if (env_long("BROWSERD_MAX_CONNECTIONS", LIM_HTTP_CONNECTIONS, 16, 1000000, &max_conns) ||
+        env_long("BROWSERD_CONNECTIONS_PER_IP", LIM_HTTP_CONNECTIONS_PER_IP, 0, 1000000, &per_ip) ||
+        env_long("BROWSERD_HEAD_TIMEOUT_SECONDS", LIM_HTTP_HEAD_SECONDS, 1, 3600, &head_s) ||
+        env_long("BROWSERD_BODY_BUDGET_MB", (long)(LIM_HTTP_BODY_BUDGET_BYTES >> 20), 1, 1L << 20,
+                 &budget_mb) ||
+        env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1, budget_mb,
+                 &share_mb))
+        return 2;
     /* Every path once, at start (OPERATOR.md: relative to where we started). */
     if (resolve_path("serve", "--data", data, c->data_dir, sizeof c->data_dir, 0) != 0 ||
         resolve_path("serve", "--chromium", chromium, c->chromium, sizeof c->chromium, 1) != 0 ||
@@ -532,6 +561,11 @@ static int cmd_serve(int argc, char **argv)
         .cleanup = api_cleanup,
         .bound = on_bound,
         .app = &app,
+        .max_connections = (unsigned)max_conns,
+        .conns_per_ip = per_ip ? (unsigned)per_ip : HTTP_NO_LIMIT,
+        .head_timeout_s = (unsigned)head_s,
+        .body_budget = (size_t)budget_mb << 20,
+        .body_share = (size_t)share_mb << 20,
     };
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {

@@ -127,6 +127,7 @@ static int session_url_authorize(struct req *rq, unsigned flags)
     session_rec_clear(&s);
     if (rc)
         return err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found", c.sub);
+    rq->tenant = a->org.id;
     return 0;
 }
 
@@ -161,6 +162,7 @@ int api_authorize(struct req *rq, unsigned flags)
         return err_set(&rq->err, rc, "internal", "authentication failed");
     if (a->key.expires_at && a->key.expires_at <= clock_now_ms())
         return unauthorized(rq, "the API key has expired");
+    rq->tenant = a->org.id;
     if ((flags & AUTH_ORG_ADMIN) && a->key.project_id[0])
         return err_set(&rq->err, E_FORBIDDEN, "forbidden",
                        "this operation requires an organization-scoped API key");
@@ -178,6 +180,7 @@ void api_cleanup(struct req *rq)
     json_decref(a->ent);
     xfree(a);
     rq->auth = NULL;
+    rq->tenant = NULL; /* a->org.id */
 }
 
 int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t **out,

@@ -99,6 +99,34 @@
  * launch, an input gesture, a fetch through the browser), started as
  * requests need them; past it, such requests queue in arrival order. */
 #define LIM_HTTP_BLOCKING_THREADS 64
+/* Connections (docs/http.md, "Hostile clients"): open at once on the
+ * listener (BROWSERD_MAX_CONNECTIONS; at most half the process's open-files
+ * limit), open at once from one client address (BROWSERD_CONNECTIONS_PER_IP;
+ * upgraded WebSockets count), and the seconds a connection has to deliver a
+ * whole request head, counted from its accept or from the end of its previous
+ * response (BROWSERD_HEAD_TIMEOUT_SECONDS), however slowly its bytes trickle. */
+#define LIM_HTTP_CONNECTIONS        8192u
+#define LIM_HTTP_CONNECTIONS_PER_IP 256u
+#define LIM_HTTP_HEAD_SECONDS       10u
+/* Request bodies held in memory at once, every request together
+ * (BROWSERD_BODY_BUDGET_MB), and the part of it one tenant (an organization,
+ * or a client address before authentication) may hold
+ * (BROWSERD_BODY_TENANT_MB): two full uploads and change. Past the share a
+ * request is refused with 429, past the budget with 503, before its body is
+ * read. */
+#define LIM_HTTP_BODY_BUDGET_BYTES ((size_t)512 * 1024 * 1024)
+#define LIM_HTTP_BODY_TENANT_BYTES ((size_t)160 * 1024 * 1024)
+/* A request refused on its head (401, 404, 413, 429...) whose body is at
+ * most this is read and dropped, never kept, so that its connection stays
+ * open for the next request; a larger body is not read at all (the answer
+ * comes at once and the connection closes). */
+#define LIM_HTTP_DRAIN_BYTES (64u * 1024u)
+/* A connection refused before its larger body was read lingers this long
+ * after its answer, its input read and dropped, so that the client reads the
+ * answer rather than a reset (nginx's lingering_close); at most this many
+ * sockets linger at once, the others are closed at once. */
+#define LIM_HTTP_LINGER_MS    5000
+#define LIM_HTTP_LINGER_CONNS 256
 
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100

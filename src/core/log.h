@@ -1,15 +1,26 @@
 /*
  * log: one line per event to standard error, with a UTC timestamp. Lines are
  * written with a single write(2) so concurrent threads never interleave.
+ *
+ * A line is always one line: control characters in the message (a newline
+ * in a request's path, a terminal escape) are written as \xNN, so that no
+ * client can forge a line of its own. Fields taken from a request are also
+ * passed through log_escape, so that they cannot forge a field either.
  */
 #ifndef BD_CORE_LOG_H
 #define BD_CORE_LOG_H
+
+#include <stddef.h>
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 /* Lines below `min` are dropped. Default LOG_INFO. Set once at startup. */
 void log_set_level(enum log_level min);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes in into out (cap bytes, NUL-terminated, cut short to fit) as one
+ * log field: bytes outside printable ASCII, the space, '"' and '\' become
+ * \xNN. Returns out. */
+const char *log_escape(const char *in, char *out, size_t cap);
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

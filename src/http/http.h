@@ -36,6 +36,9 @@ struct req {
     int body_too_big;
     int no_retry;        /* a 5xx answer carries x-should-retry: false (non-idempotent action) */
     int via_session_url; /* path was rewritten by http_config.rewrite (a session's own URL) */
+    const char *tenant;  /* set by the authorize hook (borrowed until cleanup): the
+                            organization the request acts for, whose share of the
+                            transport's budgets it takes; NULL: its client address */
     struct err err;      /* the handler's failure, rendered by the HTTP layer */
     void *app;           /* from http_config.app */
     void *auth;          /* set by the authorize hook, released by its cleanup */
@@ -129,11 +132,26 @@ struct http_config {
      * request to the node that runs its browser). */
     int (*route_hook)(struct req *rq, struct resp *rs, unsigned flags);
     void *app;
+    /* Hostile clients (docs/http.md); 0 takes the default of core/limits.h.
+     * max_connections is capped at half the process's open-files limit;
+     * conns_per_ip HTTP_NO_LIMIT counts no address (behind a reverse proxy,
+     * where every client has the proxy's). The body share is capped at the
+     * budget. */
+    unsigned max_connections; /* LIM_HTTP_CONNECTIONS */
+    unsigned conns_per_ip;    /* LIM_HTTP_CONNECTIONS_PER_IP */
+    unsigned head_timeout_s;  /* LIM_HTTP_HEAD_SECONDS */
+    size_t body_budget;       /* LIM_HTTP_BODY_BUDGET_BYTES */
+    size_t body_share;        /* LIM_HTTP_BODY_TENANT_BYTES */
 };
+/* conns_per_ip: no limit per client address. */
+#define HTTP_NO_LIMIT 0xffffffffu
 
 struct http_server;
 
-/* Binds and starts serving. */
+/* Binds and starts serving. Before a byte of a request body is read, the
+ * request is routed, authorized, held to its route's size cap and to its
+ * tenant's share of the budget of buffered bodies; a refusal is answered at
+ * once and the connection closed when a body follows. */
 int http_start(const struct http_config *cfg, struct http_server **out, struct err *e) WUR;
 /* The HTTP thread count when none is configured: the number of CPUs this
  * process may run on (its affinity mask), at least 1 and at most 16. Slow

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "http/guard.h"
 #include "http/http.h"
 
 struct http_stream;
@@ -48,6 +50,8 @@ struct http_server {
     unsigned nblockers, nidle;
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
+    struct head_watch *heads;   /* request head deadlines (guard.h) */
+    struct body_budget *budget; /* buffered request bodies (guard.h) */
 };
 
 /* ---- routing ---- */
@@ -109,6 +113,10 @@ struct ctx {
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
     struct buf body;   /* the request body, at most body_limit bytes; rq.body points into it */
     size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
+    int admitted;      /* routed and authorized on the header pass (admit) */
+    int refused;       /* 0, or the E_* code the request is answered with instead */
+    size_t body_taken; /* bytes of srv->budget this request holds for tenant */
+    char tenant[96];   /* rq.tenant, or the client's address: whose share body_taken is */
     /* An in-process request (http_call): no connection; these lists,
      * NULL-terminated name/value pairs, stand for its headers and query. */
     const char *const *call_headers;
@@ -539,7 +547,7 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
      * server does not implement will not go away on a retry. */
     if (status == 409 || status == 501 || (status >= 500 && rq->no_retry))
         resp_header(rs, "x-should-retry", "false");
-    if (status == 429 && rq->err.retry_after > 0)
+    if ((status == 429 || status == 503) && rq->err.retry_after > 0)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
 }
 
@@ -674,19 +682,18 @@ unsigned http_default_threads(void)
     return n > 16 ? 16u : (unsigned)n;
 }
 
-/* Routes and runs the handler. Returns HTTP_SUSPEND when the handler parked
- * the request, 0 otherwise (rs then holds the response). */
-static int dispatch(struct ctx *cx, struct resp *rs)
+/* Routes the request and runs the authorize hook: 0 with rq->route set, or
+ * an E_* code with rq->err filled. A connection's request is admitted on the
+ * header pass, before a byte of its body is read. */
+static int admit(struct ctx *cx)
 {
     struct req *rq = &cx->rq;
     struct http_server *srv = cx->srv;
     const struct route *found = NULL;
     int path_known = 0;
-    if (strlen(rq->path) >= LIM_PATH_BYTES) {
-        err_set(&rq->err, E_NOTFOUND, "not_found", "no such endpoint");
-        error_resp(rq, rs, E_NOTFOUND);
-        return 0;
-    }
+    cx->admitted = 1;
+    if (strlen(rq->path) >= LIM_PATH_BYTES)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "no such endpoint");
     for (size_t i = 0; i < srv->cfg.nroutes; i++) {
         const struct route *r = &srv->cfg.routes[i];
         if (!match(r->pattern, rq->path, cx->parambuf, sizeof cx->parambuf, rq->params,
@@ -699,17 +706,25 @@ static int dispatch(struct ctx *cx, struct resp *rs)
         }
     }
     if (!found) {
-        int rc = path_known ? E_METHOD : E_NOTFOUND;
         if (path_known)
-            err_set(&rq->err, rc, "method_not_allowed", "%s is not allowed on %s", rq->method,
-                    rq->path);
-        else
-            err_set(&rq->err, rc, "not_found", "no endpoint %s %s", rq->method, rq->path);
-        error_resp(rq, rs, rc);
-        return 0;
+            return err_set(&rq->err, E_METHOD, "method_not_allowed", "%s is not allowed on %s",
+                           rq->method, rq->path);
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "no endpoint %s %s", rq->method,
+                       rq->path);
     }
     rq->route = found;
-    int rc = srv->cfg.authorize ? srv->cfg.authorize(rq, found->flags) : 0;
+    return srv->cfg.authorize ? srv->cfg.authorize(rq, found->flags) : 0;
+}
+
+/* Admits the request (unless the header pass did) and runs the handler.
+ * Returns HTTP_SUSPEND when the handler parked the request, 0 otherwise (rs
+ * then holds the response). */
+static int dispatch(struct ctx *cx, struct resp *rs)
+{
+    struct req *rq = &cx->rq;
+    struct http_server *srv = cx->srv;
+    int rc = cx->admitted ? cx->refused : admit(cx);
+    const struct route *found = rq->route;
     int hooked = -1;
     if (rc == 0 && srv->cfg.route_hook)
         hooked = srv->cfg.route_hook(rq, rs, found->flags);
@@ -818,6 +833,94 @@ void http_call_res_clear(struct http_call_res *r)
     memset(r, 0, sizeof *r);
 }
 
+/* A body of unknown length takes its share of the budget this much ahead
+ * of what arrived, so that the budget's lock is not taken per chunk. */
+#define BODY_TAKE_STEP ((size_t)256 * 1024)
+
+/* Takes n more bytes of the body budget for the request's tenant: 0, or
+ * E_LIMIT (429: the tenant's share is used up) or E_UNAVAIL (503: the
+ * server's budget is) with rq->err filled. */
+static int take_budget(struct http_server *srv, struct ctx *cx, size_t n)
+{
+    if (!cx->tenant[0]) {
+        if (cx->rq.tenant) {
+            snprintf(cx->tenant, sizeof cx->tenant, "org %s", cx->rq.tenant);
+        } else {
+            /* Before authentication the tenant is the client's address. */
+            char ip[INET6_ADDRSTRLEN] = "?";
+            const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(cx->rq.conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+            const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+            if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
+            else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+            snprintf(cx->tenant, sizeof cx->tenant, "ip %s", ip);
+        }
+    }
+    int rc = budget_take(srv->budget, cx->tenant, n);
+    if (rc == 0) {
+        cx->body_taken += n;
+        return 0;
+    }
+    cx->rq.err.retry_after = 1;
+    if (rc == E_LIMIT)
+        return err_set(&cx->rq.err, rc, "rate_limited",
+                       "request bodies in flight for this %s would exceed its share of %zu "
+                       "bytes; retry when its other uploads have finished",
+                       cx->rq.tenant ? "organization" : "client address", srv->cfg.body_share);
+    return err_set(&cx->rq.err, rc, "unavailable",
+                   "the server holds as many request bodies as it may (%zu bytes); retry "
+                   "shortly",
+                   srv->cfg.body_budget);
+}
+
+/* The header pass: routing, authorization, the route's size cap and the
+ * tenant's share of the body budget, all before a byte of the body is read.
+ * A refusal is answered at once when a body of unknown or more than
+ * LIM_HTTP_DRAIN_BYTES follows, or the client waits for 100 Continue
+ * (libmicrohttpd then closes the connection without reading the body);
+ * otherwise the body is read, dropped unkept, and the refusal answered on the
+ * final call, so that keep-alive survives a 401 on a GET or a small POST. */
+static enum MHD_Result admit_head(struct http_server *srv, struct ctx *cx, struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+    size_t n = 0, digits = cl ? strspn(cl, "0123456789") : 0;
+    int known = digits && !cl[digits] && digits <= 9 && parse_size(cl, &n) == 0;
+    int has_body = te != NULL || (cl && !(known && n == 0));
+    int rc = admit(cx);
+    /* All digits and either too long for parse_size (10+ digits, so at least
+     * 1 GB) or above the limit. */
+    if (rc == 0 && digits && !cl[digits] && (digits > 9 || n > cx->body_limit)) {
+        cx->rq.body_too_big = 1;
+        rc = err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
+                     "request body of %.32s bytes exceeds the limit of %zu bytes", cl,
+                     cx->body_limit);
+    }
+    if (rc == 0 && known && n > 0) {
+        rc = take_budget(srv, cx, n);
+        /* The whole body is due: one allocation instead of doublings (pages
+         * are only paid for as the body arrives). */
+        if (rc == 0 && buf_reserve(&cx->body, n) != 0)
+            rc = err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
+                         "request body exceeds the limit of %zu bytes", cx->body_limit);
+    }
+    if (rc == 0)
+        return MHD_YES;
+    cx->refused = rc;
+    if (!has_body || (known && n <= LIM_HTTP_DRAIN_BYTES && !expect))
+        return MHD_YES;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context && !expect)
+        headwatch_linger(ci->socket_context);
+    struct resp rs = {0};
+    error_resp(&cx->rq, &rs, rc);
+    return send_resp(c, &cx->rq, &rs);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -852,28 +955,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.app = srv->cfg.app;
         cx->rq.start_us = clock_mono_us();
         err_init(&cx->rq.err);
+        cx->admitted = 0;
+        cx->refused = 0;
+        cx->body_taken = 0;
+        cx->tenant[0] = '\0';
         *con_cls = cx;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        size_t n, digits = cl ? strspn(cl, "0123456789") : 0;
-        /* All digits and either too long for parse_size (10+ digits, so at
-         * least 1 GB) or above the limit. */
-        if (digits && !cl[digits] &&
-            (digits > 9 || (parse_size(cl, &n) == 0 && n > cx->body_limit))) {
-            /* Refuse before reading a byte of the body. */
-            struct resp rs = {0};
-            cx->rq.body_too_big = 1;
-            err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
-                    "request body of %.32s bytes exceeds the limit of %zu bytes", cl,
-                    cx->body_limit);
-            error_resp(&cx->rq, &rs, E_TOOBIG);
-            return send_resp(c, &cx->rq, &rs);
-        }
-        return MHD_YES;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (ci && ci->socket_context)
+            headwatch_head_done(ci->socket_context);
+        return admit_head(srv, cx, c);
     }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cx->rq.body_too_big || buf_append(&cx->body, upload_data, n) != 0) {
+        if (cx->refused || cx->rq.body_too_big)
+            return MHD_YES; /* read and dropped: the refusal is answered at the end */
+        if (cx->body.len + n > cx->body_taken && cx->body.len + n <= cx->body_limit) {
+            /* A body of unknown length (chunked) takes its share as it
+             * grows, a chunk ahead. */
+            size_t want = cx->body.len + n + BODY_TAKE_STEP - cx->body_taken;
+            if (cx->body_taken + want > cx->body_limit)
+                want = cx->body_limit - cx->body_taken;
+            if ((cx->refused = take_budget(srv, cx, want)) != 0) {
+                buf_free(&cx->body);
+                cx->rq.body = NULL;
+                cx->rq.body_len = 0;
+                return MHD_YES;
+            }
+        }
+        if (buf_append(&cx->body, upload_data, n) != 0) {
             cx->rq.body_too_big = 1;
             return MHD_YES;
         }
@@ -889,6 +1000,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* Resumed: the handler's continuation builds the response. */
         cx->rq.suspended = 0;
         cx->rq.resume_fn(&cx->rq, &rs);
+    } else if (cx->refused) {
+        error_resp(&cx->rq, &rs, cx->refused);
     } else if (cx->rq.body_too_big) {
         err_set(&cx->rq.err, E_TOOBIG, "payload_too_large",
                 "request body exceeds the limit of %zu bytes", cx->body_limit);
@@ -904,13 +1017,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     struct http_server *srv = cls;
     struct ctx *cx = *con_cls;
     if (!cx)
         return;
     int64_t us = clock_mono_us() - cx->rq.start_us;
-    log_info("access %s %s %d %lldus%s", cx->rq.method, cx->rq.path, cx->rq.status, (long long)us,
+    char method[64], path[1024]; /* the client's bytes: escaped (log_escape) */
+    log_info("access %s %s %d %lldus%s", log_escape(cx->rq.method, method, sizeof method),
+             log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
@@ -919,20 +1033,89 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (srv->cfg.cleanup)
         srv->cfg.cleanup(&cx->rq);
     buf_free(&cx->body);
+    if (cx->body_taken)
+        budget_give(srv->budget, cx->tenant, cx->body_taken);
+    /* A kept-alive connection waits for its next head, with a deadline
+     * (not an upgraded one: its socket belongs to the upgrade's owner). */
+    const union MHD_ConnectionInfo *ci =
+        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && !cx->upgrade.fn
+            ? MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT)
+            : NULL;
+    if (ci && ci->socket_context)
+        headwatch_head_wait(ci->socket_context);
     xfree(cx);
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's messages, at most LOG_BURST a second: a client can cause
+ * one per connection ("Server reached connection limit"), and the log must
+ * not grow at the rate of a connect flood. Dropped ones are counted. */
+#define LOG_BURST 10
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static unsigned in_second;
+    static unsigned long dropped;
+    int64_t now = clock_mono_ms() / 1000;
+    pthread_mutex_lock(&mu);
+    if (now != second) {
+        second = now;
+        in_second = 0;
+    }
+    int keep = in_second < LOG_BURST;
+    unsigned long was_dropped = keep ? dropped : 0;
+    if (keep) {
+        in_second++;
+        dropped = 0;
+    } else {
+        dropped++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!keep)
+        return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n')
         line[--n] = '\0';
-    log_warn("http: %s", line);
+    if (was_dropped)
+        log_warn("http: %s (and %lu messages not logged)", line, was_dropped);
+    else
+        log_warn("http: %s", line);
+}
+
+/* libmicrohttpd tells us of each connection: its head deadline starts at
+ * the accept and ends with it (before its socket is closed). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? headwatch_conn_new(srv->heads, ci->connect_fd) : NULL;
+    } else {
+        headwatch_conn_free(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection limit: as configured, and at most half the open-files
+ * limit (the other half is for browsers, relays and files). */
+static unsigned connection_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        want > rl.rlim_cur / 2) {
+        unsigned cap = rl.rlim_cur / 2 > 16 ? (unsigned)(rl.rlim_cur / 2) : 16;
+        log_warn("http: %u connections at most, half the open-files limit of %llu (not %u)", cap,
+                 (unsigned long long)rl.rlim_cur, want);
+        return cap;
+    }
+    return want;
 }
 
 int http_start(const struct http_config *cfg, struct http_server **out, struct err *e)
@@ -940,6 +1123,19 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     *out = NULL;
     struct http_server *srv = xcalloc(1, sizeof *srv);
     srv->cfg = *cfg;
+    struct http_config *hc = &srv->cfg;
+    hc->max_connections =
+        connection_limit(hc->max_connections ? hc->max_connections : LIM_HTTP_CONNECTIONS);
+    if (!hc->conns_per_ip)
+        hc->conns_per_ip = LIM_HTTP_CONNECTIONS_PER_IP;
+    if (!hc->head_timeout_s)
+        hc->head_timeout_s = LIM_HTTP_HEAD_SECONDS;
+    if (!hc->body_budget)
+        hc->body_budget = LIM_HTTP_BODY_BUDGET_BYTES;
+    if (!hc->body_share)
+        hc->body_share = LIM_HTTP_BODY_TENANT_BYTES;
+    if (hc->body_share > hc->body_budget)
+        hc->body_share = hc->body_budget;
     pthread_mutex_init(&srv->streams_mu, NULL);
     pthread_mutex_init(&srv->jobs_mu, NULL);
     pthread_cond_init(&srv->jobs_cv, NULL);
@@ -987,16 +1183,29 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     }
     srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    if (headwatch_start(hc->head_timeout_s, &srv->heads, e) != 0) {
+        close(fd);
+        xfree(srv);
+        return e->rc;
+    }
+    srv->budget = budget_new(hc->body_budget, hc->body_share);
     if (cfg->bound)
         cfg->bound(cfg->app, srv->port);
+    /* The idle timeout (120 s) is for bodies and responses; a request head
+     * has head_timeout_s however its bytes trickle (the head watch). */
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
         cfg->threads ? cfg->threads : http_default_threads(), MHD_OPTION_NOTIFY_COMPLETED,
         &on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)LIM_HEADER_BYTES,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT,
+        hc->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        hc->conns_per_ip == HTTP_NO_LIMIT ? 0u : hc->conns_per_ip, MHD_OPTION_NOTIFY_CONNECTION,
+        &on_connection, srv, MHD_OPTION_END);
     if (!srv->d) {
         close(fd);
+        headwatch_stop(srv->heads);
+        budget_free(srv->budget);
         xfree(srv);
         return err_set(e, E_INTERNAL, "internal", "cannot start serving on %s:%d", cfg->host,
                        srv->port);
@@ -1032,6 +1241,8 @@ void http_stop(struct http_server *srv)
     MHD_stop_daemon(srv->d); /* joins the workers once in-flight requests finish */
     if (srv->listen_fd != MHD_INVALID_SOCKET)
         close(srv->listen_fd);
+    headwatch_stop(srv->heads); /* every connection was released */
+    budget_free(srv->budget);
     pthread_mutex_destroy(&srv->streams_mu);
     pthread_mutex_destroy(&srv->jobs_mu);
     pthread_cond_destroy(&srv->jobs_cv);

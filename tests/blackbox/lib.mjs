@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
+import net from 'node:net';
 
 export const BIN = process.env.BROWSERD_BIN || 'build/browserd';
 const live = new Set();
@@ -159,4 +160,39 @@ export function cpuCgroupOfSelf() {
   if (!line) return '';
   const p = line.split(':')[2];
   return `/sys/fs/cgroup/cpu${p === '/' ? '' : p}`;
+}
+
+// Creates an organization through the admin API (the server must run with
+// --admin-token adminToken) and an org-scoped API key; returns {org, key}.
+export async function newOrg(s, adminToken, body) {
+  const admin = (method, path, b) => request(s.base, method, path, { body: b, headers: { authorization: `Bearer ${adminToken}` } });
+  const o = await admin('POST', '/admin/orgs', body);
+  assert(o.status === 200 || o.status === 201, `create org: ${o.status} ${o.text}`);
+  const k = await admin('POST', `/admin/orgs/${o.json.id}/api_keys`, { name: 'main' });
+  assert(k.status === 200 || k.status === 201, `create key: ${k.status} ${k.text}`);
+  return { org: o.json, key: k.json.key };
+}
+
+// A raw TCP connection to the server, as an attacker would open it: what
+// it receives accumulates in .got; .closed resolves when the server (or an
+// error) ends it; .settled is true once it connected or failed to.
+// localAddress picks the client's address in 127.0.0.0/8.
+export function rawConn(port, { localAddress } = {}) {
+  const sock = net.connect({ port, host: '127.0.0.1', localAddress });
+  const c = { sock, got: '', ended: false, settled: false };
+  c.connected = new Promise((resolve) => {
+    sock.once('connect', () => { c.settled = true; resolve(true); });
+    sock.once('error', () => { c.settled = true; resolve(false); });
+  });
+  c.closed = new Promise((resolve) => sock.once('close', () => { c.ended = c.settled = true; resolve(); }));
+  sock.on('data', (d) => { c.got += d; });
+  sock.on('error', () => {});
+  return c;
+}
+
+// VmRSS and VmHWM (peak) of a process, in KiB.
+export function memKiB(pid) {
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const get = (k) => Number((new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st) || [])[1]);
+  return { rss: get('VmRSS'), hwm: get('VmHWM') };
 }
