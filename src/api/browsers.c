@@ -1626,6 +1626,17 @@ static void cdp_cancel(void *ctx)
     xfree(cc);
 }
 
+/* Turns the browser's DevTools URL (.../devtools/browser/UUID) into one
+ * page's (.../devtools/page/ID), in place. */
+static int page_ws_url(char *url, size_t cap, const char *target)
+{
+    char *p = strstr(url, "/devtools/browser/");
+    if (!p || (size_t)(p - url) + strlen("/devtools/page/") + strlen(target) + 1 > cap)
+        return -1;
+    snprintf(p, cap - (size_t)(p - url), "/devtools/page/%s", target);
+    return 0;
+}
+
 int browsers_cdp(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
@@ -1651,6 +1662,12 @@ int browsers_cdp(struct req *rq, struct resp *rs)
                        "this endpoint speaks WebSocket: send Upgrade: websocket with a "
                        "Sec-WebSocket-Key");
     }
+    const char *target = req_query(rq, "target");
+    if (target && !cdp_target_id_ok(target)) {
+        sessmgr_put(l);
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "target: must be 1 to 64 hex digits (an id of /json/list)");
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
@@ -1658,6 +1675,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
     if (live_ws_url(l, url, sizeof url) != 0 ||
+        (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    &rq->err) != 0) {
         sessmgr_put(l);

@@ -1,0 +1,116 @@
+// Issue 31, items 6, 8, 9, 10 and 11: computer use, replays, live view and
+// discovery as real clients use them.
+//  6. the live view follows what the session shows: a headful session's
+//     viewer shows the whole X display, so a second tab opened by the agent
+//     appears in it;
+//  8. an unknown replay id of any shape is a 404;
+//  9. DevTools HTTP discovery (/json/version, /json/list) under the session's
+//     cdp token, with Playwright's connectOverCDP('http://...');
+// 10. the session's own browser reaches its own CDP relay endpoint with its
+//     own token (Stagehand 4's in-browser extension), and nothing else of the
+//     server;
+// 11. the downloads listing beside the fs API.
+import { createHash } from 'node:crypto';
+import { chromium } from 'playwright-core';
+import Kernel from '@onkernel/sdk';
+import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+
+const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
+
+async function create(s, body = {}) {
+  const r = await api(s, 'POST', '/browsers', { headless: true, viewport: { width: 800, height: 600 }, ...body });
+  eq(r.status, 200, `create: ${r.text}`);
+  return r.json;
+}
+
+async function withServer(fn, handler = (req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end('<title>site</title>'); }) {
+  const site = await startSite(handler);
+  const s = await startServer({ args: [...site.allow] });
+  try { await fn(s, site); } finally { await s.stop(); s.cleanup(); site.close(); }
+}
+
+// The http form of a session's cdp_ws_url (what the README says to give
+// tools that discover over HTTP).
+const httpOf = (u) => u.replace(/^ws/, 'http');
+const tokenOf = (u) => new URL(u).searchParams.get('jwt');
+
+export const tests = [
+  {
+    name: 'issue 31.8: a replay id that cannot exist is a 404 not_found, like an unknown one (download and stop)',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      const b = await create(s);
+      try {
+        for (const rid of ['UPPER', 'a'.repeat(65), 'dot.dot', 'nosuchreplay0']) {
+          const dl = await request(s.base, 'GET', `/browsers/${b.session_id}/replays/${rid}`, { key: s.key, headers: { accept: 'video/mp4' } });
+          eq(dl.status, 404, `download of ${rid}: ${dl.text}`);
+          eq(dl.json.code, 'not_found', `code for ${rid}`);
+          const st = await request(s.base, 'POST', `/browsers/${b.session_id}/replays/${rid}/stop`, { key: s.key });
+          eq(st.status, 404, `stop of ${rid}: ${st.text}`);
+        }
+      } finally { await api(s, 'DELETE', `/browsers/${b.session_id}`); }
+    }),
+  },
+  {
+    name: 'issue 31.9: /json/version and /json/list under the session\'s cdp token (query and path forms) point back through the relay; Playwright connectOverCDP(http://) drives the session; a wrong token gets 401 and no URL',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s);
+      const other = await create(s);
+      try {
+        const h = httpOf(b.cdp_ws_url);
+        const tok = tokenOf(b.cdp_ws_url);
+        const u = new URL(h);
+        // Query form, as Playwright builds it (path + "/json/version/", query kept).
+        const v = await request(s.base, 'GET', `${u.pathname}/json/version/${u.search}`);
+        eq(v.status, 200, `json/version: ${v.text}`);
+        assert(/Chrome\//.test(v.json.Browser), `Browser: ${v.json.Browser}`);
+        eq(v.json.webSocketDebuggerUrl, b.cdp_ws_url.replace(/jwt=.*/, `jwt=${tok}`), 'webSocketDebuggerUrl is the relay');
+        // Path form: the token in a path segment, for tools that drop the query.
+        const p = await request(s.base, 'GET', `/browser/cdp/${tok}/json/version`);
+        eq(p.status, 200, `path form: ${p.text}`);
+        eq(p.json.webSocketDebuggerUrl, v.json.webSocketDebuggerUrl, 'the same relay URL');
+        // Playwright over http://: discovery, then the relay.
+        const br = await chromium.connectOverCDP(h);
+        try {
+          const ctx = br.contexts()[0];
+          const pg = ctx.pages()[0] || await ctx.newPage();
+          await pg.goto(`${site.url}/`);
+          eq(await pg.title(), 'site', 'the session\'s page navigated through the discovered URL');
+          // /json/list names the page; its URL reaches that page alone.
+          const l = await request(s.base, 'GET', `/browser/cdp/${tok}/json/list`);
+          eq(l.status, 200, `json/list: ${l.text}`);
+          const entry = l.json.find((e) => e.type === 'page' && e.url.startsWith(site.url));
+          assert(entry && entry.webSocketDebuggerUrl.startsWith(`${b.cdp_ws_url.split('?')[0]}?`), `a page entry through the relay: ${l.text}`);
+          const lq = await request(s.base, 'GET', `${u.pathname}/json/list${u.search}`);
+          eq(lq.status, 200, `json/list, query form: ${lq.text}`);
+          const { default: WebSocket } = await import('ws');
+          const ws = new WebSocket(entry.webSocketDebuggerUrl);
+          await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+          const title = await new Promise((r) => {
+            ws.once('message', (m) => r(JSON.parse(m).result.result.value));
+            ws.send(JSON.stringify({ id: 1, method: 'Runtime.evaluate', params: { expression: 'document.title' } }));
+          });
+          ws.close();
+          eq(title, 'site', 'the page\'s own DevTools socket through the relay');
+        } finally { await br.close().catch(() => {}); }
+        // Wrong or missing tokens: 401, no URL of anything.
+        const bad = tok.slice(0, -2) + (tok.endsWith('AA') ? 'BB' : 'AA');
+        for (const path of [`/browser/cdp/${bad}/json/version`, `/browser/cdp/json/version?jwt=${bad}`, '/browser/cdp/json/version', `/browser/cdp/${bad}/json/list`]) {
+          const r = await request(s.base, 'GET', path);
+          eq(r.status, 401, `${path}: ${r.text}`);
+          assert(!/webSocketDebuggerUrl|ws:\/\//.test(r.text), `no URL for a bad token: ${r.text}`);
+        }
+        // Another session's token names that session only.
+        const o = await request(s.base, 'GET', `/browser/cdp/${tokenOf(other.cdp_ws_url)}/json/version`);
+        eq(o.json.webSocketDebuggerUrl.split('jwt=')[1], tokenOf(other.cdp_ws_url), 'each token discovers its own session');
+        // An ended session's token: 404.
+        await api(s, 'DELETE', `/browsers/${b.session_id}`);
+        eq((await request(s.base, 'GET', `/browser/cdp/${tok}/json/version`)).status, 404, 'ended session');
+      } finally {
+        await api(s, 'DELETE', `/browsers/${b.session_id}`);
+        await api(s, 'DELETE', `/browsers/${other.session_id}`);
+      }
+    }),
+  },
+];
