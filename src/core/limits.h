@@ -58,6 +58,13 @@
 #define LIM_FS_ZIP_STREAMS        16
 #define LIM_FS_WATCHES            16
 #define LIM_FS_WATCH_DIRS         1024
+
+/* Files one downloads listing names (GET fs/downloads), and the sha256s of
+ * downloaded files remembered server-wide so that listing again does not
+ * read them again (a cache: a tenant filling it only makes the next listing
+ * hash again, at most its session's 1 GiB of files). */
+#define LIM_FS_DOWNLOADS_LISTED 1000u
+#define LIM_FS_DOWNLOAD_HASHES  256u
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the
  * hosted client's own cap), its entries, its unpacked bytes (they land in a
  * session's 1 GiB files), its manifest.json, and extensions per session or

@@ -113,4 +113,61 @@ export const tests = [
       }
     }),
   },
+  {
+    name: 'issue 31.11: GET fs/downloads lists what the browser downloaded (its default folder and Playwright\'s), with name, size, type, sha256 and complete; the official client\'s readFile reads each',
+    timeout: 90000,
+    fn: () => {
+      const pdf = Buffer.from('%PDF-1.4\n% a report\n' + 'x'.repeat(5000));
+      const sha = createHash('sha256').update(pdf).digest('hex');
+      return withServer(async (s, site) => {
+        const b = await create(s);
+        const kernel = new Kernel({ apiKey: s.key, baseURL: s.base });
+        const read = async (path) => Buffer.from(await (await kernel.browsers.fs.readFile(b.session_id, { path })).arrayBuffer());
+        try {
+          // A download with the browser's own behaviour: its default folder.
+          const { default: WebSocket } = await import('ws');
+          const ws = new WebSocket(b.cdp_ws_url);
+          await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+          let n = 0;
+          const call = (method, params, sessionId) => new Promise((r) => {
+            const id = ++n;
+            const h = (m) => { const j = JSON.parse(m); if (j.id === id) { ws.off('message', h); r(j.result); } };
+            ws.on('message', h);
+            ws.send(JSON.stringify({ id, method, params, sessionId }));
+          });
+          const pg = (await call('Target.getTargets')).targetInfos.find((t) => t.type === 'page');
+          const { sessionId } = await call('Target.attachToTarget', { targetId: pg.targetId, flatten: true });
+          await call('Page.navigate', { url: `${site.url}/file` }, sessionId);
+          ws.close();
+          const list = async () => { const r = await api(s, 'GET', `/browsers/${b.session_id}/fs/downloads`); eq(r.status, 200, r.text); return r.json; };
+          const first = await waitFor(async () => { const l = await list(); return l.downloads.find((d) => d.name === 'report.pdf' && d.complete) && l; }, 'report.pdf listed as complete');
+          eq(first.directory, '/home/kernel/Downloads', 'the default download folder');
+          const d = first.downloads.find((x) => x.name === 'report.pdf');
+          eq({ path: d.path, size: d.size, type: d.type, sha256: d.sha256, complete: d.complete },
+            { path: '/home/kernel/Downloads/report.pdf', size: pdf.length, type: 'application/pdf', sha256: sha, complete: true }, 'the entry');
+          assert(!Number.isNaN(Date.parse(d.mod_time)), `mod_time: ${d.mod_time}`);
+          assert((await read(d.path)).equals(pdf), 'readFile of the listed path gives the bytes');
+          // Playwright over CDP: the browser saves under a folder Playwright names
+          // (in the session's /tmp), by the download's guid.
+          const br = await chromium.connectOverCDP(b.cdp_ws_url);
+          try {
+            const p = br.contexts()[0].pages()[0];
+            await p.goto(`${site.url}/page`);
+            const [dl] = await Promise.all([p.waitForEvent('download'), p.click('#a')]);
+            eq(dl.suggestedFilename(), 'report.pdf', 'Playwright saw the download');
+            const guid = (await dl.path().catch(() => dl.url())).split('/').pop();
+            const second = await waitFor(async () => (await list()).downloads.find((x) => x.name === guid && x.complete), `the Playwright download ${guid} listed`);
+            assert(/^\/tmp\/playwright-artifacts-[^/]+\//.test(second.path), `in Playwright's folder: ${second.path}`);
+            eq([second.size, second.type, second.sha256], [pdf.length, 'application/pdf', sha], 'typed by its signature, hashed');
+            assert((await read(second.path)).equals(pdf), 'readFile of the Playwright download');
+          } finally { await br.close().catch(() => {}); }
+          // Another org's key, or no key, sees nothing.
+          eq((await request(s.base, 'GET', `/browsers/${b.session_id}/fs/downloads`)).status, 401, 'no key');
+        } finally { await api(s, 'DELETE', `/browsers/${b.session_id}`); }
+      }, (req, res) => {
+        if (req.url === '/file') { res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': 'attachment; filename="report.pdf"' }); res.end(pdf); return; }
+        res.writeHead(200, { 'content-type': 'text/html' }); res.end('<title>page</title><a id=a href="/file">report</a>');
+      });
+    },
+  },
 ];
