@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/selfrelay.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -46,6 +47,7 @@ static struct {
     char *extra_buf;
     const char *extra_args[EXTRA_ARGS_MAX + 1];
     char *host_rules;
+    int self_port; /* the session relay's (api/selfrelay), read by the egress */
 } M;
 
 /* ------------------------------------------------------------ upstreams */
@@ -956,22 +958,28 @@ int proxies_init(struct app *app, struct err *e)
     if (rc)
         return rc;
     load_extra_args();
+    if ((rc = selfrelay_start(app, &M.self_port, e)) != 0)
+        return rc;
     struct egress_config cfg = {
         .allow_loopback = app->cfg.allow_loopback,
         .host_rules = M.host_rules,
         .proxy_ca_file = app->cfg.proxy_ca_file,
         .server_port = &app->cfg.listen_port,
+        .self_port = &M.self_port,
         .resolve = resolve_hook,
         .ctx = NULL,
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))
         return rc;
+    /* Pages reach the session relay only through the egress's redirect. */
+    egress_protect_port(M.eg, M.self_port);
     session_ext_register(&proxies_ext);
     return 0;
 }
 
 void proxies_fini(void)
 {
+    selfrelay_fini(); /* a no-op when main.c stopped it already */
     egress_stop(M.eg);
     M.eg = NULL;
     json_decref(M.managed);

@@ -65,6 +65,13 @@
  * hash again, at most its session's 1 GiB of files). */
 #define LIM_FS_DOWNLOADS_LISTED 1000u
 #define LIM_FS_DOWNLOAD_HASHES  256u
+
+/* Handshakes in progress on the session relay (api/selfrelay: a browser
+ * opening its own session's CDP relay), in all, per organization and per
+ * session: one tenant never holds every slot. */
+#define LIM_SELF_RELAY_PENDING         64
+#define LIM_SELF_RELAY_PENDING_ORG     16
+#define LIM_SELF_RELAY_PENDING_SESSION 4
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the
  * hosted client's own cap), its entries, its unpacked bytes (they land in a
  * session's 1 GiB files), its manifest.json, and extensions per session or

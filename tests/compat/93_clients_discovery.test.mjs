@@ -170,4 +170,55 @@ export const tests = [
       });
     },
   },
+  {
+    name: 'issue 31.10: a session\'s own browser opens its own CDP relay with its own token (as Stagehand 4\'s extension does), by 127.0.0.1 and by localhost; another session\'s token, other endpoints, the API and the admin API stay refused',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s);
+      const other = await create(s);
+      const br = await chromium.connectOverCDP(b.cdp_ws_url);
+      try {
+        const pg = br.contexts()[0].pages()[0];
+        await pg.goto(`${site.url}/`);
+        // In the page: open a WebSocket, send Browser.getVersion, report what came back.
+        const tryWs = (u) => pg.evaluate((url) => new Promise((resolve) => {
+          let ws;
+          try { ws = new WebSocket(url); } catch (e) { resolve(`throw ${e.message}`); return; }
+          const t = setTimeout(() => resolve('timeout'), 10000);
+          ws.onopen = () => ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' }));
+          ws.onmessage = (m) => { clearTimeout(t); const j = JSON.parse(m.data); resolve(j.result ? `product ${j.result.product}` : `message ${m.data}`); ws.close(); };
+          ws.onerror = () => { clearTimeout(t); resolve('error'); };
+        }), u);
+        const own = await tryWs(b.cdp_ws_url);
+        assert(/^product .*Chrom/.test(own), `the session's own relay with its own token: ${own}`);
+        const byName = await tryWs(b.cdp_ws_url.replace('127.0.0.1', 'localhost'));
+        assert(/^product /.test(byName), `by localhost: ${byName}`);
+        const tok = tokenOf(b.cdp_ws_url);
+        const base = b.cdp_ws_url.split('/browser/')[0];
+        for (const [what, u] of [
+          ['another session\'s token', other.cdp_ws_url],
+          ['a forged token', `${base}/browser/cdp?jwt=${tok.slice(0, -2)}${tok.endsWith('AA') ? 'BB' : 'AA'}`],
+          ['no token', `${base}/browser/cdp`],
+          ['its own token on another endpoint (webdriver)', `${base}/browser/webdriver?jwt=${tok}`],
+          ['its own token on the API', `${base}/browsers/zz31probe?jwt=${tok}`],
+          ['the admin API', `${base}/admin/orgs?jwt=${tok}`],
+        ]) eq(await tryWs(u), 'error', what);
+        // Plain HTTP to the server (the API, with a real key; discovery with its own token): refused by the egress.
+        const fetched = await pg.evaluate(async ([base, key, tok]) => {
+          const out = [];
+          for (const [u, h] of [[`${base}/browsers/zz31probe`, { authorization: `Bearer ${key}` }], [`${base}/admin/plans`, {}], [`${base}/browser/cdp/${tok}/json/version`, {}]]) {
+            try { const r = await fetch(u, { headers: h }); out.push(r.status); } catch (e) { out.push('refused'); }
+          }
+          return out;
+        }, [s.base, s.key, tok]);
+        eq(fetched, ['refused', 'refused', 'refused'], 'the API, the admin API and discovery over plain HTTP');
+        assert(!/zz31probe/.test(s.log), 'no refused request reached the API');
+        assert(/session relay: session \w+'s own browser attached/.test(s.log), 'the relay attach was logged');
+      } finally {
+        await br.close().catch(() => {});
+        await api(s, 'DELETE', `/browsers/${b.session_id}`);
+        await api(s, 'DELETE', `/browsers/${other.session_id}`);
+      }
+    }),
+  },
 ];
