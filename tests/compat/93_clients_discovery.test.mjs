@@ -10,6 +10,7 @@
 //     own token (Stagehand 4's in-browser extension), and nothing else of the
 //     server;
 // 11. the downloads listing beside the fs API.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chromium } from 'playwright-core';
 import Kernel from '@onkernel/sdk';
@@ -32,6 +33,25 @@ async function withServer(fn, handler = (req, res) => { res.writeHead(200, { 'co
 // The http form of a session's cdp_ws_url (what the README says to give
 // tools that discover over HTTP).
 const httpOf = (u) => u.replace(/^ws/, 'http');
+
+// The live view's pictures, read as a client of its WebSocket (read-only):
+// keeps the newest frame; its size and centre pixel are decoded by ffmpeg.
+async function liveFrames(url) {
+  const { default: WebSocket } = await import('ws');
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws?readOnly=true');
+  const st = { frame: null, n: 0, close: () => ws.close() };
+  ws.on('message', (m, binary) => { if (binary) { st.frame = Buffer.from(m); st.n++; } });
+  await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+  return st;
+}
+function framePixel(frame) {
+  const size = execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'stream=width,height', '-of', 'csv=p=0', '-'], { input: frame }).toString().trim();
+  const [w, h] = size.split(',').map(Number);
+  const raw = execFileSync('ffmpeg', ['-v', 'error', '-i', '-', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'], { input: frame, maxBuffer: 1 << 26 });
+  const at = (Math.floor(h * 3 / 4) * w + Math.floor(w / 2)) * 3; // below any tab strip
+  return { rgb: [...raw.subarray(at, at + 3)], size };
+}
+const near = (a, b) => a.every((v, i) => Math.abs(v - b[i]) < 40);
 const tokenOf = (u) => new URL(u).searchParams.get('jwt');
 
 export const tests = [
@@ -219,6 +239,38 @@ export const tests = [
         await api(s, 'DELETE', `/browsers/${b.session_id}`);
         await api(s, 'DELETE', `/browsers/${other.session_id}`);
       }
+    }),
+  },
+  {
+    name: 'issue 31.6: a headful session\'s live view shows its whole display: a second tab the agent opens (and draws in) appears in the viewer\'s frames, at the screen\'s size',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s, { headless: false, viewport: { width: 800, height: 600 } });
+      const br = await chromium.connectOverCDP(b.cdp_ws_url);
+      let lv;
+      try {
+        const ctx = br.contexts()[0];
+        const first = ctx.pages()[0];
+        await first.goto(`${site.url}/green`);
+        lv = await liveFrames(b.browser_live_view_url);
+        await waitFor(() => lv.frame && near(framePixel(lv.frame).rgb, [0, 170, 0]), 'the viewer shows the green first tab', 30000, 200);
+        eq(framePixel(lv.frame).size, '800,600', 'the frames are the whole screen (tab strip included), not the page');
+        // The agent opens a second tab and draws in it: the viewer follows.
+        const second = await ctx.newPage();
+        await second.goto(`${site.url}/blue`);
+        await waitFor(() => near(framePixel(lv.frame).rgb, [0, 0, 255]), 'the viewer shows the blue second tab', 30000, 200);
+        // And back: the first tab brought to the front shows again.
+        await first.bringToFront();
+        await waitFor(() => near(framePixel(lv.frame).rgb, [0, 170, 0]), 'the viewer shows the first tab again', 30000, 200);
+      } finally {
+        if (lv) lv.close();
+        await br.close().catch(() => {});
+        await api(s, 'DELETE', `/browsers/${b.session_id}`);
+      }
+    }, (req, res) => {
+      const c = { '/green': '0,170,0', '/blue': '0,0,255' }[req.url] || '255,255,255';
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<!doctype html><title>${req.url}</title><body style="margin:0;height:100vh;background:rgb(${c})"></body>`);
     }),
   },
 ];
