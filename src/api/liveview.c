@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
@@ -79,7 +80,7 @@ struct xview {
     struct xin *x;
     long display_id;
     int64_t next_us, retry_us;
-    char *last;
+    uint8_t *last; /* the pixels of the last picture sent (stride * height bytes) */
     size_t last_len;
 };
 
@@ -117,21 +118,27 @@ static char *xview_take(struct xview *xv, const struct computer_target *ct, size
     const uint8_t *px = NULL;
     size_t stride = 0;
     char *png = NULL;
-    if (xin_grab(xv->x, 0, 0, w, h, &px, &stride, &e) != 0 ||
-        xcapture_png(px, w, h, stride, &png, len, &e) != 0) {
+    if (xin_grab(xv->x, 0, 0, w, h, &px, &stride, &e) != 0) {
         log_debug("live view of %s: grab: %s", ct->session_id, e.message);
         xview_close(xv);
         xv->retry_us = now + 1000000;
         return NULL;
     }
-    if (xv->last && xv->last_len == *len && memcmp(xv->last, png, *len) == 0) {
-        xfree(png);
+    /* An unchanged screen is neither encoded nor sent (a compare of the
+     * pixels costs far less than the PNG). */
+    size_t n = stride * (size_t)h;
+    if (xv->last && xv->last_len == n && memcmp(xv->last, px, n) == 0)
+        return NULL;
+    if (xcapture_png(px, w, h, stride, &png, len, &e) != 0) {
+        log_debug("live view of %s: encode: %s", ct->session_id, e.message);
         return NULL;
     }
-    xfree(xv->last);
-    xv->last = xmalloc(*len);
-    memcpy(xv->last, png, *len);
-    xv->last_len = *len;
+    if (xv->last_len != n) {
+        xfree(xv->last);
+        xv->last = xmalloc(n);
+        xv->last_len = n;
+    }
+    memcpy(xv->last, px, n);
     return png;
 }
 
@@ -218,6 +225,26 @@ int liveview_active(const char *session_id)
             n++;
     pthread_mutex_unlock(&viewers_mu);
     return n > 0;
+}
+
+/* Why one more viewer of session sid (organization org) is refused, or
+ * NULL (viewers_mu held): each holds a thread, an X connection and a screen
+ * of pixels, so a tenant's share is bounded per session and per
+ * organization, below the server's. */
+static const char *viewers_full(const char *sid, const char *org)
+{
+    int all = 0, of_sid = 0, of_org = 0;
+    for (struct viewer *v = viewers; v; v = v->next) {
+        all++;
+        of_sid += strcmp(v->sid, sid) == 0;
+        of_org += strcmp(v->org, org) == 0;
+    }
+    return of_sid >= LIM_LIVE_VIEWERS_SESSION
+               ? "this session has as many live view viewers as it may"
+           : of_org >= LIM_LIVE_VIEWERS_ORG
+               ? "this organization has as many live view viewers as it may"
+           : all >= LIM_LIVE_VIEWERS ? "the server has as many live view viewers as it may"
+                                     : NULL;
 }
 
 static int viewers_of(const char *sid)
@@ -490,10 +517,24 @@ static void lv_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     v->started_us = clock_mono_us();
     pthread_once(&viewers_once, viewers_init);
     pthread_mutex_lock(&viewers_mu);
-    v->next = viewers;
-    viewers = v;
+    /* Checked again here, where the viewer joins the list: concurrent
+     * upgrades passed liveview_ws's check together. */
+    const char *full = viewers_full(v->sid, v->org);
+    if (!full) {
+        v->next = viewers;
+        viewers = v;
+    }
     int n = viewers_of(v->sid);
     pthread_mutex_unlock(&viewers_mu);
+    if (full) {
+        (void)wslay_event_queue_close(v->ws, 1013, (const uint8_t *)"too many viewers", 16);
+        (void)wslay_event_send(v->ws);
+        wslay_event_context_free(v->ws);
+        xfree(v->sock.extra);
+        http_upgrade_close(up);
+        xfree(v);
+        return;
+    }
     struct live *l = sessmgr_get(v->app->sessions, v->sid);
     if (l)
         live_client_attached(l);
@@ -579,6 +620,15 @@ int liveview_ws(struct req *rq, struct resp *rs)
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "this endpoint speaks WebSocket: send Upgrade: websocket with a "
                        "Sec-WebSocket-Key");
+    pthread_once(&viewers_once, viewers_init);
+    pthread_mutex_lock(&viewers_mu);
+    const char *full = viewers_full(sid, org);
+    pthread_mutex_unlock(&viewers_mu);
+    if (full) {
+        rq->err.retry_after = 5;
+        return err_set(&rq->err, E_LIMIT, "rate_limited", "%s (%s)", full,
+                       "close a viewer, then connect again");
+    }
     struct viewer *v = xcalloc(1, sizeof *v);
     v->app = api_app(rq);
     v->ct.display = -1;

@@ -72,6 +72,13 @@
 #define LIM_SELF_RELAY_PENDING         64
 #define LIM_SELF_RELAY_PENDING_ORG     16
 #define LIM_SELF_RELAY_PENDING_SESSION 4
+
+/* Live view viewers connected at once (api/liveview), in all, per
+ * organization and per session: each holds a thread, an X connection to the
+ * session's display and a copy of its screen (8 MiB at 1920x1080). */
+#define LIM_LIVE_VIEWERS         256
+#define LIM_LIVE_VIEWERS_ORG     32
+#define LIM_LIVE_VIEWERS_SESSION 8
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the
  * hosted client's own cap), its entries, its unpacked bytes (they land in a
  * session's 1 GiB files), its manifest.json, and extensions per session or

@@ -242,7 +242,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31.6: a headful session\'s live view shows its whole display: a second tab the agent opens (and draws in) appears in the viewer\'s frames, at the screen\'s size',
+    name: 'issue 31.6: a headful session\'s live view shows its whole display: a second tab the agent opens (and draws in) appears in the viewer\'s frames, at the screen\'s size; at most 8 viewers per session (429)',
     timeout: 90000,
     fn: () => withServer(async (s, site) => {
       const b = await create(s, { headless: false, viewport: { width: 800, height: 600 } });
@@ -262,6 +262,20 @@ export const tests = [
         // And back: the first tab brought to the front shows again.
         await first.bringToFront();
         await waitFor(() => near(framePixel(lv.frame).rgb, [0, 170, 0]), 'the viewer shows the first tab again', 30000, 200);
+        // Each viewer holds a thread, an X connection and a screen of pixels:
+        // at most 8 per session (LIM_LIVE_VIEWERS_SESSION); the next is a 429.
+        const more = [];
+        try {
+          for (let i = 1; i < 8; i++) more.push(await liveFrames(b.browser_live_view_url));
+          const { default: WebSocket } = await import('ws');
+          const status = await new Promise((r) => {
+            const ws = new WebSocket(b.browser_live_view_url.replace(/^http/, 'ws') + '/ws?readOnly=true');
+            ws.once('unexpected-response', (_, res) => r(`${res.statusCode} ${res.headers['retry-after']}`));
+            ws.once('open', () => { ws.close(); r('open'); });
+            ws.once('error', () => {});
+          });
+          eq(status, '429 5', 'a ninth viewer of the session: 429 with Retry-After');
+        } finally { for (const m of more) m.close(); }
       } finally {
         if (lv) lv.close();
         await br.close().catch(() => {});
