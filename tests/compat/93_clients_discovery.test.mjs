@@ -114,6 +114,11 @@ export const tests = [
           ws.close();
           eq(title, 'site', 'the page\'s own DevTools socket through the relay');
         } finally { await br.close().catch(() => {}); }
+        // The path form works for Playwright too (it appends "json/version/" to the path).
+        const br2 = await chromium.connectOverCDP(`${s.base}/browser/cdp/${tok}`);
+        try {
+          eq(await br2.contexts()[0].pages()[0].title(), 'site', 'Playwright over the path form');
+        } finally { await br2.close().catch(() => {}); }
         // Wrong or missing tokens: 401, no URL of anything.
         const bad = tok.slice(0, -2) + (tok.endsWith('AA') ? 'BB' : 'AA');
         for (const path of [`/browser/cdp/${bad}/json/version`, `/browser/cdp/json/version?jwt=${bad}`, '/browser/cdp/json/version', `/browser/cdp/${bad}/json/list`]) {
