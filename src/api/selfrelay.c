@@ -15,9 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "api/browsers.h"
@@ -26,12 +24,12 @@
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
+#include "proxy/selfreq.h"
 #include "proxy/ws.h"
 
 #define SR_HEAD_MS   10000 /* the whole head (prefix line and request) */
 #define SR_ACCEPT_MS 200   /* how often the accepting thread looks at stopping */
 #define SR_FINI_MS   15000 /* longest selfrelay_fini waits for handshakes */
-#define SR_PREFIX    "BROWSERD-SELF "
 
 struct pending {
     int used;
@@ -96,138 +94,62 @@ static void answer(int fd, int status, const char *reason, const char *why)
         (void)!send(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1, MSG_NOSIGNAL);
 }
 
-/* The value of header name (case-insensitive) in head, copied to out; -1
- * when absent. */
-static int header(const char *head, const char *name, char *out, size_t cap)
-{
-    size_t nl = strlen(name);
-    for (const char *l = strstr(head, "\r\n"); l && l[2] != '\r'; l = strstr(l + 2, "\r\n")) {
-        const char *h = l + 2;
-        if (strncasecmp(h, name, nl) != 0 || h[nl] != ':')
-            continue;
-        const char *v = h + nl + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        const char *end = strstr(v, "\r\n");
-        size_t n = end ? (size_t)(end - v) : strlen(v);
-        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-            n--;
-        if (n >= cap)
-            return -1;
-        memcpy(out, v, n);
-        out[n] = '\0';
-        return 0;
-    }
-    return -1;
-}
-
-/* The value of query parameter name in q ("a=1&b=2"); -1 when absent or
- * too long. Values are taken as they are (tokens and target ids need no
- * escaping). */
-static int query_param(const char *q, const char *name, char *out, size_t cap)
-{
-    size_t nl = strlen(name);
-    for (const char *p = q; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
-        if (strncmp(p, name, nl) != 0 || p[nl] != '=')
-            continue;
-        const char *v = p + nl + 1;
-        size_t n = strcspn(v, "&");
-        if (n >= cap)
-            return -1;
-        memcpy(out, v, n);
-        out[n] = '\0';
-        return 0;
-    }
-    return -1;
-}
-
-/* Reads the prefix line and the request head (nothing may follow it: a
- * WebSocket client waits for the 101). 0 with buf NUL-terminated. */
-static int read_head(int fd, char *buf, size_t cap, size_t *len)
+/* Reads the egress's line and the request head, parsed into r: SELFREQ_OK,
+ * or why not (SELFREQ_PARTIAL: the client stopped or took too long). */
+static enum selfreq_result read_request(int fd, char *buf, size_t cap, struct selfreq *r)
 {
     int64_t end = clock_mono_us() + (int64_t)SR_HEAD_MS * 1000;
-    *len = 0;
-    while (*len + 1 < cap) {
+    size_t len = 0;
+    enum selfreq_result res = SELFREQ_PARTIAL;
+    while (res == SELFREQ_PARTIAL && len < cap) {
         int64_t left = (end - clock_mono_us()) / 1000;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return -1;
-        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
+            break;
+        ssize_t n = recv(fd, buf + len, cap - len, 0);
         if (n <= 0)
-            return -1;
-        *len += (size_t)n;
-        buf[*len] = '\0';
-        char *h = strstr(buf, "\r\n");
-        if (h && strstr(h + 2, "\r\n\r\n"))
-            return 0;
+            break;
+        len += (size_t)n;
+        res = selfreq_parse(buf, len, r);
     }
-    return -1;
+    return res;
 }
 
 static void handshake(int fd)
 {
-    char *buf = xmalloc(LIM_HEADER_BYTES + 128);
-    size_t len = 0;
+    char *buf = xmalloc(LIM_HEADER_BYTES);
+    struct selfreq *r = xmalloc(sizeof *r);
     int slot = -1;
-    char sid[64] = "", org[64] = "";
-    if (read_head(fd, buf, LIM_HEADER_BYTES + 128, &len) != 0 ||
-        strncmp(buf, SR_PREFIX, sizeof SR_PREFIX - 1) != 0 ||
-        sscanf(buf + sizeof SR_PREFIX - 1, "%63s %63s", sid, org) != 2) {
-        close(fd);
-        xfree(buf);
-        return;
-    }
-    const char *req = strstr(buf, "\r\n") + 2;
-    const char *end = strstr(req, "\r\n\r\n");
-    if ((slot = slot_take(sid, org)) < 0) {
-        answer(fd, 429, "Too Many Requests", "too many connections to the relay at once");
-        goto done;
-    }
-    /* The request line: exactly GET /browser/cdp?... HTTP/1.1. */
-    static const char want[] = "GET /browser/cdp?";
-    const char *sp = strncmp(req, want, sizeof want - 1) == 0 ? strchr(req + 4, ' ') : NULL;
-    if (!sp || strncmp(sp, " HTTP/1.1\r\n", 11) != 0 || end + 4 != buf + len) {
-        answer(fd, 403, "Forbidden",
-               "a browser reaches only its own session's CDP relay (GET /browser/cdp?jwt=)");
-        goto done;
-    }
-    char query[TOKEN_MAX + 128];
-    size_t ql = (size_t)(sp - (req + sizeof want - 1));
-    if (ql >= sizeof query) {
-        answer(fd, 403, "Forbidden", "the query is too long");
-        goto done;
-    }
-    memcpy(query, req + sizeof want - 1, ql);
-    query[ql] = '\0';
-    char jwt[TOKEN_MAX], target[72], upgrade[32], key[64], accept[29];
-    int has_target = query_param(query, "target", target, sizeof target) == 0;
+    enum selfreq_result res = read_request(fd, buf, LIM_HEADER_BYTES, r);
     struct token_claims c;
     struct err e;
     err_init(&e);
-    if (query_param(query, "jwt", jwt, sizeof jwt) != 0 ||
-        token_verify(SR.app->token_key, sizeof SR.app->token_key, jwt, "cdp", clock_now_ms() / 1000,
-                     &c, &e) != 0 ||
-        strcmp(c.sub, sid) != 0 || strcmp(c.org, org) != 0) {
-        answer(fd, 403, "Forbidden", "a browser may use only its own session's cdp token");
-        goto done;
-    }
-    if ((has_target && !cdp_target_id_ok(target)) ||
-        header(req, "Upgrade", upgrade, sizeof upgrade) != 0 ||
-        strcasecmp(upgrade, "websocket") != 0 ||
-        header(req, "Sec-WebSocket-Key", key, sizeof key) != 0 || ws_accept_key(key, accept) != 0) {
+    char accept[29];
+    if (res == SELFREQ_PARTIAL || res == SELFREQ_NO_PREFIX) {
+        /* Nothing the egress sent, or nothing in time: no answer. */
+    } else if ((slot = slot_take(r->sid, r->org)) < 0) {
+        answer(fd, 429, "Too Many Requests", "too many connections to the relay at once");
+    } else if (res == SELFREQ_NOT_RELAY ||
+               token_verify(SR.app->token_key, sizeof SR.app->token_key, r->jwt, "cdp",
+                            clock_now_ms() / 1000, &c, &e) != 0 ||
+               strcmp(c.sub, r->sid) != 0 || strcmp(c.org, r->org) != 0) {
+        answer(fd, 403, "Forbidden",
+               "a browser reaches only its own session's CDP relay, with its own token "
+               "(GET /browser/cdp?jwt=)");
+    } else if (res == SELFREQ_NOT_UPGRADE || (r->target[0] && !cdp_target_id_ok(r->target)) ||
+               ws_accept_key(r->key, accept) != 0) {
         answer(fd, 400, "Bad Request", "a WebSocket upgrade to the CDP relay was expected");
-        goto done;
-    }
-    if (browsers_cdp_fd(SR.app, sid, has_target ? target : NULL, fd, accept, &e) == 0) {
+    } else if (browsers_cdp_fd(SR.app, r->sid, r->target[0] ? r->target : NULL, fd, accept, &e) ==
+               0) {
         fd = -1; /* the relay's */
-        log_info("session relay: session %s's own browser attached to its CDP relay", sid);
+        log_info("session relay: session %s's own browser attached to its CDP relay", r->sid);
     } else {
         answer(fd, 502, "Bad Gateway", e.message);
     }
-done:
     slot_give(slot);
     if (fd >= 0)
         close(fd);
+    xfree(r);
     xfree(buf);
 }
 
