@@ -593,11 +593,31 @@ static void dl_scan(struct call *c, const char *dir, json_t *out)
     sessfs_entries_free(v, n);
 }
 
+/* A mod_time as a key that sorts by time: Go drops trailing zeros of the
+ * fraction, so the fraction is padded back to nine digits. */
+static void dl_time_key(const json_t *e, char *key, size_t cap)
+{
+    const char *t = json_string_value(json_object_get(e, "mod_time"));
+    t = t ? t : "";
+    size_t sec = strcspn(t, ".Z");
+    const char *frac = t[sec] == '.' ? t + sec + 1 : "";
+    size_t fl = strcspn(frac, "Z");
+    snprintf(key, cap, "%.*s.%.*s%.*s", (int)sec, t, (int)(fl > 9 ? 9 : fl), frac,
+             (int)(fl > 9 ? 0 : 9 - fl), "000000000");
+}
+
 static int dl_by_time(const void *a, const void *b)
 {
-    const char *x = json_string_value(json_object_get(*(json_t *const *)a, "mod_time"));
-    const char *y = json_string_value(json_object_get(*(json_t *const *)b, "mod_time"));
-    return strcmp(x ? x : "", y ? y : "");
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    char kx[64], ky[64];
+    dl_time_key(x, kx, sizeof kx);
+    dl_time_key(y, ky, sizeof ky);
+    int c = strcmp(kx, ky);
+    if (c)
+        return c;
+    const char *px = json_string_value(json_object_get(x, "path"));
+    const char *py = json_string_value(json_object_get(y, "path"));
+    return strcmp(px ? px : "", py ? py : "");
 }
 
 int fs_downloads(struct req *rq, struct resp *rs)

@@ -185,6 +185,7 @@ export const tests = [
             assert(/^\/tmp\/playwright-artifacts-[^/]+\//.test(second.path), `in Playwright's folder: ${second.path}`);
             eq([second.size, second.type, second.sha256], [pdf.length, 'application/pdf', sha], 'typed by its signature, hashed');
             assert((await read(second.path)).equals(pdf), 'readFile of the Playwright download');
+            eq((await list()).downloads.map((x) => x.path), [d.path, second.path], 'oldest first');
           } finally { await br.close().catch(() => {}); }
           // Another org's key, or no key, sees nothing.
           eq((await request(s.base, 'GET', `/browsers/${b.session_id}/fs/downloads`)).status, 401, 'no key');
