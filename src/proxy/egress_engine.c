@@ -850,14 +850,13 @@ static int to_self(struct egress *eg, const struct econn *c, int fam, const uint
 
 static void plan_self(struct egress *eg, struct econn *c)
 {
-    struct sockaddr_in *sin = xcalloc(1, sizeof *sin);
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        .sin_port = htons((uint16_t)__atomic_load_n(eg->self_port, __ATOMIC_RELAXED))};
     c->addrs = xcalloc(1, sizeof *c->addrs);
-    sin->sin_family = AF_INET;
-    sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sin->sin_port = htons((uint16_t)__atomic_load_n(eg->self_port, __ATOMIC_RELAXED));
-    memcpy(&c->addrs[0].sa, sin, sizeof *sin);
-    c->addrs[0].len = sizeof *sin;
-    xfree(sin);
+    memcpy(&c->addrs[0].sa, &sin, sizeof sin);
+    c->addrs[0].len = sizeof sin;
     c->naddr = 1;
     c->self = 1;
     c->rc = 0;
