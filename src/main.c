@@ -24,6 +24,7 @@
 #include "api/computer.h"
 #include "api/logs.h"
 #include "api/liveview.h"
+#include "api/selfrelay.h"
 #include "api/webdriver.h"
 #include "api/org.h"
 #include "api/browsers.h"
@@ -604,6 +605,8 @@ static int cmd_serve(int argc, char **argv)
     webdriver_fini();
     liveview_fini(); /* live view viewers' WebSockets */
     /* fini: webdriver */
+    /* Browsers' handshakes with their own CDP relay, before the relay stops. */
+    selfrelay_fini();
     forward_shutdown(); /* requests and WebSockets forwarded to other nodes */
     api_relay_shutdown(&app);
     http_stop(srv);

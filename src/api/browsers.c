@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1601,7 +1602,8 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         .on_client_message = cdp_message,
         .on_close = cdp_on_close,
         .on_counts = cdp_on_counts,
-        .close_client = cdp_close_client,
+        /* Without the HTTP daemon (browsers_cdp_fd) the relay closes fd. */
+        .close_client = up ? cdp_close_client : NULL,
         .ctx = cc,
     };
     struct err e;
@@ -1612,7 +1614,10 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
                          cc->leftover_len, &hooks, &e) != 0) {
         log_warn("cdp relay: %s", e.message);
         close(cc->upstream_fd);
-        http_upgrade_close(up);
+        if (up)
+            http_upgrade_close(up);
+        else
+            close(fd);
         cdp_on_close(cc, "attach failed");
     }
 }
@@ -1624,6 +1629,53 @@ static void cdp_cancel(void *ctx)
     sessmgr_put(cc->live);
     xfree(cc->leftover);
     xfree(cc);
+}
+
+/* Turns the browser's DevTools URL (.../devtools/browser/UUID) into one
+ * page's (.../devtools/page/ID), in place. */
+static int page_ws_url(char *url, size_t cap, const char *target)
+{
+    char *p = strstr(url, "/devtools/browser/");
+    if (!p || (size_t)(p - url) + strlen("/devtools/page/") + strlen(target) + 1 > cap)
+        return -1;
+    snprintf(p, cap - (size_t)(p - url), "/devtools/page/%s", target);
+    return 0;
+}
+
+int browsers_cdp_fd(struct app *app, const char *session_id, const char *target, int fd,
+                    const char *accept, struct err *e)
+{
+    struct live *l = sessmgr_get(app->sessions, session_id);
+    if (!l)
+        return err_set(e, E_NOTFOUND, "not_found", "browser session %s not found or ended",
+                       session_id);
+    char url[512];
+    struct cdp_conn *cc = xcalloc(1, sizeof *cc);
+    cc->app = app;
+    cc->live = l;
+    cc->upstream_fd = -1;
+    snprintf(cc->session_id, sizeof cc->session_id, "%s", session_id);
+    if (live_ws_url(l, url, sizeof url) != 0 ||
+        (target && page_ws_url(url, sizeof url, target) != 0) ||
+        ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
+                   e) != 0) {
+        sessmgr_put(l);
+        xfree(cc->leftover);
+        xfree(cc);
+        return err_set(e, E_UNAVAIL, "browser_unavailable",
+                       "the session's browser is not answering");
+    }
+    char head[160];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                     accept);
+    if (send(fd, head, (size_t)n, MSG_NOSIGNAL) != n) {
+        cdp_cancel(cc);
+        return err_set(e, E_UNAVAIL, "unavailable", "the client went away");
+    }
+    cdp_upgraded(cc, fd, NULL, 0, NULL);
+    return 0;
 }
 
 int browsers_cdp(struct req *rq, struct resp *rs)
@@ -1651,6 +1703,12 @@ int browsers_cdp(struct req *rq, struct resp *rs)
                        "this endpoint speaks WebSocket: send Upgrade: websocket with a "
                        "Sec-WebSocket-Key");
     }
+    const char *target = req_query(rq, "target");
+    if (target && !cdp_target_id_ok(target)) {
+        sessmgr_put(l);
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "target: must be 1 to 64 hex digits (an id of /json/list)");
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
@@ -1658,6 +1716,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
     if (live_ws_url(l, url, sizeof url) != 0 ||
+        (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    &rq->err) != 0) {
         sessmgr_put(l);

@@ -11,6 +11,28 @@ int browsers_get(struct req *rq, struct resp *rs);
 int browsers_list(struct req *rq, struct resp *rs);
 int browsers_update(struct req *rq, struct resp *rs);
 int browsers_delete(struct req *rq, struct resp *rs);
+/* The CDP WebSocket: the browser's endpoint, or one page's with
+ * ?target=ID (the ids /json/list gives). */
 int browsers_cdp(struct req *rq, struct resp *rs);
+
+/* The CDP relay for a client socket that did not come through the HTTP
+ * daemon (api/selfrelay: the session's own browser), whose request was
+ * checked by the caller: connects the session's browser (one page's socket
+ * with target), sends the 101 with accept (Sec-WebSocket-Accept) on fd and
+ * hands both sockets to the relay. 0 when fd was taken (closed by the relay
+ * in the end); else E_NOTFOUND (session ended) / E_UNAVAIL and fd is still
+ * the caller's. Blocks up to a few seconds (the browser's handshake). */
+int browsers_cdp_fd(struct app *app, const char *session_id, const char *target, int fd,
+                    const char *accept, struct err *e);
+
+/* DevTools HTTP discovery (cdp_discovery.c): /json/version and /json/list
+ * of the session named by the cdp token, in ?jwt= (_q) or in the path's
+ * first parameter (_p); 401 for a bad token, 404 for an ended session. */
+int cdp_disc_version_q(struct req *rq, struct resp *rs);
+int cdp_disc_list_q(struct req *rq, struct resp *rs);
+int cdp_disc_version_p(struct req *rq, struct resp *rs);
+int cdp_disc_list_p(struct req *rq, struct resp *rs);
+/* 1 when id has the shape of a DevTools target id (1 to 64 hex digits). */
+int cdp_target_id_ok(const char *id);
 
 #endif

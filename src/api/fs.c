@@ -30,6 +30,7 @@
 #include "core/multipart.h"
 #include "core/path.h"
 #include "core/xalloc.h"
+#include "domain/filetype.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessfs.h"
 #include "runtime/sessmgr.h"
@@ -473,6 +474,186 @@ int fs_file_info(struct req *rq, struct resp *rs)
     norm_path(path, p, sizeof p);
     const char *base = strrchr(p, '/');
     resp_json(rs, 200, file_info(base && base[1] ? base + 1 : "/", p, &st));
+    return call_close(rq, &c, 0);
+}
+
+/* ---- downloads (issue 31.11) ---- */
+
+/* Where the session's browser downloads to by default: Chromium's
+ * ~/Downloads, HOME being the session's home (runtime/chromium.c). */
+#define DL_DEFAULT_DIR "/home/kernel/Downloads"
+/* Folders the listing also reads: the hosted service's documented download
+ * folder, and the folders Playwright's connectOverCDP names for its
+ * downloads (Browser.setDownloadBehavior allowAndName with a temporary
+ * folder of the client's machine, which the browser creates in its own /tmp). */
+#define DL_DOCS_DIR  "/tmp/downloads"
+#define DL_PW_PREFIX "playwright-artifacts-"
+
+/* Hashes already computed, keyed by session, path, inode, size and mtime:
+ * listing again does not read the files again. Round-robin replacement. */
+struct dl_hash {
+    char sid[STORE_ID];
+    char path[512]; /* a longer path is not remembered */
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    char hex[CRYPTO_SHA256_HEX];
+};
+static pthread_mutex_t dl_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dl_hash dl_cache[LIM_FS_DOWNLOAD_HASHES];
+static size_t dl_next;
+
+static int dl_cached(const char *sid, const char *path, const struct stat *st, char *hex)
+{
+    int hit = 0;
+    pthread_mutex_lock(&dl_mu);
+    for (size_t i = 0; i < LIM_FS_DOWNLOAD_HASHES && !hit; i++) {
+        const struct dl_hash *h = &dl_cache[i];
+        if (h->ino == st->st_ino && h->size == st->st_size &&
+            h->mtime.tv_sec == st->st_mtim.tv_sec && h->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+            strcmp(h->sid, sid) == 0 && strcmp(h->path, path) == 0) {
+            memcpy(hex, h->hex, CRYPTO_SHA256_HEX);
+            hit = 1;
+        }
+    }
+    pthread_mutex_unlock(&dl_mu);
+    return hit;
+}
+
+static void dl_remember(const char *sid, const char *path, const struct stat *st, const char *hex)
+{
+    if (strlen(path) >= sizeof dl_cache[0].path)
+        return;
+    pthread_mutex_lock(&dl_mu);
+    struct dl_hash *h = &dl_cache[dl_next];
+    dl_next = (dl_next + 1) % LIM_FS_DOWNLOAD_HASHES;
+    snprintf(h->sid, sizeof h->sid, "%s", sid);
+    snprintf(h->path, sizeof h->path, "%s", path);
+    h->ino = st->st_ino;
+    h->size = st->st_size;
+    h->mtime = st->st_mtim;
+    memcpy(h->hex, hex, CRYPTO_SHA256_HEX);
+    pthread_mutex_unlock(&dl_mu);
+}
+
+/* One file of a downloads folder: its entry, or NULL when it is not a
+ * regular file (or vanished). A download still being written (complete
+ * false) has no sha256 yet. */
+static json_t *dl_entry(struct call *c, const char *dir, const struct sessfs_entry *v,
+                        const struct sessfs_entry *all, size_t n)
+{
+    if (!S_ISREG(v->st.st_mode))
+        return NULL;
+    char *path = xasprintf("%s/%s", dir, v->name);
+    int complete = !filetype_partial(v->name);
+    for (size_t i = 0; complete && i < n; i++)
+        if (filetype_partial(all[i].name) &&
+            strlen(all[i].name) == strlen(v->name) + strlen(".crdownload") &&
+            strncmp(all[i].name, v->name, strlen(v->name)) == 0)
+            complete = 0; /* the browser's placeholder beside its temporary file */
+    int fd = -1;
+    struct stat st;
+    json_t *e = NULL;
+    if (sessfs_read_open(&c->fs, path, &fd, &st) == 0) {
+        uint8_t head[FILETYPE_HEAD_BYTES];
+        ssize_t got = pread(fd, head, sizeof head, 0);
+        char hex[CRYPTO_SHA256_HEX] = "";
+        if (complete && !dl_cached(c->rec.id, path, &st, hex)) {
+            if (crypto_sha256_fd_hex(fd, hex) == 0)
+                dl_remember(c->rec.id, path, &st, hex);
+            else
+                hex[0] = '\0';
+        }
+        json_t *fi = file_info(v->name, path, &st);
+        e = json_pack("{s:s,s:s,s:I,s:s,s:s?,s:b,s:O}", "name", v->name, "path", path, "size",
+                      (json_int_t)st.st_size, "type",
+                      filetype_mime(v->name, head, got > 0 ? (size_t)got : 0), "sha256",
+                      hex[0] ? hex : NULL, "complete", complete, "mod_time",
+                      json_object_get(fi, "mod_time"));
+        json_decref(fi);
+        close(fd);
+    }
+    xfree(path);
+    return e;
+}
+
+/* The regular files of one folder, appended to out (at most
+ * LIM_FS_DOWNLOADS_LISTED in all). A missing folder adds nothing. */
+static void dl_scan(struct call *c, const char *dir, json_t *out)
+{
+    struct sessfs_entry *v;
+    size_t n;
+    if (sessfs_list(&c->fs, dir, &v, &n) < 0)
+        return;
+    for (size_t i = 0; i < n && json_array_size(out) < LIM_FS_DOWNLOADS_LISTED; i++) {
+        json_t *e = dl_entry(c, dir, &v[i], v, n);
+        if (e)
+            json_array_append_new(out, e);
+    }
+    sessfs_entries_free(v, n);
+}
+
+/* A mod_time as a key that sorts by time: Go drops trailing zeros of the
+ * fraction, so the fraction is padded back to nine digits. */
+static void dl_time_key(const json_t *e, char *key, size_t cap)
+{
+    const char *t = json_string_value(json_object_get(e, "mod_time"));
+    t = t ? t : "";
+    size_t sec = strcspn(t, ".Z");
+    const char *frac = t[sec] == '.' ? t + sec + 1 : "";
+    size_t fl = strcspn(frac, "Z");
+    snprintf(key, cap, "%.*s.%.*s%.*s", (int)sec, t, (int)(fl > 9 ? 9 : fl), frac,
+             (int)(fl > 9 ? 0 : 9 - fl), "000000000");
+}
+
+static int dl_by_time(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    char kx[64], ky[64];
+    dl_time_key(x, kx, sizeof kx);
+    dl_time_key(y, ky, sizeof ky);
+    int c = strcmp(kx, ky);
+    if (c)
+        return c;
+    const char *px = json_string_value(json_object_get(x, "path"));
+    const char *py = json_string_value(json_object_get(y, "path"));
+    return strcmp(px ? px : "", py ? py : "");
+}
+
+int fs_downloads(struct req *rq, struct resp *rs)
+{
+    struct call c;
+    call_init(&c);
+    int rc = call_open(rq, "fs.downloads", 0, &c);
+    if (rc)
+        return call_close(rq, &c, rc);
+    json_t *list = json_array();
+    dl_scan(&c, DL_DEFAULT_DIR, list);
+    dl_scan(&c, DL_DOCS_DIR, list);
+    struct sessfs_entry *v;
+    size_t n;
+    if (sessfs_list(&c.fs, "/tmp", &v, &n) == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (S_ISDIR(v[i].st.st_mode) &&
+                strncmp(v[i].name, DL_PW_PREFIX, strlen(DL_PW_PREFIX)) == 0) {
+                char *dir = xasprintf("/tmp/%s", v[i].name);
+                dl_scan(&c, dir, list);
+                xfree(dir);
+            }
+        sessfs_entries_free(v, n);
+    }
+    /* Oldest first, in a stable order across calls. */
+    size_t k = json_array_size(list);
+    json_t **items = xcalloc(k ? k : 1, sizeof *items);
+    for (size_t i = 0; i < k; i++)
+        items[i] = json_incref(json_array_get(list, i));
+    qsort(items, k, sizeof *items, dl_by_time);
+    json_t *sorted = json_array();
+    for (size_t i = 0; i < k; i++)
+        json_array_append_new(sorted, items[i]);
+    xfree(items);
+    json_decref(list);
+    resp_json(rs, 200, json_pack("{s:s,s:o}", "directory", DL_DEFAULT_DIR, "downloads", sorted));
     return call_close(rq, &c, 0);
 }
 

@@ -18,6 +18,10 @@ int fs_delete_directory(struct req *rq, struct resp *rs);
 int fs_move(struct req *rq, struct resp *rs);
 int fs_set_file_permissions(struct req *rq, struct resp *rs);
 int fs_download_dir_zip(struct req *rq, struct resp *rs);
+/* GET /browsers/{id}/fs/downloads (not in the official client; docs/fs.md):
+ * the files the session's browser downloaded, {directory, downloads: [{name,
+ * path, size, type, sha256, complete, mod_time}]}. */
+int fs_downloads(struct req *rq, struct resp *rs);
 int fs_upload(struct req *rq, struct resp *rs);
 int fs_upload_zip(struct req *rq, struct resp *rs);
 /* Watches live until stopped or until their session ends (noticed within a
@@ -40,6 +44,7 @@ int fs_watch_stop(struct req *rq, struct resp *rs);
         {"PUT", "/browsers/{id}/fs/move", fs_move, AUTH_KEY},                                      \
         {"PUT", "/browsers/{id}/fs/set_file_permissions", fs_set_file_permissions, AUTH_KEY},      \
         {"GET", "/browsers/{id}/fs/download_dir_zip", fs_download_dir_zip, AUTH_KEY},              \
+        {"GET", "/browsers/{id}/fs/downloads", fs_downloads, AUTH_KEY | HTTP_ROUTE_BLOCKING},      \
         {"POST", "/browsers/{id}/fs/upload", fs_upload,                                            \
          AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
         {"POST", "/browsers/{id}/fs/upload_zip", fs_upload_zip,                                    \

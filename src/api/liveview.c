@@ -1,11 +1,12 @@
 /*
- * Live view: one thread per viewer. Each loop turn takes a JPEG of the page
- * (runtime/recorder's DevTools shooter) when the previous one has left the
- * socket (a slow viewer gets fewer frames, never a backlog), and reads the
- * viewer's input. Why DevTools pictures and not x11grab MJPEG: the same
- * path serves headless sessions' recorder, needs no encoder process per
- * viewer, and a picture is taken only when the viewer can take it.
- * docs/live-view.md has the figures.
+ * Live view: one thread per viewer. A headful session's viewer shows its
+ * whole X display (every window, the tab strip, dialogs: a tab the agent
+ * opened shows at once), grabbed over the viewer's own X connection and sent
+ * as PNG only when it changed and the previous picture has left the socket;
+ * its input goes to the display (XTest), in the display's coordinates. A
+ * session without a display falls back to the first page's DevTools
+ * screencast and DevTools input. A slow viewer gets fewer frames, never a
+ * backlog. docs/live-view.md has the figures.
  */
 #include "api/liveview.h"
 
@@ -22,18 +23,25 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
 #include "domain/replay_rules.h"
 #include "proxy/cdp_client.h"
 #include "proxy/ws.h"
+#include "runtime/chromium.h"
 #include "runtime/computer.h"
 #include "runtime/recorder.h"
+#include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
+#include "runtime/xcapture.h"
+#include "runtime/xinput.h"
 #include "telemetry/telemetry.h"
 
 #define LV_FPS         25
+#define LV_X_FPS       12   /* display grabs per second (each ~5 ms at 1920x1080) */
+#define LV_X_REPLY_MS  2000 /* the viewer's own X connection's reply limit */
 #define LV_QUALITY     60
 #define LV_INPUT_BYTES (COMP_TYPE_MAX_BYTES + 1024)
 
@@ -48,10 +56,91 @@ struct viewer {
     int width, height;
     long long frames, inputs, dropped;
     int64_t started_us;
-    int64_t clip_due_us; /* read the session's clipboard then (a copy was sent); 0 = no */
-    char *clip_sent;     /* the clipboard text last sent to the viewer */
+    int64_t clip_due_us;       /* read the session's clipboard then (a copy was sent); 0 = no */
+    char *clip_sent;           /* the clipboard text last sent to the viewer */
+    struct computer_target ct; /* display >= 0: a headful session's X display */
     struct viewer *next;
 };
+
+/* The browser's display (runtime/chromium), read under the entry's lock. */
+static int display_of(void *ctx, struct chromium *c)
+{
+    struct computer_target *ct = ctx;
+    ct->display = chromium_display(c);
+    ct->display_id = (long)chromium_xvfb_pid(c);
+    struct sandbox *sb = chromium_sandbox(c);
+    ct->netns = sb ? sandbox_netns(sb) : 0;
+    return 0;
+}
+
+/* The whole display as the viewer's pictures: its own X connection (the
+ * session's input lock is never taken, so a long gesture does not freeze the
+ * picture), the last PNG sent, to send only changes. */
+struct xview {
+    struct xin *x;
+    long display_id;
+    int64_t next_us, retry_us;
+    uint8_t *last; /* the pixels of the last picture sent (stride * height bytes) */
+    size_t last_len;
+};
+
+static void xview_close(struct xview *xv)
+{
+    xin_close(xv->x);
+    xv->x = NULL;
+    xfree(xv->last);
+    xv->last = NULL;
+    xv->last_len = 0;
+}
+
+/* A PNG of the display when it changed since the last one (owned), else
+ * NULL. Opens (or reopens, for a relaunched browser's new display) the
+ * connection as needed. */
+static char *xview_take(struct xview *xv, const struct computer_target *ct, size_t *len)
+{
+    int64_t now = clock_mono_us();
+    if (xv->x && (!xin_alive(xv->x) || xv->display_id != ct->display_id))
+        xview_close(xv);
+    struct err e;
+    err_init(&e);
+    if (!xv->x) {
+        if (now < xv->retry_us)
+            return NULL;
+        if (xin_open(ct->netns, ct->display, LV_X_REPLY_MS, &xv->x, &e) != 0) {
+            xv->retry_us = now + 1000000;
+            log_debug("live view of %s: display: %s", ct->session_id, e.message);
+            return NULL;
+        }
+        xv->display_id = ct->display_id;
+    }
+    int w, h;
+    xin_screen(xv->x, &w, &h);
+    const uint8_t *px = NULL;
+    size_t stride = 0;
+    char *png = NULL;
+    if (xin_grab(xv->x, 0, 0, w, h, &px, &stride, &e) != 0) {
+        log_debug("live view of %s: grab: %s", ct->session_id, e.message);
+        xview_close(xv);
+        xv->retry_us = now + 1000000;
+        return NULL;
+    }
+    /* An unchanged screen is neither encoded nor sent (a compare of the
+     * pixels costs far less than the PNG). */
+    size_t n = stride * (size_t)h;
+    if (xv->last && xv->last_len == n && memcmp(xv->last, px, n) == 0)
+        return NULL;
+    if (xcapture_png(px, w, h, stride, &png, len, &e) != 0) {
+        log_debug("live view of %s: encode: %s", ct->session_id, e.message);
+        return NULL;
+    }
+    if (xv->last_len != n) {
+        xfree(xv->last);
+        xv->last = xmalloc(n);
+        xv->last_len = n;
+    }
+    memcpy(xv->last, px, n);
+    return png;
+}
 
 /* How long after a copy key the session's clipboard is read: the page's copy
  * handler runs after the key event that the input call waited for. */
@@ -138,6 +227,26 @@ int liveview_active(const char *session_id)
     return n > 0;
 }
 
+/* Why one more viewer of session sid (organization org) is refused, or
+ * NULL (viewers_mu held): each holds a thread, an X connection and a screen
+ * of pixels, so a tenant's share is bounded per session and per
+ * organization, below the server's. */
+static const char *viewers_full(const char *sid, const char *org)
+{
+    int all = 0, of_sid = 0, of_org = 0;
+    for (struct viewer *v = viewers; v; v = v->next) {
+        all++;
+        of_sid += strcmp(v->sid, sid) == 0;
+        of_org += strcmp(v->org, org) == 0;
+    }
+    return of_sid >= LIM_LIVE_VIEWERS_SESSION
+               ? "this session has as many live view viewers as it may"
+           : of_org >= LIM_LIVE_VIEWERS_ORG
+               ? "this organization has as many live view viewers as it may"
+           : all >= LIM_LIVE_VIEWERS ? "the server has as many live view viewers as it may"
+                                     : NULL;
+}
+
 static int viewers_of(const char *sid)
 {
     int n = 0;
@@ -166,6 +275,19 @@ static void refresh_size(struct viewer *v)
         json_decref(d);
     }
     session_rec_clear(&rec);
+}
+
+/* Runs one action where the viewer's pictures come from: on the display
+ * (the viewer sees the screen, so its coordinates are the screen's), else
+ * on the page through DevTools. */
+static int viewer_act(struct viewer *v, const char *ws, const struct comp_action *a, struct err *e)
+{
+    if (v->ct.display < 0)
+        return computer_run(v->sid, ws, a, 1, NULL, e);
+    struct computer_target t = v->ct;
+    t.session_id = v->sid;
+    t.ws_url = ws;
+    return computer_act(&t, a, 1, NULL, e);
 }
 
 /* One input message {action, body}: the computer API's action names and
@@ -206,7 +328,7 @@ static void viewer_input(struct viewer *v, const uint8_t *msg, size_t len)
         v->dropped++;
     } else if (a.op == COMP_CLIP_WRITE
                    ? computer_clipboard_write(v->sid, ws, a.text ? a.text : "", &e) == 0
-                   : computer_run(v->sid, ws, &a, 1, NULL, &e) == 0) {
+                   : viewer_act(v, ws, &a, &e) == 0) {
         v->inputs++;
         live_touch(l);
         if (a.op == COMP_PRESS && is_copy_keys(json_object_get(m, "body")))
@@ -257,6 +379,8 @@ static void *viewer_main(void *arg)
     struct viewer *v = arg;
     struct rec_cast cast;
     memset(&cast, 0, sizeof cast);
+    struct xview xv;
+    memset(&xv, 0, sizeof xv);
     int64_t frame_us = 1000000 / LV_FPS, sent_at = 0, check_at = 0;
     char ws[512] = "";
     for (;;) {
@@ -265,6 +389,9 @@ static void *viewer_main(void *arg)
             check_at = now + 200000;
             struct live *l = sessmgr_get(v->app->sessions, v->sid);
             int alive = l && live_ws_url(l, ws, sizeof ws) == 0;
+            v->ct.display = -1;
+            if (alive && live_with_browser(l, display_of, &v->ct) != 0)
+                v->ct.display = -1;
             sessmgr_put(l);
             pthread_mutex_lock(&viewers_mu);
             if (closing)
@@ -277,9 +404,26 @@ static void *viewer_main(void *arg)
                 break;
             }
             refresh_size(v);
+            if (v->ct.display >= 0 && xv.x)
+                xin_screen(xv.x, &v->width, &v->height);
         }
-        if (!cast.sh.cc && now >= cast.retry_at && rec_cast_start(&cast, ws, LV_QUALITY) != 0)
+        if (v->ct.display >= 0) {
+            /* The display: a grab per tick, sent when it changed and the
+             * viewer has taken the previous one. */
+            rec_cast_close(&cast);
+            if (now >= xv.next_us && wslay_event_get_queued_msg_count(v->ws) == 0) {
+                xv.next_us = now + 1000000 / LV_X_FPS;
+                size_t len = 0;
+                char *png = xview_take(&xv, &v->ct, &len);
+                struct wslay_event_msg m = {WSLAY_BINARY_FRAME, (const uint8_t *)png, len};
+                if (png && wslay_event_queue_msg(v->ws, &m) == 0)
+                    v->frames++;
+                xfree(png); /* wslay copied it */
+            }
+        } else if (!cast.sh.cc && now >= cast.retry_at &&
+                   rec_cast_start(&cast, ws, LV_QUALITY) != 0) {
             cast.retry_at = now + 1000000;
+        }
         if (v->clip_due_us && now >= v->clip_due_us && ws[0])
             send_clipboard(v, ws);
         if (cast.frame && now - sent_at >= frame_us &&
@@ -297,7 +441,12 @@ static void *viewer_main(void *arg)
         if (wslay_event_want_write(v->ws))
             events |= POLLOUT;
         struct pollfd p = {.fd = v->sock.fd, .events = events};
-        int r = poll(&p, 1, cast.sh.cc ? 0 : 50);
+        int wait_ms = cast.sh.cc ? 0 : 50;
+        if (v->ct.display >= 0) {
+            int64_t until = (xv.next_us - clock_mono_us()) / 1000;
+            wait_ms = until < 0 ? 0 : until < 50 ? (int)until + 1 : 50;
+        }
+        int r = poll(&p, 1, wait_ms);
         if (r < 0 && errno != EINTR)
             break;
         if ((r > 0 || v->sock.extra_off < v->sock.extra_len) &&
@@ -311,6 +460,7 @@ static void *viewer_main(void *arg)
         }
     }
     rec_cast_close(&cast);
+    xview_close(&xv);
     pthread_mutex_lock(&viewers_mu);
     for (struct viewer **pp = &viewers; *pp; pp = &(*pp)->next)
         if (*pp == v) {
@@ -367,10 +517,24 @@ static void lv_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     v->started_us = clock_mono_us();
     pthread_once(&viewers_once, viewers_init);
     pthread_mutex_lock(&viewers_mu);
-    v->next = viewers;
-    viewers = v;
+    /* Checked again here, where the viewer joins the list: concurrent
+     * upgrades passed liveview_ws's check together. */
+    const char *full = viewers_full(v->sid, v->org);
+    if (!full) {
+        v->next = viewers;
+        viewers = v;
+    }
     int n = viewers_of(v->sid);
     pthread_mutex_unlock(&viewers_mu);
+    if (full) {
+        (void)wslay_event_queue_close(v->ws, 1013, (const uint8_t *)"too many viewers", 16);
+        (void)wslay_event_send(v->ws);
+        wslay_event_context_free(v->ws);
+        xfree(v->sock.extra);
+        http_upgrade_close(up);
+        xfree(v);
+        return;
+    }
     struct live *l = sessmgr_get(v->app->sessions, v->sid);
     if (l)
         live_client_attached(l);
@@ -456,8 +620,18 @@ int liveview_ws(struct req *rq, struct resp *rs)
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "this endpoint speaks WebSocket: send Upgrade: websocket with a "
                        "Sec-WebSocket-Key");
+    pthread_once(&viewers_once, viewers_init);
+    pthread_mutex_lock(&viewers_mu);
+    const char *full = viewers_full(sid, org);
+    pthread_mutex_unlock(&viewers_mu);
+    if (full) {
+        rq->err.retry_after = 5;
+        return err_set(&rq->err, E_LIMIT, "rate_limited", "%s (%s)", full,
+                       "close a viewer, then connect again");
+    }
     struct viewer *v = xcalloc(1, sizeof *v);
     v->app = api_app(rq);
+    v->ct.display = -1;
     snprintf(v->sid, sizeof v->sid, "%s", sid);
     snprintf(v->org, sizeof v->org, "%s", org);
     const char *ro = req_query(rq, "readOnly");

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/selfrelay.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -49,6 +50,7 @@ static struct {
     char *extra_buf;
     const char *extra_args[EXTRA_ARGS_MAX + 1];
     char *host_rules;
+    int self_port; /* the session relay's (api/selfrelay), read by the egress */
 } M;
 
 /* ------------------------------------------------------------ upstreams */
@@ -983,18 +985,23 @@ int proxies_init(struct app *app, struct err *e)
     if (rc)
         return rc;
     load_extra_args();
+    if ((rc = selfrelay_start(app, &M.self_port, e)) != 0)
+        return rc;
     struct egress_config cfg = {
         .allow_loopback = app->cfg.allow_loopback,
         .allow_private = app->cfg.allow_private,
         .host_rules = M.host_rules,
         .proxy_ca_file = app->cfg.proxy_ca_file,
         .server_port = &app->cfg.listen_port,
+        .self_port = &M.self_port,
         .resolve = resolve_hook,
         .ctx = NULL,
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))
         return rc;
     netguard_set(guard_check, M.eg);
+    /* Pages reach the session relay only through the egress's redirect. */
+    egress_protect_port(M.eg, M.self_port);
     session_ext_register(&proxies_ext);
     return 0;
 }
@@ -1002,6 +1009,7 @@ int proxies_init(struct app *app, struct err *e)
 void proxies_fini(void)
 {
     netguard_set(NULL, NULL);
+    selfrelay_fini(); /* a no-op when main.c stopped it already */
     egress_stop(M.eg);
     M.eg = NULL;
     json_decref(M.managed);

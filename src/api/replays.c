@@ -296,13 +296,14 @@ static int open_session(struct req *rq, struct session_rec *rec)
     return rc;
 }
 
-static int replay_param(struct req *rq, const char **rid)
+/* An id that cannot be a replay's is simply not found, as an unknown one is
+ * (every other unknown id answers 404). */
+static int replay_param(struct req *rq, const struct session_rec *s, const char **rid)
 {
     *rid = rq->params[1];
     if (!replay_valid_id(*rid))
-        return err_set(&rq->err, E_INVALID, "bad_request",
-                       "replay_id: must be 1 to %d lowercase letters and digits (got \"%.80s\")",
-                       REPLAY_ID_MAX, *rid);
+        return err_set(&rq->err, E_NOTFOUND, "not_found",
+                       "replay %.80s: no recording found for session %s", *rid, s->id);
     return 0;
 }
 
@@ -544,7 +545,7 @@ int replays_stop(struct req *rq, struct resp *rs)
     const char *rid = NULL;
     int rc = open_session(rq, &rec);
     if (rc == 0)
-        rc = replay_param(rq, &rid);
+        rc = replay_param(rq, &rec, &rid);
     if (rc) {
         session_rec_clear(&rec);
         return rc;
@@ -631,7 +632,7 @@ int replays_download(struct req *rq, struct resp *rs)
     const char *rid = NULL;
     int rc = open_session(rq, &rec);
     if (rc == 0)
-        rc = replay_param(rq, &rid);
+        rc = replay_param(rq, &rec, &rid);
     if (rc == 0)
         rc = serve_replay(rq, rs, api_app(rq), &rec, rid);
     session_rec_clear(&rec);

@@ -1,5 +1,6 @@
 #include "core/crypto.h"
 
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -7,6 +8,7 @@
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 void crypto_random(void *buf, size_t n)
 {
@@ -55,6 +57,40 @@ void crypto_sha256_hex(const void *data, size_t n, char out[CRYPTO_SHA256_HEX])
         out[2 * i + 1] = hex[md[i] & 15];
     }
     out[64] = '\0';
+}
+
+int crypto_sha256_fd_hex(int fd, char out[CRYPTO_SHA256_HEX])
+{
+    static const char hex[] = "0123456789abcdef";
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx)
+        abort();
+    if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+        abort();
+    uint8_t buf[65536];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)n);
+    }
+    uint8_t md[SHA256_DIGEST_LENGTH];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+    return rc;
 }
 
 void crypto_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t mac[32])

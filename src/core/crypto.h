@@ -22,6 +22,9 @@ void crypto_new_id(char out[CRYPTO_ID_LEN + 1]);
 void crypto_new_api_key(char out[CRYPTO_KEY_LEN + 1]);
 /* Lowercase hex SHA-256 of data into out (65 bytes with NUL). */
 void crypto_sha256_hex(const void *data, size_t n, char out[CRYPTO_SHA256_HEX]);
+/* Lowercase hex SHA-256 of everything read from fd (from its current offset
+ * to its end) into out. 0, or -errno when a read fails. */
+int crypto_sha256_fd_hex(int fd, char out[CRYPTO_SHA256_HEX]) __attribute__((warn_unused_result));
 /* HMAC-SHA256 of data under key into mac (32 bytes). */
 void crypto_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
                         uint8_t mac[32]);

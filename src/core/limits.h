@@ -58,6 +58,27 @@
 #define LIM_FS_ZIP_STREAMS        16
 #define LIM_FS_WATCHES            16
 #define LIM_FS_WATCH_DIRS         1024
+
+/* Files one downloads listing names (GET fs/downloads), and the sha256s of
+ * downloaded files remembered server-wide so that listing again does not
+ * read them again (a cache: a tenant filling it only makes the next listing
+ * hash again, at most its session's 1 GiB of files). */
+#define LIM_FS_DOWNLOADS_LISTED 1000u
+#define LIM_FS_DOWNLOAD_HASHES  256u
+
+/* Handshakes in progress on the session relay (api/selfrelay: a browser
+ * opening its own session's CDP relay), in all, per organization and per
+ * session: one tenant never holds every slot. */
+#define LIM_SELF_RELAY_PENDING         64
+#define LIM_SELF_RELAY_PENDING_ORG     16
+#define LIM_SELF_RELAY_PENDING_SESSION 4
+
+/* Live view viewers connected at once (api/liveview), in all, per
+ * organization and per session: each holds a thread, an X connection to the
+ * session's display and a copy of its screen (8 MiB at 1920x1080). */
+#define LIM_LIVE_VIEWERS         256
+#define LIM_LIVE_VIEWERS_ORG     32
+#define LIM_LIVE_VIEWERS_SESSION 8
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the
  * hosted client's own cap), its entries, its unpacked bytes (they land in a
  * session's 1 GiB files), its manifest.json, and extensions per session or

@@ -149,6 +149,13 @@ struct egress_config {
     /* The server's listening port, read at each check (it is known only once
      * the HTTP server is bound); may be NULL. */
     const int *server_port;
+    /* The session relay's port on the host's 127.0.0.1 (api/selfrelay), or
+     * NULL / <= 0 for none. A browser's CONNECT to the server's port on a
+     * loopback or host address goes there instead of being refused, with the
+     * line "BROWSERD-SELF <session id> <org id>\r\n" before the browser's
+     * bytes: that listener lets through only the session's own CDP relay
+     * endpoint with the session's own token (issue 31.10). */
+    const int *self_port;
     /* Resolves a proxy ref of a session (org, project) to its upstream.
      * Returns 0, or E_NOTFOUND when the proxy is gone (connections fail
      * closed). Called on connection threads. */

@@ -110,6 +110,7 @@ struct econn {
     enum cstate st;
     int cfd, dfd;
     int uses_top;
+    int self;     /* to the session relay (egress_config.self_port) */
     int hup;      /* the browser side hung up while LOOKUP ran */
     int in_setup; /* on w->setup */
     int again;    /* on w->again */
@@ -212,6 +213,7 @@ struct egress {
     struct port_ref *ports;
     size_t nports;
     const int *server_port;
+    const int *self_port;
     int (*resolve)(void *, const char *, const char *, const char *, struct egress_upstream *);
     void *ctx;
     /* The host's own addresses, refreshed every EGRESS_LOCALS_TTL_MS. */
@@ -853,11 +855,77 @@ static void decide(struct egress *eg, struct econn *c, egress_bypass_fn bypass, 
     }
 }
 
+/* Issue 31.10: a browser's tunnel (CONNECT) to the server's own port on a
+ * loopback or host address goes to the session relay instead of being
+ * refused (egress_config.self_port); whatever the session's proxy selection,
+ * since that port is this host's. Plain http:// requests are not tunnels
+ * (a WebSocket through a proxy always is one) and stay refused. */
+static int to_self(struct egress *eg, const struct econn *c, int fam, const uint8_t *a)
+{
+    int sp = eg->server_port ? __atomic_load_n(eg->server_port, __ATOMIC_RELAXED) : 0;
+    int rp = eg->self_port ? __atomic_load_n(eg->self_port, __ATOMIC_RELAXED) : 0;
+    if (!c->rq.is_connect || sp <= 0 || rp <= 0 || c->rq.port != sp)
+        return 0;
+    return addrclass_of(fam, a) == ADDRCLASS_LOOPBACK || is_local_addr(eg, fam, a);
+}
+
+static void plan_self(struct egress *eg, struct econn *c)
+{
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        .sin_port = htons((uint16_t)__atomic_load_n(eg->self_port, __ATOMIC_RELAXED))};
+    c->addrs = xcalloc(1, sizeof *c->addrs);
+    memcpy(&c->addrs[0].sa, &sin, sizeof sin);
+    c->addrs[0].len = sizeof sin;
+    c->naddr = 1;
+    c->self = 1;
+    c->rc = 0;
+    c->why = NULL;
+}
+
+/* The session relay for a literal (or test-mapped) destination: 1 when
+ * planned. */
+static int self_literal(struct egress *eg, struct econn *c)
+{
+    const char *mapped = rule_for(eg, c->hn);
+    struct eaddr a;
+    int fam, p;
+    uint8_t raw[16];
+    if (numeric_addr(mapped ? mapped : c->hn, c->rq.port, &a) != 0 ||
+        sa_bytes((struct sockaddr *)&a.sa, &fam, raw, &p) != 0 || !to_self(eg, c, fam, raw))
+        return 0;
+    plan_self(eg, c);
+    return 1;
+}
+
+/* The same for a name (localhost, the public URL's host), on a lookup
+ * thread: resolved here only when the port is the server's. */
+static int self_named(struct egress *eg, struct econn *c)
+{
+    int sp = eg->server_port ? __atomic_load_n(eg->server_port, __ATOMIC_RELAXED) : 0;
+    if (!c->rq.is_connect || c->rq.port != sp || !eg->self_port)
+        return 0;
+    struct eaddr *addrs = NULL;
+    int n = 0, fam, p, hit = 0;
+    const char *why = NULL;
+    uint8_t raw[16];
+    if (resolve_checked(eg, c->hn, c->rq.port, 0, &addrs, &n, &why) == 0)
+        hit = sa_bytes((struct sockaddr *)&addrs[0].sa, &fam, raw, &p) == 0 &&
+              to_self(eg, c, fam, raw);
+    xfree(addrs);
+    if (hit)
+        plan_self(eg, c);
+    return hit;
+}
+
 /* The worker's fast path: a direct decision to a literal (or test-mapped)
  * address needs no lookup. 0 when the plan is made (c->rc says how), -1 when
  * it needs a lookup thread. */
 static int plan_fast(struct egress *eg, struct econn *c)
 {
+    if (self_literal(eg, c))
+        return 0;
     int noted = 0;
     decide(eg, c, bypass_note, &noted, NULL);
     if (noted || c->d.kind != EGRESS_DIRECT)
@@ -886,6 +954,8 @@ static int plan_fast(struct egress *eg, struct econn *c)
  * the destination's or the upstream's checked addresses. */
 static void plan_slow(struct egress *eg, struct econn *c)
 {
+    if (self_named(eg, c))
+        return;
     struct bypass_cache bc = {.eg = eg}; /* decide() sets its org and project */
     decide(eg, c, bypass_cb, &bc, &bc);
     const char *why = NULL;
@@ -1262,8 +1332,10 @@ static void established(struct worker *w, struct econn *c)
     struct esess *s = c->s;
     log_debug("egress %s: %s %s:%d -> %s (%s)", s->id, c->rq.method, c->hn, c->rq.port,
               c->d.kind == EGRESS_PROXY ? c->d.proxy_ref : "direct", reason_name(c->d.reason));
+    char org[sizeof s->org];
     pthread_mutex_lock(&eg->mu);
     int closing = s->closed;
+    memcpy(org, s->org, sizeof org);
     pthread_mutex_unlock(&eg->mu);
     if (closing) {
         conn_end(w, c);
@@ -1285,6 +1357,12 @@ static void established(struct worker *w, struct econn *c)
     char *nh = NULL;
     if (!c->rq.is_connect)
         nh = rewrite_head(c->rq.method, c->rq.path, c->buf, c->hl, &head);
+    else if (c->self) /* who is asking, for the session relay (not payload) */
+        nh = xasprintf("BROWSERD-SELF %s %s\r\n", s->id, org[0] ? org : "-");
+    if (c->self) {
+        head = strlen(nh);
+        u->skip = head;
+    }
     if (head + rest) {
         u->pre = xmalloc(head + rest);
         if (head)
@@ -1804,6 +1882,7 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
     eg->lkq_tail = &eg->lkq;
     eg->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     eg->server_port = cfg->server_port;
+    eg->self_port = cfg->self_port;
     eg->resolve = cfg->resolve;
     eg->ctx = cfg->ctx;
     int rc = parse_allow(eg, cfg->allow_loopback, e);
