@@ -16,7 +16,7 @@ int browsers_delete(struct req *rq, struct resp *rs);
 int browsers_cdp(struct req *rq, struct resp *rs);
 
 /* The CDP relay for a client socket that did not come through the HTTP
- * daemon (api/selfrelay: the session's own browser), whose request was
+ * daemon (proxy/selfrelay: the session's own browser), whose request was
  * checked by the caller: connects the session's browser (one page's socket
  * with target), sends the 101 with accept (Sec-WebSocket-Accept) on fd and
  * hands both sockets to the relay. 0 when fd was taken (closed by the relay

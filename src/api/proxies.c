@@ -17,18 +17,20 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/selfrelay.h"
+#include "api/browsers.h"
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/secretbox.h"
+#include "core/token.h"
 #include "core/xalloc.h"
 #include "domain/addrclass.h"
 #include "domain/netcfg.h"
 #include "domain/proxysel.h"
 #include "proxy/netguard.h"
+#include "proxy/selfrelay.h"
 #include "runtime/sandbox.h"
 
 #define DEFAULT_REF       "__default__" /* the operator's default stealth proxy */
@@ -50,7 +52,7 @@ static struct {
     char *extra_buf;
     const char *extra_args[EXTRA_ARGS_MAX + 1];
     char *host_rules;
-    int self_port; /* the session relay's (api/selfrelay), read by the egress */
+    int self_port; /* the session relay's (proxy/selfrelay), read by the egress */
 } M;
 
 /* ------------------------------------------------------------ upstreams */
@@ -974,6 +976,29 @@ static int guard_check(void *ctx, int fam, const uint8_t *addr, int port)
     return egress_addr_allowed(ctx, fam, addr, port);
 }
 
+/* The session relay's hooks (proxy/selfrelay.h): a browser reaches only
+ * its own session's CDP relay, with that session's own cdp token. */
+static int self_verify(void *ctx, const char *jwt, const char *sid, const char *org)
+{
+    struct app *app = ctx;
+    struct token_claims c;
+    struct err e;
+    err_init(&e);
+    if (token_verify(app->token_key, sizeof app->token_key, jwt, "cdp", clock_now_ms() / 1000, &c,
+                     &e) != 0)
+        return -1;
+    return strcmp(c.sub, sid) == 0 && strcmp(c.org, org) == 0 ? 0 : -1;
+}
+
+static int self_attach(void *ctx, const char *sid, const char *target, int fd, const char *accept,
+                       struct err *e)
+{
+    if (target && !cdp_target_id_ok(target))
+        return err_set(e, E_INVALID, "bad_request",
+                       "target: must be 1 to 64 hex digits (an id of /json/list)");
+    return browsers_cdp_fd(ctx, sid, target, fd, accept, e);
+}
+
 int proxies_init(struct app *app, struct err *e)
 {
     M.app = app;
@@ -985,7 +1010,8 @@ int proxies_init(struct app *app, struct err *e)
     if (rc)
         return rc;
     load_extra_args();
-    if ((rc = selfrelay_start(app, &M.self_port, e)) != 0)
+    struct selfrelay_hooks sh = {.verify = self_verify, .attach = self_attach, .ctx = app};
+    if ((rc = selfrelay_start(&sh, &M.self_port, e)) != 0)
         return rc;
     struct egress_config cfg = {
         .allow_loopback = app->cfg.allow_loopback,

@@ -66,7 +66,7 @@
 #define LIM_FS_DOWNLOADS_LISTED 1000u
 #define LIM_FS_DOWNLOAD_HASHES  256u
 
-/* Handshakes in progress on the session relay (api/selfrelay: a browser
+/* Handshakes in progress on the session relay (proxy/selfrelay: a browser
  * opening its own session's CDP relay), in all, per organization and per
  * session: one tenant never holds every slot. */
 #define LIM_SELF_RELAY_PENDING         64

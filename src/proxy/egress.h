@@ -149,7 +149,7 @@ struct egress_config {
     /* The server's listening port, read at each check (it is known only once
      * the HTTP server is bound); may be NULL. */
     const int *server_port;
-    /* The session relay's port on the host's 127.0.0.1 (api/selfrelay), or
+    /* The session relay's port on the host's 127.0.0.1 (proxy/selfrelay), or
      * NULL / <= 0 for none. A browser's CONNECT to the server's port on a
      * loopback or host address goes there instead of being refused, with the
      * line "BROWSERD-SELF <session id> <org id>\r\n" before the browser's

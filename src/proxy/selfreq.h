@@ -1,5 +1,5 @@
 /*
- * selfreq: the one request the session relay (api/selfrelay) accepts from a
+ * selfreq: the one request the session relay (proxy/selfrelay) accepts from a
  * session's own browser, parsed from the bytes of its tunnel: the egress's
  * line "BROWSERD-SELF <session id> <org id>\r\n", then exactly
  * `GET /browser/cdp?jwt=T[&target=ID] HTTP/1.1` with a WebSocket upgrade

@@ -5,7 +5,7 @@
  * tenant cannot take every slot (LIM_SELF_RELAY_*). After the 101 the relay
  * engine owns the socket and the thread ends.
  */
-#include "api/selfrelay.h"
+#include "proxy/selfrelay.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,11 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/browsers.h"
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/log.h"
-#include "core/token.h"
 #include "core/xalloc.h"
 #include "proxy/selfreq.h"
 #include "proxy/ws.h"
@@ -37,7 +35,7 @@ struct pending {
 };
 
 static struct {
-    struct app *app;
+    struct selfrelay_hooks hooks;
     int lfd;
     pthread_t t;
     int started, stopping;
@@ -119,9 +117,8 @@ static void handshake(int fd)
 {
     char *buf = xmalloc(LIM_HEADER_BYTES);
     struct selfreq *r = xmalloc(sizeof *r);
-    int slot = -1;
+    int slot = -1, rc;
     enum selfreq_result res = read_request(fd, buf, LIM_HEADER_BYTES, r);
-    struct token_claims c;
     struct err e;
     err_init(&e);
     char accept[29];
@@ -130,19 +127,18 @@ static void handshake(int fd)
     } else if ((slot = slot_take(r->sid, r->org)) < 0) {
         answer(fd, 429, "Too Many Requests", "too many connections to the relay at once");
     } else if (res == SELFREQ_NOT_RELAY ||
-               token_verify(SR.app->token_key, sizeof SR.app->token_key, r->jwt, "cdp",
-                            clock_now_ms() / 1000, &c, &e) != 0 ||
-               strcmp(c.sub, r->sid) != 0 || strcmp(c.org, r->org) != 0) {
+               SR.hooks.verify(SR.hooks.ctx, r->jwt, r->sid, r->org) != 0) {
         answer(fd, 403, "Forbidden",
                "a browser reaches only its own session's CDP relay, with its own token "
                "(GET /browser/cdp?jwt=)");
-    } else if (res == SELFREQ_NOT_UPGRADE || (r->target[0] && !cdp_target_id_ok(r->target)) ||
-               ws_accept_key(r->key, accept) != 0) {
+    } else if (res == SELFREQ_NOT_UPGRADE || ws_accept_key(r->key, accept) != 0) {
         answer(fd, 400, "Bad Request", "a WebSocket upgrade to the CDP relay was expected");
-    } else if (browsers_cdp_fd(SR.app, r->sid, r->target[0] ? r->target : NULL, fd, accept, &e) ==
-               0) {
+    } else if ((rc = SR.hooks.attach(SR.hooks.ctx, r->sid, r->target[0] ? r->target : NULL, fd,
+                                     accept, &e)) == 0) {
         fd = -1; /* the relay's */
         log_info("session relay: session %s's own browser attached to its CDP relay", r->sid);
+    } else if (rc == E_INVALID) {
+        answer(fd, 400, "Bad Request", e.message);
     } else {
         answer(fd, 502, "Bad Gateway", e.message);
     }
@@ -200,9 +196,9 @@ static void *accept_main(void *arg)
     return NULL;
 }
 
-int selfrelay_start(struct app *app, int *port, struct err *e)
+int selfrelay_start(const struct selfrelay_hooks *hooks, int *port, struct err *e)
 {
-    SR.app = app;
+    SR.hooks = *hooks;
     clock_cond_init(&SR.gone);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
