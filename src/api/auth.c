@@ -130,7 +130,7 @@ static int session_url_authorize(struct req *rq, unsigned flags)
     return 0;
 }
 
-int api_authorize(struct req *rq, unsigned flags)
+static int authorize(struct req *rq, unsigned flags)
 {
     struct app *app = api_app(rq);
     if (rq->via_session_url)
@@ -167,6 +167,23 @@ int api_authorize(struct req *rq, unsigned flags)
     if (flags & AUTH_NO_PROJECT)
         return 0;
     return select_project(rq, a, app->store);
+}
+
+/* Authenticates, then names the tenant the request is charged to for its
+ * share of the server's slow-call threads (http/fairshare.h): the key's
+ * organization and, under /browsers/{id}, the session the path names. */
+int api_authorize(struct req *rq, unsigned flags)
+{
+    int rc = authorize(rq, flags);
+    struct auth *a = rq->auth;
+    if (rc == 0 && a && a->org.id[0]) {
+        rq->tenant_org = a->org.id;
+        const char *pat = rq->route ? rq->route->pattern : "";
+        if (rq->nparams >= 1 && strncmp(pat, "/browsers/{id}", 14) == 0 &&
+            (pat[14] == '\0' || pat[14] == '/'))
+            rq->tenant_session = rq->params[0];
+    }
+    return rc;
 }
 
 void api_cleanup(struct req *rq)

@@ -39,6 +39,12 @@ struct req {
     struct err err;      /* the handler's failure, rendered by the HTTP layer */
     void *app;           /* from http_config.app */
     void *auth;          /* set by the authorize hook, released by its cleanup */
+    /* Set by the authorize hook (borrowed, valid for the request's life):
+     * the organization and the session (its id or name as the path gives
+     * it) the request is charged to for its share of the blocking threads
+     * (HTTP_ROUTE_BLOCKING, http/fairshare.h); NULL for none. */
+    const char *tenant_org;
+    const char *tenant_session;
     int64_t start_us;
     int status; /* the status finally sent, for the access log */
     /* Asynchronous requests (req_suspend): */
@@ -95,7 +101,11 @@ struct route {
  * It runs on one of the transport's blocking threads (at most
  * LIM_HTTP_BLOCKING_THREADS, started as needed) with the request parked, so
  * that the HTTP thread goes on serving its other connections; the response
- * is sent from the HTTP thread as usual. Such a handler may park the request
+ * is sent from the HTTP thread as usual. A request is charged to its tenant
+ * (req.tenant_org and tenant_session) before it waits for such a thread:
+ * past LIM_HTTP_BLOCKING_PER_ORG calls queued or running for its
+ * organization, or LIM_HTTP_BLOCKING_PER_SESSION for its session, it is
+ * answered 429 with Retry-After at once. Such a handler may park the request
  * itself (req_suspend, resp_stream) like any other, but must not rely on
  * running on an HTTP thread (forward_http does: such routes are forwarded by
  * the route hook, before the handler). In-process calls (http_call) and

@@ -26,6 +26,7 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "http/fairshare.h"
 #include "http/http.h"
 
 struct http_stream;
@@ -48,6 +49,7 @@ struct http_server {
     unsigned nblockers, nidle;
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
+    struct fairshare *share; /* each tenant's share of the blocking threads */
 };
 
 /* ---- routing ---- */
@@ -556,6 +558,7 @@ struct job {
     const struct route *route;
     struct resp rs;
     int rc;
+    char *org, *session; /* what the job is charged to (fairshare), owned */
     struct job *next;
 };
 
@@ -568,6 +571,15 @@ static void job_resume(struct req *rq, struct resp *rs)
     xfree(j);
     if (rc)
         error_resp(rq, rs, rc);
+}
+
+/* Frees a job that will not run, giving back its share. */
+static void job_uncharge(struct http_server *srv, struct job *j)
+{
+    fairshare_give(srv->share, j->org, j->session);
+    xfree(j->org);
+    xfree(j->session);
+    xfree(j);
 }
 
 static void *blocker_main(void *arg)
@@ -589,6 +601,9 @@ static void *blocker_main(void *arg)
         pthread_mutex_unlock(&srv->jobs_mu);
 
         struct req *rq = j->rq;
+        /* The thread's share is given back once the handler is done with
+         * it, after j (and rq) may be gone. */
+        char *org = j->org, *session = j->session;
         int rc = j->route->fn(rq, &j->rs);
         if (rc == HTTP_SUSPEND) {
             /* The handler parked the request with its own continuation,
@@ -605,6 +620,9 @@ static void *blocker_main(void *arg)
             req_resume(rq);
         }
 
+        fairshare_give(srv->share, org, session);
+        xfree(org);
+        xfree(session);
         pthread_mutex_lock(&srv->jobs_mu);
         if (--srv->jobs_live == 0)
             pthread_cond_broadcast(&srv->jobs_idle_cv);
@@ -613,18 +631,26 @@ static void *blocker_main(void *arg)
     return NULL;
 }
 
-/* Queues rq's handler for a blocking thread: HTTP_SUSPEND, or 0 when it
- * must run here instead (the server stops, or no thread can be started). */
+/* Queues rq's handler for a blocking thread: HTTP_SUSPEND, 0 when it
+ * must run here instead (the server stops, or no thread can be started), or
+ * E_LIMIT (rq->err filled) when its organization or session already has its
+ * share of the threads (rq->tenant_org, rq->tenant_session): it is charged
+ * before it takes or waits for a thread, so no tenant can hold them all. */
 static int offload(struct http_server *srv, struct req *rq, const struct route *r)
 {
+    int rc = fairshare_take(srv->share, rq->tenant_org, rq->tenant_session, &rq->err);
+    if (rc)
+        return rc;
     struct job *j = xcalloc(1, sizeof *j);
     j->rq = rq;
     j->route = r;
     j->rs.status = 200;
+    j->org = rq->tenant_org ? xstrdup(rq->tenant_org) : NULL;
+    j->session = rq->tenant_session ? xstrdup(rq->tenant_session) : NULL;
     pthread_mutex_lock(&srv->jobs_mu);
     if (srv->jobs_stop) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        xfree(j);
+        job_uncharge(srv, j);
         return 0;
     }
     if (srv->nidle == 0 && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
@@ -636,7 +662,7 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     }
     if (srv->nblockers == 0) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        xfree(j);
+        job_uncharge(srv, j);
         return 0;
     }
     *srv->jobs_tail = j;
@@ -717,7 +743,7 @@ static int dispatch(struct ctx *cx, struct resp *rs)
         rc = hooked;
     else if (rc == 0) {
         rc = (found->flags & HTTP_ROUTE_BLOCKING) && rq->conn ? offload(srv, rq, found) : 0;
-        if (rc != HTTP_SUSPEND)
+        if (rc == 0)
             rc = found->fn(rq, rs);
     }
     if (rc == HTTP_SUSPEND)
@@ -989,6 +1015,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
                                                : ((struct sockaddr_in *)&ss)->sin_port);
     if (cfg->bound)
         cfg->bound(cfg->app, srv->port);
+    srv->share = fairshare_new(LIM_HTTP_BLOCKING_PER_ORG, LIM_HTTP_BLOCKING_PER_SESSION);
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, &on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
@@ -997,6 +1024,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!srv->d) {
         close(fd);
+        fairshare_free(srv->share);
         xfree(srv);
         return err_set(e, E_INTERNAL, "internal", "cannot start serving on %s:%d", cfg->host,
                        srv->port);
@@ -1036,5 +1064,6 @@ void http_stop(struct http_server *srv)
     pthread_mutex_destroy(&srv->jobs_mu);
     pthread_cond_destroy(&srv->jobs_cv);
     pthread_cond_destroy(&srv->jobs_idle_cv);
+    fairshare_free(srv->share);
     xfree(srv);
 }
