@@ -171,7 +171,10 @@ static int authorize(struct req *rq, unsigned flags)
 
 /* Authenticates, then names the tenant the request is charged to for its
  * share of the server's slow-call threads (http/fairshare.h): the key's
- * organization and, under /browsers/{id}, the session the path names. */
+ * organization and, under /browsers/{id}/, the session the path names. The
+ * session record itself (PATCH, DELETE) is charged to the organization
+ * only: a session whose share is full can still be ended, which also stops
+ * its calls. */
 int api_authorize(struct req *rq, unsigned flags)
 {
     int rc = authorize(rq, flags);
@@ -179,8 +182,7 @@ int api_authorize(struct req *rq, unsigned flags)
     if (rc == 0 && a && a->org.id[0]) {
         rq->tenant_org = a->org.id;
         const char *pat = rq->route ? rq->route->pattern : "";
-        if (rq->nparams >= 1 && strncmp(pat, "/browsers/{id}", 14) == 0 &&
-            (pat[14] == '\0' || pat[14] == '/'))
+        if (rq->nparams >= 1 && strncmp(pat, "/browsers/{id}/", 15) == 0)
             rq->tenant_session = rq->params[0];
     }
     return rc;
