@@ -1013,6 +1013,8 @@ int computer_clipboard_read(const char *id, const char *ws_url, char **text, str
     *text = NULL;
     json_t *v = NULL;
     int rc = clipboard_eval(id, ws_url, "navigator.clipboard.readText()", &v, e);
+    if (rc == E_LIMIT)
+        return rc; /* the session is busy: 429 as it is */
     if (rc)
         return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
     *text = xstrdup(json_string_value(v) ? json_string_value(v) : "");
@@ -1031,6 +1033,8 @@ int computer_clipboard_write(const char *id, const char *ws_url, const char *tex
     xfree(lit);
     int rc = clipboard_eval(id, ws_url, expr, NULL, e);
     xfree(expr);
+    if (rc == E_LIMIT)
+        return rc; /* the session is busy: 429 as it is */
     if (rc)
         return err_set(e, rc, "internal", "failed to write to clipboard: %s", e->message);
     return 0;

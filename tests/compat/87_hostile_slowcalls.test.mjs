@@ -40,15 +40,17 @@ export const tests = [
     fn: () => withServer(async (s, victim) => {
       const id = await create(s);
       try {
-        // The process reads nothing for 20 s, then everything: a server that
-        // waits for the reader (even for a while) answers some of the
-        // writes below in full; one that answers at once never does.
-        const sp = await api(s, 'POST', `/browsers/${id}/process/spawn`, { command: 'sh', args: ['-c', 'sleep 20; exec cat >/dev/null'] });
+        // The process reads nothing for 30 s, then everything. A server
+        // that waits for the reader (the old one: up to 5 s per call, one
+        // call at a time) is still writing when it starts, and answers some
+        // of the eight writes below in full; one that answers at once never
+        // does.
+        const sp = await api(s, 'POST', `/browsers/${id}/process/spawn`, { command: 'sh', args: ['-c', 'sleep 30; exec cat >/dev/null'] });
         eq(sp.status, 200, `spawn: ${sp.text}`);
         const pid = sp.json.process_id;
         const data = Buffer.alloc(MiB, 0x61).toString('base64');
         const writes = [];
-        for (let i = 0; i < 6; i++) writes.push(api(s, 'POST', `/browsers/${id}/process/${pid}/stdin`, { data_b64: data }));
+        for (let i = 0; i < 8; i++) writes.push(api(s, 'POST', `/browsers/${id}/process/${pid}/stdin`, { data_b64: data }));
         const other = await request(s.base, 'GET', '/org/entitlements', { key: victim.key });
         eq(other.status, 200, `the other org's entitlements: ${other.text}`);
         const answers = await Promise.all(writes);
