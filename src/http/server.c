@@ -45,7 +45,8 @@ struct http_server {
     pthread_cond_t jobs_cv;      /* a job was queued, or the pool stops */
     pthread_cond_t jobs_idle_cv; /* jobs_live dropped to 0 */
     struct job *jobs_head, **jobs_tail;
-    unsigned jobs_live; /* queued or running */
+    unsigned jobs_live;   /* queued or running */
+    unsigned jobs_queued; /* queued, not yet taken by a thread */
     unsigned nblockers, nidle;
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
@@ -596,6 +597,7 @@ static void *blocker_main(void *arg)
         if (!j)
             break; /* stopping, and nothing left to run */
         srv->jobs_head = j->next;
+        srv->jobs_queued--;
         if (!srv->jobs_head)
             srv->jobs_tail = &srv->jobs_head;
         pthread_mutex_unlock(&srv->jobs_mu);
@@ -653,7 +655,11 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
         job_uncharge(srv, j);
         return 0;
     }
-    if (srv->nidle == 0 && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
+    /* An idle thread that was signalled but has not woken yet still counts
+     * in nidle: a burst of jobs must not all be left to it (one long job
+     * would hold the rest back while the pool has room), so a thread is
+     * started whenever the queue has no idle thread left for this job. */
+    if (srv->jobs_queued >= srv->nidle && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
         if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
             srv->nblockers++;
         else
@@ -668,6 +674,7 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     *srv->jobs_tail = j;
     srv->jobs_tail = &j->next;
     srv->jobs_live++;
+    srv->jobs_queued++;
     pthread_cond_signal(&srv->jobs_cv);
     pthread_mutex_unlock(&srv->jobs_mu);
     return HTTP_SUSPEND;
