@@ -131,7 +131,7 @@ static int session_url_authorize(struct req *rq, unsigned flags)
     return 0;
 }
 
-int api_authorize(struct req *rq, unsigned flags)
+static int authorize(struct req *rq, unsigned flags)
 {
     struct app *app = api_app(rq);
     if (rq->via_session_url)
@@ -169,6 +169,24 @@ int api_authorize(struct req *rq, unsigned flags)
     if (flags & AUTH_NO_PROJECT)
         return 0;
     return select_project(rq, a, app->store);
+}
+
+/* Authenticates (which sets rq->tenant, the key's organization), then names
+ * the session a request under /browsers/{id}/ is charged to for its share of
+ * the server's slow-call threads (http/fairshare.h). The
+ * session record itself (PATCH, DELETE) is charged to the organization
+ * only: a session whose share is full can still be ended, which also stops
+ * its calls. */
+int api_authorize(struct req *rq, unsigned flags)
+{
+    int rc = authorize(rq, flags);
+    struct auth *a = rq->auth;
+    if (rc == 0 && a && a->org.id[0]) {
+        const char *pat = rq->route ? rq->route->pattern : "";
+        if (rq->nparams >= 1 && strncmp(pat, "/browsers/{id}/", 15) == 0)
+            rq->tenant_session = rq->params[0];
+    }
+    return rc;
 }
 
 void api_cleanup(struct req *rq)

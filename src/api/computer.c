@@ -80,7 +80,7 @@ static int target_open(struct req *rq, const char *operation, struct target *t)
 static int target_close(struct req *rq, struct target *t, int rc)
 {
     if (t->live) {
-        int status = rc ? (rc == E_INVALID ? 400 : rc == E_CONFLICT ? 409 : 500) : 200;
+        int status = rc ? http_status_for(rc) : 200;
         json_t *d =
             json_pack("{s:s,s:i,s:I}", "operation_id", t->operation, "status", status,
                       "duration_ms", (json_int_t)((clock_mono_us() - t->started_us) / 1000));
@@ -193,8 +193,9 @@ int computer_batch(struct req *rq, struct resp *rs)
     if ((rc = body_of(rq, 0, &body)) == 0)
         rc = comp_parse_batch(body, t.width, t.height, &acts, &n, &rq->err);
     json_decref(body);
-    if (rc == 0 && (rc = computer_act(&t.ct, acts, n, &failed, &rq->err)) != 0) {
-        /* "actions[{i}] ({type}): {inner message}", keeping the class. */
+    if (rc == 0 && (rc = computer_act(&t.ct, acts, n, &failed, &rq->err)) != 0 && rc != E_LIMIT) {
+        /* "actions[{i}] ({type}): {inner message}", keeping the class (a
+         * session busy with another call is not an action's failure). */
         char inner[ERR_MSG_MAX], code[ERR_CODE_MAX];
         snprintf(inner, sizeof inner, "%s", rq->err.message);
         snprintf(code, sizeof code, "%s", rq->err.code);

@@ -99,6 +99,9 @@
 #define LIM_PROC_REPLAY_BYTES       (1u * 1024u * 1024u)
 #define LIM_PROC_PER_SESSION        32
 #define LIM_PROC_KEEP_EXITED_S      60
+/* stdin calls in flight on one process (each writes what the pipe takes at
+ * once and never waits for the reader): past it, 429. */
+#define LIM_PROC_STDIN_CALLS 4
 /* All exec output the server holds at once, every session together: past
  * it, output is dropped (and said truncated) rather than held. */
 #define LIM_PROC_OUTPUT_TOTAL_BYTES (256u * 1024u * 1024u)
@@ -115,6 +118,13 @@
 #define LIM_REPLAYS_PER_HOST      4
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
+/* browsers.computer: the longest one call (an action, or a whole batch) may
+ * hold its session's input and a server thread, counting the sleeps and
+ * pauses it asks for (more is a 400 before anything runs) and enforced while
+ * it runs; and how long a call waits for the session's input while another
+ * call holds it (then 429 with Retry-After). */
+#define LIM_COMPUTER_CALL_MS      60000
+#define LIM_COMPUTER_LOCK_WAIT_MS 5000
 /* Pagination. */
 /* Threads that run the handlers of HTTP_ROUTE_BLOCKING routes (a browser
  * launch, an input gesture, a fetch through the browser), started as
@@ -148,6 +158,11 @@
  * sockets linger at once, the others are closed at once. */
 #define LIM_HTTP_LINGER_MS    5000
 #define LIM_HTTP_LINGER_CONNS 256
+/* Each tenant's share of those threads: calls queued or running at once for
+ * one organization, and for one session of it (http/fairshare.h). Past it,
+ * 429 with Retry-After, so that one tenant never holds every thread. */
+#define LIM_HTTP_BLOCKING_PER_ORG     (LIM_HTTP_BLOCKING_THREADS / 2)
+#define LIM_HTTP_BLOCKING_PER_SESSION 8
 
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100

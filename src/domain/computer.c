@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/limits.h"
 #include "core/xalloc.h"
 
 /* ---- keys ---- */
@@ -441,12 +442,51 @@ static int parse_one(enum comp_op op, const json_t *b, const struct ctx *c, int 
     return rc ? E_INVALID : 0;
 }
 
+long long comp_wait_ms(const struct comp_action *a)
+{
+    switch (a->op) {
+    case COMP_SLEEP:
+        return a->duration_ms;
+    case COMP_MOVE:
+        return a->smooth ? a->duration_ms : 0;
+    case COMP_DRAG:
+        return a->delay_ms +
+               (a->smooth ? (a->duration_ms ? a->duration_ms : 500)
+                          : (long long)(a->npath - 1) * a->steps_per_segment * a->step_delay_ms);
+    case COMP_PRESS:
+        return (long long)a->duration_ms * a->nkeys;
+    case COMP_TYPE: {
+        long long chars = 0;
+        for (const char *t = a->text; t && *t; t++)
+            chars += ((unsigned char)*t & 0xC0) != 0x80;
+        return chars * a->delay_ms;
+    }
+    default:
+        return 0;
+    }
+}
+
 int comp_parse(enum comp_op op, const json_t *body, const char *field_prefix, int width, int height,
                struct comp_action *out, struct err *e)
 {
     memset(out, 0, sizeof *out);
     struct ctx c = {field_prefix ? field_prefix : "", e};
     int rc = parse_one(op, body, &c, width, height, out);
+    /* A call holds its session's input and a server thread while it
+     * pauses: what one call may ask for is capped. */
+    long long wait = rc ? 0 : comp_wait_ms(out);
+    if (wait > LIM_COMPUTER_CALL_MS) {
+        char rule[160];
+        snprintf(rule, sizeof rule,
+                 "asks for %lld ms of pauses, more than one call may take (%d ms)", wait,
+                 LIM_COMPUTER_CALL_MS);
+        rc = bad(&c,
+                 op == COMP_TYPE    ? "delay"
+                 : op == COMP_PRESS ? "duration"
+                 : op == COMP_DRAG  ? "step_delay_ms"
+                                    : "",
+                 rule);
+    }
     if (rc)
         comp_action_clear(out);
     return rc;
@@ -485,6 +525,7 @@ int comp_parse_batch(const json_t *body, int width, int height, struct comp_acti
     size_t i;
     json_t *act;
     int rc = 0;
+    long long total = 0;
     json_array_foreach(acts, i, act)
     {
         char pre[48];
@@ -508,7 +549,13 @@ int comp_parse_batch(const json_t *body, int width, int height, struct comp_acti
         if ((rc = comp_parse(batch_types[k].op, params, full, width, height, &a[i], e)) != 0)
             break;
         *n = i + 1;
+        total += comp_wait_ms(&a[i]);
     }
+    if (rc == 0 && total > LIM_COMPUTER_CALL_MS)
+        rc = err_field(e, "actions",
+                       "the actions ask for %lld ms of sleeps and pauses in all, more than a batch "
+                       "may take (%d ms)",
+                       total, LIM_COMPUTER_CALL_MS);
     if (rc) {
         comp_batch_free(a, *n);
         *n = 0;

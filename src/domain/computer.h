@@ -82,7 +82,15 @@ int comp_parse(enum comp_op op, const json_t *body, const char *field_prefix, in
                struct comp_action *out, struct err *e) WUR;
 void comp_action_clear(struct comp_action *a);
 
-/* A batch body {actions: [...]}: 1..100 actions, each {type, <type>: params}.
+/* The pauses an action asks for, in ms: a sleep's duration, a smooth move's
+ * or drag's duration, a drag's delays, a key hold times its keys, a typing
+ * delay times the characters. One call (an action, or a whole batch) may ask
+ * for at most LIM_COMPUTER_CALL_MS: comp_parse and comp_parse_batch refuse
+ * more with a 400 naming the field ("actions" for a batch's sum). */
+long long comp_wait_ms(const struct comp_action *a);
+
+/* A batch body {actions: [...]}: 1..100 actions, each {type, <type>: params},
+ * whose pauses add up to at most LIM_COMPUTER_CALL_MS.
  * *out is an owned array of *n actions (comp_batch_free). */
 int comp_parse_batch(const json_t *body, int width, int height, struct comp_action **out, size_t *n,
                      struct err *e) WUR;

@@ -38,10 +38,16 @@ struct req {
     int via_session_url; /* path was rewritten by http_config.rewrite (a session's own URL) */
     const char *tenant;  /* set by the authorize hook (borrowed until cleanup): the
                             organization the request acts for, whose share of the
-                            transport's budgets it takes; NULL: its client address */
+                            transport's budgets (bodies, blocking threads) it takes;
+                            NULL: its client address (bodies), none (threads) */
     struct err err;      /* the handler's failure, rendered by the HTTP layer */
     void *app;           /* from http_config.app */
     void *auth;          /* set by the authorize hook, released by its cleanup */
+    /* Set by the authorize hook (borrowed, valid for the request's life):
+     * the session (its id or name as the path gives it) the request is
+     * charged to, with its organization (tenant), for their shares of the
+     * blocking threads (HTTP_ROUTE_BLOCKING, http/fairshare.h); NULL for none. */
+    const char *tenant_session;
     int64_t start_us;
     int status; /* the status finally sent, for the access log */
     /* Asynchronous requests (req_suspend): */
@@ -98,7 +104,11 @@ struct route {
  * It runs on one of the transport's blocking threads (at most
  * LIM_HTTP_BLOCKING_THREADS, started as needed) with the request parked, so
  * that the HTTP thread goes on serving its other connections; the response
- * is sent from the HTTP thread as usual. Such a handler may park the request
+ * is sent from the HTTP thread as usual. A request is charged to its tenant
+ * (req.tenant and tenant_session) before it waits for such a thread:
+ * past LIM_HTTP_BLOCKING_PER_ORG calls queued or running for its
+ * organization, or LIM_HTTP_BLOCKING_PER_SESSION for its session, it is
+ * answered 429 with Retry-After at once. Such a handler may park the request
  * itself (req_suspend, resp_stream) like any other, but must not rely on
  * running on an HTTP thread (forward_http does: such routes are forwarded by
  * the route hook, before the handler). In-process calls (http_call) and

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "http/guard.h"
+#include "http/fairshare.h"
 #include "http/http.h"
 
 struct http_stream;
@@ -46,12 +47,14 @@ struct http_server {
     pthread_cond_t jobs_cv;      /* a job was queued, or the pool stops */
     pthread_cond_t jobs_idle_cv; /* jobs_live dropped to 0 */
     struct job *jobs_head, **jobs_tail;
-    unsigned jobs_live; /* queued or running */
+    unsigned jobs_live;   /* queued or running */
+    unsigned jobs_queued; /* queued, not yet taken by a thread */
     unsigned nblockers, nidle;
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
     struct head_watch *heads;   /* request head deadlines (guard.h) */
     struct body_budget *budget; /* buffered request bodies (guard.h) */
+    struct fairshare *share;    /* each tenant's share of the blocking threads */
 };
 
 /* ---- routing ---- */
@@ -564,6 +567,7 @@ struct job {
     const struct route *route;
     struct resp rs;
     int rc;
+    char *org, *session; /* what the job is charged to (fairshare), owned */
     struct job *next;
 };
 
@@ -576,6 +580,15 @@ static void job_resume(struct req *rq, struct resp *rs)
     xfree(j);
     if (rc)
         error_resp(rq, rs, rc);
+}
+
+/* Frees a job that will not run, giving back its share. */
+static void job_uncharge(struct http_server *srv, struct job *j)
+{
+    fairshare_give(srv->share, j->org, j->session);
+    xfree(j->org);
+    xfree(j->session);
+    xfree(j);
 }
 
 static void *blocker_main(void *arg)
@@ -592,11 +605,15 @@ static void *blocker_main(void *arg)
         if (!j)
             break; /* stopping, and nothing left to run */
         srv->jobs_head = j->next;
+        srv->jobs_queued--;
         if (!srv->jobs_head)
             srv->jobs_tail = &srv->jobs_head;
         pthread_mutex_unlock(&srv->jobs_mu);
 
         struct req *rq = j->rq;
+        /* The thread's share is given back once the handler is done with
+         * it, after j (and rq) may be gone. */
+        char *org = j->org, *session = j->session;
         int rc = j->route->fn(rq, &j->rs);
         if (rc == HTTP_SUSPEND) {
             /* The handler parked the request with its own continuation,
@@ -613,6 +630,9 @@ static void *blocker_main(void *arg)
             req_resume(rq);
         }
 
+        fairshare_give(srv->share, org, session);
+        xfree(org);
+        xfree(session);
         pthread_mutex_lock(&srv->jobs_mu);
         if (--srv->jobs_live == 0)
             pthread_cond_broadcast(&srv->jobs_idle_cv);
@@ -621,21 +641,33 @@ static void *blocker_main(void *arg)
     return NULL;
 }
 
-/* Queues rq's handler for a blocking thread: HTTP_SUSPEND, or 0 when it
- * must run here instead (the server stops, or no thread can be started). */
+/* Queues rq's handler for a blocking thread: HTTP_SUSPEND, 0 when it
+ * must run here instead (the server stops, or no thread can be started), or
+ * E_LIMIT (rq->err filled) when its organization or session already has its
+ * share of the threads (rq->tenant, rq->tenant_session): it is charged
+ * before it takes or waits for a thread, so no tenant can hold them all. */
 static int offload(struct http_server *srv, struct req *rq, const struct route *r)
 {
+    int rc = fairshare_take(srv->share, rq->tenant, rq->tenant_session, &rq->err);
+    if (rc)
+        return rc;
     struct job *j = xcalloc(1, sizeof *j);
     j->rq = rq;
     j->route = r;
     j->rs.status = 200;
+    j->org = rq->tenant ? xstrdup(rq->tenant) : NULL;
+    j->session = rq->tenant_session ? xstrdup(rq->tenant_session) : NULL;
     pthread_mutex_lock(&srv->jobs_mu);
     if (srv->jobs_stop) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        xfree(j);
+        job_uncharge(srv, j);
         return 0;
     }
-    if (srv->nidle == 0 && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
+    /* An idle thread that was signalled but has not woken yet still counts
+     * in nidle: a burst of jobs must not all be left to it (one long job
+     * would hold the rest back while the pool has room), so a thread is
+     * started whenever the queue has no idle thread left for this job. */
+    if (srv->jobs_queued >= srv->nidle && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
         if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
             srv->nblockers++;
         else
@@ -644,12 +676,13 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
     }
     if (srv->nblockers == 0) {
         pthread_mutex_unlock(&srv->jobs_mu);
-        xfree(j);
+        job_uncharge(srv, j);
         return 0;
     }
     *srv->jobs_tail = j;
     srv->jobs_tail = &j->next;
     srv->jobs_live++;
+    srv->jobs_queued++;
     pthread_cond_signal(&srv->jobs_cv);
     pthread_mutex_unlock(&srv->jobs_mu);
     return HTTP_SUSPEND;
@@ -732,7 +765,7 @@ static int dispatch(struct ctx *cx, struct resp *rs)
         rc = hooked;
     else if (rc == 0) {
         rc = (found->flags & HTTP_ROUTE_BLOCKING) && rq->conn ? offload(srv, rq, found) : 0;
-        if (rc != HTTP_SUSPEND)
+        if (rc == 0)
             rc = found->fn(rq, rs);
     }
     if (rc == HTTP_SUSPEND)
@@ -1191,6 +1224,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     srv->budget = budget_new(hc->body_budget, hc->body_share);
     if (cfg->bound)
         cfg->bound(cfg->app, srv->port);
+    srv->share = fairshare_new(LIM_HTTP_BLOCKING_PER_ORG, LIM_HTTP_BLOCKING_PER_SESSION);
     /* The idle timeout (120 s) is for bodies and responses; a request head
      * has head_timeout_s however its bytes trickle (the head watch). */
     srv->d = MHD_start_daemon(
@@ -1206,6 +1240,7 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         close(fd);
         headwatch_stop(srv->heads);
         budget_free(srv->budget);
+        fairshare_free(srv->share);
         xfree(srv);
         return err_set(e, E_INTERNAL, "internal", "cannot start serving on %s:%d", cfg->host,
                        srv->port);
@@ -1247,5 +1282,6 @@ void http_stop(struct http_server *srv)
     pthread_mutex_destroy(&srv->jobs_mu);
     pthread_cond_destroy(&srv->jobs_cv);
     pthread_cond_destroy(&srv->jobs_idle_cv);
+    fairshare_free(srv->share);
     xfree(srv);
 }

@@ -39,6 +39,7 @@ struct cstate {
     int x_netns, x_display;
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
+    int64_t deadline_ms;             /* the running call's end (monotonic), 0 = none */
     int refs;                        /* under reg_mu */
     int forgotten;                   /* under reg_mu: unlinked, freed by the last state_put */
     struct cstate *next;
@@ -111,6 +112,29 @@ static void sleep_ms(int ms)
         ;
 }
 
+/* Takes s->lock for a call. While another call holds it, waits at most
+ * LIM_COMPUTER_LOCK_WAIT_MS (less when t's client goes away), then fails
+ * with E_LIMIT (429, Retry-After): a queue of calls on one busy session
+ * does not hold server threads for as long as the running call lasts. */
+static int state_lock(struct cstate *s, const struct computer_target *t, struct err *e)
+{
+    int64_t deadline = clock_mono_ms() + LIM_COMPUTER_LOCK_WAIT_MS;
+    while (pthread_mutex_trylock(&s->lock) != 0) {
+        if (t && t->cancelled && t->cancelled(t->cancel_ctx))
+            return err_set(e, E_INTERNAL, "internal", "cancelled: the client went away");
+        if (clock_mono_ms() >= deadline) {
+            int rc = err_set(e, E_LIMIT, "session_busy",
+                             "another computer call has held this session's input for more than "
+                             "%d ms; retry when it ends",
+                             LIM_COMPUTER_LOCK_WAIT_MS);
+            e->retry_after = 1;
+            return rc;
+        }
+        sleep_ms(NAP_SLICE_MS);
+    }
+    return 0;
+}
+
 static int cancelled(const struct cstate *s, struct err *e)
 {
     if (s->t && s->t->cancelled && s->t->cancelled(s->t->cancel_ctx))
@@ -123,6 +147,10 @@ static int cancelled(const struct cstate *s, struct err *e)
 static int nap(const struct cstate *s, int ms, struct err *e)
 {
     int rc = cancelled(s, e);
+    if (rc == 0 && ms > 0 && s->deadline_ms && clock_mono_ms() + ms > s->deadline_ms)
+        return err_set(e, E_INVALID, "bad_request",
+                       "the call would run longer than %d ms and was stopped",
+                       COMPUTER_BATCH_MAX_MS);
     while (rc == 0 && ms > 0) {
         int n = ms < NAP_SLICE_MS ? ms : NAP_SLICE_MS;
         sleep_ms(n);
@@ -786,12 +814,19 @@ int computer_act(const struct computer_target *t, const struct comp_action *acts
                  size_t *failed, struct err *e)
 {
     struct cstate *s = state_get(t->session_id);
-    pthread_mutex_lock(&s->lock);
+    int rc = state_lock(s, t, e);
+    if (rc) {
+        if (failed)
+            *failed = 0;
+        state_put(s);
+        return rc;
+    }
     s->t = t;
-    int headful = t->display >= 0;
-    int rc = headful ? x_acquire(s, t, e) : page_acquire(s, t->ws_url, e);
-    struct xcall xc = {s, s->xin, 0};
     int64_t deadline = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
+    s->deadline_ms = deadline;
+    int headful = t->display >= 0;
+    rc = headful ? x_acquire(s, t, e) : page_acquire(s, t->ws_url, e);
+    struct xcall xc = {s, s->xin, 0};
     size_t i = 0;
     for (; rc == 0 && i < n; i++) {
         if (clock_mono_ms() > deadline) {
@@ -813,6 +848,7 @@ int computer_act(const struct computer_target *t, const struct comp_action *acts
     if (rc && !headful && s->page.cc)
         page_close(&s->page); /* a fresh connection next time */
     s->t = NULL;
+    s->deadline_ms = 0;
     pthread_mutex_unlock(&s->lock);
     state_put(s);
     return rc;
@@ -828,8 +864,11 @@ int computer_run(const char *id, const char *ws_url, const struct comp_action *a
 int computer_pointer(const struct computer_target *t, int *x, int *y, struct err *e)
 {
     struct cstate *s = state_get(t->session_id);
-    pthread_mutex_lock(&s->lock);
-    int rc = 0;
+    int rc = state_lock(s, t, e);
+    if (rc) {
+        state_put(s);
+        return rc;
+    }
     if (t->display >= 0 && (rc = x_acquire(s, t, e)) == 0 &&
         (rc = xin_pointer(s->xin, &s->x, &s->y, e)) != 0)
         rc = err_set(e, rc, "internal", "failed to get mouse position: %s", e->message);
@@ -869,14 +908,18 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
     *png = NULL;
     *len = 0;
     struct cstate *s = state_get(t->session_id);
-    pthread_mutex_lock(&s->lock);
+    int rc = state_lock(s, t, e);
+    if (rc) {
+        state_put(s);
+        return rc;
+    }
     if (t->display >= 0) {
-        int rc = x_capture(s, t, a, width, height, png, len, e);
+        rc = x_capture(s, t, a, width, height, png, len, e);
         pthread_mutex_unlock(&s->lock);
         state_put(s);
         return rc;
     }
-    int rc = page_acquire(s, t->ws_url, e);
+    rc = page_acquire(s, t->ws_url, e);
     json_t *res = NULL;
     if (rc == 0) {
         /* The screen: the page laid out at the session's screen size (a
@@ -919,8 +962,12 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
                           struct err *e)
 {
     struct cstate *s = state_get(id);
-    pthread_mutex_lock(&s->lock);
-    int rc = page_acquire(s, ws_url, e);
+    int rc = state_lock(s, NULL, e);
+    if (rc) {
+        state_put(s);
+        return rc;
+    }
+    rc = page_acquire(s, ws_url, e);
     struct cpage *p = &s->page;
     json_t *res = NULL;
     /* Browser-wide, for every origin of this session's own browser. */
@@ -966,6 +1013,8 @@ int computer_clipboard_read(const char *id, const char *ws_url, char **text, str
     *text = NULL;
     json_t *v = NULL;
     int rc = clipboard_eval(id, ws_url, "navigator.clipboard.readText()", &v, e);
+    if (rc == E_LIMIT)
+        return rc; /* the session is busy: 429 as it is */
     if (rc)
         return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
     *text = xstrdup(json_string_value(v) ? json_string_value(v) : "");
@@ -984,6 +1033,8 @@ int computer_clipboard_write(const char *id, const char *ws_url, const char *tex
     xfree(lit);
     int rc = clipboard_eval(id, ws_url, expr, NULL, e);
     xfree(expr);
+    if (rc == E_LIMIT)
+        return rc; /* the session is busy: 429 as it is */
     if (rc)
         return err_set(e, rc, "internal", "failed to write to clipboard: %s", e->message);
     return 0;

@@ -12,7 +12,9 @@
  * Clipboard API over DevTools) in both. docs/computer.md says what differs.
  *
  * Each session has its own state and its own lock: calls on one session run
- * one at a time, different sessions never wait on each other. Long gestures
+ * one at a time (a call waits at most LIM_COMPUTER_LOCK_WAIT_MS for the one
+ * before it, then fails with E_LIMIT), different sessions never wait on each
+ * other. Long gestures
  * stop between steps when the caller's cancel hook says so. Thread-safe.
  */
 #ifndef BD_RUNTIME_COMPUTER_H
@@ -21,10 +23,16 @@
 #include <stddef.h>
 
 #include "core/err.h"
+#include "core/limits.h"
 #include "domain/computer.h"
 
-/* Longest a batch may take in all (sleeps and gestures included). */
-#define COMPUTER_BATCH_MAX_MS 60000
+/* Longest a call (a batch included) may take in all, sleeps and gestures
+ * included: a pause that would end past it stops the call. The pauses it
+ * asks for are at most LIM_COMPUTER_CALL_MS (domain/computer.h checks that
+ * before it runs); the grace is for the work between them (DevTools round
+ * trips, X syncs), so that a batch asking for exactly the cap completes. */
+#define COMPUTER_BATCH_GRACE_MS 15000
+#define COMPUTER_BATCH_MAX_MS   (LIM_COMPUTER_CALL_MS + COMPUTER_BATCH_GRACE_MS)
 
 /* Where a call acts. */
 struct computer_target {

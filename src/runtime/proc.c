@@ -29,13 +29,12 @@
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 
-#define PROC_CHUNK         4096
-#define PROC_MAX_CHUNKS    4096 /* replay list: also bounded in count (tiny chunks) */
-#define PROC_TICK_MS       250
-#define PROC_TOUCH_MS      5000
-#define PROC_DRAIN_MS      2000 /* output still read after the exit */
-#define PROC_STDIN_WAIT_MS 5000
-#define PROC_PATH          "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define PROC_CHUNK      4096
+#define PROC_MAX_CHUNKS 4096 /* replay list: also bounded in count (tiny chunks) */
+#define PROC_TICK_MS    250
+#define PROC_TOUCH_MS   5000
+#define PROC_DRAIN_MS   2000 /* output still read after the exit */
+#define PROC_PATH       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct chunk {
     struct chunk *next;
@@ -71,6 +70,7 @@ struct proc {
     int in_fd; /* stdin pipe or the PTY master; -1 when closed (under in_mu) */
     int out_fd, err_fd, res_fd;
     pthread_mutex_t in_mu;
+    int stdin_calls;  /* proc_stdin calls in flight (atomic) */
     char *stdin_data; /* pending initial stdin (the thread writes it) */
     size_t stdin_len, stdin_off;
     size_t collect;
@@ -927,14 +927,24 @@ void proc_status(struct proc *p, struct proc_status *st)
 int proc_stdin(struct proc *p, const void *data, size_t len, size_t *written, struct err *e)
 {
     *written = 0;
-    pthread_mutex_lock(&p->in_mu);
-    if (p->in_fd < 0 || p->stdin_data) {
-        pthread_mutex_unlock(&p->in_mu);
-        return err_set(e, E_CONFLICT, "conflict", "process is not running or its stdin is closed");
+    /* Calls beyond the cap are refused before they queue on in_mu: a
+     * flood of stdin calls to one process holds no HTTP thread. */
+    if (__atomic_add_fetch(&p->stdin_calls, 1, __ATOMIC_ACQ_REL) > LIM_PROC_STDIN_CALLS) {
+        __atomic_sub_fetch(&p->stdin_calls, 1, __ATOMIC_ACQ_REL);
+        int rc = err_set(e, E_LIMIT, "rate_limited",
+                         "this process already has %d stdin calls in flight; retry",
+                         LIM_PROC_STDIN_CALLS);
+        e->retry_after = 1;
+        return rc;
     }
-    int64_t deadline = clock_mono_ms() + PROC_STDIN_WAIT_MS;
+    pthread_mutex_lock(&p->in_mu);
     int rc = 0;
-    while (*written < len) {
+    if (p->in_fd < 0 || p->stdin_data)
+        rc = err_set(e, E_CONFLICT, "conflict", "process is not running or its stdin is closed");
+    /* in_fd is non-blocking: what the pipe (or PTY) takes now is written,
+     * and the answer says how much; a process that does not read never
+     * makes the call wait. */
+    while (rc == 0 && *written < len) {
         ssize_t n = write(p->in_fd, (const char *)data + *written, len - *written);
         if (n > 0) {
             *written += (size_t)n;
@@ -942,19 +952,13 @@ int proc_stdin(struct proc *p, const void *data, size_t len, size_t *written, st
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EAGAIN) {
-            int64_t left = deadline - clock_mono_ms();
-            if (left <= 0)
-                break;
-            struct pollfd pf = {.fd = p->in_fd, .events = POLLOUT};
-            (void)poll(&pf, 1, (int)left);
-            continue;
-        }
+        if (n < 0 && errno == EAGAIN)
+            break;
         rc = err_set(e, E_INTERNAL, "internal", "failed to write to stdin: %s",
                      n < 0 ? strerror(errno) : "closed");
-        break;
     }
     pthread_mutex_unlock(&p->in_mu);
+    __atomic_sub_fetch(&p->stdin_calls, 1, __ATOMIC_ACQ_REL);
     return rc;
 }
 

@@ -91,10 +91,12 @@ struct proc_status {
 };
 void proc_status(struct proc *p, struct proc_status *st);
 
-/* Writes data to the process's stdin (or PTY). *written gets what was
- * written (all of it unless the process stopped reading for 5 s).
- * E_CONFLICT when the process has exited or its stdin is closed, E_INTERNAL
- * on a write error. */
+/* Writes data to the process's stdin (or PTY) without waiting: *written
+ * gets what the pipe took at once (less than len, possibly 0, when the
+ * process is not reading; the caller sends the rest later). E_CONFLICT when
+ * the process has exited or its stdin is closed, E_LIMIT (retry_after set)
+ * past LIM_PROC_STDIN_CALLS calls in flight on this process, E_INTERNAL on a
+ * write error. */
 int proc_stdin(struct proc *p, const void *data, size_t len, size_t *written, struct err *e) WUR;
 /* Sends sig to the command (TERM, INT, HUP) or kills the whole tree (KILL).
  * E_NOTFOUND "process not running" when it has exited. */

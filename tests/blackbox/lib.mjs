@@ -87,8 +87,9 @@ export function killAll() {
 }
 
 // One HTTP request over a fresh connection (or the given agent).
-// Returns {status, headers, text, json}.
-export function request(base, method, path, { body, key, headers = {}, raw, agent } = {}) {
+// Returns {status, headers, text, json}. An AbortSignal (signal) closes the
+// connection and rejects, so that a test can walk away from a call.
+export function request(base, method, path, { body, key, headers = {}, raw, agent, signal } = {}) {
   const url = new URL(path, base);
   const h = { ...headers };
   if (key) h.authorization = `Bearer ${key}`;
@@ -96,7 +97,7 @@ export function request(base, method, path, { body, key, headers = {}, raw, agen
   if (body !== undefined) { payload = JSON.stringify(body); h['content-type'] = 'application/json'; }
   if (payload !== undefined) h['content-length'] = Buffer.byteLength(payload);
   return new Promise((resolve, reject) => {
-    const rq = http.request(url, { method, headers: h, agent: agent || false }, (res) => {
+    const rq = http.request(url, { method, headers: h, agent: agent || false, signal }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {

@@ -59,6 +59,15 @@ static const struct pcase cases[] = {
     {"screenshot: region exceeds screen bounds", COMP_SCREENSHOT,
      "{\"region\":{\"x\":1900,\"y\":0,\"width\":100,\"height\":5}}", 0, "region:"},
     {"clipboard write: text is required", COMP_CLIP_WRITE, "{\"text\":5}", 0, "text:"},
+    /* Issue 29.2: one call may ask for at most LIM_COMPUTER_CALL_MS of pauses. */
+    {"issue 29.2: typing 61 characters at 1000 ms a key is past the call cap", COMP_TYPE,
+     "{\"text\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"delay\":1000}",
+     0, "delay:"},
+    {"issue 29.2: typing 60 characters at 1000 ms a key is within the call cap", COMP_TYPE,
+     "{\"text\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"delay\":1000}",
+     1, NULL},
+    {"issue 29.2: holding 7 keys for 10 s each is past the call cap", COMP_PRESS,
+     "{\"keys\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\"],\"duration\":10000}", 0, "duration:"},
 };
 
 static void table(void **state)
@@ -93,6 +102,11 @@ static void batch_rules(void **state)
         {"{\"actions\":[{\"type\":\"fly\"}]}", "actions[0]: unsupported action type: fly"},
         {"{\"actions\":[{\"type\":\"scroll\"}]}",
          "actions[0]: scroll field is required when type is scroll"},
+        /* Issue 29.2: a batch has a total duration cap, named in a 400. */
+        {"{\"actions\":[{\"type\":\"sleep\",\"sleep\":{\"duration_ms\":30000}},{\"type\":"
+         "\"sleep\",\"sleep\":{\"duration_ms\":30000}},{\"type\":\"sleep\",\"sleep\":{"
+         "\"duration_ms\":1}}]}",
+         "actions: the actions ask for 60001 ms"},
         {"{\"actions\":[{\"type\":\"sleep\",\"sleep\":{\"duration_ms\":1}},{\"type\":"
          "\"click_mouse\",\"click_mouse\":{\"x\":5000,\"y\":1}}]}",
          "actions[1].click_mouse.x:"},
@@ -108,6 +122,19 @@ static void batch_rules(void **state)
             fail_msg("%s: %s", bad[i].body, e.details[0].message);
         json_decref(b);
     }
+    /* Issue 29.2: sleeps adding up to exactly the cap are accepted. */
+    json_t *full =
+        json_loads("{\"actions\":[{\"type\":\"sleep\",\"sleep\":{\"duration_ms\":30000}},"
+                   "{\"type\":\"sleep\",\"sleep\":{\"duration_ms\":30000}}]}",
+                   0, NULL);
+    struct err fe;
+    err_init(&fe);
+    struct comp_action *fa;
+    size_t fn;
+    assert_int_equal(comp_parse_batch(full, 1920, 1080, &fa, &fn, &fe), 0);
+    assert_int_equal(comp_wait_ms(&fa[0]) + comp_wait_ms(&fa[1]), 60000);
+    comp_batch_free(fa, fn);
+    json_decref(full);
     json_t *many = json_pack("{s:[]}", "actions");
     for (int i = 0; i < 101; i++)
         json_array_append_new(
