@@ -113,6 +113,11 @@
  * requests need them; past it, such requests queue in arrival order. */
 #define LIM_HTTP_BLOCKING_THREADS 64
 
+/* Each log file a session's processes write on the server's disk
+ * (Chromium's stderr, Xvfb's, chromedriver's, ffmpeg's: runtime/logcap.h);
+ * what an earlier process of the session wrote to the same file counts. */
+#define LIM_SESSION_LOG_BYTES (8LL * 1024 * 1024)
+
 /* A profile's saved archive (profiles.c), whatever the plan's
  * limits.max_profile_bytes (null on enterprise): a save whose archive is
  * larger is refused and the profile keeps its previous state. */
