@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +58,6 @@ static pid_t spawn(const struct sandbox *sb, const struct sessfs *fs, const char
          * Every source descriptor moves above 10 first, so that placing one
          * on 0, 1 or 3 never closes another still to be placed. */
         child_reset_signals();
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (int i = 0; i < x.ncg; i++)
             if (write(x.cg_fds[i], "0", 1) != 1)
                 _exit(SESSHELP_EXIT_SETUP);

@@ -13,7 +13,10 @@
  * the session's root folder as descriptor 3. The helper runs the same
  * runtime/sessfs operation the server would have (as root, with the
  * session's user as its filesystem identity) and exits with its result.
- * It is in the session's cgroups, so ending the session kills it too.
+ * It is in the session's cgroups, so ending the session kills it too; if
+ * the server dies, the helper meets the end of its input or a pipe without
+ * a reader and exits. (No parent-death signal: that follows the thread that
+ * forked, and a download's helper outlives the request's thread.)
  *
  * Every function here blocks until the helper is done (the zip stream
  * returns at once and is read by the caller). Thread-safe.
