@@ -3,6 +3,9 @@
  * 2): gate (the key's live session, features.file_io, a sandbox with its own
  * files), parse, act through runtime/sessfs, render the kernel-images wire
  * format (201/200/204, bare arrays, FileInfo with Go FileMode strings).
+ * What costs the session memory or CPU (writes, uploads, zips) runs in a
+ * helper inside the session's cgroups (runtime/sesshelp.h); folder
+ * downloads take a share of the server's zip streams (core/share.h).
  *
  * Watches: one inotify descriptor per watch, at most LIM_FS_WATCHES per
  * session. Events are read from inotify by the events stream itself when it
