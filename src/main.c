@@ -20,6 +20,7 @@
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
+#include "runtime/sesshelp.h"
 #include "api/api.h"
 #include "api/computer.h"
 #include "api/logs.h"
@@ -877,6 +878,10 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (strcmp(argv[1], "admin") == 0)
         return cmd_admin(argc - 2, argv + 2);
+    /* Not a user's command: the server runs it inside a session's cgroups
+     * (runtime/sesshelp.h). */
+    if (strcmp(argv[1], SESSHELP_COMMAND) == 0)
+        return sesshelp_main(argc - 2, argv + 2);
     fprintf(stderr, "browserd: unknown command %s\n%s", argv[1], usage);
     return 2;
 }

@@ -1,6 +1,5 @@
 #include "api/curl.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,16 +8,18 @@
 #include "api/api.h"
 #include "core/b64.h"
 #include "core/clock.h"
+#include "core/limits.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/curlreq.h"
 #include "runtime/bcurl.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
-/* Requests in flight on this server: each holds a thread of the HTTP pool
- * and a page of a browser for up to its timeout, so they are bounded. */
-#define CURL_INFLIGHT_MAX 32
-static atomic_int inflight;
+/* Requests in flight on this server, with each organization's and each
+ * session's share (LIM_CURL_INFLIGHT*). */
+static struct share inflight = SHARE_INIT("curl requests in flight", LIM_CURL_INFLIGHT,
+                                          LIM_CURL_INFLIGHT_PER_ORG, LIM_CURL_INFLIGHT_PER_SESSION);
 
 /* body as a JSON string: valid UTF-8 is kept, each invalid byte becomes
  * U+FFFD (as a browser decodes text), so the record is always valid JSON. */
@@ -86,14 +87,11 @@ static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
     if (rc)
         return rc;
     live_touch(live);
-    if (atomic_fetch_add(&inflight, 1) >= CURL_INFLIGHT_MAX) {
-        rq->err.retry_after = 1;
-        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
-                     "%d curl requests are in flight on this server; try again", CURL_INFLIGHT_MAX);
-    } else {
+    rc = share_take_or_err(&inflight, rec.org_id, rec.id, 1, &rq->err);
+    if (rc == 0) {
         rc = bcurl_run(ws, cr, res, &rq->err);
+        share_give(&inflight, rec.org_id, rec.id);
     }
-    atomic_fetch_sub(&inflight, 1);
     if (rc == 0 && res->transport_error) {
         rs->status = 502;
         rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res->message);

@@ -3,6 +3,9 @@
  * 2): gate (the key's live session, features.file_io, a sandbox with its own
  * files), parse, act through runtime/sessfs, render the kernel-images wire
  * format (201/200/204, bare arrays, FileInfo with Go FileMode strings).
+ * What costs the session memory or CPU (writes, uploads, zips) runs in a
+ * helper inside the session's cgroups (runtime/sesshelp.h); folder
+ * downloads take a share of the server's zip streams (core/share.h).
  *
  * Watches: one inotify descriptor per watch, at most LIM_FS_WATCHES per
  * session. Events are read from inotify by the events stream itself when it
@@ -15,8 +18,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +32,12 @@
 #include "core/log.h"
 #include "core/multipart.h"
 #include "core/path.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/filetype.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessfs.h"
+#include "runtime/sesshelp.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
 
@@ -304,7 +309,7 @@ int fs_write_file(struct req *rq, struct resp *rs)
     call_init(&c);
     if ((rc = call_open(rq, "fs.write_file", 1, &c)) != 0)
         return call_close(rq, &c, rc);
-    rc = sessfs_write(&c.fs, path, mode, rq->body, rq->body_len);
+    rc = sesshelp_write(c.sb, &c.fs, path, mode, rq->body, rq->body_len);
     if (rc < 0)
         rc = fs_fail(rq, rc, path, "directory not found");
     else
@@ -657,20 +662,28 @@ int fs_downloads(struct req *rq, struct resp *rs)
     return call_close(rq, &c, 0);
 }
 
-/* download_dir_zip streams: a producer thread (as the session's user) builds
- * the zip into a pipe; the response reads the pipe's other end and parks
- * when it is empty, woken by the producer after each write. Either side may
- * finish first; the last one frees. */
+/* download_dir_zip streams: the zip is built by a helper inside the
+ * session's cgroups (runtime/sesshelp.h: its CPU, a sparse file's holes
+ * deflated included, is the session's); a relay thread copies the helper's
+ * output into a pipe whose other end the response reads, parking when it is
+ * empty and woken by the relay after each write. A client that reads
+ * nothing for LIM_FS_ZIP_IDLE_S ends the stream: the relay stops, the
+ * helper is killed and the slot is free again. Either side may finish
+ * first; the last one frees. */
 struct zstream {
     pthread_mutex_t mu;
     int rfd, wfd;
     struct http_stream *hs; /* NULL once the response is over */
-    int refs;               /* the response's and the producer's */
-    struct sessfs fs;       /* the producer's (owned) */
+    int refs;               /* the response's and the relay's */
+    struct sesshelp_zip helper;
+    char org_id[64], session_id[64]; /* the share the stream holds */
     char path[PATH_MAX];
 };
 
-static atomic_int zip_streams; /* producers running on this server */
+/* Streams being zipped, with each organization's and session's share. */
+static struct share zip_streams =
+    SHARE_INIT("folder downloads being zipped", LIM_FS_ZIP_STREAMS, LIM_FS_ZIP_STREAMS_PER_ORG,
+               LIM_FS_ZIP_STREAMS_PER_SESSION);
 
 static void zstream_release(struct zstream *z) /* under z->mu; unlocks */
 {
@@ -682,16 +695,25 @@ static void zstream_release(struct zstream *z) /* under z->mu; unlocks */
     }
 }
 
-static int zwrite(void *ctx, const void *data, size_t n)
+/* Writes to the response's pipe (non-blocking), waiting for the client to
+ * read at most LIM_FS_ZIP_IDLE_S at a time: -ETIMEDOUT past it, -EPIPE when
+ * the response ended. */
+static int zwrite(struct zstream *z, const char *p, size_t n)
 {
-    struct zstream *z = ctx;
-    const char *p = data;
     while (n) {
-        ssize_t w = write(z->wfd, p, n); /* blocks while the client is slow */
+        ssize_t w = write(z->wfd, p, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno; /* EPIPE: the response ended and closed rfd */
+            if (errno != EAGAIN)
+                return -errno;
+            struct pollfd pf = {z->wfd, POLLOUT, 0};
+            int r = poll(&pf, 1, LIM_FS_ZIP_IDLE_S * 1000);
+            if (r == 0)
+                return -ETIMEDOUT;
+            if (r < 0 && errno != EINTR)
+                return -errno;
+            continue;
         }
         p += w;
         n -= (size_t)w;
@@ -703,19 +725,32 @@ static int zwrite(void *ctx, const void *data, size_t n)
     return 0;
 }
 
-static void *zproduce(void *arg)
+static void *zrelay(void *arg)
 {
     struct zstream *z = arg;
-    int rc = sessfs_zip_dir(&z->fs, z->path, zwrite, z);
-    if (rc < 0 && rc != -EPIPE)
+    char chunk[65536];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(z->helper.out, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if ((rc = zwrite(z, chunk, (size_t)n)) < 0)
+            break;
+    }
+    int hrc = sesshelp_zip_end(&z->helper, rc < 0);
+    if (rc == -ETIMEDOUT)
+        log_warn("fs: download_dir_zip of %s in session %s ended: the client read nothing for %d s",
+                 z->path, z->session_id, LIM_FS_ZIP_IDLE_S);
+    else if (rc == 0 && hrc < 0)
         log_warn("fs: download_dir_zip of %s stopped: %s (the client gets a truncated zip)",
-                 z->path, strerror(-rc));
-    sessfs_close(&z->fs);
+                 z->path, strerror(-hrc));
+    share_give(&zip_streams, z->org_id, z->session_id);
     pthread_mutex_lock(&z->mu);
     close(z->wfd); /* the reader sees the end */
     if (z->hs)
         http_stream_wake(z->hs);
-    atomic_fetch_sub(&zip_streams, 1);
     zstream_release(z);
     return NULL;
 }
@@ -727,7 +762,7 @@ static long zread(void *ctx, char *buf, size_t cap)
     if (n > 0)
         return (long)n;
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0; /* parked until the producer's next write */
+        return 0; /* parked until the relay's next write */
     return -1;
 }
 
@@ -736,7 +771,7 @@ static void zfree(void *ctx)
     struct zstream *z = ctx;
     pthread_mutex_lock(&z->mu);
     z->hs = NULL;
-    close(z->rfd); /* a producer still writing gets EPIPE and stops */
+    close(z->rfd); /* a relay still writing gets EPIPE and stops */
     zstream_release(z);
 }
 
@@ -756,41 +791,41 @@ int fs_download_dir_zip(struct req *rq, struct resp *rs)
         rc = -ENOTDIR;
     if (rc < 0)
         return call_close(rq, &c, fs_fail(rq, rc, path, "directory not found"));
-    if (atomic_fetch_add(&zip_streams, 1) >= LIM_FS_ZIP_STREAMS) {
-        atomic_fetch_sub(&zip_streams, 1);
-        return call_close(rq, &c,
-                          err_set(&rq->err, E_LIMIT, "rate_limited",
-                                  "%d folder downloads are being zipped on this server: retry "
-                                  "in a moment",
-                                  LIM_FS_ZIP_STREAMS));
-    }
+    if ((rc = share_take_or_err(&zip_streams, c.rec.org_id, c.rec.id, LIM_FS_ZIP_IDLE_S,
+                                &rq->err)) != 0)
+        return call_close(rq, &c, rc);
     struct zstream *z = xcalloc(1, sizeof *z);
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        atomic_fetch_sub(&zip_streams, 1);
+    snprintf(z->org_id, sizeof z->org_id, "%s", c.rec.org_id);
+    snprintf(z->session_id, sizeof z->session_id, "%s", c.rec.id);
+    snprintf(z->path, sizeof z->path, "%s", path);
+    int p[2] = {-1, -1};
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
+        (rc = sesshelp_zip_start(c.sb, &c.fs, path, &z->helper)) != 0) {
+        int er = rc ? -rc : errno;
+        if (p[0] >= 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+        share_give(&zip_streams, z->org_id, z->session_id);
         xfree(z);
         return call_close(
             rq, &c,
-            err_set(&rq->err, E_INTERNAL, "internal", "failed to create zip: %s", strerror(errno)));
+            err_set(&rq->err, E_INTERNAL, "internal", "failed to create zip: %s", strerror(er)));
     }
-    (void)fcntl(p[0], F_SETFL, O_NONBLOCK);
     pthread_mutex_init(&z->mu, NULL);
     z->rfd = p[0];
     z->wfd = p[1];
     z->refs = 2;
-    z->fs = c.fs; /* the producer takes the session's root descriptor */
-    c.fs.rootfd = -1;
-    snprintf(z->path, sizeof z->path, "%s", path);
     resp_stream(rs, 200, "application/zip", zread, zfree, z, &z->hs);
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, zproduce, z) != 0) {
-        /* No producer: the response reads an immediate end (an empty body). */
-        sessfs_close(&z->fs);
+    if (pthread_create(&t, &at, zrelay, z) != 0) {
+        /* No relay: the response reads an immediate end (an empty body). */
+        (void)sesshelp_zip_end(&z->helper, 1);
+        share_give(&zip_streams, z->org_id, z->session_id);
         close(z->wfd);
-        atomic_fetch_sub(&zip_streams, 1);
         pthread_mutex_lock(&z->mu);
         zstream_release(z);
     }
@@ -898,7 +933,7 @@ int fs_upload(struct req *rq, struct resp *rs)
         for (unsigned i = 0; rc == 0 && i < used; i++) {
             if (!file[i])
                 continue;
-            int r = sessfs_write(&c.fs, paths[i], 0644, file[i]->data, file[i]->len);
+            int r = sesshelp_write(c.sb, &c.fs, paths[i], 0644, file[i]->data, file[i]->len);
             if (r < 0)
                 rc = fs_fail(rq, r, paths[i], "destination not found");
         }
@@ -932,7 +967,7 @@ int fs_upload_zip(struct req *rq, struct resp *rs)
     struct call c;
     call_init(&c);
     if (rc == 0 && zip && dest && (rc = call_open(rq, "fs.upload_zip", 1, &c)) == 0) {
-        rc = sessfs_unzip(&c.fs, dest, zip->data, zip->len, &rq->err);
+        rc = sesshelp_unzip(c.sb, &c.fs, dest, zip->data, zip->len, &rq->err);
         if (rc == 0)
             resp_empty(rs, 201);
     }

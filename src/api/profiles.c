@@ -22,6 +22,7 @@
 #include "api/session_ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
@@ -32,6 +33,8 @@
 #define PROFILES_DOWNLOAD_MAX (512ll * 1024 * 1024)
 
 static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Serializes limits.max_profiles' count check with the insert. */
+static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- shared helpers ---- */
 
@@ -159,6 +162,47 @@ static int load_profile(struct req *rq, struct profile_rec *p)
     return rc;
 }
 
+/* limits.max_profiles of the caller's plan: 403 when the org is at it
+ * (null: no plan limit). Under create_mu. */
+static int check_profile_count(struct req *rq)
+{
+    const json_t *ent = NULL;
+    int rc = api_entitlements(rq, &ent);
+    if (rc)
+        return rc;
+    int64_t lim, n = 0;
+    if (!ent_limit(ent, "max_profiles", &lim))
+        return 0;
+    if (store_profile_count(api_app(rq)->store, api_auth(rq)->org.id, &n) != 0)
+        return err_set(&rq->err, E_INTERNAL, "internal", "profiles could not be counted");
+    if (n >= lim)
+        return err_set(&rq->err, E_FORBIDDEN, "limit_exceeded",
+                       "limits.max_profiles (%lld) reached: this organization stores %lld "
+                       "profiles; delete one first",
+                       (long long)lim, (long long)n);
+    return 0;
+}
+
+/* The largest archive a save into a profile of org_id may leave: the plan's
+ * limits.max_profile_bytes, never above LIM_PROFILE_ARCHIVE_BYTES. */
+static long long archive_cap(struct app *app, const char *org_id)
+{
+    long long cap = LIM_PROFILE_ARCHIVE_BYTES;
+    struct org_rec org;
+    memset(&org, 0, sizeof org);
+    json_t *ent = NULL;
+    struct err e;
+    err_init(&e);
+    int64_t lim;
+    if (store_org_get(app->store, org_id, &org) == 0 &&
+        api_resolve_entitlements(app->store, &org, &ent, &e) == 0 &&
+        ent_limit(ent, "max_profile_bytes", &lim) && lim < cap)
+        cap = lim > 0 ? lim : 1;
+    json_decref(ent);
+    org_rec_clear(&org);
+    return cap;
+}
+
 int profiles_create(struct req *rq, struct resp *rs)
 {
     static const char *const allowed[] = {"name", NULL};
@@ -177,7 +221,13 @@ int profiles_create(struct req *rq, struct resp *rs)
     struct auth *a = api_auth(rq);
     snprintf(p.org_id, sizeof p.org_id, "%s", a->org.id);
     snprintf(p.project_id, sizeof p.project_id, "%s", a->project.id);
-    rc = store_profile_create(api_app(rq)->store, &p);
+    pthread_mutex_lock(&create_mu);
+    rc = check_profile_count(rq);
+    if (rc == 0)
+        rc = store_profile_create(api_app(rq)->store, &p);
+    pthread_mutex_unlock(&create_mu);
+    if (rc && rq->err.rc)
+        return rc;
     if (rc == E_CONFLICT)
         return err_set(&rq->err, rc, "conflict",
                        "a profile named %s already exists in this project", p.name);
@@ -436,10 +486,16 @@ static void hook_ending(struct session_ctx *sc, const char *reason)
     struct err e;
     err_init(&e);
     struct profile_rec p;
+    long long cap = archive_cap(sc->app, sc->rec->org_id);
     pthread_mutex_lock(&write_mu);
+    int rc = 0;
     if (store_profile_get_by_id(sc->app->store, id, &p) != 0) {
         log_info("session %s: profile %s was deleted; its changes are not saved", sc->rec->id, id);
-    } else if (profile_archive_create(sc->user_data_dir, path, &e) != 0) {
+    } else if ((rc = profile_archive_create(sc->user_data_dir, path, cap, &e)) == E_TOOBIG) {
+        log_warn("session %s: profile %s not saved: %s (limits.max_profile_bytes); the profile "
+                 "keeps its previous state",
+                 sc->rec->id, id, e.message);
+    } else if (rc != 0) {
         log_error("session %s: saving into profile %s failed: %s", sc->rec->id, id, e.message);
     } else if (api_shared_put(sc->app, path) != 0) {
         log_error("session %s: its state saved into profile %s could not be shared with the "

@@ -1,7 +1,8 @@
 /*
  * browsers.replays.*: start, stop, list and download recordings of a
  * session's screen. The recordings running on this host are kept in one
- * table (at most LIM_REPLAYS_PER_HOST); every recording, running or not, has
+ * table (at most LIM_REPLAYS_PER_HOST, LIM_REPLAYS_PER_ORG of one
+ * organization); every recording, running or not, has
  * a small JSON note beside its file:
  *
  *   DATA/replays/SESSION/REPLAY.mp4   the video (fragmented MP4)
@@ -436,16 +437,28 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
     r->started_mono_ms = clock_mono_ms();
 
     pthread_mutex_lock(&table_mu);
-    int count = 0;
+    int count = 0, org_count = 0;
     for (struct running *x = table; x; x = x->next)
-        if (!recorder_done(x->rec))
+        if (!recorder_done(x->rec)) {
             count++;
-    if (find_locked(sid, NULL))
+            org_count += strcmp(x->org_id, r->org_id) == 0;
+        }
+    /* A session records once at a time; an organization holds at most its
+     * share of the host's recordings, so that it never takes them all. */
+    if (find_locked(sid, NULL)) {
         rc = err_set(e, E_CONFLICT, "recording_in_progress",
                      "a recording of session %s is already in progress; stop it first", sid);
-    else if (count >= LIM_REPLAYS_PER_HOST)
+    } else if (org_count >= LIM_REPLAYS_PER_ORG) {
+        e->retry_after = 30;
+        rc = err_set(e, E_LIMIT, "too_many_recordings",
+                     "this organization already records %d sessions (its share of the host's "
+                     "%d); stop one first",
+                     org_count, LIM_REPLAYS_PER_HOST);
+    } else if (count >= LIM_REPLAYS_PER_HOST) {
+        e->retry_after = 30;
         rc = err_set(e, E_LIMIT, "too_many_recordings",
                      "this host already records %d sessions (its cap); try again later", count);
+    }
     char root[1100];
     replays_root(app, root, sizeof root);
     if (rc == 0 && ((mkdir(root, 0700) != 0 && errno != EEXIST) ||

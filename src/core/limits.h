@@ -56,8 +56,14 @@
 #define LIM_FS_ZIP_ENTRIES        10000u
 #define LIM_FS_ZIP_UNPACKED_BYTES (512LL * 1024 * 1024)
 #define LIM_FS_ZIP_STREAMS        16
-#define LIM_FS_WATCHES            16
-#define LIM_FS_WATCH_DIRS         1024
+/* ... and each organization's and each session's share of those streams
+ * (core/share.h): one tenant never holds all of them. A stream whose client
+ * reads nothing for LIM_FS_ZIP_IDLE_S seconds is ended and its slot freed. */
+#define LIM_FS_ZIP_STREAMS_PER_ORG     4
+#define LIM_FS_ZIP_STREAMS_PER_SESSION 2
+#define LIM_FS_ZIP_IDLE_S              20
+#define LIM_FS_WATCHES                 16
+#define LIM_FS_WATCH_DIRS              1024
 
 /* Files one downloads listing names (GET fs/downloads), and the sha256s of
  * downloaded files remembered server-wide so that listing again does not
@@ -113,9 +119,11 @@
  * encoding at once on this host (libx264 costs a fraction of a core each),
  * the frame rate without a GPU, and how long finished recordings are kept
  * when the org's plan gives no features.browser_replays.retention_days. */
-#define LIM_REPLAY_BYTES          (512LL * 1024 * 1024)
-#define LIM_REPLAY_SECONDS        (4 * 3600)
-#define LIM_REPLAYS_PER_HOST      4
+#define LIM_REPLAY_BYTES     (512LL * 1024 * 1024)
+#define LIM_REPLAY_SECONDS   (4 * 3600)
+#define LIM_REPLAYS_PER_HOST 4
+/* An organization's share of those recordings (a session has one at most). */
+#define LIM_REPLAYS_PER_ORG       2
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
 /* browsers.computer: the longest one call (an action, or a whole batch) may
@@ -125,7 +133,12 @@
  * call holds it (then 429 with Retry-After). */
 #define LIM_COMPUTER_CALL_MS      60000
 #define LIM_COMPUTER_LOCK_WAIT_MS 5000
-/* Pagination. */
+/* browsers.curl: requests in flight on this server (each holds a thread of
+ * the HTTP pool and a page of a browser for up to its timeout), and each
+ * organization's and each session's share of them (core/share.h). */
+#define LIM_CURL_INFLIGHT             32
+#define LIM_CURL_INFLIGHT_PER_ORG     8
+#define LIM_CURL_INFLIGHT_PER_SESSION 4
 /* Threads that run the handlers of HTTP_ROUTE_BLOCKING routes (a browser
  * launch, an input gesture, a fetch through the browser), started as
  * requests need them; past it, such requests queue in arrival order. */
@@ -164,6 +177,17 @@
 #define LIM_HTTP_BLOCKING_PER_ORG     (LIM_HTTP_BLOCKING_THREADS / 2)
 #define LIM_HTTP_BLOCKING_PER_SESSION 8
 
+/* Each log file a session's processes write on the server's disk
+ * (Chromium's stderr, Xvfb's, chromedriver's, ffmpeg's: runtime/logcap.h);
+ * what an earlier process of the session wrote to the same file counts. */
+#define LIM_SESSION_LOG_BYTES (8LL * 1024 * 1024)
+
+/* A profile's saved archive (profiles.c), whatever the plan's
+ * limits.max_profile_bytes (null on enterprise): a save whose archive is
+ * larger is refused and the profile keeps its previous state. */
+#define LIM_PROFILE_ARCHIVE_BYTES (512LL * 1024 * 1024)
+
+/* Pagination. */
 #define LIM_LIST_DEFAULT 20
 #define LIM_LIST_MAX     100
 

@@ -46,6 +46,11 @@ static const struct field limits[] = {
     {"max_concurrent_browsers", V_INT_NULL},
     {"max_concurrent_invocations", V_INT_NULL},
     {"max_vaults", V_INT_NULL},
+    /* Added to the document's shape (issue 29.12): profiles an organization
+     * stores, and the largest saved archive of one (bytes); null: no plan
+     * limit (LIM_PROFILE_ARCHIVE_BYTES still caps an archive). */
+    {"max_profiles", V_INT_NULL},
+    {"max_profile_bytes", V_INT_NULL},
 };
 #define NLIMITS (sizeof limits / sizeof limits[0])
 
@@ -56,16 +61,18 @@ struct builtin {
     const char *off; /* features switched off even under "*" */
     long long browsers, invocations, per_app, vaults;
     long long ext_max, replay_days, auth_max;
+    long long profiles, profile_bytes;
 };
 
 static const struct builtin builtins[] = {
-    {"developer", "browser_pools profiles custom_proxies file_io search", "", 5, 5, 5, 1, 0, 0, 0},
+    {"developer", "browser_pools profiles custom_proxies file_io search", "", 5, 5, 5, 1, 0, 0, 0,
+     10, 64LL << 20},
     {"hobbyist",
      "browser_pools profiles custom_proxies file_io search browser_extensions managed_proxies "
      "proxy_bypass_hosts browser_replays",
-     "", 10, 10, 10, 5, 10, 7, 0},
-    {"startup", "*", "gpu", 150, 50, 25, 50, 100, 30, 100},
-    {"enterprise", "*", "", -1, -1, 50, -1, -1, 90, -1},
+     "", 10, 10, 10, 5, 10, 7, 0, 50, 128LL << 20},
+    {"startup", "*", "gpu", 150, 50, 25, 50, 100, 30, 100, 1000, 256LL << 20},
+    {"enterprise", "*", "", -1, -1, 50, -1, -1, 90, -1, -1, -1},
 };
 
 static int word_in(const char *list, const char *word)
@@ -112,6 +119,8 @@ json_t *ent_builtin(const char *plan_id)
     json_object_set_new(l, "max_concurrent_browsers", int_or_null(b->browsers));
     json_object_set_new(l, "max_concurrent_invocations", int_or_null(b->invocations));
     json_object_set_new(l, "max_vaults", int_or_null(b->vaults));
+    json_object_set_new(l, "max_profiles", int_or_null(b->profiles));
+    json_object_set_new(l, "max_profile_bytes", int_or_null(b->profile_bytes));
     return json_pack("{s:o,s:o}", "features", f, "limits", l);
 }
 

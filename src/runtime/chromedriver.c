@@ -8,12 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/child.h"
+#include "core/limits.h"
+#include "runtime/logcap.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -425,35 +428,51 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         }
         char *a_port = xasprintf("--port=%d", d->port);
         char *a_base = xasprintf("--url-base=%s", d->prefix);
-        /* In a sandbox the log file is made here, given to the session's
-         * user and bound into the driver's view at the same path. */
+        /* The driver writes its log (every command, whole) to a FIFO
+         * beside the log file, which the server drains into the file with a
+         * byte cap (runtime/logcap.h): a file of the driver's own would grow
+         * with every BiDi command. The FIFO keeps the command line unique
+         * to the session (--log-path=...chromedriver.log.fifo); it is
+         * removed once the driver has opened it. In a sandbox it belongs to
+         * the session's user and is bound into the driver's view at the
+         * same path. */
+        char *fifo = xasprintf("%s.fifo", o->log_path);
         int log_fd = -1;
-        char *a_log;
+        (void)unlink(fifo);
+        if (mkfifo(fifo, 0600) == 0) {
+            int rfd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            /* The driver's stderr is the FIFO's first writer: the drain
+             * ends when the driver (or, failing to start, its stderr) is
+             * gone. */
+            if (rfd >= 0 && logcap_drain(rfd, o->log_path, LIM_SESSION_LOG_BYTES) == 0 &&
+                (log_fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0)
+                (void)fcntl(log_fd, F_SETFL, 0);
+            if (d->sb)
+                (void)!chown(fifo, sandbox_uid(d->sb), (gid_t)sandbox_uid(d->sb));
+        }
+        char *a_log = xasprintf("--log-path=%s", fifo);
         struct sandbox_exec sbx;
         int have_sbx = 0;
         struct strvec av = {0};
+        if (log_fd < 0)
+            d->pid = -1;
         if (d->sb) {
-            log_fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-            if (log_fd >= 0)
-                (void)!fchown(log_fd, sandbox_uid(d->sb), (gid_t)sandbox_uid(d->sb));
-            a_log = xasprintf("--log-path=%s", o->log_path);
-            if (sandbox_exec_open(d->sb, NULL, NULL, &sbx, e) == 0 && log_fd >= 0)
+            if (log_fd >= 0 && sandbox_exec_open(d->sb, NULL, NULL, &sbx, e) == 0)
                 have_sbx = 1;
             else
                 d->pid = -1;
-            sbx.file = o->log_path;
+            sbx.file = fifo;
             if (have_sbx) {
                 const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
                 sandbox_bwrap_argv(&sbx, NULL, NULL, extra, bin, strvec_push_cb, &av);
             }
         } else {
-            a_log = xasprintf("--log-path=%s", o->log_path);
             strvec_push(&av, xstrdup(bin));
         }
         strvec_push(&av, a_port);
         strvec_push(&av, a_base);
         strvec_push(&av, a_log);
-        if (!d->sb || have_sbx)
+        if (log_fd >= 0 && (!d->sb || have_sbx))
             d->pid = spawn(av.v, have_sbx ? &sbx : NULL, log_fd, e);
         if (d->pid > 0)
             reaper_watch(d->pid);
@@ -463,12 +482,17 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
             close(log_fd);
         strvec_free(&av);
         if (d->pid < 0) {
+            (void)unlink(fifo);
+            xfree(fifo);
             sandbox_unref(d->sb);
             xfree(d);
             return E_UNAVAIL;
         }
         d->start_ticks = chromium_proc_start_ticks(d->pid);
         int w = wait_ready(d, deadline);
+        /* Ready: the driver has opened its log. */
+        (void)unlink(fifo);
+        xfree(fifo);
         if (w == 0 && (rc = new_session(d, deadline, e)) == 0) {
             log_info("chromedriver %d on 127.0.0.1:%d attached to %s (WebDriver session %s)",
                      d->pid, d->port, d->debugger, d->session_id);

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "runtime/child.h"
+#include "core/limits.h"
+#include "runtime/logcap.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strvec.h"
@@ -44,8 +46,10 @@ extern char **environ;
 #define CR_DEVTOOLS_PREFIX "DevTools listening on "
 /* Bytes of stderr kept while waiting for the DevTools line (older lines are dropped). */
 #define CR_STARTUP_BUF (64 * 1024)
-/* Chromium's stderr log is capped; beyond this the pipe is still drained but discarded. */
-#define CR_LOG_MAX          (8LL * 1024 * 1024)
+/* Chromium's stderr log is capped (what the file already holds, from an
+ * earlier browser of the session, counts); beyond this the pipe is still
+ * drained but discarded. */
+#define CR_LOG_MAX          LIM_SESSION_LOG_BYTES
 #define CR_XVFB_TIMEOUT_MS  10000
 #define CR_PROBE_TIMEOUT_MS 10000
 
@@ -980,10 +984,12 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         goto fail;
     }
     c->log_fd = open(c->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (c->log_fd < 0) {
+    struct stat log_st;
+    if (c->log_fd < 0 || fstat(c->log_fd, &log_st) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "open %s: %s", c->log_path, strerror(errno));
         goto fail;
     }
+    c->log_written = log_st.st_size;
     if (o->policy_json && (rc = policy_prepare(c, o->policy_json, e)) != 0)
         goto fail;
     if (c->sb) {

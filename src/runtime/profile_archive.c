@@ -174,7 +174,8 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int profile_archive_create(const char *src_dir, const char *dest_path, struct err *e)
+int profile_archive_create(const char *src_dir, const char *dest_path, long long max_bytes,
+                           struct err *e)
 {
     static atomic_uint counter;
     struct stat st;
@@ -222,6 +223,13 @@ int profile_archive_create(const char *src_dir, const char *dest_path, struct er
                      code, errbuf);
     else if (code == 1)
         log_warn("profile archive of %s: %s", src_dir, errbuf);
+    /* The size is checked before the new archive replaces the old one: over
+     * max_bytes, the old one stays. */
+    struct stat ast;
+    if (rc == 0 && max_bytes > 0 && fstat(fd, &ast) == 0 && ast.st_size > max_bytes)
+        rc = err_set(e, E_TOOBIG, "profile_too_large",
+                     "the archive is %lld bytes, over the profile size quota of %lld bytes",
+                     (long long)ast.st_size, max_bytes);
     if (rc == 0 && fsync(fd) != 0)
         rc = err_set(e, E_INTERNAL, "internal", "fsync %s: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == 0)

@@ -23,9 +23,12 @@ extern const char *const profile_archive_excludes[];
  * temporary file beside dest_path, which is fsynced, renamed over dest_path,
  * and the folder fsynced; readers see the old archive or the new one, never a
  * partial file. The browser using src_dir must have stopped. Fails with
- * E_NOTFOUND when src_dir does not exist, E_INTERNAL when tar fails (its
- * stderr in e's message) or a system call fails; dest_path is then untouched. */
-int profile_archive_create(const char *src_dir, const char *dest_path, struct err *e) WUR;
+ * E_NOTFOUND when src_dir does not exist, E_TOOBIG when the archive is
+ * larger than max_bytes (0: no cap; checked before the rename, so the old
+ * archive stays), E_INTERNAL when tar fails (its stderr in e's message) or a
+ * system call fails; dest_path is then untouched. */
+int profile_archive_create(const char *src_dir, const char *dest_path, long long max_bytes,
+                           struct err *e) WUR;
 
 /* Extracts archive_path into dest_dir (created with mode 0700 when missing,
  * parents included). Member names are confined to dest_dir by GNU tar's

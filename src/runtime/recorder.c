@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "runtime/child.h"
+#include "core/limits.h"
+#include "runtime/logcap.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/strvec.h"
@@ -513,8 +515,11 @@ int recorder_start(const struct recorder_opts *o, struct recorder **out, struct 
     int file_fd = open(o->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (file_fd < 0)
         return err_set(e, E_INTERNAL, "internal", "create %s: %s", o->out_path, strerror(errno));
-    int log_fd = o->log_path ? open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+    /* ffmpeg's log goes through a capped pipe (runtime/logcap.h). */
+    int log_fd = o->log_path ? logcap_pipe(o->log_path, LIM_SESSION_LOG_BYTES)
                              : open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (log_fd < -1)
+        errno = -log_fd;
     int in[2] = {-1, -1}, outp[2] = {-1, -1};
     if (log_fd < 0 || pipe2(in, O_CLOEXEC) != 0 || pipe2(outp, O_CLOEXEC) != 0) {
         int rc = err_set(e, E_INTERNAL, "internal", "recorder pipes: %s", strerror(errno));

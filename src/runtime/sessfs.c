@@ -431,6 +431,45 @@ int sessfs_write(struct sessfs *fs, const char *path, mode_t mode, const void *d
     AS_SESSION(fs, write_as(fs, path, mode, data, len));
 }
 
+/* Copies in_fd to fd until in_fd's end. */
+static int copy_fd(int fd, int in_fd)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t r = read(in_fd, chunk, sizeof chunk);
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        int rc = write_all(fd, chunk, (size_t)r);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static int write_fd_as(struct sessfs *fs, const char *path, mode_t mode, int in_fd)
+{
+    char rel[PATH_MAX];
+    int rc = relpath(path, rel, sizeof rel);
+    if (rc < 0)
+        return rc;
+    int fd = create_rel(fs, rel, mode, 1);
+    if (fd < 0)
+        return fd;
+    rc = copy_fd(fd, in_fd);
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+int sessfs_write_fd(struct sessfs *fs, const char *path, mode_t mode, int in_fd)
+{
+    AS_SESSION(fs, write_fd_as(fs, path, mode, in_fd));
+}
+
 static int mkdir_as(struct sessfs *fs, const char *path, mode_t mode)
 {
     char rel[PATH_MAX];

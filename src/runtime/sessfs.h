@@ -51,6 +51,9 @@ int sessfs_read_open(struct sessfs *fs, const char *path, int *fd, struct stat *
 int sessfs_write(struct sessfs *fs, const char *path, mode_t mode, const void *data,
                  size_t len) WUR;
 
+/* sessfs_write with the content read from in_fd until its end (a pipe). */
+int sessfs_write_fd(struct sessfs *fs, const char *path, mode_t mode, int in_fd) WUR;
+
 /* stat of path, following a final symbolic link inside the root. */
 int sessfs_stat(struct sessfs *fs, const char *path, struct stat *st) WUR;
 

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "runtime/child.h"
+#include "core/limits.h"
+#include "runtime/logcap.h"
 #include "core/clock.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
@@ -100,8 +102,11 @@ int xvfb_start(const char *binary, const struct sandbox *sb, int width, int heig
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0)
         return err_set(e, E_INTERNAL, "internal", "open /dev/null: %s", strerror(errno));
-    int log_fd = log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+    /* Its log goes through a capped pipe (runtime/logcap.h). */
+    int log_fd = log_path ? logcap_pipe(log_path, LIM_SESSION_LOG_BYTES)
                           : fcntl(null_fd, F_DUPFD_CLOEXEC, 0);
+    if (log_fd < -1)
+        errno = -log_fd;
     if (log_fd < 0) {
         int rc = err_set(e, E_INTERNAL, "internal", "open %s: %s",
                          log_path ? log_path : "/dev/null", strerror(errno));

@@ -187,6 +187,7 @@ int pg_profile_create(struct store *st_, struct profile_rec *p);
 int pg_profile_get(struct store *st_, const char *org_id, const char *project_id,
                    const char *id_or_name, struct profile_rec *out);
 int pg_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out);
+int pg_profile_count(struct store *st_, const char *org_id, int64_t *n);
 int pg_profile_list(struct store *st_, const char *org_id, const char *project_id,
                     const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
                     size_t *n);

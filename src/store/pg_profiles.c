@@ -143,3 +143,16 @@ int pg_profile_delete(struct store *st_, const char *org_id, const char *project
     pgx_put(p, c);
     return ret;
 }
+
+int pg_profile_count(struct store *st_, const char *org_id, int64_t *n)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r, "SELECT count(*) FROM profiles WHERE org_id = $1", "s", org_id);
+    if (ret == 0) {
+        *n = pgx_i64(r, 0, 0);
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}

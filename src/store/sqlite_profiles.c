@@ -161,3 +161,17 @@ int sq_profile_delete(struct store *st_, const char *org_id, const char *project
     sqx_conn_put(s, c);
     return ret;
 }
+
+int sq_profile_count(struct store *st_, const char *org_id, int64_t *n)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    int rc = sqx_q(c, &st, "SELECT count(*) FROM profiles WHERE org_id = ?", "s", org_id);
+    int ret = rc == SQLITE_ROW ? 0 : E_INTERNAL;
+    if (rc == SQLITE_ROW) {
+        *n = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    }
+    sqx_conn_put(s, c);
+    return ret;
+}

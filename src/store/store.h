@@ -287,6 +287,8 @@ struct store_ops {
     int (*profile_list)(struct store *st, const char *org_id, const char *project_id,
                         const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
                         size_t *n);
+    /* Profiles of the org, every project (limits.max_profiles). */
+    int (*profile_count)(struct store *st, const char *org_id, int64_t *n);
     /* Writes name and updated_at (by id). E_CONFLICT on a duplicate name. */
     int (*profile_update)(struct store *st, const struct profile_rec *p);
     /* Moves last_used_at and/or updated_at to the given times (0 leaves a
@@ -476,6 +478,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_profile_get(st, ...)         ((st)->ops->profile_get((st), __VA_ARGS__))
 #define store_profile_get_by_id(st, ...)   ((st)->ops->profile_get_by_id((st), __VA_ARGS__))
 #define store_profile_list(st, ...)        ((st)->ops->profile_list((st), __VA_ARGS__))
+#define store_profile_count(st, ...)       ((st)->ops->profile_count((st), __VA_ARGS__))
 #define store_profile_update(st, ...)      ((st)->ops->profile_update((st), __VA_ARGS__))
 #define store_profile_touch(st, ...)       ((st)->ops->profile_touch((st), __VA_ARGS__))
 #define store_profile_delete(st, ...)      ((st)->ops->profile_delete((st), __VA_ARGS__))

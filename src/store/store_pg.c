@@ -362,6 +362,7 @@ static const struct store_ops pg_ops = {
     .profile_get = pg_profile_get,
     .profile_get_by_id = pg_profile_get_by_id,
     .profile_list = pg_profile_list,
+    .profile_count = pg_profile_count,
     .profile_update = pg_profile_update,
     .profile_touch = pg_profile_touch,
     .profile_delete = pg_profile_delete,

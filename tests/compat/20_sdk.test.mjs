@@ -239,8 +239,10 @@ sdkTest('client.get', "GET /org/entitlements through the client's generic get: e
     eq(e.features.managed_auth.health_check_interval_default_seconds, 3600);
     eq(e.features.managed_auth.health_check_interval_min_seconds, 300);
     eq(e.features.managed_auth.health_check_interval_max_seconds, 86400);
+    // The interface document's limits, plus the profile quotas this server
+    // adds to the shape (docs/operator.md; issue 29.12), null on enterprise.
     eq(e.limits, { default_max_concurrent_invocations_per_app: 50, max_concurrent_browsers: null,
-      max_concurrent_invocations: null, max_vaults: null }, 'limits of enterprise');
+      max_concurrent_invocations: null, max_vaults: null, max_profiles: null, max_profile_bytes: null }, 'limits of enterprise');
     eq(e.plan, { id: 'enterprise', effective_id: 'enterprise', is_trialing: false, status: 'active', trial_ends_at: null }, 'plan');
   }), 30000);
 

@@ -131,12 +131,51 @@ static void overrides_validation(void **state)
     }
 }
 
+/* Issue 29.12: limits.max_profiles and limits.max_profile_bytes, added to
+ * the document's shape: numbers on the paid plans, null on enterprise
+ * ("all numeric limits null"), and accepted in overrides. */
+struct pcase {
+    const char *plan;
+    long long profiles, bytes; /* -1: null */
+};
+
+static void profile_limits(void **state)
+{
+    (void)state;
+    static const struct pcase plans[] = {
+        {"developer", 10, 64LL << 20},
+        {"hobbyist", 50, 128LL << 20},
+        {"startup", 1000, 256LL << 20},
+        {"enterprise", -1, -1},
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
+        json_t *ent = ent_builtin(plans[i].plan);
+        assert_non_null(ent);
+        const json_t *l = json_object_get(ent, "limits");
+        const json_t *p = json_object_get(l, "max_profiles"),
+                     *b = json_object_get(l, "max_profile_bytes");
+        if (plans[i].profiles < 0) {
+            assert_true(json_is_null(p) && json_is_null(b));
+        } else {
+            assert_int_equal(json_integer_value(p), plans[i].profiles);
+            assert_int_equal(json_integer_value(b), plans[i].bytes);
+        }
+        json_decref(ent);
+    }
+    struct err e;
+    err_init(&e);
+    json_t *o = json_loads("{\"limits\":{\"max_profiles\":3,\"max_profile_bytes\":null}}", 0, NULL);
+    assert_int_equal(ent_validate_overrides("overrides", o, &e), 0);
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resolution),
         cmocka_unit_test(unknown_plan),
         cmocka_unit_test(overrides_validation),
+        cmocka_unit_test(profile_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,7 +135,7 @@ static void round_trip_keeps_state_and_drops_caches(void **state)
     struct fixture *fx = *state;
     struct err e;
     err_init(&e);
-    assert_int_equal(profile_archive_create(fx->src, fx->archive, &e), 0);
+    assert_int_equal(profile_archive_create(fx->src, fx->archive, 0, &e), 0);
     assert_int_equal(profile_archive_extract(fx->archive, fx->dst, &e), 0);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         const struct file_case *c = &files[i];
@@ -161,7 +161,7 @@ static void create_replaces_atomically(void **state)
     struct err e;
     err_init(&e);
     write_file(fx->root, "p.tar.gz", "old archive");
-    assert_int_equal(profile_archive_create(fx->src, fx->archive, &e), 0);
+    assert_int_equal(profile_archive_create(fx->src, fx->archive, 0, &e), 0);
     unsigned char magic[2] = {0, 0};
     int fd = open(fx->archive, O_RDONLY);
     assert_true(fd >= 0);
@@ -175,6 +175,29 @@ static void create_replaces_atomically(void **state)
         if (strstr(de->d_name, ".tmp."))
             fail_msg("temporary file %s left behind", de->d_name);
     closedir(d);
+}
+
+/* Issue 29.12: "the archive's size is checked before it replaces the old
+ * one": over the cap, E_TOOBIG, the old archive stays and no temp remains. */
+static void over_the_size_cap_keeps_the_old_archive(void **state)
+{
+    struct fixture *fx = *state;
+    struct err e;
+    err_init(&e);
+    write_file(fx->root, "p.tar.gz", "old archive");
+    assert_int_equal(profile_archive_create(fx->src, fx->archive, 16, &e), E_TOOBIG);
+    assert_non_null(strstr(e.message, "quota"));
+    char *got = read_all(fx->archive);
+    assert_string_equal(got, "old archive");
+    xfree(got);
+    DIR *d = opendir(fx->root);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strstr(de->d_name, ".tmp."))
+            fail_msg("temporary file %s left behind", de->d_name);
+    closedir(d);
+    err_init(&e);
+    assert_int_equal(profile_archive_create(fx->src, fx->archive, 1 << 20, &e), 0);
 }
 
 /* Failures name the problem and leave an existing archive untouched. */
@@ -201,7 +224,7 @@ static void failures(void **state)
         struct err e;
         err_init(&e);
         const char *arg = strcmp(c->src_or_archive, "NOTGZ") == 0 ? notgz : c->src_or_archive;
-        int rc = c->create ? profile_archive_create(arg, fx->archive, &e)
+        int rc = c->create ? profile_archive_create(arg, fx->archive, 0, &e)
                            : profile_archive_extract(arg, fx->dst, &e);
         if (rc != c->rc)
             fail_msg("%s: got %d (%s)", c->name, rc, e.message);
@@ -220,6 +243,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(round_trip_keeps_state_and_drops_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(create_replaces_atomically, setup, teardown),
         cmocka_unit_test_setup_teardown(failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(over_the_size_cap_keeps_the_old_archive, setup, teardown),
     };
     return cmocka_run_group_tests_name("runtime/profile_archive", tests, NULL, NULL);
 }

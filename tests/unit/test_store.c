@@ -716,8 +716,13 @@ static void profiles_and_extensions(void **state)
     xfree(rows);
     snprintf(b.name, sizeof b.name, "login");
     assert_int_equal(store_profile_update(st, &b), E_CONFLICT);
+    int64_t pcount = -1;
+    assert_int_equal(store_profile_count(st, o.id, &pcount), 0);
+    assert_int_equal(pcount, 2);
     assert_int_equal(store_profile_delete(st, o.id, p.id, a.id), 0);
     assert_int_equal(store_profile_delete(st, o.id, p.id, a.id), E_NOTFOUND);
+    assert_int_equal(store_profile_count(st, o.id, &pcount), 0);
+    assert_int_equal(pcount, 1);
     assert_int_equal(store_profile_touch(st, a.id, 1, 1), E_NOTFOUND);
 
     struct ext_rec x, y, xg;
