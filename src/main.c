@@ -259,11 +259,15 @@ static struct {
     int failed;
 } cluster_flags;
 
+/* Fast (issue 30): every local browser is SIGKILLed and out of the session
+ * list before this returns (their reaping follows on a thread of its own),
+ * so the pools' ends find nothing left to close and the node registers again
+ * at once. */
 static void on_fence(void *ctx)
 {
     struct app *app = ctx;
+    sessmgr_kill_all(app->sessions, "node lost");
     pools_fence();
-    sessmgr_end_all(app->sessions, "node lost");
 }
 
 static int64_t on_running(void *ctx)

@@ -444,6 +444,47 @@ struct sandbox *sandbox_ref(struct sandbox *sb)
     return sb;
 }
 
+/* How long a cgroup that is still busy when its sandbox ends is retried:
+ * on a busy host killed tasks take seconds to run to exit, and an empty
+ * cgroup given up on leaks (issue 30: 22 after a day of tests). */
+#define CG_REMOVE_RETRY_MS 120000
+
+static void *cg_remover(void *arg)
+{
+    char *dir = arg;
+    int gone = 0;
+    for (int waited = 0; !gone && waited < CG_REMOVE_RETRY_MS; waited += 50) {
+        (void)cgroup_kill_tasks(dir, 1);
+        gone = rmdir(dir) == 0 || errno == ENOENT;
+        if (!gone) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!gone)
+        log_warn("sandbox: the cgroup %s could not be removed", dir);
+    else
+        reaper_forget_cgroup(dir);
+    xfree(dir);
+    return NULL;
+}
+
+/* Hands dir (owned, on success) to a thread that goes on removing it; 0
+ * when it did, -1 when dir is gone already or no thread could start. The
+ * crash watcher keeps watching it until it is removed. */
+static int cg_remove_later(char *dir)
+{
+    if (access(dir, F_OK) != 0)
+        return -1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    int rc = pthread_create(&th, &attr, cg_remover, dir) == 0 ? 0 : -1;
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
 void sandbox_unref(struct sandbox *sb)
 {
     if (!sb || __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL) != 0)
@@ -458,6 +499,8 @@ void sandbox_unref(struct sandbox *sb)
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        if (cg_remove_later(sb->cg[i]) == 0)
+            continue; /* the remover's now */
         reaper_forget_cgroup(sb->cg[i]);
         xfree(sb->cg[i]);
     }
