@@ -4,7 +4,7 @@
 // empty, nothing is left behind), never times. Pages are served by the test
 // itself on 127.0.0.1.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { startServer, startSite, request, assert, eq, waitFor, withLoad, sessionCgroupDirs } from '../blackbox/lib.mjs';
 
@@ -66,6 +66,9 @@ async function readStorage() {
 function browsersOf(dir) {
   try { return execFileSync('pgrep', ['-f', `${dir}/sessions/`]).toString().trim().split('\n').filter(Boolean); } catch { return []; }
 }
+
+// The spares of the server now (their marker files, sessions/ID.spare).
+const spareIds = (dir) => readdirSync(`${dir}/sessions`).filter((f) => f.endsWith('.spare')).map((f) => f.slice(0, -6));
 
 // Mounts under the server's data folder (the sessions' tmpfs).
 const mountsOf = (dir) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(`${dir}/`));
@@ -140,35 +143,47 @@ export const tests = [
     },
   },
   {
-    name: 'issue 30.3: a server stopped on a busy host with live sessions and a spare launching ends every browser: no process, no cgroup, nothing "survived the kill"',
+    name: 'issue 30.3: a server stopped on a busy host with live sessions and spares saves the profile of the one that keeps it and ends every browser: no process, no cgroup, nothing "survived the kill"',
     timeout: 240000,
     fn: async () => {
-      const s = await startServer({ env: { BROWSERD_SPARES: '1' } });
+      const w = await site();
+      let s = await startServer({ env: { BROWSERD_SPARES: '2' }, args: w.allow });
+      const dir = s.dir;
       let stopped = false;
       try {
-        const ids = [];
-        for (let i = 0; i < 3; i++) ids.push((await create(s)).session_id);
+        eq((await api(s, 'POST', '/profiles', { name: 'at-stop' })).status, 200, 'create the profile');
+        const keeper = await create(s, { profile: { name: 'at-stop', save_changes: true } });
+        await inPage(keeper.cdp_ws_url, `${w.url}/set`, () => { localStorage.setItem('saved', 'ls-value'); return true; });
+        const ids = [keeper.session_id];
+        for (let i = 0; i < 2; i++) ids.push((await create(s)).session_id);
         await withLoad(async () => {
+          ids.push(...spareIds(dir));
           await s.stop();
           stopped = true;
+          await waitFor(() => browsersOf(dir).length === 0, 'no browser process of the server', 60000, 250);
+          await waitFor(() => ids.every((id) => sessionCgroupDirs(id).length === 0), 'the cgroups gone', 60000, 250);
         });
-        await waitFor(() => browsersOf(s.dir).length === 0, 'no browser process of the server', 60000, 250);
-        for (const id of ids) eq(sessionCgroupDirs(id), [], `the cgroups of ${id}`);
         assert(!/survived the kill/.test(s.log), `a kill failed:\n${s.log.split('\n').filter((l) => /survived/.test(l)).join('\n')}`);
-      } finally { if (!stopped) await s.stop(); s.cleanup(); }
+        s = await startServer({ dataDir: dir, args: w.allow });
+        stopped = false;
+        const next = await create(s, { profile: { name: 'at-stop' } });
+        const got = await inPage(next.cdp_ws_url, `${w.url}/read`, () => ({ cookie: document.cookie, ls: localStorage.getItem('saved') }));
+        eq(got, { cookie: 'saved=cookie-value', ls: 'ls-value' }, 'the state saved at the stop');
+      } finally { if (!stopped) await s.stop(); s.cleanup(); w.close(); }
     },
   },
   {
-    name: 'issue 30.5: a server killed with SIGKILL on a busy host: the watcher takes down its sessions\' mounts and removes every cgroup',
+    name: 'issue 30.5: a server with sessions and spares killed with SIGKILL on a busy host: the watcher takes down its sessions\' mounts and removes every cgroup',
     timeout: 240000,
     fn: async () => {
-      const s = await startServer();
+      const s = await startServer({ env: { BROWSERD_SPARES: '2' } });
       let killed = false;
       try {
         const ids = [];
         for (let i = 0; i < 2; i++) ids.push((await create(s)).session_id);
         assert(mountsOf(s.dir).length > 0, 'the sessions have their mounts');
         await withLoad(async () => {
+          ids.push(...spareIds(s.dir));
           await s.kill9();
           killed = true;
           await waitFor(() => mountsOf(s.dir).length === 0, 'the mounts gone', 60000, 250);
