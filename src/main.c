@@ -504,8 +504,10 @@ static int cmd_serve(int argc, char **argv)
     browsers_recover(&app);
     /* Debian's launcher script is read once, before any launch needs it. */
     (void)crlauncher_get(app.cfg.chromium);
-    struct sessmgr_hooks hooks = {
-        .on_end = browsers_on_end, .on_oom = telemetry_on_oom_kill, .ctx = &app};
+    struct sessmgr_hooks hooks = {.on_end = browsers_on_end,
+                                  .on_oom = telemetry_on_oom_kill,
+                                  .on_pressure_kill = telemetry_on_pressure_kill,
+                                  .ctx = &app};
     if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||
         pools_start(&app) != 0) {
         log_error("%s", e.message);

@@ -9,8 +9,8 @@
  * pools (store.h, node_sweep). A node that finds itself declared dead, or
  * that cannot reach the database for a whole lease, fences itself: its
  * browsers are killed (the fence hook) and it answers 503 until it has
- * registered again as a new node, which it tries right after the hook. There is no leader and no consensus code:
- * the row locks of the database decide.
+ * registered again as a new node, which it tries right after the hook. There is no leader and no
+ * consensus code: the row locks of the database decide.
  *
  * With an embedded store (SQLite) there is no cluster: node_start is not
  * called and the functions below accept NULL, answering as the single node

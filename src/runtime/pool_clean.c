@@ -100,8 +100,7 @@ static void add_frames(json_t *set, const json_t *tree)
     add_origin(set, jsonx_str(json_object_get(tree, "frame"), "url"));
     size_t i;
     json_t *child;
-    json_array_foreach(json_object_get(tree, "childFrames"), i, child)
-    add_frames(set, child);
+    json_array_foreach(json_object_get(tree, "childFrames"), i, child) add_frames(set, child);
 }
 
 /* The origins page target shows (its frames) and showed (its history). */
@@ -114,7 +113,7 @@ static int page_origins(struct cdp_client *cc, const char *target, json_t *set)
         size_t i;
         json_t *entry;
         json_array_foreach(json_object_get(r, "entries"), i, entry)
-        add_origin(set, jsonx_str(entry, "url"));
+            add_origin(set, jsonx_str(entry, "url"));
     }
     json_decref(r);
     r = NULL;
@@ -176,21 +175,20 @@ static int local_storage_empty(struct cdp_client *cc, const char *sid, const cha
             if (rid && !answered && rurl && strcmp(rurl, url) == 0) {
                 answered = 1;
                 rc = call(cc, jsonx_str(ev, "sessionId"), "Fetch.fulfillRequest",
-                          json_pack("{s:s,s:i,s:[{s:s,s:s}],s:s}", "requestId", rid,
-                                    "responseCode", 200, "responseHeaders", "name",
-                                    "Content-Type", "value", "text/html", "body", ""),
+                          json_pack("{s:s,s:i,s:[{s:s,s:s}],s:s}", "requestId", rid, "responseCode",
+                                    200, "responseHeaders", "name", "Content-Type", "value",
+                                    "text/html", "body", ""),
                           NULL);
             } else if (rid) {
                 rc = call(cc, jsonx_str(ev, "sessionId"), "Fetch.failRequest",
-                          json_pack("{s:s,s:s}", "requestId", rid, "errorReason", "Aborted"),
-                          NULL);
+                          json_pack("{s:s,s:s}", "requestId", rid, "errorReason", "Aborted"), NULL);
             }
         }
         json_decref(ev);
     }
     cdp_client_keep_events(cc, NULL);
-    if (rc == 0 && (json_object_get(nav, "error") ||
-                    jsonx_str(json_object_get(nav, "result"), "errorText")))
+    if (rc == 0 &&
+        (json_object_get(nav, "error") || jsonx_str(json_object_get(nav, "result"), "errorText")))
         rc = E_INTERNAL;
     json_decref(nav);
     /* The committed document is the origin's; asked a few times in case the
@@ -223,8 +221,7 @@ static int quota_empty(struct cdp_client *cc, const char *sid, const char *origi
     const json_t *u = json_object_get(r, "usage");
     int empty = rc == 0 && json_is_number(u) && json_number_value(u) == 0;
     if (rc == 0 && !empty)
-        log_info("pool release: %s still uses %.0f bytes of storage", origin,
-                 json_number_value(u));
+        log_info("pool release: %s still uses %.0f bytes of storage", origin, json_number_value(u));
     json_decref(r);
     return empty ? 0 : -1;
 }
@@ -255,9 +252,8 @@ int pool_cdp_clean(const char *ws, const char *start_url)
     }
     /* A new tab (no session storage, no history), then every other closed:
      * waited for, since a page still open could set a cookie again. */
-    if (rc == 0 &&
-        (rc = call(cc, NULL, "Target.createTarget", json_pack("{s:s}", "url", "about:blank"),
-                   &r)) == 0)
+    if (rc == 0 && (rc = call(cc, NULL, "Target.createTarget",
+                              json_pack("{s:s}", "url", "about:blank"), &r)) == 0)
         snprintf(keep, sizeof keep, "%s", jsonx_str(r, "targetId") ? jsonx_str(r, "targetId") : "");
     json_decref(r);
     r = NULL;
@@ -297,12 +293,12 @@ int pool_cdp_clean(const char *ws, const char *start_url)
         rc = E_INTERNAL;
     /* Read back. */
     if (rc == 0)
-        rc = call(cc, ksid, "Fetch.enable",
-                  json_pack("{s:[{s:s}]}", "patterns", "urlPattern", "*"), NULL);
+        rc = call(cc, ksid, "Fetch.enable", json_pack("{s:[{s:s}]}", "patterns", "urlPattern", "*"),
+                  NULL);
     json_object_foreach(origins, origin, v)
     {
-        if (rc == 0 && (quota_empty(cc, ksid, origin) != 0 ||
-                        local_storage_empty(cc, ksid, origin) != 0))
+        if (rc == 0 &&
+            (quota_empty(cc, ksid, origin) != 0 || local_storage_empty(cc, ksid, origin) != 0))
             rc = E_INTERNAL;
     }
     if (rc == 0)

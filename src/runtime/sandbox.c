@@ -18,10 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/crypto.h"
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
+#include "domain/mem_pressure.h"
 #include "runtime/cgroup.h"
 #include "runtime/reaper.h"
 
@@ -985,4 +987,107 @@ int sandbox_chown_tree(const struct sandbox *sb, const char *path)
         return -er;
     }
     return chown_dir(fd, sb->uid, 0);
+}
+
+/* ---- memory pressure (issue 30) ---- */
+
+/* The number after "key " in a flat keyed file (memory.stat), or -1. */
+static long long stat_value(const char *path, const char *key)
+{
+    char buf[8192];
+    ssize_t n = read_text(path, buf, sizeof buf);
+    if (n <= 0)
+        return -1;
+    size_t kl = strlen(key);
+    for (char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
+            return strtoll(p + kl + 1, NULL, 10);
+    return -1;
+}
+
+static long long file_number(const char *dir, const char *file)
+{
+    char p[600], buf[64];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (read_text(p, buf, sizeof buf) <= 0)
+        return -1;
+    if (strncmp(buf, "max", 3) == 0)
+        return 0;
+    return strtoll(buf, NULL, 10);
+}
+
+int sandbox_memory_sample(const struct sandbox *sb, struct memp_sample *out)
+{
+    memset(out, 0, sizeof *out);
+    out->at_ms = clock_mono_ms();
+    out->psi_full_avg10 = -1;
+    const char *dir = sb->cg[0];
+    if (!dir || (cg_kind != CG_V1 && cg_kind != CG_V2))
+        return -1;
+    char p[600];
+    snprintf(p, sizeof p, "%s/memory.stat", dir);
+    if (cg_kind == CG_V2) {
+        out->majfaults = stat_value(p, "pgmajfault");
+        out->usage = file_number(dir, "memory.current");
+        out->limit = file_number(dir, "memory.max");
+        char buf[256];
+        snprintf(p, sizeof p, "%s/memory.pressure", dir);
+        const char *full = read_text(p, buf, sizeof buf) > 0 ? strstr(buf, "full avg10=") : NULL;
+        if (full)
+            out->psi_full_avg10 = strtod(full + 11, NULL);
+    } else {
+        out->majfaults = stat_value(p, "total_pgmajfault");
+        out->usage = file_number(dir, "memory.usage_in_bytes");
+        out->limit = sb->memory_enforced ? file_number(dir, "memory.limit_in_bytes") : 0;
+    }
+    return 0;
+}
+
+/* A task's /proc number file (oom_score), or -1. */
+static long long proc_number(long pid, const char *file)
+{
+    char p[64], buf[64];
+    snprintf(p, sizeof p, "/proc/%ld/%s", pid, file);
+    return read_text(p, buf, sizeof buf) > 0 ? strtoll(buf, NULL, 10) : -1;
+}
+
+int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim)
+{
+    memset(victim, 0, sizeof *victim);
+    const char *dir = procs_dir(sb);
+    char p[600], buf[16384];
+    if (!dir)
+        return -ENOENT;
+    snprintf(p, sizeof p, "%s/cgroup.procs", dir);
+    ssize_t n = read_text(p, buf, sizeof buf);
+    if (n <= 0)
+        return -ENOENT;
+    long best = 0;
+    long long best_score = -1;
+    for (char *q = buf; *q;) {
+        char *end;
+        long pid = strtol(q, &end, 10);
+        if (end == q)
+            break;
+        long long score = pid > 1 ? proc_number(pid, "oom_score") : -1;
+        if (score > best_score) {
+            best_score = score;
+            best = pid;
+        }
+        q = *end ? end + 1 : end;
+    }
+    if (best <= 1)
+        return -ENOENT;
+    victim->pid = (int)best;
+    snprintf(p, sizeof p, "/proc/%ld/comm", best);
+    if (read_text(p, victim->process_name, sizeof victim->process_name) > 0)
+        victim->process_name[strcspn(victim->process_name, "\n")] = '\0';
+    snprintf(p, sizeof p, "/proc/%ld/statm", best);
+    char statm[128];
+    if (read_text(p, statm, sizeof statm) > 0) {
+        char *sp = strchr(statm, ' ');
+        victim->rss_kb = sp ? strtoll(sp + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : 0;
+    }
+    snprintf(victim->constraint, sizeof victim->constraint, "%s", "memory_pressure");
+    return kill((pid_t)best, SIGKILL) == 0 ? 0 : -errno;
 }

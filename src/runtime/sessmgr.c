@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "domain/mem_pressure.h"
 #include "proxy/cdp_client.h"
 #include "runtime/sandbox.h"
 
@@ -29,7 +30,9 @@ struct live {
     /* The browser's running time before the session began: a spare's time
      * waiting for a create is nobody's usage (live_uptime_from_now). */
     long long uptime_skip_ms;
-    long long oom_seen; /* out-of-memory kills in the sandbox's cgroup seen so far */
+    long long oom_seen;          /* out-of-memory kills in the sandbox's cgroup seen so far */
+    struct memp_sample mem_last; /* the previous memory sample (mem_pressure) */
+    int mem_ticks;               /* consecutive thrashing samples */
     struct live *next;
 };
 
@@ -539,6 +542,23 @@ struct oom {
     long long kills;
 };
 
+struct pressed {
+    char id[32];
+    struct sandbox_oom victim;
+};
+
+/* Samples l's memory cgroup and kills its largest task once thrashing has
+ * lasted (domain/mem_pressure.h); 1 with *victim filled when it did. */
+static int relieve_pressure(struct live *l, struct sandbox *sb, struct sandbox_oom *victim)
+{
+    struct memp_sample now;
+    if (!sb || sandbox_memory_sample(sb, &now) != 0)
+        return 0;
+    int thrashing = memp_thrashing(l->mem_last.at_ms ? &l->mem_last : NULL, &now);
+    l->mem_last = now;
+    return memp_kill_due(&l->mem_ticks, thrashing) && sandbox_kill_largest(sb, victim) == 0;
+}
+
 static void *supervise(void *arg)
 {
     struct sessmgr *m = arg;
@@ -554,6 +574,8 @@ static void *supervise(void *arg)
         size_t nend = 0;
         struct oom ooms[64];
         size_t noom = 0;
+        struct pressed press[16];
+        size_t npress = 0;
         for (struct live *l = m->head, *next; l && nend < 64; l = next) {
             next = l->next;
             int status = 0;
@@ -566,6 +588,8 @@ static void *supervise(void *arg)
                 ooms[noom++].kills = kills - l->oom_seen;
                 l->oom_seen = kills;
             }
+            if (npress < 16 && relieve_pressure(l, sb, &press[npress].victim))
+                snprintf(press[npress++].id, sizeof press[0].id, "%s", l->id);
             if (l->browser && chromium_exited(l->browser, &status)) {
                 if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && l->oom_seen > 0)
                     snprintf(buf, sizeof buf,
@@ -594,6 +618,13 @@ static void *supervise(void *arg)
             e->l = l;
         }
         pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < npress; i++) {
+            log_warn("session %s: thrashing at its memory limit: killed %s (pid %d, %lld kB)",
+                     press[i].id, press[i].victim.process_name, press[i].victim.pid,
+                     press[i].victim.rss_kb);
+            if (m->hooks.on_pressure_kill)
+                m->hooks.on_pressure_kill(m->hooks.ctx, press[i].id, &press[i].victim);
+        }
         for (size_t i = 0; i < noom; i++) {
             log_warn("session %s: %lld process(es) killed at the memory limit", ooms[i].id,
                      ooms[i].kills);

@@ -20,6 +20,8 @@
 struct sessmgr;
 struct live;
 
+struct sandbox_oom;
+
 struct sessmgr_hooks {
     /* A session ended on its own (reason "timeout", "browser exited: ...").
      * Called on the supervisor thread after the browser was stopped and its
@@ -29,6 +31,11 @@ struct sessmgr_hooks {
      * memory limit (noticed within a second; before on_end when the browser
      * itself died of it). Supervisor thread. May be NULL. */
     void (*on_oom)(void *ctx, const char *session_id, long long kills);
+    /* The supervisor killed `victim` of a sandboxed session that was
+     * thrashing at its memory limit (domain/mem_pressure.h: the kernel
+     * reclaimed and re-read its pages instead of an OOM kill). Supervisor
+     * thread. May be NULL. */
+    void (*on_pressure_kill)(void *ctx, const char *session_id, const struct sandbox_oom *victim);
     void *ctx;
 };
 
@@ -96,8 +103,7 @@ int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), 
  * exited by itself (its state is whole), 0 when it had to be killed or was
  * already gone. Returns E_NOTFOUND when it is not live here. on_end is not
  * called. */
-int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms,
-                int *closed) WUR;
+int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms, int *closed) WUR;
 
 /* Takes session_id's browser out of the manager without stopping it (a
  * delete that stops it in the background): the session is no longer live
