@@ -141,21 +141,37 @@ static int list_pages(struct cdp_client *cc, json_t **pages)
     return rc;
 }
 
-/* Reads localStorage.length in a document of origin shown in the session
- * sid's tab, its request answered here (an empty page: no request leaves the
- * browser). 0 when it is empty. */
-static int local_storage_empty(struct cdp_client *cc, const char *sid, const char *origin)
+/* Answers one paused request (Fetch.requestPaused event ev): the one for
+ * url (may be NULL) with an empty page, any other with a failure, so that
+ * nothing leaves the browser while the cleaner looks at origins. */
+static int answer_paused(struct cdp_client *cc, const json_t *ev, const char *url)
+{
+    const json_t *p = json_object_get(ev, "params");
+    const char *rid = jsonx_str(p, "requestId");
+    const char *rurl = jsonx_str(json_object_get(p, "request"), "url");
+    if (!rid)
+        return 0;
+    if (url && rurl && strcmp(rurl, url) == 0)
+        return call(cc, jsonx_str(ev, "sessionId"), "Fetch.fulfillRequest",
+                    json_pack("{s:s,s:i,s:[{s:s,s:s}],s:s}", "requestId", rid, "responseCode", 200,
+                              "responseHeaders", "name", "Content-Type", "value", "text/html",
+                              "body", ""),
+                    NULL);
+    return call(cc, jsonx_str(ev, "sessionId"), "Fetch.failRequest",
+                json_pack("{s:s,s:s}", "requestId", rid, "errorReason", "Aborted"), NULL);
+}
+
+/* Navigates the session sid's tab to url with request interception on
+ * (Fetch.enable, events kept): the document's request is answered here with
+ * an empty page when answer is 1, every other request failed. 0 once the
+ * navigation committed. */
+static int navigate_intercepted(struct cdp_client *cc, const char *sid, const char *url, int answer)
 {
     struct err e;
     err_init(&e);
-    char *url = xasprintf("%s/", origin);
-    cdp_client_keep_events(cc, "Fetch.");
     json_t *np = json_pack("{s:s}", "url", url);
     int rc = cdp_client_call(cc, sid, "Page.navigate", np, 0, 0, NULL, &e) == 0 ? 0 : E_UNAVAIL;
     json_decref(np);
-    /* The events until the navigation's answer: the paused requests are
-     * answered (the document) or failed (anything else). */
-    int answered = 0;
     json_t *nav = NULL;
     while (rc == 0 && !nav) {
         json_t *ev = NULL;
@@ -168,29 +184,45 @@ static int local_storage_empty(struct cdp_client *cc, const char *sid, const cha
             nav = ev; /* the only call without waiting: Page.navigate's answer */
             break;
         }
-        if (strcmp(method, "Fetch.requestPaused") == 0) {
-            const json_t *p = json_object_get(ev, "params");
-            const char *rid = jsonx_str(p, "requestId");
-            const char *rurl = jsonx_str(json_object_get(p, "request"), "url");
-            if (rid && !answered && rurl && strcmp(rurl, url) == 0) {
-                answered = 1;
-                rc = call(cc, jsonx_str(ev, "sessionId"), "Fetch.fulfillRequest",
-                          json_pack("{s:s,s:i,s:[{s:s,s:s}],s:s}", "requestId", rid, "responseCode",
-                                    200, "responseHeaders", "name", "Content-Type", "value",
-                                    "text/html", "body", ""),
-                          NULL);
-            } else if (rid) {
-                rc = call(cc, jsonx_str(ev, "sessionId"), "Fetch.failRequest",
-                          json_pack("{s:s,s:s}", "requestId", rid, "errorReason", "Aborted"), NULL);
-            }
-        }
+        if (strcmp(method, "Fetch.requestPaused") == 0)
+            rc = answer_paused(cc, ev, answer ? url : NULL);
         json_decref(ev);
     }
-    cdp_client_keep_events(cc, NULL);
     if (rc == 0 &&
         (json_object_get(nav, "error") || jsonx_str(json_object_get(nav, "result"), "errorText")))
         rc = E_INTERNAL;
     json_decref(nav);
+    return rc;
+}
+
+/* Fails the requests still paused (a favicon of the last page looked at),
+ * until none came for DRAIN_MS: Fetch.disable would let them go out, and a
+ * response could set a cookie. */
+#define DRAIN_MS 200
+
+static int drain_paused(struct cdp_client *cc)
+{
+    struct err e;
+    err_init(&e);
+    json_t *ev = NULL;
+    int rc = 0;
+    while (rc == 0 && cdp_client_event(cc, DRAIN_MS, &ev, &e) == 0) {
+        const char *method = jsonx_str(ev, "method");
+        if (method && strcmp(method, "Fetch.requestPaused") == 0)
+            rc = answer_paused(cc, ev, NULL);
+        json_decref(ev);
+        ev = NULL;
+    }
+    return rc;
+}
+
+/* Reads localStorage.length in a document of origin shown in the session
+ * sid's tab, its request answered here (an empty page: no request leaves the
+ * browser). 0 when it is empty. */
+static int local_storage_empty(struct cdp_client *cc, const char *sid, const char *origin)
+{
+    char *url = xasprintf("%s/", origin);
+    int rc = navigate_intercepted(cc, sid, url, 1);
     /* The committed document is the origin's; asked a few times in case the
      * evaluation raced the commit (then it runs in the old one, which has no
      * storage or another origin). */
@@ -275,6 +307,26 @@ int pool_cdp_clean(const char *ws, const char *start_url)
             rc = call(cc, ksid, "Storage.clearDataForOrigin",
                       json_pack("{s:s,s:s}", "origin", origin, "storageTypes", "all"), NULL);
     }
+    /* Read back, with every request of the tab intercepted: nothing of the
+     * look reaches the network (or sets a cookie). */
+    if (rc == 0) {
+        cdp_client_keep_events(cc, "Fetch.");
+        rc = call(cc, ksid, "Fetch.enable", json_pack("{s:[{s:s}]}", "patterns", "urlPattern", "*"),
+                  NULL);
+    }
+    json_object_foreach(origins, origin, v)
+    {
+        if (rc == 0 &&
+            (quota_empty(cc, ksid, origin) != 0 || local_storage_empty(cc, ksid, origin) != 0))
+            rc = E_INTERNAL;
+    }
+    if (rc == 0 && json_object_size(origins) > 0)
+        rc = navigate_intercepted(cc, ksid, "about:blank", 0);
+    if (rc == 0)
+        rc = drain_paused(cc);
+    if (rc == 0)
+        rc = call(cc, ksid, "Fetch.disable", NULL, NULL);
+    cdp_client_keep_events(cc, NULL);
     if (rc == 0)
         rc = call(cc, NULL, "Browser.resetPermissions", NULL, NULL);
     if (rc == 0)
@@ -291,18 +343,6 @@ int pool_cdp_clean(const char *ws, const char *start_url)
     }
     if (rc == 0 && !no_cookies)
         rc = E_INTERNAL;
-    /* Read back. */
-    if (rc == 0)
-        rc = call(cc, ksid, "Fetch.enable", json_pack("{s:[{s:s}]}", "patterns", "urlPattern", "*"),
-                  NULL);
-    json_object_foreach(origins, origin, v)
-    {
-        if (rc == 0 &&
-            (quota_empty(cc, ksid, origin) != 0 || local_storage_empty(cc, ksid, origin) != 0))
-            rc = E_INTERNAL;
-    }
-    if (rc == 0)
-        rc = call(cc, ksid, "Fetch.disable", NULL, NULL);
     json_decref(pages);
     pages = NULL;
     if (rc == 0 && (rc = list_pages(cc, &pages)) == 0 &&
