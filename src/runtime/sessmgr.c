@@ -631,15 +631,22 @@ static void *supervise(void *arg)
             if (m->hooks.on_oom)
                 m->hooks.on_oom(m->hooks.ctx, ooms[i].id, ooms[i].kills);
         }
+        /* Closed together: one session's 30 s close does not hold the next. */
+        struct chromium *cs[64];
+        int rd[64], closed[64];
+        long long ups[64];
         for (size_t i = 0; i < nend; i++) {
-            int closed = 0;
-            long long up = stop_browser(ends[i].browser, ends[i].remove_dir, &closed);
-            if (up)
-                ends[i].uptime_ms = session_uptime(ends[i].l, up);
+            cs[i] = ends[i].browser;
+            rd[i] = ends[i].remove_dir;
+        }
+        stop_browsers(cs, nend, rd, CLOSE_GRACE_MS, closed, ups);
+        for (size_t i = 0; i < nend; i++) {
+            if (ups[i])
+                ends[i].uptime_ms = session_uptime(ends[i].l, ups[i]);
             /* A browser that exited on its own (the reason says so) had
              * nothing left to close. */
             char why[sizeof ends[i].reason];
-            if (!closed && strcmp(ends[i].reason, "timeout") == 0)
+            if (!closed[i] && strcmp(ends[i].reason, "timeout") == 0)
                 snprintf(ends[i].reason, sizeof ends[i].reason, "%s",
                          unsaved_reason("timeout", why, sizeof why));
             log_info("session %s ended: %s", ends[i].id, ends[i].reason);
