@@ -120,7 +120,7 @@ const rows = [
   ['server stop with 10 live sessions', 'stop'],
   ['fenced node: resumed to serving again', 'fence'],
 ];
-console.log(`\n### Lifecycle idle and under load (issue 30)\n`);
+console.log('## The session lifecycle idle and under load (issue 30)\n');
 console.log(`\`node bench/lifecycle.mjs\`, ${RUNS} runs of the first two; busy = stress-ng --cpu 2 --vm 1 --vm-bytes 768M --hdd 1.\n`);
 console.log('| figure | idle ms | busy ms | busy / idle |');
 console.log('| --- | --- | --- | --- |');
