@@ -139,6 +139,8 @@ BROWSERD_BIN="$BIN" node bench/liveview.mjs >>"$out"
 echo >>"$out"
 BROWSERD_BIN="$BIN" node bench/cluster.mjs >>"$out"
 echo >>"$out"
+BROWSERD_BIN="$BIN" node bench/lifecycle.mjs >>"$out"
+echo >>"$out"
 # The hundred browsers of the session benchmark take a few seconds to wind
 # down; the egress trials compare microseconds.
 sleep 10

@@ -282,11 +282,15 @@ static struct {
     int failed;
 } cluster_flags;
 
+/* Fast (issue 30): every local browser is SIGKILLed and out of the session
+ * list before this returns (their reaping follows on a thread of its own),
+ * so the pools' ends find nothing left to close and the node registers again
+ * at once. */
 static void on_fence(void *ctx)
 {
     struct app *app = ctx;
+    sessmgr_kill_all(app->sessions, "node lost");
     pools_fence();
-    sessmgr_end_all(app->sessions, "node lost");
 }
 
 static int64_t on_running(void *ctx)
@@ -537,8 +541,10 @@ static int cmd_serve(int argc, char **argv)
     browsers_recover(&app);
     /* Debian's launcher script is read once, before any launch needs it. */
     (void)crlauncher_get(app.cfg.chromium);
-    struct sessmgr_hooks hooks = {
-        .on_end = browsers_on_end, .on_oom = telemetry_on_oom_kill, .ctx = &app};
+    struct sessmgr_hooks hooks = {.on_end = browsers_on_end,
+                                  .on_oom = telemetry_on_oom_kill,
+                                  .on_pressure_kill = telemetry_on_pressure_kill,
+                                  .ctx = &app};
     if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||
         pools_start(&app) != 0) {
         log_error("%s", e.message);

@@ -373,6 +373,9 @@ struct spare_out {
 
 /* browsers_spawn, or with `spare` a spare's launch: no store row, no live
  * entry, no started hooks (they run at hand-out, for the session's owner). */
+/* Set once the server stops: spares being launched give up (chromium.h). */
+static int spares_cancel;
+
 static int spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
                  const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
                  struct spare_out *spare, struct err *e)
@@ -420,6 +423,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         .policy_json = policy,
         .start_url = c.start_url[0] ? c.start_url : NULL,
         .memory_max_bytes = memory_bytes(c.memory),
+        .cancel = spare ? &spares_cancel : NULL,
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
     int64_t t_store, t_sandbox, t_files, t_modules;
@@ -732,6 +736,9 @@ int browsers_spares_start(struct app *app, int count, struct err *e)
 
 void browsers_spares_stop(struct app *app)
 {
+    /* A spare's launch in progress gives up now rather than finish only to
+     * be ended (issue 30: a stop waited up to 20 s for one on a busy host). */
+    __atomic_store_n(&spares_cancel, 1, __ATOMIC_RELEASE);
     spares_stop(app->spares);
     app->spares = NULL;
     teardowns_wait();
@@ -941,7 +948,7 @@ int browsers_create(struct req *rq, struct resp *rs)
 int browsers_end(struct app *app, const char *session_id, const char *reason)
 {
     long long up = 0;
-    int rc = sessmgr_end(app->sessions, session_id, &up);
+    int rc = sessmgr_end(app->sessions, session_id, &up, NULL);
     browsers_on_end(app, session_id, reason, up);
     return rc;
 }
@@ -1040,9 +1047,9 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
 
 /*
  * Teardown off the critical path (issue 21): a deleted session's browser
- * is killed in the background, at the lowest CPU priority
- * (sessmgr_discard_browser: nothing of its state is kept, so Chromium's
- * orderly shutdown would only compete with the next launch), so that neither
+ * is killed in the background (sessmgr_discard_browser: nothing of its state
+ * is kept, so Chromium's orderly shutdown would only compete with the next
+ * launch; the kill itself at normal priority, issue 30), so that neither
  * the DELETE nor the next create waits for it. The row says deleted, with its final usage, before
  * the 204; the session is no longer live (its CDP and API calls answer as ended). The modules'
  * ending hooks and the folders' removal follow the browser's exit on the teardown thread, as their
@@ -1155,9 +1162,15 @@ int browsers_delete(struct req *rq, struct resp *rs)
         return 0;
     }
     long long up = 0;
-    if (sessmgr_end(app->sessions, s.id, &up) != 0)
+    int closed = 1;
+    if (sessmgr_end(app->sessions, s.id, &up, &closed) != 0)
         up = s.uptime_ms;
-    session_finish(app, &s, doc, "deleted", up);
+    /* A browser that had to be killed left its folder half-written: the
+     * profile keeps what it had (the ending hook saves on "deleted" only). */
+    session_finish(app, &s, doc,
+                   closed ? "deleted"
+                          : "deleted; the browser did not close cleanly, its state was not saved",
+                   up);
     json_decref(doc);
     session_rec_clear(&s);
     resp_empty(rs, 204);

@@ -529,6 +529,17 @@ void telemetry_on_oom_kill(void *ctx, const char *session_id, long long kills)
     telemetry_emit_src(session_id, TELEM_SYSTEM, "system_oom_kill", &src, d);
 }
 
+void telemetry_on_pressure_kill(void *ctx, const char *session_id, const struct sandbox_oom *v)
+{
+    (void)ctx;
+    json_t *d =
+        json_pack("{s:i,s:s,s:I,s:I,s:s}", "pid", v->pid, "process_name",
+                  v->process_name[0] ? v->process_name : "unknown", "rss_kb", (json_int_t)v->rss_kb,
+                  "kills", (json_int_t)1, "constraint", v->constraint);
+    struct telem_src src = {"local_process", "cgroup_memory_pressure", 0};
+    telemetry_emit_src(session_id, TELEM_SYSTEM, "system_oom_kill", &src, d);
+}
+
 static void tel_ending(struct session_ctx *sc, const char *reason)
 {
     if (strncmp(reason, "browser exited", 14) == 0) {

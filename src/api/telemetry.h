@@ -34,5 +34,10 @@ void telemetry_platform(const char *session_id, const char *name, json_t *data);
  * out-of-memory kill in a sandboxed session, with what the kernel log says of
  * the last one (pid, process name, RSS). */
 void telemetry_on_oom_kill(void *ctx, const char *session_id, long long kills);
+/* sessmgr's on_pressure_kill hook: the same system_oom_kill event for a task
+ * the supervisor killed because its session thrashed at its memory limit
+ * (constraint "memory_pressure"). */
+struct sandbox_oom;
+void telemetry_on_pressure_kill(void *ctx, const char *session_id, const struct sandbox_oom *v);
 
 #endif

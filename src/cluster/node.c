@@ -64,6 +64,9 @@ static void fence(struct node *n, const char *why)
     log_error("cluster: node %s fences itself (%s): ending its browsers", n->id, why);
     if (n->o.hooks.fence)
         n->o.hooks.fence(n->o.hooks.ctx);
+    /* The hook kills without waiting (node.h): serve again as a new node
+     * now rather than a tick later. */
+    (void)do_register(n);
 }
 
 static void tick(struct node *n)

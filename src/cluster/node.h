@@ -8,9 +8,9 @@
  * transaction ends that node's sessions ("node lost") and takes over its
  * pools (store.h, node_sweep). A node that finds itself declared dead, or
  * that cannot reach the database for a whole lease, fences itself: its
- * browsers are ended (the fence hook) and it answers 503 until it has
- * registered again as a new node. There is no leader and no consensus code:
- * the row locks of the database decide.
+ * browsers are killed (the fence hook) and it answers 503 until it has
+ * registered again as a new node, which it tries right after the hook. There is no leader and no
+ * consensus code: the row locks of the database decide.
  *
  * With an embedded store (SQLite) there is no cluster: node_start is not
  * called and the functions below accept NULL, answering as the single node
@@ -30,7 +30,10 @@ struct node;
 struct node_hooks {
     /* This node was declared dead, or lost the database for a lease: end
      * every local browser now (their rows were or will be ended by a
-     * sweeper). Called on the heartbeat thread. */
+     * sweeper). Called on the heartbeat thread, which registers again as
+     * soon as it returns: the hook SIGKILLs and leaves the waiting to a
+     * thread of its own (no graceful close: nothing of a lost node's
+     * sessions is kept). */
     void (*fence)(void *ctx);
     /* Pools may have been moved to this node (a sweep found a dead node, a
      * node that stopped named this one its heir): load the pools homed here

@@ -44,6 +44,11 @@
  * space it sees (80 MB on 512 MiB), and every page written counts against the
  * session's memory limit. */
 #define LIM_SESSION_PROFILE_BYTES (512LL * 1024 * 1024)
+/* Origins a released pool browser's tabs may have shown for its cleaning to
+ * be verified (runtime/pool_clean.c): each is cleared and read back, a
+ * navigation and a few DevTools calls apiece. A lease that showed more is
+ * not cleaned but replaced with a new browser. */
+#define LIM_POOL_CLEAN_ORIGINS 64
 /* multipart/form-data uploads: most parts per body, and most header bytes of
  * one part (its Content-Disposition and Content-Type lines). */
 #define LIM_MULTIPART_PARTS        256

@@ -19,17 +19,32 @@ static int join(char *p, size_t cap, const char *dir, const char *file)
     return 0;
 }
 
+/* Writes val to dir/file; quietly nothing where the file is absent. */
+static void put(const char *dir, const char *file, const char *val)
+{
+    char p[512];
+    if (join(p, sizeof p, dir, file) != 0)
+        return;
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)!write(fd, val, strlen(val));
+        close(fd);
+    }
+}
+
 int cgroup_kill_tasks(const char *dir, int rounds)
 {
     char p[512], buf[8192];
-    if (join(p, sizeof p, dir, "cgroup.kill") != 0)
+    if (join(p, sizeof p, dir, "cgroup.procs") != 0)
         return -1;
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)!write(fd, "1", 1);
-        close(fd);
-    }
-    (void)join(p, sizeof p, dir, "cgroup.procs");
+    /* Out of the background CPU class first (sandbox_set_background): a
+     * killed task must run to exit, which from cpu.idle on a busy host it
+     * may not do for many seconds. */
+    put(dir, "cpu.idle", "0");
+    put(dir, "cpu.weight", "100");
+    put(dir, "cpu.shares", "1024");
+    put(dir, "cgroup.kill", "1");
+    int fd;
     for (int round = 0; round < rounds; round++) {
         fd = open(p, O_RDONLY | O_CLOEXEC);
         if (fd < 0)

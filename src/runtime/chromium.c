@@ -897,7 +897,8 @@ static int parse_devtools(struct chromium *c, const char *buf)
 }
 
 /* Reads stderr until the DevTools line, exit, or the deadline (monotonic us). */
-static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, struct err *e)
+static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, const int *cancel,
+                         struct err *e)
 {
     char *buf = xmalloc(CR_STARTUP_BUF + 1);
     size_t used = 0;
@@ -910,6 +911,12 @@ static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, s
                          timeout_ms, c->log_path);
             break;
         }
+        if (cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE)) {
+            rc = err_set(e, E_UNAVAIL, "unavailable", "the launch was cancelled");
+            break;
+        }
+        if (cancel && left > 50)
+            left = 50; /* the flag is looked at this often */
         struct pollfd p = {.fd = c->err_fd, .events = POLLIN};
         int n = poll(&p, 1, (int)left);
         if (n < 0 && errno != EINTR) {
@@ -1058,7 +1065,7 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         (void)fcntl(c->exit_fd, F_SETFD, FD_CLOEXEC);
 
     t_spawned = clock_mono_us();
-    if ((rc = wait_devtools(c, deadline, timeout_ms, e)) != 0)
+    if ((rc = wait_devtools(c, deadline, timeout_ms, o->cancel, e)) != 0)
         goto fail;
     log_debug("chromium %d: DevTools ready %lld ms after the launch began (display %lld ms, "
               "spawn %lld ms, then DevTools)",
@@ -1189,12 +1196,24 @@ int chromium_resize_screen(struct chromium *c, int width, int height, struct err
                    c->xvfb.width, c->xvfb.height, width, height);
 }
 
+void chromium_kill(struct chromium *c)
+{
+    if (!c || c->pid <= 0 || c->reaped)
+        return;
+    if (c->sb)
+        (void)sandbox_set_background(c->sb, 0);
+    /* The unreaped leader pins the group id: the kill reaches no newcomer. */
+    (void)kill(-c->pid, SIGKILL);
+}
+
 void chromium_stop(struct chromium *c, int grace_ms, int remove_dir)
 {
     if (!c)
         return;
     if (c->pid > 0 && !c->reaped) {
         if (!reap_if_exited(c)) {
+            if (c->sb)
+                (void)sandbox_set_background(c->sb, 0);
             (void)kill(-c->pid, SIGTERM);
             if (!wait_exit(c, grace_ms > 0 ? grace_ms : 0)) {
                 (void)kill(-c->pid, SIGKILL);

@@ -47,6 +47,10 @@ struct chromium_opts {
     /* NULL-terminated, may be NULL: unpacked extension folders as the browser
      * sees them -> --load-extension=a,b (no commas in a path). */
     const char *const *extension_dirs;
+    /* NULL, or a flag read atomically while waiting for DevTools: once it is
+     * non-zero the launch gives up (E_UNAVAIL) and cleans up, as after a
+     * timeout (a server stopping does not wait for a spare's launch). */
+    const int *cancel;
 };
 
 struct chromium; /* opaque */
@@ -102,8 +106,14 @@ int chromium_resize_screen(struct chromium *c, int width, int height, struct err
 /* Stops it: SIGTERM to the process group, up to grace_ms for the browser to
  * exit, then SIGKILL to the group; reaps it; stops Xvfb; removes the cgroup
  * and the policy folder; removes the user-data folder and the log files when
- * remove_dir. Safe to call again and after the browser exited. */
+ * remove_dir. Safe to call again and after the browser exited. A browser in
+ * the background CPU class (a spare's) is lifted out of it first: processes
+ * being killed must run to exit. */
 void chromium_stop(struct chromium *c, int grace_ms, int remove_dir);
+/* SIGKILL to the browser's process group now, without waiting (the wait,
+ * the reaping and the cleanup are chromium_stop's). Out of the background
+ * CPU class first, as chromium_stop. Safe after the browser exited. */
+void chromium_kill(struct chromium *c);
 
 /* Accepts NULL; stops it first (grace 0, folder kept) if still running. */
 void chromium_free(struct chromium *c);

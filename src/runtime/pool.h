@@ -215,10 +215,13 @@ enum pool_wait_state pool_waiter_finish(struct pool_waiter *w, char *sid);
 
 /* ---- Chromium helpers for a launcher (DevTools; not used by the engine) ---- */
 
-/* Resets a released browser at DevTools URL ws: one page left (the first,
- * navigated to start_url or about:blank), every other page closed, cookies
- * cleared, and the storage of every origin its pages showed cleared.
- * Returns 0 when the browser answered. */
+/* Resets a released browser at DevTools URL ws (runtime/pool_clean.c): one
+ * new page left (navigated to start_url or about:blank), every page of the
+ * lease closed, cookies, permissions and the cache cleared, and every
+ * storage of each origin the lease's pages showed (now or in their history)
+ * cleared, each step's answer checked and the result read back. Returns 0
+ * only when all of it was verified; otherwise the browser must not be handed
+ * out again (pool_release ends it). */
 int pool_cdp_clean(const char *ws, const char *start_url) WUR;
 /* Navigates the browser's first page to url without waiting for it. */
 void pool_cdp_navigate(const char *ws, const char *url);

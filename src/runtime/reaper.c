@@ -22,17 +22,23 @@ static int wfd = -1; /* the server's end; -1: no watcher */
 
 /* ---- the watcher process (single-threaded; a fresh fork) ---- */
 
-/* Kills every task of the cgroup folder dir until it is empty (bounded),
- * then removes the folder. */
-static void cgroup_empty(const char *dir)
+/* How long the watcher goes on removing the cgroups of a dead server: a
+ * killed task leaves its cgroup only once it has run to exit, which on a
+ * busy host takes seconds; an empty cgroup left behind is a leak. */
+#define REAPER_CGROUP_RETRY_MS 120000
+
+/* One round over the cgroups left in cg[0..n): kills what is still in each
+ * and removes the empty ones (moved out of the list). The count left. */
+static size_t cgroups_round(char (*cg)[REAPER_PATH_MAX], size_t n)
 {
-    if (strnlen(dir, REAPER_PATH_MAX) >= REAPER_PATH_MAX)
-        return;
-    (void)cgroup_kill_tasks(dir, 300);
-    for (int t = 0; t < 100 && rmdir(dir) != 0 && errno == EBUSY; t++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    for (size_t k = 0; k < n;) {
+        (void)cgroup_kill_tasks(cg[k], 50);
+        if (rmdir(cg[k]) == 0 || errno == ENOENT)
+            memcpy(cg[k], cg[--n], REAPER_PATH_MAX);
+        else
+            k++;
     }
+    return n;
 }
 
 static void watcher_main(int rfd) __attribute__((noreturn));
@@ -112,13 +118,23 @@ static void watcher_main(int rfd)
     }
     for (size_t k = 0; k < n; k++)
         (void)kill(-groups[k], SIGKILL);
-    /* Sandboxed sessions: everything in their cgroups, then the cgroups. */
-    for (size_t k = 0; k < ncg; k++)
-        cgroup_empty(cgroups[k]);
-    /* Then the sessions' own files (tmpfs mounts): nothing uses them now. */
+    /* The sessions' own files (tmpfs mounts) first: a detached unmount takes
+     * them out of sight at once, whatever still runs on them (issue 30: they
+     * stayed up for the seconds the cgroups took to empty). */
     for (size_t k = 0; k < nmnt; k++) {
         (void)umount2(mounts[k], MNT_DETACH);
         (void)rmdir(mounts[k]);
+    }
+    /* Sandboxed sessions: everything in their cgroups, then the cgroups,
+     * round after round until every one is gone (bounded). */
+    for (size_t k = 0; k < ncg; k++)
+        if (strnlen(cgroups[k], REAPER_PATH_MAX) >= REAPER_PATH_MAX)
+            cgroups[k][0] = '\0';
+    for (int waited = 0; (ncg = cgroups_round(cgroups, ncg)) > 0; waited += 20) {
+        if (waited >= REAPER_CGROUP_RETRY_MS)
+            break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     if (n) {
         char msg[96];

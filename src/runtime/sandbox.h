@@ -89,6 +89,16 @@ struct sandbox_oom {
  * session `name`. 0, -ENOENT when there is none, -errno when the kernel log
  * cannot be read (a container without /dev/kmsg). */
 int sandbox_oom_report(const char *name, struct sandbox_oom *out) WUR;
+/* Memory pressure (issue 30; the rule is domain/mem_pressure.h): a sample
+ * of the session's memory cgroup now (major faults, usage, limit, PSI "full
+ * avg10" where the host has it). 0, or -1 without a memory cgroup. */
+struct memp_sample;
+int sandbox_memory_sample(const struct sandbox *sb, struct memp_sample *out);
+/* SIGKILLs the task of the session the kernel's OOM killer would pick (the
+ * highest oom_score: Chromium makes its renderers the likeliest), describing
+ * it in *victim (constraint "memory_pressure"). 0, or -errno / -ENOENT when
+ * the cgroup holds no task. */
+int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim) WUR;
 /* Tasks now in the cgroup (the pids controller's count), or -1. */
 long long sandbox_pids_current(const struct sandbox *sb);
 /* Background (on) or normal CPU priority for every task of the sandbox: a

@@ -1,23 +1,19 @@
 #include "runtime/sessmgr.h"
 
-#include <dirent.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "domain/mem_pressure.h"
 #include "proxy/cdp_client.h"
 #include "runtime/sandbox.h"
-
-#define STOP_GRACE_MS 2000
 
 struct live {
     struct sessmgr *m;
@@ -34,7 +30,9 @@ struct live {
     /* The browser's running time before the session began: a spare's time
      * waiting for a create is nobody's usage (live_uptime_from_now). */
     long long uptime_skip_ms;
-    long long oom_seen; /* out-of-memory kills in the sandbox's cgroup seen so far */
+    long long oom_seen;          /* out-of-memory kills in the sandbox's cgroup seen so far */
+    struct memp_sample mem_last; /* the previous memory sample (mem_pressure) */
+    int mem_ticks;               /* consecutive thrashing samples */
     struct live *next;
 };
 
@@ -61,6 +59,7 @@ struct sessmgr {
     struct sessmgr_hooks hooks;
     pthread_t thread;
     int stopping;
+    int killings; /* sessmgr_kill_all threads still running */
 };
 
 /* ---- references ---- */
@@ -352,98 +351,112 @@ static struct chromium *take_browser_locked(struct live *l)
 }
 
 /*
- * Asks Chromium to close itself over DevTools (Browser.close) and waits up to
- * grace_ms for it to exit. A clean close is what makes the browser write its
- * cookies and other state to the profile folder: signals to the process group
- * kill the process that holds them before it flushes (Chromium writes cookies
- * to disk only every 30 s otherwise). The signals of chromium_stop follow for
- * whatever did not exit.
+ * Ending a browser (issue 30): save first, then kill fast.
+ *
+ * Browser.close over DevTools is what makes Chromium write its cookies and
+ * other state to the profile folder (signals kill the process that holds
+ * them before it flushes; it writes cookies only every 30 s otherwise), so a
+ * browser is first asked to close and given CLOSE_GRACE_MS to exit by
+ * itself, at the priority it ran at: on a busy host a browser lowered to the
+ * idle CPU class before its close was killed before it had written anything,
+ * and the next session with the profile found neither cookie nor storage.
+ * Its own exit is the signal that the state is on disk (*closed). Whatever did
+ * not exit by then is killed with SIGKILL, never from the idle class: a
+ * killed process must still run to exit (the kernel frees its memory in its
+ * context), and from SCHED_IDLE or cpu.idle it could not on a busy host.
+ * A spare or pool browser waiting in the background (sandbox_set_background)
+ * is lifted first for the same reason. What follows the exit (archiving the
+ * profile, removing folders) is the caller's and may run at a lower
+ * priority then.
  */
-static void close_gracefully(struct chromium *c, int grace_ms)
+#define CLOSE_GRACE_MS 30000
+
+/* Lifts c out of the background CPU class (a spare's, a pool's) so that its
+ * close and its kill run. */
+static void normal_priority(struct chromium *c)
+{
+    struct sandbox *sb = chromium_sandbox(c);
+    if (sb)
+        (void)sandbox_set_background(sb, 0);
+}
+
+/* Sends Browser.close to c without waiting for the answer; 0 when sent. */
+static int ask_close(struct chromium *c)
 {
     struct err e;
     err_init(&e);
     struct cdp_client *cc;
     int status;
     if (chromium_exited(c, &status) || cdp_client_open(chromium_ws_url(c), 1000, &cc, &e) != 0)
-        return;
-    json_t *ignored = NULL;
-    int rc = cdp_client_call(cc, NULL, "Browser.close", NULL, 0, 0, &ignored, &e);
+        return -1;
+    int rc = cdp_client_call(cc, NULL, "Browser.close", NULL, 0, 0, NULL, &e);
     cdp_client_close(cc);
-    for (int waited = 0; rc == 0 && waited < grace_ms; waited += 20) {
-        if (chromium_exited(c, &status))
-            return;
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
+    return rc;
+}
+
+/* Ends n browsers together: each is asked to close (ask_close), all are
+ * waited for until the grace runs out, the rest is killed. closed[i] (may be
+ * NULL) says whether browser i exited by itself after the request, its state
+ * written. grace_ms 0: killed at once. Frees the browsers; uptimes[i]
+ * receives each one's running time. */
+static void stop_browsers(struct chromium **cs, size_t n, const int *remove_dir, int grace_ms,
+                          int *closed, long long *uptimes)
+{
+    int asked[64];
+    int status;
+    for (size_t done = 0; done < n; done += 64) {
+        size_t k = n - done < 64 ? n - done : 64;
+        struct chromium **c = cs + done;
+        for (size_t i = 0; i < k; i++) {
+            asked[i] = 0;
+            if (!c[i])
+                continue;
+            normal_priority(c[i]);
+            asked[i] = grace_ms > 0 && ask_close(c[i]) == 0;
+        }
+        int64_t deadline = clock_mono_ms() + grace_ms;
+        for (;;) {
+            int waiting = 0;
+            for (size_t i = 0; i < k; i++)
+                waiting |= asked[i] && !chromium_exited(c[i], &status);
+            if (!waiting || clock_mono_ms() >= deadline)
+                break;
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        for (size_t i = 0; i < k; i++) {
+            if (closed)
+                closed[done + i] = !c[i] || (asked[i] && chromium_exited(c[i], &status));
+            if (!c[i]) {
+                uptimes[done + i] = 0;
+                continue;
+            }
+            /* Grace 0: SIGKILL to the group at once if it still runs. */
+            chromium_stop(c[i], 0, remove_dir[done + i]);
+            uptimes[done + i] = chromium_uptime_ms(c[i]);
+            chromium_free(c[i]);
+        }
     }
 }
 
-/* Every thread of a process (setpriority and sched_setscheduler act on
- * one thread, and Chromium's processes have dozens). */
-static void idle_threads(long pid)
+/* One browser (stop_browsers); the uptime. */
+static long long stop_browser(struct chromium *c, int remove_dir, int *closed)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/task", pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    const struct sched_param sp = {.sched_priority = 0};
-    for (struct dirent *de; (de = readdir(d));) {
-        long tid = strtol(de->d_name, NULL, 10);
-        if (tid <= 0)
-            continue;
-        (void)setpriority(PRIO_PROCESS, (id_t)tid, 19);
-        (void)sched_setscheduler((pid_t)tid, SCHED_IDLE, &sp);
-    }
-    closedir(d);
-}
-
-/*
- * A browser being stopped yields the CPU to the ones starting (issue 21:
- * teardown off the critical path). Its shutdown (flushing state, tearing down
- * renderers, the kernel freeing its memory, charged to the exiting tasks)
- * otherwise competes with the next create's launch on a small machine. Every
- * thread of its processes runs SCHED_IDLE (CPU only when nothing else wants
- * it; nice 19 too), and its cgroup is put in the background (cpu.idle, else
- * the lowest weight: sandbox_set_background). Processes it forks while
- * closing inherit the policy of the thread that forks. Best effort: an
- * unsandboxed browser's process group is found by its processes' group.
- */
-static void lower_priority(struct chromium *c)
-{
-    struct sandbox *sb = chromium_sandbox(c);
-    const char *dirs[4];
-    int n = sb ? sandbox_cgroup_dirs(sb, dirs, 4) : 0;
-    if (n == 0) {
-        idle_threads((long)chromium_pid(c));
-        (void)setpriority(PRIO_PGRP, (id_t)chromium_pid(c), 19);
-        return;
-    }
-    (void)sandbox_set_background(sb, 1);
-    char path[512];
-    snprintf(path, sizeof path, "%s/cgroup.procs", dirs[0]);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    long pid;
-    while (fscanf(f, "%ld", &pid) == 1)
-        idle_threads(pid);
-    fclose(f);
-}
-
-static long long stop_browser(struct chromium *c, int remove_dir)
-{
-    if (!c)
-        return 0;
-    lower_priority(c);
-    close_gracefully(c, STOP_GRACE_MS);
-    chromium_stop(c, STOP_GRACE_MS, remove_dir);
-    long long up = chromium_uptime_ms(c);
-    chromium_free(c);
+    long long up = 0;
+    stop_browsers(&c, 1, &remove_dir, CLOSE_GRACE_MS, closed, &up);
     return up;
 }
 
-int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms)
+/* The end reason of a session whose browser did not close by itself: its
+ * state was not written, so nothing of it is saved (the profile hook saves
+ * only on the plain reasons) and the record says why. */
+static const char *unsaved_reason(const char *reason, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s; the browser did not close cleanly, its state was not saved", reason);
+    return buf;
+}
+
+int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms, int *closed)
 {
     pthread_mutex_lock(&m->mu);
     struct live *l = m->head;
@@ -457,7 +470,10 @@ int sessmgr_end(struct sessmgr *m, const char *id, long long *uptime_ms)
     struct chromium *c = take_browser_locked(l);
     int remove_dir = l->remove_dir;
     pthread_mutex_unlock(&m->mu);
-    long long up = session_uptime(l, stop_browser(c, remove_dir));
+    int shut = 0;
+    long long up = session_uptime(l, stop_browser(c, remove_dir, &shut));
+    if (closed)
+        *closed = shut;
     if (uptime_ms)
         *uptime_ms = up;
     sessmgr_put(l); /* the list's reference */
@@ -484,14 +500,14 @@ int sessmgr_take(struct sessmgr *m, const char *id, struct chromium **browser, l
 
 void sessmgr_stop_browser(struct chromium *c)
 {
-    (void)stop_browser(c, 0);
+    (void)stop_browser(c, 0, NULL);
 }
 
 void sessmgr_discard_browser(struct chromium *c)
 {
     if (!c)
         return;
-    lower_priority(c);
+    normal_priority(c);
     chromium_free(c); /* SIGKILL at once: chromium_free stops with no grace */
 }
 
@@ -505,7 +521,7 @@ int sessmgr_replace(struct sessmgr *m, const char *id, struct chromium *c)
     l->browser = c;
     l->uptime_skip_ms = 0;
     pthread_mutex_unlock(&m->mu);
-    stop_browser(old, 0);
+    (void)stop_browser(old, 0, NULL);
     sessmgr_put(l);
     return 0;
 }
@@ -526,6 +542,23 @@ struct oom {
     long long kills;
 };
 
+struct pressed {
+    char id[32];
+    struct sandbox_oom victim;
+};
+
+/* Samples l's memory cgroup and kills its largest task once thrashing has
+ * lasted (domain/mem_pressure.h); 1 with *victim filled when it did. */
+static int relieve_pressure(struct live *l, struct sandbox *sb, struct sandbox_oom *victim)
+{
+    struct memp_sample now;
+    if (!sb || sandbox_memory_sample(sb, &now) != 0)
+        return 0;
+    int thrashing = memp_thrashing(l->mem_last.at_ms ? &l->mem_last : NULL, &now);
+    l->mem_last = now;
+    return memp_kill_due(&l->mem_ticks, thrashing) && sandbox_kill_largest(sb, victim) == 0;
+}
+
 static void *supervise(void *arg)
 {
     struct sessmgr *m = arg;
@@ -541,6 +574,8 @@ static void *supervise(void *arg)
         size_t nend = 0;
         struct oom ooms[64];
         size_t noom = 0;
+        struct pressed press[16];
+        size_t npress = 0;
         for (struct live *l = m->head, *next; l && nend < 64; l = next) {
             next = l->next;
             int status = 0;
@@ -553,6 +588,8 @@ static void *supervise(void *arg)
                 ooms[noom++].kills = kills - l->oom_seen;
                 l->oom_seen = kills;
             }
+            if (npress < 16 && relieve_pressure(l, sb, &press[npress].victim))
+                snprintf(press[npress++].id, sizeof press[0].id, "%s", l->id);
             if (l->browser && chromium_exited(l->browser, &status)) {
                 if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && l->oom_seen > 0)
                     snprintf(buf, sizeof buf,
@@ -581,16 +618,37 @@ static void *supervise(void *arg)
             e->l = l;
         }
         pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < npress; i++) {
+            log_warn("session %s: thrashing at its memory limit: killed %s (pid %d, %lld kB)",
+                     press[i].id, press[i].victim.process_name, press[i].victim.pid,
+                     press[i].victim.rss_kb);
+            if (m->hooks.on_pressure_kill)
+                m->hooks.on_pressure_kill(m->hooks.ctx, press[i].id, &press[i].victim);
+        }
         for (size_t i = 0; i < noom; i++) {
             log_warn("session %s: %lld process(es) killed at the memory limit", ooms[i].id,
                      ooms[i].kills);
             if (m->hooks.on_oom)
                 m->hooks.on_oom(m->hooks.ctx, ooms[i].id, ooms[i].kills);
         }
+        /* Closed together: one session's 30 s close does not hold the next. */
+        struct chromium *cs[64];
+        int rd[64], closed[64];
+        long long ups[64];
         for (size_t i = 0; i < nend; i++) {
-            long long up = stop_browser(ends[i].browser, ends[i].remove_dir);
-            if (up)
-                ends[i].uptime_ms = session_uptime(ends[i].l, up);
+            cs[i] = ends[i].browser;
+            rd[i] = ends[i].remove_dir;
+        }
+        stop_browsers(cs, nend, rd, CLOSE_GRACE_MS, closed, ups);
+        for (size_t i = 0; i < nend; i++) {
+            if (ups[i])
+                ends[i].uptime_ms = session_uptime(ends[i].l, ups[i]);
+            /* A browser that exited on its own (the reason says so) had
+             * nothing left to close. */
+            char why[sizeof ends[i].reason];
+            if (!closed[i] && strcmp(ends[i].reason, "timeout") == 0)
+                snprintf(ends[i].reason, sizeof ends[i].reason, "%s",
+                         unsaved_reason("timeout", why, sizeof why));
             log_info("session %s ended: %s", ends[i].id, ends[i].reason);
             if (m->hooks.on_end)
                 m->hooks.on_end(m->hooks.ctx, ends[i].id, ends[i].reason, ends[i].uptime_ms);
@@ -617,25 +675,108 @@ int sessmgr_start(const struct sessmgr_hooks *hooks, struct sessmgr **out, struc
     return 0;
 }
 
+/* Takes every live session out of the list at once (each with the list's
+ * reference), so that nothing is live here from now on; the count. */
+static size_t take_all(struct sessmgr *m, struct live ***out, struct chromium ***browsers,
+                       int **remove_dir)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = 0;
+    for (struct live *l = m->head; l; l = l->next)
+        n++;
+    struct live **ls = xcalloc(n ? n : 1, sizeof *ls);
+    struct chromium **cs = xcalloc(n ? n : 1, sizeof *cs);
+    int *rd = xcalloc(n ? n : 1, sizeof *rd);
+    for (size_t i = 0; i < n; i++) {
+        struct live *l = m->head;
+        unlink_locked(m, l);
+        ls[i] = l;
+        cs[i] = take_browser_locked(l);
+        rd[i] = l->remove_dir;
+    }
+    pthread_mutex_unlock(&m->mu);
+    *out = ls;
+    *browsers = cs;
+    *remove_dir = rd;
+    return n;
+}
+
+/* Ends the n sessions taken with take_all (stop_browsers with grace_ms),
+ * then calls on_end for each; frees the arrays. */
+static void finish_all(struct sessmgr *m, struct live **ls, struct chromium **cs, int *rd, size_t n,
+                       const char *reason, int grace_ms)
+{
+    int *closed = xcalloc(n ? n : 1, sizeof *closed);
+    long long *ups = xcalloc(n ? n : 1, sizeof *ups);
+    stop_browsers(cs, n, rd, grace_ms, closed, ups);
+    for (size_t i = 0; i < n; i++) {
+        char buf[160];
+        const char *why =
+            closed[i] || grace_ms == 0 ? reason : unsaved_reason(reason, buf, sizeof buf);
+        long long up = ups[i] ? session_uptime(ls[i], ups[i]) : ls[i]->final_uptime_ms;
+        if (m->hooks.on_end)
+            m->hooks.on_end(m->hooks.ctx, ls[i]->id, why, up);
+        sessmgr_put(ls[i]);
+    }
+    xfree(ups);
+    xfree(closed);
+    xfree(rd);
+    xfree(cs);
+    xfree(ls);
+}
+
 void sessmgr_end_all(struct sessmgr *m, const char *reason)
 {
-    for (;;) {
-        pthread_mutex_lock(&m->mu);
-        struct live *l = m->head;
-        if (!l) {
-            pthread_mutex_unlock(&m->mu);
-            break;
-        }
-        unlink_locked(m, l);
-        struct chromium *c = take_browser_locked(l);
-        int remove_dir = l->remove_dir;
-        long long up = l->final_uptime_ms;
-        pthread_mutex_unlock(&m->mu);
-        long long total = stop_browser(c, remove_dir);
-        if (m->hooks.on_end)
-            m->hooks.on_end(m->hooks.ctx, l->id, reason, total ? session_uptime(l, total) : up);
-        sessmgr_put(l);
-    }
+    struct live **ls;
+    struct chromium **cs;
+    int *rd;
+    size_t n = take_all(m, &ls, &cs, &rd);
+    finish_all(m, ls, cs, rd, n, reason, CLOSE_GRACE_MS);
+}
+
+struct killing {
+    struct sessmgr *m;
+    struct live **ls;
+    struct chromium **cs;
+    int *rd;
+    size_t n;
+    char reason[128];
+};
+
+static void *killing_main(void *arg)
+{
+    struct killing *k = arg;
+    struct sessmgr *m = k->m;
+    finish_all(m, k->ls, k->cs, k->rd, k->n, k->reason, 0);
+    xfree(k);
+    pthread_mutex_lock(&m->mu);
+    if (--m->killings == 0)
+        pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+/* The kills are sent on the calling thread (a fence must not wait for
+ * them: the node serves again at once); the reaping and the ending hooks
+ * follow on a thread of their own, which sessmgr_stop waits for. */
+void sessmgr_kill_all(struct sessmgr *m, const char *reason)
+{
+    struct killing *k = xcalloc(1, sizeof *k);
+    k->m = m;
+    k->n = take_all(m, &k->ls, &k->cs, &k->rd);
+    snprintf(k->reason, sizeof k->reason, "%s", reason);
+    for (size_t i = 0; i < k->n; i++)
+        chromium_kill(k->cs[i]);
+    pthread_mutex_lock(&m->mu);
+    m->killings++;
+    pthread_mutex_unlock(&m->mu);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    if (pthread_create(&th, &attr, killing_main, k) != 0)
+        (void)killing_main(k);
+    pthread_attr_destroy(&attr);
 }
 
 long long sessmgr_running(struct sessmgr *m)
@@ -657,6 +798,10 @@ void sessmgr_stop(struct sessmgr *m)
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
+    pthread_mutex_lock(&m->mu);
+    while (m->killings > 0)
+        pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
     sessmgr_end_all(m, "server stopped");
     while (m->pools) {
         struct poolcap *p = m->pools;

@@ -20,6 +20,8 @@
 struct sessmgr;
 struct live;
 
+struct sandbox_oom;
+
 struct sessmgr_hooks {
     /* A session ended on its own (reason "timeout", "browser exited: ...").
      * Called on the supervisor thread after the browser was stopped and its
@@ -29,6 +31,11 @@ struct sessmgr_hooks {
      * memory limit (noticed within a second; before on_end when the browser
      * itself died of it). Supervisor thread. May be NULL. */
     void (*on_oom)(void *ctx, const char *session_id, long long kills);
+    /* The supervisor killed `victim` of a sandboxed session that was
+     * thrashing at its memory limit (domain/mem_pressure.h: the kernel
+     * reclaimed and re-read its pages instead of an OOM kill). Supervisor
+     * thread. May be NULL. */
+    void (*on_pressure_kill)(void *ctx, const char *session_id, const struct sandbox_oom *victim);
     void *ctx;
 };
 
@@ -89,10 +96,14 @@ void live_set_timeout(struct live *l, int timeout_s);
 struct sandbox *live_sandbox_ref(struct live *l);
 int live_with_browser(struct live *l, int (*fn)(void *ctx, struct chromium *c), void *ctx);
 
-/* Ends session_id now (deletion): stops the browser (SIGTERM, then SIGKILL
- * after grace) and removes it. *uptime_ms receives the total running time.
- * Returns E_NOTFOUND when it is not live here. on_end is not called. */
-int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms) WUR;
+/* Ends session_id now (deletion): asks the browser to close (Browser.close,
+ * at its own priority, up to 30 s: its state is written to its folder by the
+ * time it exits), then SIGKILL for what is left, and removes it. *uptime_ms
+ * receives the total running time; *closed (may be NULL) 1 when the browser
+ * exited by itself (its state is whole), 0 when it had to be killed or was
+ * already gone. Returns E_NOTFOUND when it is not live here. on_end is not
+ * called. */
+int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms, int *closed) WUR;
 
 /* Takes session_id's browser out of the manager without stopping it (a
  * delete that stops it in the background): the session is no longer live
@@ -102,19 +113,25 @@ int sessmgr_end(struct sessmgr *m, const char *session_id, long long *uptime_ms)
 int sessmgr_take(struct sessmgr *m, const char *session_id, struct chromium **browser,
                  long long *uptime_ms) WUR;
 /* Stops and frees a browser taken with sessmgr_take, as sessmgr_end would:
- * at the lowest CPU priority, Browser.close, then signals. Any thread;
- * blocks up to a few seconds. Accepts NULL. */
+ * Browser.close, then SIGKILL. Any thread; blocks up to 30 s. Accepts NULL. */
 void sessmgr_stop_browser(struct chromium *c);
 /* The same for a browser whose state nothing will read (no profile saved
  * from it, no recording finishing): killed at once (SIGKILL to its process
- * group, its display with it) after the lowest CPU priority is set, without
- * Browser.close. Chromium's orderly shutdown costs a CPU-second or more of
- * flushing that would compete with the next launch on a small machine. */
+ * group, its display with it) without Browser.close. Chromium's orderly
+ * shutdown costs a CPU-second or more of flushing that would compete with
+ * the next launch on a small machine. Never from the idle CPU class: killed
+ * processes must run to exit. */
 void sessmgr_discard_browser(struct chromium *c);
 
-/* Ends every live session now (a fenced cluster node), calling on_end with
- * reason for each. Any thread but the supervisor's. */
+/* Ends every live session now (server stop), calling on_end with reason for
+ * each (a longer reason saying so for a browser that did not close by
+ * itself). The browsers are asked to close together and waited for together
+ * (up to 30 s), then killed. Any thread but the supervisor's. */
 void sessmgr_end_all(struct sessmgr *m, const char *reason);
+/* The same without asking: every browser is SIGKILLed at once (a fenced
+ * cluster node, whose sessions another node declared lost). Nothing is live
+ * here from the call on; the kills and on_end follow on the calling thread. */
+void sessmgr_kill_all(struct sessmgr *m, const char *reason);
 /* How many browsers run here (standalone and pools'). */
 long long sessmgr_running(struct sessmgr *m);
 

@@ -81,9 +81,41 @@ export async function startSite(handler) {
   return { url: `http://${hostport}`, hostport, allow: ['--allow-loopback', hostport], close: () => srv.close() };
 }
 
-// Kills every server still running (called by the runner at exit).
+// Kills every server still running (called by the runner at exit), and any
+// background load (withLoad) by its process group.
 export function killAll() {
   for (const p of live) { try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ } }
+  for (const p of loads) { try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ } }
+}
+
+const loads = new Set();
+
+// Runs fn() while stress-ng keeps the host busy (issue 30): both cores, 768
+// MiB of memory churned and files written through the page cache, the state a
+// shared server is normally in. stress-ng is started in a process group of its
+// own and ended by it (its workers with it) when fn settles; --timeout bounds
+// it should this process die first. Resolves to fn's result.
+export async function withLoad(fn, { seconds = 300 } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-load-'));
+  const proc = spawn('stress-ng', ['--cpu', '2', '--vm', '1', '--vm-bytes', '768M', '--hdd', '1',
+    '--hdd-bytes', '256M', '--temp-path', dir, '--timeout', `${seconds}s`, '--quiet'],
+  { stdio: 'ignore', detached: true });
+  loads.add(proc);
+  const exited = new Promise((r) => proc.once('exit', r));
+  try {
+    // Under way once its workers run (stress-ng forks one per stressor).
+    await waitFor(() => {
+      try { return readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/).length >= 4; } catch { return false; }
+    }, 'the background load to start', 15000);
+    return await fn();
+  } finally {
+    try { process.kill(-proc.pid, 'SIGTERM'); } catch { /* gone */ }
+    const t = setTimeout(() => { try { process.kill(-proc.pid, 'SIGKILL'); } catch { /* gone */ } }, 10000);
+    await exited;
+    clearTimeout(t);
+    loads.delete(proc);
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // One HTTP request over a fresh connection (or the given agent).

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { chromium } from '../compat/node_modules/playwright-core/index.mjs';
 import WebSocket from '../compat/node_modules/ws/wrapper.mjs';
-import { request, startSite, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { request, startSite, assert, eq, isError, waitFor, withLoad } from '../blackbox/lib.mjs';
 import { startCluster, processesUnder } from './lib.mjs';
 
 async function withCluster(fn, opts = {}) {
@@ -530,6 +530,33 @@ export const tests = [
       eq(await c.ownerOf(b.session_id), 'n1');
       assert(!(await getRec(n1.base, c.key, keep.session_id)).deleted_at, 'node 2\'s session untouched');
       for (const id of [b.session_id, keep.session_id]) eq((await api(n3.base, 'DELETE', `/browsers/${id}`, undefined, c.key)).status, 204);
+    }, LOSSY),
+  },
+  {
+    name: 'issue 30.4: on a busy host, node 1 with four sessions paused past its lease fences itself by killing its browsers and serves again as a new node right away',
+    timeout: 180000,
+    fn: () => withCluster(async (c, [n1, n2, n3]) => {
+      c.expectLoss();
+      const mine = [];
+      for (let i = 0; i < 4; i++) mine.push(await create(n1.base, c.key));
+      const pids = [];
+      for (const s of mine) pids.push(Number((await c.psql(`SELECT pid FROM sessions WHERE id = ${sqlStr(s.session_id)}`))[0][0]));
+      const [[oldId]] = await c.psql("SELECT id FROM nodes WHERE name = 'n1' AND state = 'up'");
+      await withLoad(async () => {
+        process.kill(n1.pid, 'SIGSTOP');
+        try {
+          await until(async () => (await c.psql(`SELECT state FROM nodes WHERE id = ${sqlStr(oldId)}`))[0][0] === 'dead', 'node 1 declared dead', 60000);
+        } finally { process.kill(n1.pid, 'SIGCONT'); }
+        // Serving again is the outcome: registered anew within the bound (a
+        // node that ended its browsers one by one, gracefully, answered 503
+        // for a minute), then a create on node 1 runs there.
+        await until(async () => (await c.psql("SELECT count(*) FROM nodes WHERE name = 'n1' AND state = 'up'"))[0][0] === '1', 'node 1 registered again', 20000);
+        const b = await create(n1.base, c.key);
+        eq(await c.ownerOf(b.session_id), 'n1');
+        eq((await api(n1.base, 'DELETE', `/browsers/${b.session_id}`, undefined, c.key)).status, 204);
+      });
+      await until(() => pids.every((pid) => !aliveUnder(pid, n1.dir)), 'node 1\'s old browsers are gone', 30000);
+      for (const s of mine) eq((await c.psql(`SELECT status FROM sessions WHERE id = ${sqlStr(s.session_id)}`))[0][0], 'deleted', 'the row ended');
     }, LOSSY),
   },
   {
