@@ -27,6 +27,8 @@
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "core/jsonx.h"
+#include "proxy/cdp_client.h"
 #include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -48,6 +50,7 @@ extern char **environ;
 #define CR_LOG_MAX          (8LL * 1024 * 1024)
 #define CR_XVFB_TIMEOUT_MS  10000
 #define CR_PROBE_TIMEOUT_MS 10000
+#define CR_FIT_MIN_MS       2000 /* least time given to size a headless window */
 
 /* Flags that keep Chromium quiet and predictable on a closed network: no
  * component/variations/safe-browsing/translate/metrics traffic, no first-run
@@ -80,7 +83,7 @@ static const char *const cr_fixed_flags[] = {
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
     "PrivacySandboxSettings4,SafeBrowsingEnhancedProtection,NetworkTimeServiceQuerying,"
-    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies",
+    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies,PaintHolding",
 };
 
 struct chromium {
@@ -1071,6 +1074,14 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     }
     c->drain_running = 1;
 
+    /* Headless: the page's viewport is the size asked for (docs/runtime.md). */
+    if (o->headless) {
+        int left = (int)((deadline - clock_mono_us()) / 1000);
+        if ((rc = chromium_fit_headless(c->ws_url, o->width, o->height,
+                                        left < CR_FIT_MIN_MS ? CR_FIT_MIN_MS : left, e)) != 0)
+            goto fail;
+    }
+
     if (cg_fd >= 0)
         close(cg_fd);
     close(null_fd);
@@ -1094,6 +1105,120 @@ fail:
     strvec_free(&ev);
     chromium_stop(c, 0, 0);
     chromium_free(c);
+    return rc;
+}
+
+/* ---- headless geometry ---- */
+
+/* Sleeps ms milliseconds (a short retry pause of the fitting below). */
+static void fit_pause(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The first page target's id into out; E_NOTFOUND while there is none. */
+static int fit_first_page(struct cdp_client *cc, int timeout_ms, char *out, size_t cap,
+                          struct err *e)
+{
+    json_t *res = NULL;
+    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, timeout_ms, &res, e);
+    if (rc)
+        return rc;
+    rc = E_NOTFOUND;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
+    {
+        const char *type = jsonx_str(t, "type"), *id = jsonx_str(t, "targetId");
+        if (type && id && strcmp(type, "page") == 0) {
+            snprintf(out, cap, "%s", id);
+            rc = 0;
+            break;
+        }
+    }
+    json_decref(res);
+    return rc;
+}
+
+/* One browser-level call with borrowed params; *res (may be NULL) owned. */
+static int fit_call(struct cdp_client *cc, const char *sid, const char *method, json_t *params,
+                    int timeout_ms, json_t **res, struct err *e)
+{
+    json_t *r = NULL;
+    int rc = cdp_client_call(cc, sid, method, params, 1, timeout_ms, &r, e);
+    json_decref(params);
+    if (res)
+        *res = r;
+    else
+        json_decref(r);
+    return rc;
+}
+
+int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms, struct err *e)
+{
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    struct cdp_client *cc = NULL;
+    int rc = cdp_client_open(ws_url, timeout_ms, &cc, e);
+    if (rc)
+        return rc;
+    /* The first page appears a moment after DevTools listens. */
+    char target[128];
+    while ((rc = fit_first_page(cc, timeout_ms, target, sizeof target, e)) == E_NOTFOUND &&
+           clock_mono_ms() < deadline)
+        fit_pause(20);
+    if (rc == E_NOTFOUND)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "the browser opened no page to size");
+    json_t *win = NULL, *att = NULL;
+    if (rc == 0)
+        rc = fit_call(cc, NULL, "Browser.getWindowForTarget",
+                      json_pack("{s:s}", "targetId", target), timeout_ms, &win, e);
+    if (rc == 0)
+        rc =
+            fit_call(cc, NULL, "Target.attachToTarget",
+                     json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), timeout_ms, &att, e);
+    const char *sid = jsonx_str(att, "sessionId");
+    if (rc == 0 && !sid)
+        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
+    /* Two rounds: set the window, read the page's viewport, grow the window
+     * by what the browser's own (undrawn) frame takes. */
+    int ww = width, wh = height;
+    for (int round = 0; rc == 0 && round < 2; round++) {
+        rc = fit_call(cc, NULL, "Browser.setWindowBounds",
+                      json_pack("{s:O,s:{s:i,s:i,s:s}}", "windowId",
+                                json_object_get(win, "windowId"), "bounds", "width", ww, "height",
+                                wh, "windowState", "normal"),
+                      timeout_ms, NULL, e);
+        json_t *m = NULL;
+        if (rc == 0)
+            rc = fit_call(cc, sid, "Runtime.evaluate",
+                          json_pack("{s:s,s:b}", "expression", "[innerWidth, innerHeight]",
+                                    "returnByValue", 1),
+                          timeout_ms, &m, e);
+        json_t *v = json_object_get(json_object_get(m, "result"), "value");
+        int iw = (int)json_integer_value(json_array_get(v, 0));
+        int ih = (int)json_integer_value(json_array_get(v, 1));
+        json_decref(m);
+        if (rc == 0 && (iw <= 0 || ih <= 0))
+            rc = err_set(e, E_INTERNAL, "internal", "the page reported no viewport");
+        if (rc || (iw == width && ih == height))
+            break;
+        ww += width - iw;
+        wh += height - ih;
+        if (ww < width || wh < height || ww > 4 * width || wh > 4 * height)
+            rc = err_set(e, E_INTERNAL, "internal", "the page's viewport %dx%d cannot be fitted",
+                         iw, ih);
+    }
+    if (sid) {
+        struct err ignore;
+        err_init(&ignore);
+        (void)!fit_call(cc, NULL, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", sid),
+                        timeout_ms, NULL, &ignore);
+    }
+    json_decref(att);
+    json_decref(win);
+    cdp_client_close(cc);
     return rc;
 }
 

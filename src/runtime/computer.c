@@ -15,11 +15,13 @@
 #include "runtime/xinput.h"
 #include "telemetry/telemetry.h"
 
-#define CDP_MS        10000
-#define WHEEL_TICK_PX 100  /* one wheel click, in CSS pixels */
-#define MOVE_STEP_MS  10   /* time between two points of a smooth move */
-#define NAP_SLICE_MS  20   /* a pause checks for cancellation this often */
-#define X_REPLY_MS    5000 /* longest wait for the X server's answer */
+#define CDP_MS         10000
+#define WHEEL_TICK_PX  100  /* one wheel click, in CSS pixels */
+#define MOVE_STEP_MS   10   /* time between two points of a smooth move */
+#define NAP_SLICE_MS   20   /* a pause checks for cancellation this often */
+#define X_REPLY_MS     5000 /* longest wait for the X server's answer */
+#define READY_MS       2000 /* longest wait for a new page's first frames */
+#define TYPE_SYNC_KEYS 32   /* headless typing awaits the browser every this many keys */
 
 /* The browser's first page, attached over one DevTools connection. */
 struct cpage {
@@ -36,6 +38,8 @@ struct cstate {
     int hidden;           /* setCursorVisibility */
     struct cpage page;    /* kept between calls (page.cc NULL: none yet) */
     struct xin *xin;      /* headful: the display's connection, kept between calls */
+    double ready_doc;     /* headful: performance.timeOrigin of the page last seen drawn */
+    char *clip;           /* headless: the text the session last wrote to the clipboard */
     int x_netns, x_display;
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
@@ -69,6 +73,7 @@ static void state_free(struct cstate *s)
 {
     cdp_client_close(s->page.cc);
     xin_close(s->xin);
+    xfree(s->clip);
     pthread_mutex_destroy(&s->lock);
     xfree(s);
 }
@@ -239,8 +244,10 @@ static int mouse(struct cpage *p, const char *type, int x, int y, int button, in
     return call(p, "Input.dispatchMouseEvent", m, NULL, e);
 }
 
-static int key_event(struct cpage *p, const struct comp_key *k, int down, int modifiers,
-                     struct err *e)
+/* One key event; when wait is 0 its answer is not awaited (the page's
+ * next awaited command answers after it: DevTools runs them in order). */
+static int key_event_at(struct cpage *p, const struct comp_key *k, int down, int modifiers,
+                        int wait, struct err *e)
 {
     /* Text only when no Ctrl/Alt/Meta is held (those make a shortcut). */
     int plain = (modifiers & 7) == 0 && k->text[0];
@@ -256,7 +263,19 @@ static int key_event(struct cpage *p, const struct comp_key *k, int down, int mo
         json_object_set_new(m, "text", json_string(text));
         json_object_set_new(m, "unmodifiedText", json_string(k->text));
     }
-    return call(p, "Input.dispatchKeyEvent", m, NULL, e);
+    if (wait)
+        return call(p, "Input.dispatchKeyEvent", m, NULL, e);
+    json_t *r = NULL;
+    int rc = cdp_client_call(p->cc, p->sid, "Input.dispatchKeyEvent", m, 0, CDP_MS, &r, e);
+    json_decref(m);
+    json_decref(r);
+    return rc;
+}
+
+static int key_event(struct cpage *p, const struct comp_key *k, int down, int modifiers,
+                     struct err *e)
+{
+    return key_event_at(p, k, down, modifiers, 1, e);
 }
 
 /* Presses (down=1) or releases a held set, updating *mods. */
@@ -380,29 +399,60 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
     return rc ? rc : r2 ? r2 : r3;
 }
 
+static size_t utf8_next(const char *t, uint32_t *cp);
+
+/* The key that types character cp (n bytes at t) on a US keyboard, and
+ * whether Shift is on; a character no key has (é, CJK) is a key event
+ * carrying the character alone, as an input method gives. 0: no key (other
+ * control characters). */
+static int typed_key(const char *t, size_t n, uint32_t cp, struct comp_key *k, int *shift)
+{
+    static const struct comp_key enter = {"Enter", "Enter", 13, "\r", 0};
+    static const struct comp_key tab = {"Tab", "Tab", 9, "", 0};
+    static const struct comp_key space = {" ", "Space", 32, " ", 0};
+    *shift = 0;
+    if (cp == '\n' || cp == '\t' || cp == ' ') {
+        *k = cp == '\n' ? enter : cp == '\t' ? tab : space;
+        return 1;
+    }
+    if (cp < 0x20 || cp == 0x7f || cp == 0xFFFD)
+        return 0;
+    char one[2] = {(char)cp, '\0'};
+    struct comp_combo c;
+    if (cp < 0x7f && comp_combo_parse(one, &c) == 0 && c.n == 1) {
+        *k = c.keys[0];
+        *shift = (cp >= 'A' && cp <= 'Z') || strchr("~!@#$%^&*()_+{}|:\"<>?", (int)cp) != NULL;
+        return 1;
+    }
+    memset(k, 0, sizeof *k);
+    snprintf(k->key, sizeof k->key, "%.*s", (int)n, t);
+    snprintf(k->text, sizeof k->text, "%.*s", (int)n, t);
+    return 1;
+}
+
+/* Types as a keyboard does: per character a keydown (with its text, so the
+ * page sees keydown, keypress, input, keyup) and a keyup. Without a delay the
+ * events go out back to back, the browser's answer awaited every
+ * TYPE_SYNC_KEYS characters and after the last. */
 static int do_type(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
 {
-    static const struct comp_combo enter = {{{"Enter", "Enter", 13, "\r", 0}}, 1};
     const char *t = a->text;
-    int rc = 0;
-    while (rc == 0 && *t) {
-        if (*t == '\n') {
-            rc = tap(p, s, &enter, 0, 0, e);
-            t++;
-            if (rc == 0)
-                rc = nap(s, a->delay_ms, e);
-            continue;
-        }
-        /* A run up to the next newline (one character at a time with a delay). */
-        size_t n = strcspn(t, "\n");
-        if (a->delay_ms > 0) {
-            n = 1;
-            while (((unsigned char)t[n] & 0xC0) == 0x80)
-                n++;
-        }
-        rc = call(p, "Input.insertText", json_pack("{s:s%}", "text", t, n), NULL, e);
+    int rc = 0, unsynced = 0;
+    uint32_t cp;
+    size_t n;
+    while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
+        struct comp_key k;
+        int shift;
+        int has = typed_key(t, n, cp, &k, &shift);
         t += n;
+        if (!has)
+            continue;
+        int wait = a->delay_ms > 0 || !*t || ++unsynced % TYPE_SYNC_KEYS == 0;
+        int mods = shift ? 8 : 0;
+        rc = key_event_at(p, &k, 1, mods, 0, e);
         if (rc == 0)
+            rc = key_event_at(p, &k, 0, mods, wait, e);
+        if (rc == 0 && wait)
             rc = nap(s, a->delay_ms, e);
     }
     return rc;
@@ -755,6 +805,41 @@ static int x_one(struct xcall *c, const struct comp_action *a, struct err *e)
                    comp_operation_id(a->op));
 }
 
+/* Chrome drops a new document's input, all but pointer moves, until the
+ * document has drawn its first frames (Blink suppresses input while it
+ * defers commits): a click sent by the display a moment after a page loaded
+ * reaches the page as a move alone, a drag as a bare mouseup. Before input
+ * on the display, waits (s->lock held) until the first page's document has
+ * run two animation frames, once per document (performance.timeOrigin names
+ * it). Best effort: a page that does not answer within READY_MS (a dialog is
+ * open, a script is busy, the tab is hidden) is acted on anyway, and the
+ * DevTools connection is reopened next time. */
+static void x_page_ready(struct cstate *s, const char *ws_url)
+{
+    struct err ignore;
+    err_init(&ignore);
+    if (!s->page.cc && page_open(ws_url, &s->page, &ignore) != 0)
+        return;
+    char expr[512];
+    snprintf(expr, sizeof expr,
+             "(() => { const t = performance.timeOrigin; if (t === %.17g) return t;"
+             " return new Promise((r) => { const done = () => r(t);"
+             " requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, %d); });"
+             " })()",
+             s->ready_doc, READY_MS / 2);
+    json_t *res = NULL, *params = json_pack("{s:s,s:b,s:b}", "expression", expr, "awaitPromise", 1,
+                                            "returnByValue", 1);
+    int rc = cdp_client_call(s->page.cc, s->page.sid, "Runtime.evaluate", params, 1, READY_MS, &res,
+                             &ignore);
+    json_decref(params);
+    json_t *v = json_object_get(json_object_get(res, "result"), "value");
+    if (rc == 0 && json_is_number(v))
+        s->ready_doc = json_number_value(v);
+    json_decref(res);
+    if (rc != 0)
+        page_close(&s->page);
+}
+
 /* The session's display connection (s->lock held): the one kept from the
  * last call while it works and names the same display, a new one otherwise
  * (the browser was relaunched with a new Xvfb, or the server went away). */
@@ -801,6 +886,10 @@ int computer_act(const struct computer_target *t, const struct comp_action *acts
         }
         if ((rc = cancelled(s, e)) != 0)
             break;
+        enum comp_op op = acts[i].op;
+        if (headful && (op == COMP_CLICK || op == COMP_DRAG || op == COMP_PRESS ||
+                        op == COMP_SCROLL || op == COMP_TYPE))
+            x_page_ready(s, t->ws_url);
         rc = headful ? x_one(&xc, &acts[i], e) : do_one(&s->page, s, &acts[i], e);
         /* The server has taken every event before the call answers. */
         if (rc == 0 && headful)
@@ -913,13 +1002,13 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
     return rc;
 }
 
-/* Runs a clipboard expression on the page with the clipboard permissions and
- * a focused document (the async Clipboard API needs both). */
-static int clipboard_eval(const char *id, const char *ws_url, const char *expr, json_t **value,
-                          struct err *e)
+/* Runs a clipboard expression on the first page (s->lock held) with the
+ * clipboard permissions, a focused document and a user gesture (the copy
+ * command and the async Clipboard API need them); *value (may be NULL) gets
+ * its value. */
+static int clip_eval(struct cstate *s, const char *ws_url, const char *expr, json_t **value,
+                     struct err *e)
 {
-    struct cstate *s = state_get(id);
-    pthread_mutex_lock(&s->lock);
     int rc = page_acquire(s, ws_url, e);
     struct cpage *p = &s->page;
     json_t *res = NULL;
@@ -945,8 +1034,6 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
     }
     if (rc && p->cc)
         page_close(p); /* a fresh connection next time */
-    pthread_mutex_unlock(&s->lock);
-    state_put(s);
     json_t *exc = json_object_get(res, "exceptionDetails");
     if (rc == 0 && exc) {
         const char *why = jsonx_str(json_object_get(exc, "exception"), "description");
@@ -961,30 +1048,113 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
     return rc;
 }
 
-int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
+/* The session's clipboard (s->lock held). Headful: the display's CLIPBOARD
+ * selection, whoever owns it. Headless: the browser's own clipboard through
+ * the page when the page may read it (a secure context), else what the
+ * session last wrote (docs/computer.md). */
+static int clip_read(struct cstate *s, const struct computer_target *t, char **text, struct err *e)
 {
-    *text = NULL;
-    json_t *v = NULL;
-    int rc = clipboard_eval(id, ws_url, "navigator.clipboard.readText()", &v, e);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+    if (t->display >= 0) {
+        if ((rc = x_acquire(s, t, e)) == 0)
+            rc = xin_clipboard_read(s->xin, COMP_CLIP_MAX_BYTES, &buf, &len, e);
+    } else {
+        json_t *v = NULL;
+        rc = clip_eval(s, t->ws_url,
+                       "isSecureContext && navigator.clipboard ? navigator.clipboard.readText() "
+                       ": null",
+                       &v, e);
+        const char *got = json_string_value(v) ? json_string_value(v) : s->clip;
+        if (rc == 0) {
+            buf = xstrdup(got ? got : "");
+            len = strlen(buf);
+        }
+        json_decref(v);
+    }
     if (rc)
-        return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
-    *text = xstrdup(json_string_value(v) ? json_string_value(v) : "");
-    json_decref(v);
+        return rc;
+    json_t *valid = json_stringn(buf, len);
+    if (!valid) {
+        xfree(buf);
+        return err_set(e, E_INTERNAL, "internal", "the clipboard's text is not UTF-8");
+    }
+    json_decref(valid);
+    *text = buf;
     return 0;
 }
 
-int computer_clipboard_write(const char *id, const char *ws_url, const char *text, struct err *e)
+/* Writes text as the page's copy command would (s->lock held): a copy
+ * event on the first page whose data the server sets, so the browser itself
+ * holds the text, on any page (about:blank and plain http:// pages have no
+ * async Clipboard API). Headful, the browser then owns the display's
+ * CLIPBOARD selection; headless, its own clipboard, and the server keeps the
+ * text for reads on pages that cannot read the clipboard. */
+static int clip_write(struct cstate *s, const struct computer_target *t, const char *text,
+                      struct err *e)
 {
     json_t *js = json_string(text);
     char *lit = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
     json_decref(js);
     if (!lit)
         return err_set(e, E_INVALID, "bad_request", "text: must be valid UTF-8");
-    char *expr = xasprintf("navigator.clipboard.writeText(%s)", lit);
+    char *expr = xasprintf(
+        "(() => { let put = false; const copy = (e) => { e.clipboardData.setData('text/plain', "
+        "%s); e.preventDefault(); e.stopImmediatePropagation(); put = true; };"
+        " addEventListener('copy', copy, true);"
+        " try { document.execCommand('copy'); } finally { removeEventListener('copy', copy, true); "
+        "}"
+        " return put; })()",
+        lit);
     xfree(lit);
-    int rc = clipboard_eval(id, ws_url, expr, NULL, e);
+    json_t *v = NULL;
+    int rc = clip_eval(s, t->ws_url, expr, &v, e);
     xfree(expr);
+    if (rc == 0 && !json_is_true(v))
+        rc = err_set(e, E_INTERNAL, "internal", "the page did not let the copy happen");
+    json_decref(v);
+    if (rc == 0 && t->display < 0) {
+        xfree(s->clip);
+        s->clip = xstrdup(text);
+    }
+    return rc;
+}
+
+int computer_clipboard_get(const struct computer_target *t, char **text, struct err *e)
+{
+    *text = NULL;
+    struct cstate *s = state_get(t->session_id);
+    pthread_mutex_lock(&s->lock);
+    int rc = clip_read(s, t, text, e);
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
     if (rc)
-        return err_set(e, rc, "internal", "failed to write to clipboard: %s", e->message);
+        return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
     return 0;
+}
+
+int computer_clipboard_set(const struct computer_target *t, const char *text, struct err *e)
+{
+    struct cstate *s = state_get(t->session_id);
+    pthread_mutex_lock(&s->lock);
+    int rc = clip_write(s, t, text, e);
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    if (rc)
+        return err_set(e, rc, rc == E_INVALID ? "bad_request" : "internal",
+                       "failed to write to clipboard: %s", e->message);
+    return 0;
+}
+
+int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
+{
+    struct computer_target t = {.session_id = id, .ws_url = ws_url, .display = -1};
+    return computer_clipboard_get(&t, text, e);
+}
+
+int computer_clipboard_write(const char *id, const char *ws_url, const char *text, struct err *e)
+{
+    struct computer_target t = {.session_id = id, .ws_url = ws_url, .display = -1};
+    return computer_clipboard_set(&t, text, e);
 }
