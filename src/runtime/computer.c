@@ -20,7 +20,7 @@
 #define MOVE_STEP_MS   10   /* time between two points of a smooth move */
 #define NAP_SLICE_MS   20   /* a pause checks for cancellation this often */
 #define X_REPLY_MS     5000 /* longest wait for the X server's answer */
-#define READY_MS       2000 /* longest wait for a new page's first frames */
+#define READY_MS       1000 /* longest wait for a new page's first frames */
 #define TYPE_SYNC_KEYS 32   /* headless typing awaits the browser every this many keys */
 
 /* The browser's first page, attached over one DevTools connection. */
