@@ -50,7 +50,7 @@ extern char **environ;
 #define CR_LOG_MAX          (8LL * 1024 * 1024)
 #define CR_XVFB_TIMEOUT_MS  10000
 #define CR_PROBE_TIMEOUT_MS 10000
-#define CR_FIT_MIN_MS       2000 /* least time given to size a headless window */
+#define CR_FIT_MS           3000 /* longest time given to size a headless window */
 
 /* Flags that keep Chromium quiet and predictable on a closed network: no
  * component/variations/safe-browsing/translate/metrics traffic, no first-run
@@ -1074,12 +1074,15 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     }
     c->drain_running = 1;
 
-    /* Headless: the page's viewport is the size asked for (docs/runtime.md). */
+    /* Headless: the page's viewport is the size asked for (docs/runtime.md).
+     * Best effort: a first page that does not answer (a start_url that
+     * opens a dialog at once) leaves the window as launched. */
     if (o->headless) {
-        int left = (int)((deadline - clock_mono_us()) / 1000);
-        if ((rc = chromium_fit_headless(c->ws_url, o->width, o->height,
-                                        left < CR_FIT_MIN_MS ? CR_FIT_MIN_MS : left, e)) != 0)
-            goto fail;
+        struct err fe;
+        err_init(&fe);
+        if (chromium_fit_headless(c->ws_url, o->width, o->height, CR_FIT_MS, &fe) != 0)
+            log_warn("chromium %d: the headless page could not be sized to %dx%d: %s", (int)pid,
+                     o->width, o->height, fe.message);
     }
 
     if (cg_fd >= 0)
@@ -1142,7 +1145,14 @@ static int fit_first_page(struct cdp_client *cc, int timeout_ms, char *out, size
     return rc;
 }
 
-/* One browser-level call with borrowed params; *res (may be NULL) owned. */
+/* What is left of a deadline, at least 1 ms. */
+static int fit_left(int64_t deadline)
+{
+    int64_t left = deadline - clock_mono_ms();
+    return left < 1 ? 1 : (int)left;
+}
+
+/* One call with params stolen; *res (may be NULL) owned. */
 static int fit_call(struct cdp_client *cc, const char *sid, const char *method, json_t *params,
                     int timeout_ms, json_t **res, struct err *e)
 {
@@ -1156,6 +1166,22 @@ static int fit_call(struct cdp_client *cc, const char *sid, const char *method, 
     return rc;
 }
 
+/* The page's innerWidth x innerHeight. */
+static int fit_viewport(struct cdp_client *cc, const char *sid, int timeout_ms, int *iw, int *ih,
+                        struct err *e)
+{
+    json_t *m = NULL;
+    int rc = fit_call(
+        cc, sid, "Runtime.evaluate",
+        json_pack("{s:s,s:b}", "expression", "[innerWidth, innerHeight]", "returnByValue", 1),
+        timeout_ms, &m, e);
+    json_t *v = json_object_get(json_object_get(m, "result"), "value");
+    *iw = (int)json_integer_value(json_array_get(v, 0));
+    *ih = (int)json_integer_value(json_array_get(v, 1));
+    json_decref(m);
+    return rc;
+}
+
 int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms, struct err *e)
 {
     int64_t deadline = clock_mono_ms() + timeout_ms;
@@ -1165,7 +1191,7 @@ int chromium_fit_headless(const char *ws_url, int width, int height, int timeout
         return rc;
     /* The first page appears a moment after DevTools listens. */
     char target[128];
-    while ((rc = fit_first_page(cc, timeout_ms, target, sizeof target, e)) == E_NOTFOUND &&
+    while ((rc = fit_first_page(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
            clock_mono_ms() < deadline)
         fit_pause(20);
     if (rc == E_NOTFOUND)
@@ -1173,48 +1199,53 @@ int chromium_fit_headless(const char *ws_url, int width, int height, int timeout
     json_t *win = NULL, *att = NULL;
     if (rc == 0)
         rc = fit_call(cc, NULL, "Browser.getWindowForTarget",
-                      json_pack("{s:s}", "targetId", target), timeout_ms, &win, e);
+                      json_pack("{s:s}", "targetId", target), fit_left(deadline), &win, e);
     if (rc == 0)
-        rc =
-            fit_call(cc, NULL, "Target.attachToTarget",
-                     json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), timeout_ms, &att, e);
+        rc = fit_call(cc, NULL, "Target.attachToTarget",
+                      json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), fit_left(deadline),
+                      &att, e);
     const char *sid = jsonx_str(att, "sessionId");
     if (rc == 0 && !sid)
         rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
-    /* Two rounds: set the window, read the page's viewport, grow the window
-     * by what the browser's own (undrawn) frame takes. */
-    int ww = width, wh = height;
-    for (int round = 0; rc == 0 && round < 2; round++) {
+    /* The frame the browser keeps around the page (window bounds less the
+     * page's viewport, read while both are settled), then the window that
+     * many pixels larger than the asked size, waited for until the page
+     * has taken it (a resize reaches the renderer a moment later). */
+    int iw = 0, ih = 0, fw = 0, fh = 0, set = 0;
+    while (rc == 0) {
+        if ((rc = fit_viewport(cc, sid, fit_left(deadline), &iw, &ih, e)) != 0)
+            break;
+        if (iw == width && ih == height)
+            break;
+        if (clock_mono_ms() >= deadline) {
+            rc = err_set(e, E_UNAVAIL, "unavailable", "the page's viewport stayed %dx%d, not %dx%d",
+                         iw, ih, width, height);
+            break;
+        }
+        if (set || iw <= 0 || ih <= 0) {
+            fit_pause(20);
+            continue;
+        }
+        json_t *b = json_object_get(win, "bounds");
+        fw = (int)json_integer_value(json_object_get(b, "width")) - iw;
+        fh = (int)json_integer_value(json_object_get(b, "height")) - ih;
+        if (fw < 0 || fh < 0 || fw > width || fh > height) {
+            rc = err_set(e, E_INTERNAL, "internal", "the browser's frame %dx%d is not plausible",
+                         fw, fh);
+            break;
+        }
         rc = fit_call(cc, NULL, "Browser.setWindowBounds",
                       json_pack("{s:O,s:{s:i,s:i,s:s}}", "windowId",
-                                json_object_get(win, "windowId"), "bounds", "width", ww, "height",
-                                wh, "windowState", "normal"),
-                      timeout_ms, NULL, e);
-        json_t *m = NULL;
-        if (rc == 0)
-            rc = fit_call(cc, sid, "Runtime.evaluate",
-                          json_pack("{s:s,s:b}", "expression", "[innerWidth, innerHeight]",
-                                    "returnByValue", 1),
-                          timeout_ms, &m, e);
-        json_t *v = json_object_get(json_object_get(m, "result"), "value");
-        int iw = (int)json_integer_value(json_array_get(v, 0));
-        int ih = (int)json_integer_value(json_array_get(v, 1));
-        json_decref(m);
-        if (rc == 0 && (iw <= 0 || ih <= 0))
-            rc = err_set(e, E_INTERNAL, "internal", "the page reported no viewport");
-        if (rc || (iw == width && ih == height))
-            break;
-        ww += width - iw;
-        wh += height - ih;
-        if (ww < width || wh < height || ww > 4 * width || wh > 4 * height)
-            rc = err_set(e, E_INTERNAL, "internal", "the page's viewport %dx%d cannot be fitted",
-                         iw, ih);
+                                json_object_get(win, "windowId"), "bounds", "width", width + fw,
+                                "height", height + fh, "windowState", "normal"),
+                      fit_left(deadline), NULL, e);
+        set = 1;
     }
     if (sid) {
         struct err ignore;
         err_init(&ignore);
         (void)!fit_call(cc, NULL, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", sid),
-                        timeout_ms, NULL, &ignore);
+                        fit_left(deadline), NULL, &ignore);
     }
     json_decref(att);
     json_decref(win);
