@@ -436,18 +436,21 @@ static int typed_key(const char *t, size_t n, uint32_t cp, struct comp_key *k, i
  * TYPE_SYNC_KEYS characters and after the last. */
 static int do_type(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
 {
-    const char *t = a->text;
-    int rc = 0, unsynced = 0;
+    const char *t = a->text, *last = NULL;
+    int rc = 0, unsynced = 0, shift;
     uint32_t cp;
     size_t n;
+    struct comp_key k;
+    /* The last character that is a key: its keyup is awaited. */
+    for (const char *q = t; (n = utf8_next(q, &cp)) > 0; q += n)
+        if (typed_key(q, n, cp, &k, &shift))
+            last = q;
     while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
-        struct comp_key k;
-        int shift;
         int has = typed_key(t, n, cp, &k, &shift);
+        int wait = a->delay_ms > 0 || t == last || ++unsynced % TYPE_SYNC_KEYS == 0;
         t += n;
         if (!has)
             continue;
-        int wait = a->delay_ms > 0 || !*t || ++unsynced % TYPE_SYNC_KEYS == 0;
         int mods = shift ? 8 : 0;
         rc = key_event_at(p, &k, 1, mods, 0, e);
         if (rc == 0)
