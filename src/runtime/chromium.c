@@ -105,6 +105,8 @@ struct chromium {
     struct xvfb xvfb;
     unsigned long long xvfb_start_ticks;
 
+    char *frame_key;    /* headless: names the browser frame this launch's window has */
+    int frame_known;    /* headless: the window was launched grown by the cached frame */
     char *cgroup_dir;   /* NULL when memory is not enforced (unsandboxed path) */
     struct sandbox *sb; /* NULL when unsandboxed; a reference */
 
@@ -744,6 +746,57 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
     return err_has_fields(e) ? E_INVALID : 0;
 }
 
+/* ---- the headless browser frame ---- */
+
+/* What a headless window keeps around its page (the undrawn tab strip and
+ * toolbar), learnt by the first launch of a kind of browser (its binary,
+ * kiosk or not, Chromium's sandbox on or off: what changes its frame) and
+ * used by the next ones to launch a window that size larger, so that their
+ * pages are the asked size without a measurement (which waits for the first
+ * renderer: about 100 ms of a create). */
+#define FRAME_KINDS 8
+
+static pthread_mutex_t frame_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *key;
+    int w, h;
+} frames[FRAME_KINDS];
+static int nframes;
+
+static int frame_get(const char *key, int *w, int *h)
+{
+    int found = 0;
+    pthread_mutex_lock(&frame_lock);
+    for (int i = 0; i < nframes && !found; i++)
+        if (strcmp(frames[i].key, key) == 0) {
+            *w = frames[i].w;
+            *h = frames[i].h;
+            found = 1;
+        }
+    pthread_mutex_unlock(&frame_lock);
+    return found;
+}
+
+/* Records a measured frame (the first of each kind is kept; a full table
+ * keeps measuring). */
+static void frame_put(const char *key, int w, int h)
+{
+    pthread_mutex_lock(&frame_lock);
+    int known = 0;
+    for (int i = 0; i < nframes; i++)
+        known |= strcmp(frames[i].key, key) == 0;
+    if (!known && nframes < FRAME_KINDS) {
+        frames[nframes].key = xstrdup(key);
+        frames[nframes].w = w;
+        frames[nframes].h = h;
+        nframes++;
+    }
+    pthread_mutex_unlock(&frame_lock);
+}
+
+static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
+                        int *frame_h, struct err *e);
+
 /* With a sandbox: bwrap's command line first, then Chromium's without
  * --no-sandbox (Chromium's own sandbox runs as the session's user). */
 static void build_argv(const struct chromium_opts *o, struct chromium *c,
@@ -771,7 +824,12 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             strvec_push(av, xstrdup(cr_fixed_flags[i]));
     strvec_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
-    strvec_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
+    int fw = 0, fh = 0;
+    if (o->headless) {
+        c->frame_key = xasprintf("%s|kiosk=%d|nosandbox=%d", bin, o->kiosk, no_sandbox);
+        c->frame_known = frame_get(c->frame_key, &fw, &fh);
+    }
+    strvec_push(av, xasprintf("--window-size=%d,%d", o->width + fw, o->height + fh));
     if (o->headless) {
         strvec_push(av, xstrdup("--headless=new"));
     } else {
@@ -1077,12 +1135,15 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     /* Headless: the page's viewport is the size asked for (docs/runtime.md).
      * Best effort: a first page that does not answer (a start_url that
      * opens a dialog at once) leaves the window as launched. */
-    if (o->headless) {
+    if (o->headless && !c->frame_known) {
         struct err fe;
         err_init(&fe);
-        if (chromium_fit_headless(c->ws_url, o->width, o->height, CR_FIT_MS, &fe) != 0)
+        int fw, fh;
+        if (fit_headless(c->ws_url, o->width, o->height, CR_FIT_MS, &fw, &fh, &fe) != 0)
             log_warn("chromium %d: the headless page could not be sized to %dx%d: %s", (int)pid,
                      o->width, o->height, fe.message);
+        else
+            frame_put(c->frame_key, fw, fh);
     }
 
     if (cg_fd >= 0)
@@ -1182,7 +1243,9 @@ static int fit_viewport(struct cdp_client *cc, const char *sid, int timeout_ms, 
     return rc;
 }
 
-int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms, struct err *e)
+/* chromium_fit_headless, and the frame it found (*frame_w x *frame_h). */
+static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
+                        int *frame_h, struct err *e)
 {
     int64_t deadline = clock_mono_ms() + timeout_ms;
     struct cdp_client *cc = NULL;
@@ -1250,7 +1313,15 @@ int chromium_fit_headless(const char *ws_url, int width, int height, int timeout
     json_decref(att);
     json_decref(win);
     cdp_client_close(cc);
+    *frame_w = fw;
+    *frame_h = fh;
     return rc;
+}
+
+int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms, struct err *e)
+{
+    int fw, fh;
+    return fit_headless(ws_url, width, height, timeout_ms, &fw, &fh, e);
 }
 
 /* ---- accessors ---- */
@@ -1377,6 +1448,7 @@ void chromium_free(struct chromium *c)
         close(c->exit_fd);
     sandbox_unref(c->sb);
     xfree(c->ws_url);
+    xfree(c->frame_key);
     xfree(c->user_data_dir);
     xfree(c->log_path);
     xfree(c->xvfb_log_path);
