@@ -401,35 +401,6 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
 
 static size_t utf8_next(const char *t, uint32_t *cp);
 
-/* The key that types character cp (n bytes at t) on a US keyboard, and
- * whether Shift is on; a character no key has (é, CJK) is a key event
- * carrying the character alone, as an input method gives. 0: no key (other
- * control characters). */
-static int typed_key(const char *t, size_t n, uint32_t cp, struct comp_key *k, int *shift)
-{
-    static const struct comp_key enter = {"Enter", "Enter", 13, "\r", 0};
-    static const struct comp_key tab = {"Tab", "Tab", 9, "", 0};
-    static const struct comp_key space = {" ", "Space", 32, " ", 0};
-    *shift = 0;
-    if (cp == '\n' || cp == '\t' || cp == ' ') {
-        *k = cp == '\n' ? enter : cp == '\t' ? tab : space;
-        return 1;
-    }
-    if (cp < 0x20 || cp == 0x7f || cp == 0xFFFD)
-        return 0;
-    char one[2] = {(char)cp, '\0'};
-    struct comp_combo c;
-    if (cp < 0x7f && comp_combo_parse(one, &c) == 0 && c.n == 1) {
-        *k = c.keys[0];
-        *shift = (cp >= 'A' && cp <= 'Z') || strchr("~!@#$%^&*()_+{}|:\"<>?", (int)cp) != NULL;
-        return 1;
-    }
-    memset(k, 0, sizeof *k);
-    snprintf(k->key, sizeof k->key, "%.*s", (int)n, t);
-    snprintf(k->text, sizeof k->text, "%.*s", (int)n, t);
-    return 1;
-}
-
 /* Types as a keyboard does: per character a keydown (with its text, so the
  * page sees keydown, keypress, input, keyup) and a keyup. Without a delay the
  * events go out back to back, the browser's answer awaited every
@@ -443,10 +414,10 @@ static int do_type(struct cpage *p, struct cstate *s, const struct comp_action *
     struct comp_key k;
     /* The last character that is a key: its keyup is awaited. */
     for (const char *q = t; (n = utf8_next(q, &cp)) > 0; q += n)
-        if (typed_key(q, n, cp, &k, &shift))
+        if (comp_typed_key(q, n, cp, &k, &shift))
             last = q;
     while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
-        int has = typed_key(t, n, cp, &k, &shift);
+        int has = comp_typed_key(t, n, cp, &k, &shift);
         int wait = a->delay_ms > 0 || t == last || ++unsynced % TYPE_SYNC_KEYS == 0;
         t += n;
         if (!has)
