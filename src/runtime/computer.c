@@ -107,6 +107,17 @@ void computer_forget(const char *id)
         state_free(s);
 }
 
+/* Prefixes e's message with what failed, keeping its class and code
+ * (copied first: e's own strings cannot be both an argument of the format
+ * and its destination). */
+static int failed_to(struct err *e, int rc, const char *what)
+{
+    char code[ERR_CODE_MAX], msg[ERR_MSG_MAX];
+    snprintf(code, sizeof code, "%s", e->code[0] ? e->code : "internal");
+    snprintf(msg, sizeof msg, "%s", e->message);
+    return err_set(e, rc, code, "failed to %s: %s", what, msg);
+}
+
 static void sleep_ms(int ms)
 {
     if (ms <= 0)
@@ -895,7 +906,7 @@ int computer_pointer(const struct computer_target *t, int *x, int *y, struct err
     int rc = 0;
     if (t->display >= 0 && (rc = x_acquire(s, t, e)) == 0 &&
         (rc = xin_pointer(s->xin, &s->x, &s->y, e)) != 0)
-        rc = err_set(e, rc, "internal", "failed to get mouse position: %s", e->message);
+        rc = failed_to(e, rc, "get mouse position");
     *x = s->x;
     *y = s->y;
     pthread_mutex_unlock(&s->lock);
@@ -1103,9 +1114,7 @@ int computer_clipboard_get(const struct computer_target *t, char **text, struct 
     int rc = clip_read(s, t, text, e);
     pthread_mutex_unlock(&s->lock);
     state_put(s);
-    if (rc)
-        return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
-    return 0;
+    return rc ? failed_to(e, rc, "read clipboard") : 0;
 }
 
 int computer_clipboard_set(const struct computer_target *t, const char *text, struct err *e)
@@ -1115,10 +1124,7 @@ int computer_clipboard_set(const struct computer_target *t, const char *text, st
     int rc = clip_write(s, t, text, e);
     pthread_mutex_unlock(&s->lock);
     state_put(s);
-    if (rc)
-        return err_set(e, rc, rc == E_INVALID ? "bad_request" : "internal",
-                       "failed to write to clipboard: %s", e->message);
-    return 0;
+    return rc ? failed_to(e, rc, "write to clipboard") : 0;
 }
 
 int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
