@@ -224,6 +224,8 @@ static pid_t spawn(char *const *argv, const struct sandbox_exec *sbx, int log_fd
         if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log_fd >= 0 ? log_fd : null, 2) < 0)
             goto fail;
         child_cloexec_from(3); /* rp[1] too: it reports a failure until exec */
+        if (sandbox_exec_seccomp(sbx) != 0)
+            goto fail;
         execve(argv[0], argv, environ);
     fail:
         err_no = errno;

@@ -24,6 +24,7 @@
 #include "core/xalloc.h"
 #include "runtime/cgroup.h"
 #include "runtime/reaper.h"
+#include "runtime/sysfilter.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -35,6 +36,8 @@
 enum cg_kind { CG_NONE, CG_V1, CG_V2 };
 
 static int enabled;
+/* 1 when sysfilter_init built the seccomp programs. */
+static int filtered;
 static enum cg_kind cg_kind = CG_NONE;
 /* v1 hierarchies in use, in the order of struct sandbox's cg[]. */
 static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpu"};
@@ -278,9 +281,12 @@ int sandbox_init(int off)
     if (cg_kind == CG_NONE)
         log_warn("sandbox: no usable cgroup hierarchy under " CG_ROOT
                  ": no memory or pids limits, and teardown relies on the PID namespace");
+    filtered = sysfilter_init() == 0;
+    if (!filtered)
+        log_error("sandbox: sessions run without their seccomp filter (see above)");
     enabled = 1;
-    log_info("sandbox: on (bubblewrap, one uid and network namespace per session, cgroup %s)",
-             sandbox_cgroup_kind());
+    log_info("sandbox: on (bubblewrap, one uid and network namespace per session, cgroup %s%s)",
+             sandbox_cgroup_kind(), filtered ? ", seccomp" : "");
     return 1;
 }
 
@@ -716,11 +722,64 @@ int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap)
 
 /* ---- launching ---- */
 
+/* Replaces x's seccomp pipe with one holding the program of kind, whole
+ * (a program is far below a pipe's 64 KiB, so the write never blocks), its
+ * writing end closed: bwrap reads it to the end. The descriptor is moved to
+ * 10 or above, clear of the standard ones the launchers renumber. 0, or -1
+ * with errno set. */
+static int seccomp_pipe(struct sandbox_exec *x, enum sysfilter_kind kind)
+{
+    size_t len;
+    const void *prog = sysfilter_program(kind, &len);
+    int p[2];
+    if (!prog || len > 65536) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    ssize_t w = write(p[1], prog, len);
+    int er = errno;
+    close(p[1]);
+    int fd = w == (ssize_t)len ? fcntl(p[0], F_DUPFD_CLOEXEC, 10) : -1;
+    if (w >= 0 && w != (ssize_t)len)
+        er = EIO;
+    else if (fd < 0 && w >= 0)
+        er = errno;
+    close(p[0]);
+    if (fd < 0) {
+        errno = er;
+        return -1;
+    }
+    if (x->seccomp_fd >= 0)
+        close(x->seccomp_fd);
+    x->seccomp_fd = x->seccomp_at = fd;
+    return 0;
+}
+
+int sandbox_exec_browser(struct sandbox_exec *x, struct err *e)
+{
+    x->browser = 1;
+    if (x->seccomp_fd >= 0 && seccomp_pipe(x, SYSFILTER_BROWSER) != 0)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: the browser's seccomp program: %s",
+                       strerror(errno));
+    return 0;
+}
+
+int sandbox_exec_seccomp(const struct sandbox_exec *x)
+{
+    if (!x || x->seccomp_fd < 0)
+        return 0;
+    if (x->seccomp_at == x->seccomp_fd)
+        return fcntl(x->seccomp_fd, F_SETFD, 0) == 0 ? 0 : -1;
+    return dup2(x->seccomp_fd, x->seccomp_at) < 0 ? -1 : 0;
+}
+
 int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
                       struct sandbox_exec *x, struct err *e)
 {
     memset(x, 0, sizeof *x);
-    x->netns_fd = -1;
+    x->netns_fd = x->seccomp_fd = x->seccomp_at = -1;
     x->home = home;
     x->policy = policy;
     x->root = sb->root;
@@ -739,6 +798,8 @@ int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *po
             goto fail;
         x->cg_fds[x->ncg++] = fd;
     }
+    if (filtered && seccomp_pipe(x, SYSFILTER_SESSION) != 0)
+        goto fail;
     return 0;
 fail:;
     int er = errno;
@@ -752,7 +813,9 @@ void sandbox_exec_close(struct sandbox_exec *x)
         close(x->netns_fd);
     for (int i = 0; i < x->ncg; i++)
         close(x->cg_fds[i]);
-    x->netns_fd = -1;
+    if (x->seccomp_fd >= 0)
+        close(x->seccomp_fd);
+    x->netns_fd = x->seccomp_fd = -1;
     x->ncg = 0;
 }
 
@@ -798,6 +861,8 @@ const char *sandbox_step_text(int step)
         return "binding the session's folders on " SANDBOX_STAGE;
     case SBX_STEP_USER:
         return "becoming the session's user";
+    case SBX_STEP_SECCOMP:
+        return "passing the seccomp program to bwrap";
     }
     return "entering the sandbox";
 }
@@ -848,6 +913,14 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     push(ctx, xasprintf("%u", (unsigned)x->uid));
     push(ctx, xstrdup("--gid"));
     push(ctx, xasprintf("%u", (unsigned)x->gid));
+    if (x->seccomp_fd >= 0) {
+        push(ctx, xstrdup("--seccomp"));
+        push(ctx, xasprintf("%d", x->seccomp_at));
+    }
+    /* No user namespace below the sandbox's own, but for Chromium's sandbox
+     * (its program still refuses the rest). */
+    if (!x->browser)
+        push(ctx, xstrdup("--disable-userns"));
     for (size_t i = 0; i < sizeof host_ro / sizeof *host_ro; i++) {
         push(ctx, xstrdup("--ro-bind-try"));
         push(ctx, xstrdup(host_ro[i]));

@@ -133,7 +133,10 @@ int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_by
 const char *sandbox_root(const struct sandbox *sb);
 /* What a client sees: the session's home and the folder the browser saves
  * downloads to. */
-#define SANDBOX_HOME      "/home/kernel"
+#define SANDBOX_HOME "/home/kernel"
+/* Where the browser sees its profile (its user-data folder, bound from the
+ * host's): a neutral path, outside the session's own files. */
+#define SANDBOX_PROFILE   "/profile"
 #define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
 
 /* ---- launching a process inside ---- */
@@ -153,6 +156,11 @@ struct sandbox_exec {
                            seen inside at the same path; set by the caller after _open */
     const char *root;   /* the session's files (sandbox_root), bound on SANDBOX_STAGE/root; seen
                            inside as /tmp and /home (set by _open) */
+    int seccomp_fd;     /* -1, or a pipe (CLOEXEC, >= 10) holding the process's seccomp program
+                           (runtime/sysfilter.h), read by bwrap's --seccomp */
+    int seccomp_at;     /* the descriptor bwrap reads it from: seccomp_fd, unless a launcher
+                           that renumbers its descriptors sets another before building argv */
+    int browser;        /* set by sandbox_exec_browser */
 };
 
 /* Prepares x for one launch (opens the descriptors; close with
@@ -164,12 +172,28 @@ struct sandbox_exec {
 int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
                       struct sandbox_exec *x, struct err *e) WUR;
 void sandbox_exec_close(struct sandbox_exec *x);
+/* Marks x as Chromium's launch: the browser's seccomp program replaces the
+ * session's (Chromium's own sandbox makes a user namespace for its
+ * renderers), and bwrap leaves user namespaces enabled. 0, or E_INTERNAL. */
+int sandbox_exec_browser(struct sandbox_exec *x, struct err *e) WUR;
+/* Child side, the last step before exec (after the launcher closed or
+ * marked close-on-exec its other descriptors): puts the seccomp program on
+ * x->seccomp_at, open across exec. Async-signal-safe; accepts NULL and an x
+ * without a program. 0, or -1 (errno set). */
+int sandbox_exec_seccomp(const struct sandbox_exec *x);
 
 /* Child side, after fork and before exec: joins the cgroup, enters the
  * network namespace, stages the home and policy folders in a private mount
  * namespace, and becomes the session's user. Async-signal-safe. Returns 0,
  * or a SANDBOX_STAGE_* step (errno set) that failed. */
-enum { SBX_STEP_CGROUP = 1, SBX_STEP_NETNS, SBX_STEP_MOUNTNS, SBX_STEP_STAGE, SBX_STEP_USER };
+enum {
+    SBX_STEP_CGROUP = 1,
+    SBX_STEP_NETNS,
+    SBX_STEP_MOUNTNS,
+    SBX_STEP_STAGE,
+    SBX_STEP_USER,
+    SBX_STEP_SECCOMP /* sandbox_exec_seccomp */
+};
 int sandbox_exec_enter(const struct sandbox_exec *x);
 /* Text for a step of sandbox_exec_enter. */
 const char *sandbox_step_text(int step);
