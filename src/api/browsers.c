@@ -433,7 +433,8 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     struct sandbox *sb = NULL;
     const char **ext_dirs = NULL;
     if (rc == 0 && sandbox_enabled() &&
-        (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
+        (rc = sandbox_create(s->id, spare ? NULL : org_id, o.memory_max_bytes, &sb, e)) != 0 &&
+        !e->retry_after) /* past the admission's budget: its 429 or 503 stands */
         rc = launch_failed(s->id, "sandbox", rc, e);
     /* A spare starts and waits in the background: its launch and the work
      * Chromium does after it is ready yield the CPU to the creates being
@@ -823,6 +824,14 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         return rc;
     }
     struct sandbox *ssb = chromium_sandbox(sp->browser);
+    /* Its memory and pids now count against the owner's share (admit.h). */
+    if (ssb && (rc = sandbox_adopt(ssb, org_id, e)) != 0) {
+        spare_end(app, sp, "its owner is at its share of the server");
+        spares_handout_done(app->spares);
+        sessmgr_unreserve(app->sessions, org_id);
+        sessrules_create_clear(&c);
+        return rc;
+    }
     if (ssb)
         (void)sandbox_set_background(ssb, 0); /* the owner's browser runs at normal priority */
     memset(s, 0, sizeof *s);

@@ -539,7 +539,7 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
      * server does not implement will not go away on a retry. */
     if (status == 409 || status == 501 || (status >= 500 && rq->no_retry))
         resp_header(rs, "x-should-retry", "false");
-    if (status == 429 && rq->err.retry_after > 0)
+    if ((status == 429 || status == 503) && rq->err.retry_after > 0)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
 }
 

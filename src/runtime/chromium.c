@@ -288,6 +288,8 @@ static void spawn_child(const struct spawn *s)
 
     if (s->cg_fd >= 0 && write(s->cg_fd, "0", 1) != 1)
         spawn_fail(s, STAGE_CGROUP);
+    if (!s->sbx)
+        child_oom_score_adj(); /* sandbox_exec_enter does it otherwise */
     if (s->sbx) {
         int step = sandbox_exec_enter(s->sbx);
         if (step)

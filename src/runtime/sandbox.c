@@ -19,10 +19,13 @@
 #include <unistd.h>
 
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "runtime/cgroup.h"
+#include "runtime/admit.h"
+#include "runtime/child.h"
 #include "runtime/reaper.h"
 #include "runtime/sysfilter.h"
 
@@ -57,7 +60,9 @@ struct sandbox {
     int netns_id;     /* registered with core/netns */
     char *cg[CG_MAX]; /* cgroup folders, NULL where not used */
     int memory_enforced;
-    char *root; /* the session's own files (a tmpfs), NULL until sandbox_root_create */
+    char *root;         /* the session's own files (a tmpfs), NULL until sandbox_root_create */
+    char *owner;        /* the organization whose reservation this is, NULL for a spare */
+    long long reserved; /* memory bytes reserved with runtime/admit, -1 before */
 };
 
 /* ---- small file helpers ---- */
@@ -241,6 +246,39 @@ static void cg_favor_dynmods(void)
     log_info("sandbox: cgroup v1 migrations without a grace period (favordynmods)");
 }
 
+/*
+ * The sessions' parent cgroup (browserd/, shared by every server of the
+ * host) gets a memory limit LIM_HOST_MEMORY_RESERVE_BYTES below the host's
+ * memory (half of it on a small host). Admission lets the sessions' own
+ * limits add up past the host's memory (BROWSERD_MEMORY_OVERCOMMIT); if they
+ * all allocate at once, the kernel's out-of-memory kill then happens inside
+ * browserd/ and picks a session's process, instead of a global one that
+ * stalls the host and may pick the server or anything else on it.
+ */
+static void cg_cap_sessions(void)
+{
+    long long host = admit_host_memory();
+    if (host <= 0)
+        return;
+    long long cap =
+        host > 2 * LIM_HOST_MEMORY_RESERVE_BYTES ? host - LIM_HOST_MEMORY_RESERVE_BYTES : host / 2;
+    char val[32];
+    snprintf(val, sizeof val, "%lld", cap);
+    const char *file = cg_kind == CG_V2 ? CG_ROOT "/browserd/memory.max"
+                       : v1_have[0]     ? CG_ROOT "/memory/browserd/memory.limit_in_bytes"
+                                        : NULL;
+    if (!file)
+        return;
+    int rc = write_text(file, val);
+    if (rc != 0)
+        log_warn("sandbox: cannot cap the sessions' memory together at %lld MiB (%s): %s",
+                 cap >> 20, file, strerror(-rc));
+    else
+        log_info("sandbox: sessions' memory together capped at %lld MiB (the host's %lld MiB "
+                 "less %lld MiB)",
+                 cap >> 20, host >> 20, (host - cap) >> 20);
+}
+
 int sandbox_init(int off)
 {
     enabled = 0;
@@ -278,6 +316,7 @@ int sandbox_init(int off)
     cg_kind = cg_detect();
     if (cg_kind == CG_V1)
         cg_favor_dynmods();
+    cg_cap_sessions();
     if (cg_kind == CG_NONE)
         log_warn("sandbox: no usable cgroup hierarchy under " CG_ROOT
                  ": no memory or pids limits, and teardown relies on the PID namespace");
@@ -400,16 +439,24 @@ static void warn_limits_once(const char *what)
                  what);
 }
 
-int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e)
+int sandbox_create(const char *name, const char *owner, long long memory_max, struct sandbox **out,
+                   struct err *e)
 {
     *out = NULL;
     if (!enabled)
         return err_set(e, E_INTERNAL, "internal", "sandbox: not enabled");
+    int rc = admit_reserve(owner, memory_max, SANDBOX_PIDS_MAX, e);
+    if (rc)
+        return rc;
     struct sandbox *sb = xcalloc(1, sizeof *sb);
     sb->refs = 1;
     sb->uid_lock_fd = sb->nsfd = -1;
-    int rc = uid_take(sb);
+    sb->owner = owner ? xstrdup(owner) : NULL;
+    sb->reserved = memory_max;
+    rc = uid_take(sb);
     if (rc != 0) {
+        admit_release(sb->owner, sb->reserved, SANDBOX_PIDS_MAX);
+        xfree(sb->owner);
         xfree(sb);
         return err_set(e, E_UNAVAIL, "unavailable", "sandbox: no free session uid: %s",
                        strerror(-rc));
@@ -481,7 +528,19 @@ void sandbox_unref(struct sandbox *sb)
         (void)unlink(sb->uid_lock_path);
         close(sb->uid_lock_fd);
     }
+    admit_release(sb->owner, sb->reserved, SANDBOX_PIDS_MAX);
+    xfree(sb->owner);
     xfree(sb);
+}
+
+int sandbox_adopt(struct sandbox *sb, const char *owner, struct err *e)
+{
+    if (sb->owner)
+        return 0;
+    int rc = admit_adopt(owner, sb->reserved, SANDBOX_PIDS_MAX, e);
+    if (rc == 0)
+        sb->owner = xstrdup(owner);
+    return rc;
 }
 
 /* ---- the session's files ---- */
@@ -821,6 +880,7 @@ void sandbox_exec_close(struct sandbox_exec *x)
 
 int sandbox_exec_enter(const struct sandbox_exec *x)
 {
+    child_oom_score_adj(); /* while still root: the lowest the session may set */
     for (int i = 0; i < x->ncg; i++)
         if (write(x->cg_fds[i], "0", 1) != 1)
             return SBX_STEP_CGROUP;

@@ -58,9 +58,16 @@ const char *sandbox_cgroup_kind(void);
 
 /* Makes a session's sandbox: a uid, a network namespace (loopback up), and
  * a cgroup named after `name` with memory_max bytes (0: no memory limit) and
- * SANDBOX_PIDS_MAX tasks. E_UNAVAIL when the host ran out of uids or
- * namespaces, E_INTERNAL for other system call failures. */
-int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e) WUR;
+ * SANDBOX_PIDS_MAX tasks, both first reserved for organization owner (NULL:
+ * a spare, the server's own) against the server's budget (runtime/admit.h),
+ * released by the last sandbox_unref. E_LIMIT past owner's share, E_UNAVAIL
+ * past the server's budget (both with e->retry_after) or when the host ran
+ * out of uids or namespaces, E_INTERNAL for other system call failures. */
+int sandbox_create(const char *name, const char *owner, long long memory_max, struct sandbox **out,
+                   struct err *e) WUR;
+/* A spare's sandbox handed to organization owner: its reservation becomes
+ * owner's (admit_adopt). 0, or E_LIMIT past owner's share. */
+int sandbox_adopt(struct sandbox *sb, const char *owner, struct err *e) WUR;
 /* Another reference (returns sb). */
 struct sandbox *sandbox_ref(struct sandbox *sb);
 /* Drops a reference; the last one kills every process left in the cgroup,
