@@ -443,6 +443,8 @@ static int cmd_serve(int argc, char **argv)
         resolve_path("serve", "--proxy-ca-file", proxy_ca, c->proxy_ca_file,
                      sizeof c->proxy_ca_file, 0) != 0)
         return 2;
+    /* Answers name the data folder <data>, never its host path. */
+    err_hide_path(c->data_dir, "<data>");
     public_url_flag = public_url;
     copy(c->admin_token, sizeof c->admin_token, admin);
     copy(c->region, sizeof c->region, region);
