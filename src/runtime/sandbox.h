@@ -37,8 +37,12 @@
  * the session's home and policy folders, so that bwrap (running as the
  * session's user) can reach them whatever the modes of the data folder's
  * parents (a data folder under /root, say). */
-#define SANDBOX_STAGE     "/run/browserd-sandbox"
-#define SANDBOX_PIDS_MAX  2048
+#define SANDBOX_STAGE "/run/browserd-sandbox"
+/* A session's tasks (threads count): Chromium with a few dozen tabs takes a
+ * few hundred. Admission adds them up against the host's pid_max
+ * (runtime/admit.h): 1024 lets 27 sessions share the 28672 task ids a
+ * default pid_max of 32768 leaves them. */
+#define SANDBOX_PIDS_MAX  1024
 #define SANDBOX_UID_BASE  1100000
 #define SANDBOX_UID_COUNT 65536
 
