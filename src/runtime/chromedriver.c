@@ -428,7 +428,7 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         char *a_port = xasprintf("--port=%d", d->port);
         char *a_base = xasprintf("--url-base=%s", d->prefix);
         /* In a sandbox the log file is made here, given to the session's
-         * user and bound into the driver's view at the same path. */
+         * user and bound into the driver's view at SANDBOX_FILE. */
         int log_fd = -1;
         char *a_log;
         struct sandbox_exec sbx;
@@ -438,7 +438,7 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
             log_fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
             if (log_fd >= 0)
                 (void)!fchown(log_fd, sandbox_uid(d->sb), (gid_t)sandbox_uid(d->sb));
-            a_log = xasprintf("--log-path=%s", o->log_path);
+            a_log = xstrdup("--log-path=" SANDBOX_FILE);
             if (sandbox_exec_open(d->sb, NULL, NULL, &sbx, e) == 0 && log_fd >= 0)
                 have_sbx = 1;
             else

@@ -1012,7 +1012,7 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     if (x->file) {
         push(ctx, xstrdup("--bind"));
         push(ctx, xstrdup(SANDBOX_STAGE "/file"));
-        push(ctx, xstrdup(x->file));
+        push(ctx, xstrdup(SANDBOX_FILE));
     }
     for (size_t i = 0; extra_ro && extra_ro[i]; i++) {
         push(ctx, xstrdup("--ro-bind"));

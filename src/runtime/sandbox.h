@@ -144,11 +144,15 @@ int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_by
 const char *sandbox_root(const struct sandbox *sb);
 /* What a client sees: the session's home and the folder the browser saves
  * downloads to. */
-#define SANDBOX_HOME "/home/kernel"
+#define SANDBOX_HOME      "/home/kernel"
+#define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
 /* Where the browser sees its profile (its user-data folder, bound from the
  * host's): a neutral path, outside the session's own files. */
-#define SANDBOX_PROFILE   "/profile"
-#define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
+#define SANDBOX_PROFILE "/profile"
+/* Where a process sees the one writable file of sandbox_exec.file (bwrap
+ * makes a bind's mount point in the sandbox's view, and at a host path that
+ * would put the host's folders into the session's own /tmp). */
+#define SANDBOX_FILE "/var/log/session.log"
 
 /* ---- launching a process inside ---- */
 
@@ -164,7 +168,7 @@ struct sandbox_exec {
     const char *home;   /* NULL, or the home folder, bound on SANDBOX_STAGE/home (borrowed) */
     const char *policy; /* NULL, or the policy folder, bound on SANDBOX_STAGE/policy */
     const char *file;   /* NULL, or one writable file (a log) bound on SANDBOX_STAGE/file and
-                           seen inside at the same path; set by the caller after _open */
+                           seen inside at SANDBOX_FILE; set by the caller after _open */
     const char *root;   /* the session's files (sandbox_root), bound on SANDBOX_STAGE/root; seen
                            inside as /tmp and /home (set by _open) */
     int seccomp_fd;     /* -1, or a pipe (CLOEXEC, >= 10) holding the process's seccomp program
