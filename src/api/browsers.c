@@ -38,6 +38,7 @@
 #include "proxy/cdp_client.h"
 #include "proxy/relay.h"
 #include "proxy/ws.h"
+#include "runtime/admit.h"
 #include "runtime/chromium.h"
 #include "runtime/profile_archive.h"
 #include "runtime/sandbox.h"
@@ -422,8 +423,13 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
     int64_t t_store, t_sandbox, t_files, t_modules;
-    /* Name first: a duplicate is refused before anything is prepared. */
-    rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
+    /* The admission (runtime/admit.h) and the name first: a create past its
+     * share of the server, or a duplicate, leaves nothing behind. */
+    rc = sandbox_enabled()
+             ? admit_check(spare ? NULL : org_id, o.memory_max_bytes, SANDBOX_PIDS_MAX, e)
+             : 0;
+    if (rc == 0)
+        rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
     t_store = clock_mono_us();
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);

@@ -170,11 +170,9 @@ static int check_org_locked(long long h_mem, long long h_pids, long long memory,
     return 0;
 }
 
-int admit_reserve(const char *org, long long memory, long long pids, struct err *e)
+/* Whether org may reserve memory and pids now: 0, or the refusal in e. */
+static int check_locked(const char *org, long long memory, long long pids, struct err *e)
 {
-    if (memory < 0)
-        memory = 0;
-    pthread_mutex_lock(&mu);
     int rc = 0;
     if (org) {
         struct held *h = find_locked(org, 0);
@@ -195,6 +193,23 @@ int admit_reserve(const char *org, long long memory, long long pids, struct err 
                      "asks %lld, past the server's %lld (the host's pid_max less %d); retry later",
                      total_pids, pids, budget.pids, LIM_ADMIT_HOST_PIDS);
     }
+    return rc;
+}
+
+int admit_check(const char *org, long long memory, long long pids, struct err *e)
+{
+    pthread_mutex_lock(&mu);
+    int rc = check_locked(org, memory < 0 ? 0 : memory, pids, e);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+int admit_reserve(const char *org, long long memory, long long pids, struct err *e)
+{
+    if (memory < 0)
+        memory = 0;
+    pthread_mutex_lock(&mu);
+    int rc = check_locked(org, memory, pids, e);
     if (rc == 0) {
         total_memory += memory;
         total_pids += pids;

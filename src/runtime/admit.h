@@ -46,6 +46,10 @@ struct admit_budget admit_configured(void);
  * the server's own). 0, or E_LIMIT / E_UNAVAIL with e filled (the limit,
  * what is held and what was asked, in GiB and tasks). */
 int admit_reserve(const char *org, long long memory, long long pids, struct err *e) WUR;
+/* What admit_reserve would answer now, reserving nothing: a create checks
+ * it before it writes anything (admit_reserve still decides, under the same
+ * lock as the books). */
+int admit_check(const char *org, long long memory, long long pids, struct err *e) WUR;
 /* Gives back what admit_reserve took for org. */
 void admit_release(const char *org, long long memory, long long pids);
 /* Moves a spare's reservation (org NULL) to org at hand-out, checking org's

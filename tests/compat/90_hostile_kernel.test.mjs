@@ -113,9 +113,12 @@ export const tests = [
       const a1 = await mk();
       eq(a1.status, 200, `control: the first session fits: ${a1.text}`);
       eq((await mk()).status, 200, 'a second 1 GiB session fits the org\'s 75% share');
+      const listed = async () => (await api(s, 'GET', '/browsers?status=all')).json.length;
+      const before = await listed();
       const over = await mk();
       isError(over, 429, 'rate_limited');
       assert(/memory/.test(over.json.message) && over.headers['retry-after'], `the 429 names memory and has Retry-After: ${over.text} ${JSON.stringify(over.headers)}`);
+      eq(await listed(), before, 'a refused create leaves no session behind');
       const other = await otherOrg(s);
       eq((await mk(other)).status, 200, 'another org still gets its session');
       const full = await mk(other);
