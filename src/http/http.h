@@ -55,6 +55,10 @@ struct req {
     void (*done_fn)(struct req *rq, int delivered);     /* after the exchange ended */
     void *async_ctx;
     int suspended;
+    /* Deferred handlers (req_defer): the handler's own state between its
+     * steps, and 1 once the server stops (the next step must finish). */
+    void *defer_ctx;
+    int stopping;
 };
 
 /* An upgraded connection (101 Switching Protocols). */
@@ -152,6 +156,11 @@ struct http_config {
     unsigned head_timeout_s;  /* LIM_HTTP_HEAD_SECONDS */
     size_t body_budget;       /* LIM_HTTP_BODY_BUDGET_BYTES */
     size_t body_share;        /* LIM_HTTP_BODY_TENANT_BYTES */
+    /* Threads for HTTP_ROUTE_BLOCKING handlers, at most (0 =
+     * LIM_HTTP_BLOCKING_THREADS, also the most allowed). Each tenant's share
+     * (LIM_HTTP_BLOCKING_PER_ORG, _PER_SESSION) counts its calls in flight,
+     * parked ones (req_defer) included, and does not shrink with it. */
+    unsigned blocking_threads;
 };
 /* conns_per_ip: no limit per client address. */
 #define HTTP_NO_LIMIT 0xffffffffu
@@ -215,6 +224,23 @@ void http_call_res_clear(struct http_call_res *r);
  * return. */
 int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
                 void (*done_fn)(struct req *, int), void *ctx);
+/* A handler returns HTTP_DEFER (from req_defer) to continue later. */
+#define HTTP_DEFER 2
+
+/* Parks a request of an HTTP_ROUTE_BLOCKING route for ms milliseconds
+ * without holding a thread: the handler (or a continuation) returns what
+ * this returns, its blocking thread is released, and cont runs on a
+ * blocking thread about ms later with the same rq and rs, as a handler
+ * would (it may defer again). The request keeps its share of the blocking
+ * threads (http/fairshare.h) while parked, and its connection stays
+ * suspended. Keep the handler's state in rq->defer_ctx. When the server
+ * stops, parked requests run their continuation at once with rq->stopping
+ * set: it must then answer (an error) and release what it holds. A request
+ * that is not on a blocking thread (the pool is stopping or could not start
+ * a thread, or an in-process http_call) sleeps ms here and runs cont
+ * directly. */
+int req_defer(struct req *rq, struct resp *rs, unsigned ms, http_handler_fn cont);
+
 /* Wakes a suspended request. Thread-safe; call exactly once. */
 void req_resume(struct req *rq);
 /* 1 when the client of a suspended request has closed its connection. */

@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -50,8 +51,16 @@ struct http_server {
     unsigned jobs_live;   /* queued or running */
     unsigned jobs_queued; /* queued, not yet taken by a thread */
     unsigned nblockers, nidle;
+    unsigned max_blockers; /* cfg.blocking_threads, or LIM_HTTP_BLOCKING_THREADS */
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
+    /* Requests parked by req_defer, soonest first, and the thread that
+     * queues each again when it is due (started with the first), under
+     * jobs_mu: */
+    struct job *parked;
+    pthread_cond_t timer_cv; /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
+    pthread_t timer;
+    int timer_started;
     struct head_watch *heads;   /* request head deadlines (guard.h) */
     struct body_budget *budget; /* buffered request bodies (guard.h) */
     struct fairshare *share;    /* each tenant's share of the blocking threads */
@@ -119,6 +128,7 @@ struct ctx {
     int admitted;      /* routed and authorized on the header pass (admit) */
     int refused;       /* 0, or the E_* code the request is answered with instead */
     size_t body_taken; /* bytes of srv->budget this request holds for tenant */
+    struct job *job;   /* the blocking job running its handler now (req_defer), or NULL */
     char tenant[96];   /* rq.tenant, or the client's address: whose share body_taken is */
     /* An in-process request (http_call): no connection; these lists,
      * NULL-terminated name/value pairs, stand for its headers and query. */
@@ -567,9 +577,133 @@ struct job {
     const struct route *route;
     struct resp rs;
     int rc;
-    char *org, *session; /* what the job is charged to (fairshare), owned */
+    char *org, *session;  /* what the job is charged to (fairshare), owned */
+    http_handler_fn cont; /* set by req_defer: what runs instead of route->fn */
+    int64_t due_ms;       /* parked: when cont is due (clock_mono_ms) */
     struct job *next;
 };
+
+static void *blocker_main(void *arg);
+
+/* Starts a blocking thread (jobs_mu held) when the queue has no idle one
+ * left for one more job. An idle thread that was signalled but has not
+ * woken yet still counts in nidle: a burst of jobs must not all be left to
+ * it (one long job would hold the rest back while the pool has room). */
+static void blockers_grow(struct http_server *srv)
+{
+    if (srv->jobs_queued >= srv->nidle && srv->nblockers < srv->max_blockers) {
+        if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
+            srv->nblockers++;
+        else
+            log_warn("http: cannot start a blocking handler thread (%u running): %s",
+                     srv->nblockers, strerror(errno));
+    }
+}
+
+/* Queues j for a blocking thread (jobs_mu held; a thread started for it
+ * when needed, and there is at least one). */
+static void job_append(struct http_server *srv, struct job *j)
+{
+    j->next = NULL;
+    *srv->jobs_tail = j;
+    srv->jobs_tail = &j->next;
+    srv->jobs_queued++;
+    pthread_cond_signal(&srv->jobs_cv);
+}
+
+static void job_enqueue(struct http_server *srv, struct job *j)
+{
+    blockers_grow(srv);
+    job_append(srv, j);
+}
+
+/* Queues every parked job whose time has come, or all of them when the
+ * pool stops (their requests are told so: rq->stopping). jobs_mu held. */
+static void parked_release(struct http_server *srv, int64_t now_ms)
+{
+    while (srv->parked && (srv->jobs_stop || srv->parked->due_ms <= now_ms)) {
+        struct job *j = srv->parked;
+        srv->parked = j->next;
+        if (srv->jobs_stop)
+            j->rq->stopping = 1;
+        job_enqueue(srv, j);
+    }
+}
+
+/* The timer thread: sleeps until the soonest parked job is due. */
+static void *timer_main(void *arg)
+{
+    struct http_server *srv = arg;
+    pthread_mutex_lock(&srv->jobs_mu);
+    while (!srv->jobs_stop) {
+        int64_t now = clock_mono_ms();
+        parked_release(srv, now);
+        if (!srv->parked) {
+            pthread_cond_wait(&srv->timer_cv, &srv->jobs_mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t wait = srv->parked->due_ms - now;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->timer_cv, &srv->jobs_mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->jobs_mu);
+    return NULL;
+}
+
+/* Parks j until j->due_ms (jobs_mu held): in due order, the timer thread
+ * woken when it is the soonest. A pool that stops queues it at once. */
+static void job_park(struct http_server *srv, struct job *j)
+{
+    if (srv->jobs_stop) {
+        j->rq->stopping = 1;
+        job_enqueue(srv, j);
+        return;
+    }
+    if (!srv->timer_started) {
+        if (pthread_create(&srv->timer, NULL, timer_main, srv) != 0) {
+            log_warn("http: cannot start the timer thread: %s", strerror(errno));
+            job_enqueue(srv, j); /* runs again at once: a short pause, on a thread */
+            return;
+        }
+        srv->timer_started = 1;
+    }
+    struct job **pp = &srv->parked;
+    while (*pp && (*pp)->due_ms <= j->due_ms)
+        pp = &(*pp)->next;
+    j->next = *pp;
+    *pp = j;
+    if (srv->parked == j)
+        pthread_cond_signal(&srv->timer_cv);
+}
+
+int req_defer(struct req *rq, struct resp *rs, unsigned ms, http_handler_fn cont)
+{
+    struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
+    struct job *j = rq->conn ? cx->job : NULL;
+    if (!j) {
+        /* Not on a blocking thread: the pause is taken here. */
+        if (rq->conn) {
+            pthread_mutex_lock(&cx->srv->jobs_mu);
+            if (cx->srv->jobs_stop)
+                rq->stopping = 1;
+            pthread_mutex_unlock(&cx->srv->jobs_mu);
+        }
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (!rq->stopping && nanosleep(&ts, &ts) != 0)
+            ;
+        return cont(rq, rs);
+    }
+    j->cont = cont;
+    j->due_ms = clock_mono_ms() + ms;
+    return HTTP_DEFER;
+}
 
 static void job_resume(struct req *rq, struct resp *rs)
 {
@@ -611,10 +745,22 @@ static void *blocker_main(void *arg)
         pthread_mutex_unlock(&srv->jobs_mu);
 
         struct req *rq = j->rq;
+        struct ctx *cx = (struct ctx *)rq;
         /* The thread's share is given back once the handler is done with
          * it, after j (and rq) may be gone. */
         char *org = j->org, *session = j->session;
-        int rc = j->route->fn(rq, &j->rs);
+        http_handler_fn fn = j->cont ? j->cont : j->route->fn;
+        j->cont = NULL;
+        cx->job = j;
+        int rc = fn(rq, &j->rs);
+        cx->job = NULL;
+        if (rc == HTTP_DEFER && j->cont) {
+            /* Parked (req_defer): the share stays charged, the thread is
+             * free for the next job. */
+            pthread_mutex_lock(&srv->jobs_mu);
+            job_park(srv, j);
+            continue;
+        }
         if (rc == HTTP_SUSPEND) {
             /* The handler parked the request with its own continuation,
              * which may already have run: rq is no longer ours to touch. */
@@ -663,44 +809,37 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
         job_uncharge(srv, j);
         return 0;
     }
-    /* An idle thread that was signalled but has not woken yet still counts
-     * in nidle: a burst of jobs must not all be left to it (one long job
-     * would hold the rest back while the pool has room), so a thread is
-     * started whenever the queue has no idle thread left for this job. */
-    if (srv->jobs_queued >= srv->nidle && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
-        if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
-            srv->nblockers++;
-        else
-            log_warn("http: cannot start a blocking handler thread (%u running): %s",
-                     srv->nblockers, strerror(errno));
-    }
+    blockers_grow(srv);
     if (srv->nblockers == 0) {
         pthread_mutex_unlock(&srv->jobs_mu);
         job_uncharge(srv, j);
         return 0;
     }
-    *srv->jobs_tail = j;
-    srv->jobs_tail = &j->next;
+    job_append(srv, j);
     srv->jobs_live++;
-    srv->jobs_queued++;
-    pthread_cond_signal(&srv->jobs_cv);
     pthread_mutex_unlock(&srv->jobs_mu);
     return HTTP_SUSPEND;
 }
 
 /* Lets every queued and running blocking handler finish (their requests are
- * resumed), then ends the threads. */
+ * resumed; parked ones run at once, told the server stops), then ends the
+ * threads. */
 static void blockers_stop(struct http_server *srv)
 {
     pthread_mutex_lock(&srv->jobs_mu);
     srv->jobs_stop = 1;
+    parked_release(srv, 0);
     pthread_cond_broadcast(&srv->jobs_cv);
+    pthread_cond_signal(&srv->timer_cv);
     while (srv->jobs_live)
         pthread_cond_wait(&srv->jobs_idle_cv, &srv->jobs_mu);
     unsigned n = srv->nblockers;
+    int timer = srv->timer_started;
     pthread_mutex_unlock(&srv->jobs_mu);
     for (unsigned i = 0; i < n; i++)
         pthread_join(srv->blockers[i], NULL);
+    if (timer)
+        pthread_join(srv->timer, NULL);
 }
 
 unsigned http_default_threads(void)
@@ -973,6 +1112,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.done_fn = NULL;
         cx->rq.async_ctx = NULL;
         cx->rq.suspended = 0;
+        cx->rq.defer_ctx = NULL;
+        cx->rq.stopping = 0;
+        cx->job = NULL;
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -1173,7 +1315,15 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     pthread_mutex_init(&srv->jobs_mu, NULL);
     pthread_cond_init(&srv->jobs_cv, NULL);
     pthread_cond_init(&srv->jobs_idle_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
     srv->jobs_tail = &srv->jobs_head;
+    srv->max_blockers = hc->blocking_threads && hc->blocking_threads < LIM_HTTP_BLOCKING_THREADS
+                            ? hc->blocking_threads
+                            : LIM_HTTP_BLOCKING_THREADS;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
@@ -1282,6 +1432,7 @@ void http_stop(struct http_server *srv)
     pthread_mutex_destroy(&srv->jobs_mu);
     pthread_cond_destroy(&srv->jobs_cv);
     pthread_cond_destroy(&srv->jobs_idle_cv);
+    pthread_cond_destroy(&srv->timer_cv);
     fairshare_free(srv->share);
     xfree(srv);
 }
