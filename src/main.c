@@ -578,6 +578,7 @@ static int cmd_serve(int argc, char **argv)
         .body_budget = (size_t)budget_mb << 20,
         .body_share = (size_t)share_mb << 20,
         .blocking_threads = (unsigned)blockers,
+        .buffer_streams = store_shared(app.store),
     };
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {

@@ -294,26 +294,55 @@ int fs_read_file(struct req *rq, struct resp *rs)
 
 /* ---- write_file, create_directory, delete_*, move, set_file_permissions ---- */
 
+/* The body is the file, streamed (HTTP_ROUTE_STREAM): the transport holds
+ * at most LIM_HTTP_STREAM_BYTES of it, and each piece goes on into a helper
+ * in the session's cgroups (sesshelp_write_start) as it arrives, so that the
+ * session, not the server, holds the file's pages. A write cut short (the
+ * client left, or the body went past the cap) removes the file. */
 int fs_write_file(struct req *rq, struct resp *rs)
 {
-    const char *path = req_query(rq, "path");
-    int rc = need_path(rq, "path", path);
+    const char *path_q = req_query(rq, "path");
+    int rc = need_path(rq, "path", path_q);
     mode_t mode;
     if (rc == 0)
         rc = mode_field(rq, "mode", req_query(rq, "mode"), 0644, &mode);
-    if (rc == 0 && rq->body_len == 0)
-        rc = err_set(&rq->err, E_INVALID, "bad_request", "empty request body");
     if (rc)
         return rc;
+    /* The query is the exchange's: copied before the body is read. */
+    char *path = xstrdup(path_q);
+    char *buf = xmalloc(LIM_HTTP_STREAM_BYTES);
     struct call c;
     call_init(&c);
-    if ((rc = call_open(rq, "fs.write_file", 1, &c)) != 0)
-        return call_close(rq, &c, rc);
-    rc = sesshelp_write(c.sb, &c.fs, path, mode, rq->body, rq->body_len);
-    if (rc < 0)
-        rc = fs_fail(rq, rc, path, "directory not found");
-    else
-        resp_empty(rs, 201);
+    long n = 0;
+    if ((rc = call_open(rq, "fs.write_file", 1, &c)) == 0 &&
+        (n = req_body_read(rq, buf, LIM_HTTP_STREAM_BYTES)) <= 0)
+        rc = n < 0 ? (int)n : err_set(&rq->err, E_INVALID, "bad_request", "empty request body");
+    struct sesshelp_writer w;
+    if (rc == 0 && (rc = sesshelp_write_start(c.sb, &c.fs, path, mode, &w)) != 0)
+        rc = err_set(&rq->err, E_INTERNAL, "internal", "starting the file's writer: %s",
+                     strerror(-rc));
+    else if (rc == 0) {
+        int wrc = 0;
+        while (n > 0 && (wrc = sesshelp_write_chunk(&w, buf, (size_t)n)) == 0)
+            n = req_body_read(rq, buf, LIM_HTTP_STREAM_BYTES);
+        /* n < 0: the body was cut short (rq->err says how); wrc: the
+         * writer failed, and its end says why. */
+        int cut = n < 0 && wrc == 0;
+        int erc = sesshelp_write_end(&w, cut);
+        if (cut) {
+            rc = (int)n;
+            int urc = sessfs_unlink(&c.fs, path);
+            if (urc < 0 && urc != -ENOENT)
+                log_warn("fs: a write cut short left its file in session %s: %s", c.rec.id,
+                         strerror(-urc));
+        } else if (erc < 0) {
+            rc = fs_fail(rq, erc, path, "directory not found");
+        } else {
+            resp_empty(rs, 201);
+        }
+    }
+    xfree(buf);
+    xfree(path);
     return call_close(rq, &c, rc);
 }
 

@@ -118,6 +118,25 @@ struct route {
  * the route hook, before the handler). In-process calls (http_call) and
  * requests that arrive while the server stops run on the calling thread. */
 #define HTTP_ROUTE_BLOCKING (1u << 17)
+/* A route flag (with HTTP_ROUTE_BLOCKING and HTTP_ROUTE_UPLOAD): the handler
+ * reads its raw body as it arrives (req_body_read) instead of finding it in
+ * rq->body. It is admitted and queued for a blocking thread on the header
+ * pass, before a byte of the body is read, and at most
+ * LIM_HTTP_STREAM_BYTES of the body wait for it: a handler that does not
+ * read stops the client's upload. The body does not count against the body
+ * budget. A handler must copy what it needs of req_header/req_query before
+ * its first req_body_read: when the client leaves mid-body the exchange ends
+ * (req_body_read fails) and those strings are gone. When
+ * http_config.buffer_streams is set (the request may be forwarded to
+ * another node), or the request has no body, the body is buffered as on
+ * any upload route and req_body_read reads it from rq->body. */
+#define HTTP_ROUTE_STREAM (1u << 18)
+
+/* The next bytes of a streamed body (HTTP_ROUTE_STREAM), waiting for them:
+ * > 0 bytes copied into buf, 0 at the end of the body, or E_TOOBIG (past
+ * the route's cap) / E_INTERNAL (the client left mid-body) with rq->err
+ * filled. */
+long req_body_read(struct req *rq, char *buf, size_t cap);
 
 struct http_config {
     const char *host; /* numeric IPv4 or IPv6 address */
@@ -161,6 +180,9 @@ struct http_config {
      * (LIM_HTTP_BLOCKING_PER_ORG, _PER_SESSION) counts its calls in flight,
      * parked ones (req_defer) included, and does not shrink with it. */
     unsigned blocking_threads;
+    /* HTTP_ROUTE_STREAM bodies are buffered like other uploads (a cluster
+     * node may forward the request whole: route_hook). */
+    int buffer_streams;
 };
 /* conns_per_ip: no limit per client address. */
 #define HTTP_NO_LIMIT 0xffffffffu

@@ -123,13 +123,15 @@ struct ctx {
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
-    struct buf body;   /* the request body, at most body_limit bytes; rq.body points into it */
-    size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
-    int admitted;      /* routed and authorized on the header pass (admit) */
-    int refused;       /* 0, or the E_* code the request is answered with instead */
-    size_t body_taken; /* bytes of srv->budget this request holds for tenant */
-    struct job *job;   /* the blocking job running its handler now (req_defer), or NULL */
-    char tenant[96];   /* rq.tenant, or the client's address: whose share body_taken is */
+    struct buf body;        /* the request body, at most body_limit bytes; rq.body points into it */
+    size_t body_limit;      /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
+    int admitted;           /* routed and authorized on the header pass (admit) */
+    int refused;            /* 0, or the E_* code the request is answered with instead */
+    size_t body_taken;      /* bytes of srv->budget this request holds for tenant */
+    struct job *job;        /* the blocking job running its handler now (req_defer), or NULL */
+    struct body_pipe *pipe; /* a streamed body (HTTP_ROUTE_STREAM), or NULL */
+    size_t body_off;        /* req_body_read's place in a buffered body */
+    char tenant[96];        /* rq.tenant, or the client's address: whose share body_taken is */
     /* An in-process request (http_call): no connection; these lists,
      * NULL-terminated name/value pairs, stand for its headers and query. */
     const char *const *call_headers;
@@ -480,6 +482,189 @@ static void streams_stop(struct http_server *srv)
     log_warn("http: streamed responses still open at shutdown");
 }
 
+/* ---- streamed request bodies (HTTP_ROUTE_STREAM) ----
+ *
+ * The handler runs on a blocking thread from the header pass on and takes
+ * the body from a small window (LIM_HTTP_STREAM_BYTES) that the access
+ * handler fills as libmicrohttpd reads. A full window suspends the
+ * connection with the rest of the chunk left unconsumed (libmicrohttpd keeps
+ * it, and hands it over again once resumed); the handler's read resumes it.
+ * The body's end suspends the connection until the handler returned
+ * (parked_final), and the handler's return resumes it to send the answer.
+ * A client that leaves mid-body ends the exchange while the handler may
+ * still run: the request is then the handler's job's to release (gone). */
+
+struct body_pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* bytes arrived, the body ended, or the client left */
+    char *data;        /* LIM_HTTP_STREAM_BYTES */
+    size_t len;        /* bytes waiting in data */
+    size_t total;      /* body bytes taken in so far */
+    size_t limit;      /* the route's cap */
+    int ended;         /* the whole body arrived */
+    int too_big;       /* more than limit arrived: the rest is dropped */
+    int gone;          /* the exchange ended first: the job frees the request */
+    int parked_full;   /* the connection waits for room in data */
+    int parked_final;  /* the connection waits for the handler's answer */
+    int done;          /* the handler returned (its answer: rq->resume_fn) */
+};
+
+static struct body_pipe *pipe_new(size_t limit)
+{
+    struct body_pipe *p = xcalloc(1, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->data = xmalloc(LIM_HTTP_STREAM_BYTES);
+    p->limit = limit;
+    return p;
+}
+
+static void pipe_free(struct body_pipe *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    xfree(p->data);
+    xfree(p);
+}
+
+long req_body_read(struct req *rq, char *buf, size_t cap)
+{
+    struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
+    struct body_pipe *p = cx->pipe;
+    if (!p) {
+        if (rq->body_too_big)
+            return err_set(&rq->err, E_TOOBIG, "payload_too_large",
+                           "request body exceeds the limit of %zu bytes", cx->body_limit);
+        size_t n = rq->body_len - cx->body_off;
+        if (n > cap)
+            n = cap;
+        if (n)
+            memcpy(buf, rq->body + cx->body_off, n);
+        cx->body_off += n;
+        return (long)n;
+    }
+    pthread_mutex_lock(&p->mu);
+    while (!p->too_big && !p->len && !p->gone && !p->ended)
+        pthread_cond_wait(&p->cv, &p->mu);
+    long n;
+    if (p->too_big) {
+        n = err_set(&rq->err, E_TOOBIG, "payload_too_large",
+                    "request body exceeds the limit of %zu bytes", p->limit);
+    } else if (p->len) {
+        size_t k = p->len < cap ? p->len : cap;
+        memcpy(buf, p->data, k);
+        memmove(p->data, p->data + k, p->len - k);
+        p->len -= k;
+        n = (long)k;
+        if (p->parked_full) {
+            p->parked_full = 0;
+            MHD_resume_connection(rq->conn);
+        }
+    } else if (p->gone) {
+        n = err_set(&rq->err, E_INTERNAL, "internal",
+                    "the client went away before the end of its request body");
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+/* A chunk of a streamed body (the access handler's upload call): takes
+ * what fits in the window and suspends the connection when the rest does
+ * not; a body past the cap, or one whose handler already answered, is read
+ * and dropped. */
+static void pipe_feed(struct ctx *cx, const char *data, size_t *upload_size)
+{
+    struct body_pipe *p = cx->pipe;
+    size_t n = *upload_size;
+    pthread_mutex_lock(&p->mu);
+    if (p->done || p->too_big) {
+        *upload_size = 0;
+    } else if (p->total + n > p->limit) {
+        p->too_big = 1;
+        *upload_size = 0;
+        pthread_cond_signal(&p->cv);
+    } else {
+        size_t take = LIM_HTTP_STREAM_BYTES - p->len;
+        if (take > n)
+            take = n;
+        memcpy(p->data + p->len, data, take);
+        p->len += take;
+        p->total += take;
+        *upload_size = n - take;
+        if (take)
+            pthread_cond_signal(&p->cv);
+        if (take < n) {
+            p->parked_full = 1;
+            MHD_suspend_connection(cx->rq.conn);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* The body ended (the access handler's final call): 1 when the handler
+ * already answered (rq->resume_fn builds it), 0 when the connection was
+ * suspended until it does. */
+static int pipe_end(struct ctx *cx)
+{
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&p->mu);
+    p->ended = 1;
+    pthread_cond_signal(&p->cv);
+    int done = p->done;
+    if (!done) {
+        p->parked_final = 1;
+        MHD_suspend_connection(cx->rq.conn);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return done;
+}
+
+/* The exchange ended (on_completed). 1 when the handler still runs: it
+ * now owns the request (pipe_done frees it). */
+static int pipe_orphan(struct ctx *cx)
+{
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&p->mu);
+    int running = !p->done;
+    if (running) {
+        p->gone = 1;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return running;
+}
+
+static void ctx_free(struct http_server *srv, struct ctx *cx);
+
+/* The handler of a streamed body returned (on its blocking thread), its
+ * answer set up for job_resume: the connection, when parked, goes on (to
+ * drop the rest of the body, or to send the answer); a request whose
+ * exchange already ended is freed here. */
+static void pipe_done(struct http_server *srv, struct ctx *cx)
+{
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&p->mu);
+    p->done = 1;
+    int gone = p->gone;
+    if (!gone && (p->parked_full || p->parked_final)) {
+        p->parked_full = p->parked_final = 0;
+        MHD_resume_connection(cx->rq.conn);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (gone) {
+        struct resp rs = {0};
+        cx->rq.resume_fn(&cx->rq, &rs); /* frees the job */
+        json_decref(rs.json);
+        xfree(rs.text);
+        json_decref(rs.more_headers);
+        ctx_free(srv, cx);
+    }
+}
+
 /* ---- dispatch ---- */
 
 static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struct resp *rs)
@@ -773,7 +958,10 @@ static void *blocker_main(void *arg)
             rq->resume_fn = job_resume;
             rq->done_fn = NULL;
             rq->async_ctx = j;
-            req_resume(rq);
+            if (cx->pipe)
+                pipe_done(srv, cx);
+            else
+                req_resume(rq);
         }
 
         fairshare_give(srv->share, org, session);
@@ -1071,7 +1259,26 @@ static enum MHD_Result admit_head(struct http_server *srv, struct ctx *cx, struc
                      "request body of %.32s bytes exceeds the limit of %zu bytes", cl,
                      cx->body_limit);
     }
-    if (rc == 0 && known && n > 0) {
+    int streamed = rc == 0 && has_body && !srv->cfg.buffer_streams &&
+                   (cx->rq.route->flags & HTTP_ROUTE_STREAM) &&
+                   (cx->rq.route->flags & HTTP_ROUTE_BLOCKING);
+    if (streamed) {
+        /* The handler starts now and takes the body as it arrives. */
+        cx->pipe = pipe_new(cx->body_limit);
+        rc = offload(srv, &cx->rq, cx->rq.route);
+        if (rc == HTTP_SUSPEND) {
+            rc = 0;
+        } else {
+            pipe_free(cx->pipe);
+            cx->pipe = NULL;
+            if (rc == 0) {
+                cx->rq.err.retry_after = 1;
+                rc = err_set(&cx->rq.err, E_UNAVAIL, "unavailable",
+                             "no thread is free to take the upload; retry shortly");
+            }
+        }
+    }
+    if (rc == 0 && known && n > 0 && !streamed) {
         rc = take_budget(srv, cx, n);
         /* The whole body is due: one allocation instead of doublings (pages
          * are only paid for as the body arrives). */
@@ -1115,6 +1322,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.defer_ctx = NULL;
         cx->rq.stopping = 0;
         cx->job = NULL;
+        cx->pipe = NULL;
+        cx->body_off = 0;
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -1140,6 +1349,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ci && ci->socket_context)
             headwatch_head_done(ci->socket_context);
         return admit_head(srv, cx, c);
+    }
+    if (*upload_size && cx->pipe) {
+        pipe_feed(cx, upload_data, upload_size);
+        return MHD_YES;
     }
     if (*upload_size) {
         size_t n = *upload_size;
@@ -1169,6 +1382,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cx->rq.status) /* already answered (413 on the first call) */
         return MHD_YES;
+    if (cx->pipe && !cx->rq.suspended) {
+        /* The handler of a streamed body answers once it returned. */
+        cx->rq.suspended = 1;
+        if (!pipe_end(cx))
+            return MHD_YES;
+    }
     struct resp rs = {0};
     rs.status = 200;
     if (cx->rq.suspended) {
@@ -1201,15 +1420,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     log_info("access %s %s %d %lldus%s", log_escape(cx->rq.method, method, sizeof method),
              log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (cx->pipe && pipe_orphan(cx)) {
+        *con_cls = NULL; /* the handler's job frees it (pipe_done) */
+        return;
+    }
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
         cx->upgrade.cancel(cx->upgrade.ctx);
-    if (srv->cfg.cleanup)
-        srv->cfg.cleanup(&cx->rq);
-    buf_free(&cx->body);
-    if (cx->body_taken)
-        budget_give(srv->budget, cx->tenant, cx->body_taken);
     /* A kept-alive connection waits for its next head, with a deadline
      * (not an upgraded one: its socket belongs to the upgrade's owner). */
     const union MHD_ConnectionInfo *ci =
@@ -1218,8 +1436,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             : NULL;
     if (ci && ci->socket_context)
         headwatch_head_wait(ci->socket_context);
-    xfree(cx);
+    ctx_free(srv, cx);
     *con_cls = NULL;
+}
+
+/* The end of a request's life: its cleanup hook, its body and its share of
+ * the body budget. */
+static void ctx_free(struct http_server *srv, struct ctx *cx)
+{
+    if (srv->cfg.cleanup)
+        srv->cfg.cleanup(&cx->rq);
+    buf_free(&cx->body);
+    if (cx->body_taken)
+        budget_give(srv->budget, cx->tenant, cx->body_taken);
+    pipe_free(cx->pipe);
+    xfree(cx);
 }
 
 /* libmicrohttpd's messages, at most LOG_BURST a second: a client can cause
