@@ -137,6 +137,14 @@ struct route {
  * the route's cap) / E_INTERNAL (the client left mid-body) with rq->err
  * filled. */
 long req_body_read(struct req *rq, char *buf, size_t cap);
+/* The same without waiting: HTTP_BODY_WAIT when no byte, end or failure is
+ * there yet. A handler then returns req_defer_body(rq, rs, cont): its thread
+ * is released, and cont runs on a blocking thread once the body has bytes,
+ * ended, or the client left (or at once with rq->stopping set when the
+ * server stops): a client that trickles its body holds no thread. */
+#define HTTP_BODY_WAIT (-100000)
+long req_body_take(struct req *rq, char *buf, size_t cap);
+int req_defer_body(struct req *rq, struct resp *rs, http_handler_fn cont);
 
 struct http_config {
     const char *host; /* numeric IPv4 or IPv6 address */

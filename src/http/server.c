@@ -58,7 +58,8 @@ struct http_server {
      * queues each again when it is due (started with the first), under
      * jobs_mu: */
     struct job *parked;
-    pthread_cond_t timer_cv; /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
+    struct job *body_waiters; /* parked until their streamed body has bytes (req_defer_body) */
+    pthread_cond_t timer_cv;  /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
     pthread_t timer;
     int timer_started;
     struct head_watch *heads;   /* request head deadlines (guard.h) */
@@ -482,6 +483,18 @@ static void streams_stop(struct http_server *srv)
     log_warn("http: streamed responses still open at shutdown");
 }
 
+/* A blocking handler's run (see "blocking handlers" below). */
+struct job {
+    struct req *rq;
+    const struct route *route;
+    struct resp rs;
+    int rc;
+    char *org, *session;  /* what the job is charged to (fairshare), owned */
+    http_handler_fn cont; /* set by req_defer: what runs instead of route->fn */
+    int64_t due_ms;       /* parked: when cont is due (clock_mono_ms) */
+    struct job *next;
+};
+
 /* ---- streamed request bodies (HTTP_ROUTE_STREAM) ----
  *
  * The handler runs on a blocking thread from the header pass on and takes
@@ -496,17 +509,18 @@ static void streams_stop(struct http_server *srv)
 
 struct body_pipe {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* bytes arrived, the body ended, or the client left */
-    char *data;        /* LIM_HTTP_STREAM_BYTES */
-    size_t len;        /* bytes waiting in data */
-    size_t total;      /* body bytes taken in so far */
-    size_t limit;      /* the route's cap */
-    int ended;         /* the whole body arrived */
-    int too_big;       /* more than limit arrived: the rest is dropped */
-    int gone;          /* the exchange ended first: the job frees the request */
-    int parked_full;   /* the connection waits for room in data */
-    int parked_final;  /* the connection waits for the handler's answer */
-    int done;          /* the handler returned (its answer: rq->resume_fn) */
+    pthread_cond_t cv;  /* bytes arrived, the body ended, or the client left */
+    char *data;         /* LIM_HTTP_STREAM_BYTES */
+    size_t len;         /* bytes waiting in data */
+    size_t total;       /* body bytes taken in so far */
+    size_t limit;       /* the route's cap */
+    int ended;          /* the whole body arrived */
+    int too_big;        /* more than limit arrived: the rest is dropped */
+    int gone;           /* the exchange ended first: the job frees the request */
+    int parked_full;    /* the connection waits for room in data */
+    int parked_final;   /* the connection waits for the handler's answer */
+    int done;           /* the handler returned (its answer: rq->resume_fn) */
+    struct job *waiter; /* under srv->jobs_mu: the handler's job, parked for bytes */
 };
 
 static struct body_pipe *pipe_new(size_t limit)
@@ -529,6 +543,57 @@ static void pipe_free(struct body_pipe *p)
     xfree(p);
 }
 
+static void job_enqueue(struct http_server *srv, struct job *j);
+
+/* Queues the job parked for p's bytes, if any (p->mu not held: the lock
+ * order is jobs_mu, then a pipe's mu). */
+static void pipe_wake(struct http_server *srv, struct body_pipe *p)
+{
+    pthread_mutex_lock(&srv->jobs_mu);
+    struct job *j = p->waiter;
+    if (j) {
+        p->waiter = NULL;
+        for (struct job **pp = &srv->body_waiters; *pp; pp = &(*pp)->next)
+            if (*pp == j) {
+                *pp = j->next;
+                break;
+            }
+        job_enqueue(srv, j);
+    }
+    pthread_mutex_unlock(&srv->jobs_mu);
+}
+
+/* 1 when a read of p would not wait (p->mu held). */
+static int pipe_ready(const struct body_pipe *p)
+{
+    return p->too_big || p->len || p->gone || p->ended;
+}
+
+long req_body_take(struct req *rq, char *buf, size_t cap)
+{
+    struct ctx *cx = (struct ctx *)rq;
+    struct body_pipe *p = cx->pipe;
+    if (p) {
+        pthread_mutex_lock(&p->mu);
+        int ready = pipe_ready(p);
+        pthread_mutex_unlock(&p->mu);
+        if (!ready)
+            return HTTP_BODY_WAIT;
+    }
+    return req_body_read(rq, buf, cap);
+}
+
+int req_defer_body(struct req *rq, struct resp *rs, http_handler_fn cont)
+{
+    struct ctx *cx = (struct ctx *)rq;
+    struct job *j = rq->conn ? cx->job : NULL;
+    if (!j || !cx->pipe)
+        return cont(rq, rs); /* its read will wait on this thread */
+    j->cont = cont;
+    j->due_ms = -1;
+    return HTTP_DEFER;
+}
+
 long req_body_read(struct req *rq, char *buf, size_t cap)
 {
     struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
@@ -546,7 +611,7 @@ long req_body_read(struct req *rq, char *buf, size_t cap)
         return (long)n;
     }
     pthread_mutex_lock(&p->mu);
-    while (!p->too_big && !p->len && !p->gone && !p->ended)
+    while (!pipe_ready(p))
         pthread_cond_wait(&p->cv, &p->mu);
     long n;
     if (p->too_big) {
@@ -603,6 +668,7 @@ static void pipe_feed(struct ctx *cx, const char *data, size_t *upload_size)
         }
     }
     pthread_mutex_unlock(&p->mu);
+    pipe_wake(cx->srv, p);
 }
 
 /* The body ended (the access handler's final call): 1 when the handler
@@ -620,6 +686,7 @@ static int pipe_end(struct ctx *cx)
         MHD_suspend_connection(cx->rq.conn);
     }
     pthread_mutex_unlock(&p->mu);
+    pipe_wake(cx->srv, p);
     return done;
 }
 
@@ -635,6 +702,8 @@ static int pipe_orphan(struct ctx *cx)
         pthread_cond_broadcast(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
+    if (running)
+        pipe_wake(cx->srv, p);
     return running;
 }
 
@@ -756,17 +825,6 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
  * own response and resumes the connection; job_resume then hands that
  * response (or the handler's error) to the HTTP thread. A handler that
  * parks the request itself took over its continuation: the job just ends. */
-
-struct job {
-    struct req *rq;
-    const struct route *route;
-    struct resp rs;
-    int rc;
-    char *org, *session;  /* what the job is charged to (fairshare), owned */
-    http_handler_fn cont; /* set by req_defer: what runs instead of route->fn */
-    int64_t due_ms;       /* parked: when cont is due (clock_mono_ms) */
-    struct job *next;
-};
 
 static void *blocker_main(void *arg);
 
@@ -940,10 +998,25 @@ static void *blocker_main(void *arg)
         int rc = fn(rq, &j->rs);
         cx->job = NULL;
         if (rc == HTTP_DEFER && j->cont) {
-            /* Parked (req_defer): the share stays charged, the thread is
-             * free for the next job. */
+            /* Parked (req_defer, req_defer_body): the share stays
+             * charged, the thread is free for the next job. */
             pthread_mutex_lock(&srv->jobs_mu);
-            job_park(srv, j);
+            if (j->due_ms >= 0) {
+                job_park(srv, j);
+                continue;
+            }
+            struct body_pipe *p = cx->pipe;
+            pthread_mutex_lock(&p->mu);
+            int ready = pipe_ready(p);
+            pthread_mutex_unlock(&p->mu);
+            if (ready || srv->jobs_stop) {
+                rq->stopping = srv->jobs_stop;
+                job_enqueue(srv, j);
+            } else {
+                p->waiter = j;
+                j->next = srv->body_waiters;
+                srv->body_waiters = j;
+            }
             continue;
         }
         if (rc == HTTP_SUSPEND) {
@@ -1017,6 +1090,13 @@ static void blockers_stop(struct http_server *srv)
     pthread_mutex_lock(&srv->jobs_mu);
     srv->jobs_stop = 1;
     parked_release(srv, 0);
+    while (srv->body_waiters) {
+        struct job *j = srv->body_waiters;
+        srv->body_waiters = j->next;
+        ((struct ctx *)j->rq)->pipe->waiter = NULL;
+        j->rq->stopping = 1;
+        job_enqueue(srv, j);
+    }
     pthread_cond_broadcast(&srv->jobs_cv);
     pthread_cond_signal(&srv->timer_cv);
     while (srv->jobs_live)

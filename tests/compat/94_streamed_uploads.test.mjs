@@ -20,24 +20,26 @@ function getBytes(s, path) {
   });
 }
 
-// A write_file that sends `sent` bytes of a declared `declared`, then leaves.
-function leaveMidBody(s, id, path, declared, sent) {
+// A write_file that sends `sent` bytes of a declared `declared` and stalls:
+// resolves once they are written, with a function that leaves.
+function stalled(s, id, path, declared, sent) {
   return new Promise((resolve) => {
     const rq = http.request(`${s.base}/browsers/${id}/fs/write_file?path=${q(path)}`, {
       method: 'PUT', agent: false,
       headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/octet-stream', 'content-length': declared },
     });
-    rq.on('error', () => resolve());
-    rq.write(randomBytes(sent), () => setImmediate(() => { rq.destroy(); resolve(); }));
+    rq.on('error', () => {});
+    rq.write(randomBytes(sent), () => resolve(() => rq.destroy()));
   });
 }
 
 export const tests = [
   {
-    name: 'issue 29.4: a 60 MiB write_file streams into the session\'s file: the server\'s peak memory grows by far less than the file, the file arrives intact; a client that leaves mid-body leaves no file; a chunked body past the cap is a 413',
+    name: 'issue 29.4: a 60 MiB write_file streams into the session\'s file: the server\'s peak memory grows by far less than the file, the file arrives intact; uploads stalled mid-body hold no thread and, once their clients leave, leave no file; a chunked body past the cap is a 413',
     timeout: 180000,
     fn: async () => {
-      const s = await startServer();
+      // Two blocking threads: fewer than the stalled uploads below.
+      const s = await startServer({ env: { BROWSERD_BLOCKING_THREADS: '2' } });
       try {
         assert(/sandbox: on/.test(s.log), `the server runs sessions sandboxed:\n${s.log}`);
         const c = await request(s.base, 'POST', '/browsers', { key: s.key, body: { headless: true } });
@@ -55,10 +57,18 @@ export const tests = [
         eq(back.status, 200, 'read_file');
         eq(createHash('sha256').update(back.body).digest('hex'), createHash('sha256').update(data).digest('hex'), 'the file is the bytes sent');
 
-        // A client that leaves after 4 MiB of 32: no file is left.
-        await leaveMidBody(s, id, '/tmp/cut.bin', 32 * MiB, 4 * MiB);
-        await waitFor(async () => (await request(s.base, 'GET', `/browsers/${id}/fs/file_info?path=${q('/tmp/cut.bin')}`, { key: s.key })).status === 404,
-          'the cut write left no file', 20000);
+        // Three clients stall mid-body (a slow upload holds no thread: a
+        // whole write_file is answered meanwhile), then leave: no file is left.
+        const leave = [];
+        for (let i = 0; i < 3; i++) leave.push(await stalled(s, id, `/tmp/cut${i}.bin`, 32 * MiB, 4 * MiB));
+        const during = await request(s.base, 'PUT', `/browsers/${id}/fs/write_file?path=${q('/tmp/during.txt')}`,
+          { key: s.key, raw: 'during', headers: { 'content-type': 'application/octet-stream' } });
+        eq(during.status, 201, `a write_file while three uploads stall: ${during.text}`);
+        for (const l of leave) l();
+        for (let i = 0; i < 3; i++) {
+          await waitFor(async () => (await request(s.base, 'GET', `/browsers/${id}/fs/file_info?path=${q(`/tmp/cut${i}.bin`)}`, { key: s.key })).status === 404,
+            `the cut write ${i} left no file`, 20000);
+        }
 
         // A body of unknown length past the 64 MiB cap: 413, nothing kept.
         const over = await new Promise((resolve, reject) => {
