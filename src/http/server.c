@@ -709,6 +709,19 @@ static int pipe_orphan(struct ctx *cx)
 
 static void ctx_free(struct http_server *srv, struct ctx *cx);
 
+/* Drops the handler's answer that will not be sent (the exchange ended
+ * first): job_resume frees its job. */
+static void pipe_discard_answer(struct ctx *cx)
+{
+    if (!cx->rq.async_ctx)
+        return;
+    struct resp rs = {0};
+    cx->rq.resume_fn(&cx->rq, &rs);
+    json_decref(rs.json);
+    xfree(rs.text);
+    json_decref(rs.more_headers);
+}
+
 /* The handler of a streamed body returned (on its blocking thread), its
  * answer set up for job_resume: the connection, when parked, goes on (to
  * drop the rest of the body, or to send the answer); a request whose
@@ -725,11 +738,7 @@ static void pipe_done(struct http_server *srv, struct ctx *cx)
     }
     pthread_mutex_unlock(&p->mu);
     if (gone) {
-        struct resp rs = {0};
-        cx->rq.resume_fn(&cx->rq, &rs); /* frees the job */
-        json_decref(rs.json);
-        xfree(rs.text);
-        json_decref(rs.more_headers);
+        pipe_discard_answer(cx);
         ctx_free(srv, cx);
     }
 }
@@ -1504,6 +1513,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;
     }
+    if (cx->pipe)
+        pipe_discard_answer(cx); /* answered, but the client left before the body's end */
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
