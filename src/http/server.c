@@ -58,8 +58,7 @@ struct http_server {
      * queues each again when it is due (started with the first), under
      * jobs_mu: */
     struct job *parked;
-    struct job *body_waiters; /* parked until their streamed body has bytes (req_defer_body) */
-    pthread_cond_t timer_cv;  /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
+    pthread_cond_t timer_cv; /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
     pthread_t timer;
     int timer_started;
     struct head_watch *heads;   /* request head deadlines (guard.h) */
@@ -489,9 +488,10 @@ struct job {
     const struct route *route;
     struct resp rs;
     int rc;
-    char *org, *session;  /* what the job is charged to (fairshare), owned */
-    http_handler_fn cont; /* set by req_defer: what runs instead of route->fn */
-    int64_t due_ms;       /* parked: when cont is due (clock_mono_ms) */
+    char *org, *session;         /* what the job is charged to (fairshare), owned */
+    http_handler_fn cont;        /* set by req_defer: what runs instead of route->fn */
+    int64_t due_ms;              /* parked: when cont is due (clock_mono_ms) */
+    struct body_pipe *pipe_wait; /* parked (req_defer_body): also woken by this body's bytes */
     struct job *next;
 };
 
@@ -545,21 +545,16 @@ static void pipe_free(struct body_pipe *p)
 
 static void job_enqueue(struct http_server *srv, struct job *j);
 
+static void job_unpark(struct http_server *srv, struct job *j);
+
 /* Queues the job parked for p's bytes, if any (p->mu not held: the lock
- * order is jobs_mu, then a pipe's mu). */
+ * order is jobs_mu, then a pipe's mu). Called on the connection's own
+ * thread before the exchange ended, so p is still there. */
 static void pipe_wake(struct http_server *srv, struct body_pipe *p)
 {
     pthread_mutex_lock(&srv->jobs_mu);
-    struct job *j = p->waiter;
-    if (j) {
-        p->waiter = NULL;
-        for (struct job **pp = &srv->body_waiters; *pp; pp = &(*pp)->next)
-            if (*pp == j) {
-                *pp = j->next;
-                break;
-            }
-        job_enqueue(srv, j);
-    }
+    if (p->waiter)
+        job_unpark(srv, p->waiter);
     pthread_mutex_unlock(&srv->jobs_mu);
 }
 
@@ -576,7 +571,15 @@ long req_body_take(struct req *rq, char *buf, size_t cap)
     if (p) {
         pthread_mutex_lock(&p->mu);
         int ready = pipe_ready(p);
+        /* Until gone is set the exchange has not ended (on_completed waits
+         * for p->mu), so the connection is there to look at. A client that
+         * closed mid-body is noticed here too: libmicrohttpd 0.9.75 may not
+         * see the close of a connection it resumed (epoll). */
+        int left = !ready && req_client_gone(rq);
         pthread_mutex_unlock(&p->mu);
+        if (left)
+            return err_set(&rq->err, E_INTERNAL, "internal",
+                           "the client went away before the end of its request body");
         if (!ready)
             return HTTP_BODY_WAIT;
     }
@@ -662,7 +665,10 @@ static void pipe_feed(struct ctx *cx, const char *data, size_t *upload_size)
         *upload_size = n - take;
         if (take)
             pthread_cond_signal(&p->cv);
-        if (take < n) {
+        /* libmicrohttpd may hand the rest over again before the handler
+         * read: the connection is suspended once (a second suspend of a
+         * suspended connection would corrupt libmicrohttpd's lists). */
+        if (take < n && !p->parked_full) {
             p->parked_full = 1;
             MHD_suspend_connection(cx->rq.conn);
         }
@@ -691,10 +697,14 @@ static int pipe_end(struct ctx *cx)
 }
 
 /* The exchange ended (on_completed). 1 when the handler still runs: it
- * now owns the request (pipe_done frees it). */
+ * now owns the request (pipe_done frees it, maybe as soon as gone is set,
+ * so p is not touched after its lock is let go; jobs_mu is taken first, in
+ * the lock order, to hand a parked job back to the queue meanwhile). */
 static int pipe_orphan(struct ctx *cx)
 {
+    struct http_server *srv = cx->srv;
     struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&srv->jobs_mu);
     pthread_mutex_lock(&p->mu);
     int running = !p->done;
     if (running) {
@@ -702,8 +712,9 @@ static int pipe_orphan(struct ctx *cx)
         pthread_cond_broadcast(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
-    if (running)
-        pipe_wake(cx->srv, p);
+    if (running && p->waiter)
+        job_unpark(srv, p->waiter);
+    pthread_mutex_unlock(&srv->jobs_mu);
     return running;
 }
 
@@ -876,6 +887,10 @@ static void parked_release(struct http_server *srv, int64_t now_ms)
     while (srv->parked && (srv->jobs_stop || srv->parked->due_ms <= now_ms)) {
         struct job *j = srv->parked;
         srv->parked = j->next;
+        if (j->pipe_wait) {
+            j->pipe_wait->waiter = NULL;
+            j->pipe_wait = NULL;
+        }
         if (srv->jobs_stop)
             j->rq->stopping = 1;
         job_enqueue(srv, j);
@@ -913,18 +928,22 @@ static void *timer_main(void *arg)
  * woken when it is the soonest. A pool that stops queues it at once. */
 static void job_park(struct http_server *srv, struct job *j)
 {
-    if (srv->jobs_stop) {
-        j->rq->stopping = 1;
+    int now = srv->jobs_stop;
+    if (!now && !srv->timer_started) {
+        if (pthread_create(&srv->timer, NULL, timer_main, srv) == 0)
+            srv->timer_started = 1;
+        else
+            log_warn("http: cannot start the timer thread: %s", strerror(errno));
+        now = !srv->timer_started; /* runs again at once: a short pause, on a thread */
+    }
+    if (now) {
+        if (j->pipe_wait) {
+            j->pipe_wait->waiter = NULL;
+            j->pipe_wait = NULL;
+        }
+        j->rq->stopping = srv->jobs_stop;
         job_enqueue(srv, j);
         return;
-    }
-    if (!srv->timer_started) {
-        if (pthread_create(&srv->timer, NULL, timer_main, srv) != 0) {
-            log_warn("http: cannot start the timer thread: %s", strerror(errno));
-            job_enqueue(srv, j); /* runs again at once: a short pause, on a thread */
-            return;
-        }
-        srv->timer_started = 1;
     }
     struct job **pp = &srv->parked;
     while (*pp && (*pp)->due_ms <= j->due_ms)
@@ -933,6 +952,22 @@ static void job_park(struct http_server *srv, struct job *j)
     *pp = j;
     if (srv->parked == j)
         pthread_cond_signal(&srv->timer_cv);
+}
+
+/* Queues a parked job now (jobs_mu held): out of the parked list and, when
+ * it waited for a body's bytes too, off that body. */
+static void job_unpark(struct http_server *srv, struct job *j)
+{
+    for (struct job **pp = &srv->parked; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    if (j->pipe_wait) {
+        j->pipe_wait->waiter = NULL;
+        j->pipe_wait = NULL;
+    }
+    job_enqueue(srv, j);
 }
 
 int req_defer(struct req *rq, struct resp *rs, unsigned ms, http_handler_fn cont)
@@ -1022,9 +1057,12 @@ static void *blocker_main(void *arg)
                 rq->stopping = srv->jobs_stop;
                 job_enqueue(srv, j);
             } else {
+                /* Woken by the body, or by the timer to look at the
+                 * client again (req_body_take). */
                 p->waiter = j;
-                j->next = srv->body_waiters;
-                srv->body_waiters = j;
+                j->pipe_wait = p;
+                j->due_ms = clock_mono_ms() + LIM_HTTP_STREAM_CHECK_MS;
+                job_park(srv, j);
             }
             continue;
         }
@@ -1099,13 +1137,6 @@ static void blockers_stop(struct http_server *srv)
     pthread_mutex_lock(&srv->jobs_mu);
     srv->jobs_stop = 1;
     parked_release(srv, 0);
-    while (srv->body_waiters) {
-        struct job *j = srv->body_waiters;
-        srv->body_waiters = j->next;
-        ((struct ctx *)j->rq)->pipe->waiter = NULL;
-        j->rq->stopping = 1;
-        job_enqueue(srv, j);
-    }
     pthread_cond_broadcast(&srv->jobs_cv);
     pthread_cond_signal(&srv->timer_cv);
     while (srv->jobs_live)
