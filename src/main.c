@@ -95,7 +95,8 @@ static const char usage[] =
     "Hostile clients (docs/operator.md): BROWSERD_MAX_CONNECTIONS (default 8192),\n"
     "BROWSERD_CONNECTIONS_PER_IP (default 256; 0: no limit, behind a reverse proxy),\n"
     "BROWSERD_HEAD_TIMEOUT_SECONDS (default 10), BROWSERD_BODY_BUDGET_MB (request bodies held\n"
-    "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160).\n"
+    "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160),\n"
+    "BROWSERD_BLOCKING_THREADS (threads for slow handlers such as launches, default 64).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -455,14 +456,16 @@ static int cmd_serve(int argc, char **argv)
     c->token_ttl_s = (int)ttl_s;
     /* Hostile clients (docs/operator.md): connections, head deadline, and
      * the budget of request bodies held in memory. */
-    long max_conns, per_ip, head_s, budget_mb, share_mb;
+    long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
     if (env_long("BROWSERD_MAX_CONNECTIONS", LIM_HTTP_CONNECTIONS, 16, 1000000, &max_conns) ||
         env_long("BROWSERD_CONNECTIONS_PER_IP", LIM_HTTP_CONNECTIONS_PER_IP, 0, 1000000, &per_ip) ||
         env_long("BROWSERD_HEAD_TIMEOUT_SECONDS", LIM_HTTP_HEAD_SECONDS, 1, 3600, &head_s) ||
         env_long("BROWSERD_BODY_BUDGET_MB", (long)(LIM_HTTP_BODY_BUDGET_BYTES >> 20), 1, 1L << 20,
                  &budget_mb) ||
         env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1, budget_mb,
-                 &share_mb))
+                 &share_mb) ||
+        env_long("BROWSERD_BLOCKING_THREADS", LIM_HTTP_BLOCKING_THREADS, 1,
+                 LIM_HTTP_BLOCKING_THREADS, &blockers))
         return 2;
     /* The sum of sessions' memory limits, as a multiple of the host's memory
      * (runtime/admit.h). */
@@ -617,6 +620,8 @@ static int cmd_serve(int argc, char **argv)
         .head_timeout_s = (unsigned)head_s,
         .body_budget = (size_t)budget_mb << 20,
         .body_share = (size_t)share_mb << 20,
+        .blocking_threads = (unsigned)blockers,
+        .buffer_streams = store_shared(app.store),
     };
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {

@@ -37,12 +37,13 @@ static int display_of(void *ctx, struct chromium *c)
     return 0;
 }
 
-/* A gesture stops when its client went away or its session ended. */
+/* A gesture stops when its client went away, its session ended, or the
+ * server stops. */
 static int target_cancelled(void *ctx)
 {
     struct target *t = ctx;
     char ws[8];
-    return req_client_gone(t->rq) || live_ws_url(t->live, ws, sizeof ws) == -1;
+    return t->rq->stopping || req_client_gone(t->rq) || live_ws_url(t->live, ws, sizeof ws) == -1;
 }
 
 /* 404 for a session that is not this key's, 409 for one that has ended. */
@@ -181,31 +182,63 @@ int computer_clip_write(struct req *rq, struct resp *rs)
     return single(rq, rs, COMP_CLIP_WRITE);
 }
 
-int computer_batch(struct req *rq, struct resp *rs)
-{
+/* A batch between its steps (rq->defer_ctx): it holds the session's
+ * input across its sleeps, but not a thread (http.h req_defer). */
+struct batch_call {
     struct target t;
-    int rc = target_open(rq, "batchComputerAction", &t);
-    if (rc)
-        return rc;
-    json_t *body = NULL;
-    struct comp_action *acts = NULL;
-    size_t n = 0, failed = 0;
-    if ((rc = body_of(rq, 0, &body)) == 0)
-        rc = comp_parse_batch(body, t.width, t.height, &acts, &n, &rq->err);
-    json_decref(body);
-    if (rc == 0 && (rc = computer_act(&t.ct, acts, n, &failed, &rq->err)) != 0 && rc != E_LIMIT) {
+    struct comp_action *acts;
+    size_t n;
+    struct computer_batch *run;
+};
+
+static int batch_step(struct req *rq, struct resp *rs)
+{
+    struct batch_call *bc = rq->defer_ctx;
+    int pause = 0;
+    size_t failed = 0;
+    int rc = computer_batch_step(bc->run, &pause, &failed, &rq->err);
+    if (rc == COMPUTER_PAUSE)
+        return req_defer(rq, rs, (unsigned)pause, batch_step);
+    if (rc != 0 && rc != E_LIMIT) {
         /* "actions[{i}] ({type}): {inner message}", keeping the class (a
          * session busy with another call is not an action's failure). */
         char inner[ERR_MSG_MAX], code[ERR_CODE_MAX];
         snprintf(inner, sizeof inner, "%s", rq->err.message);
         snprintf(code, sizeof code, "%s", rq->err.code);
         (void)err_set(&rq->err, rq->err.rc, code, "actions[%zu] (%s): %.400s", failed,
-                      comp_operation_id(acts[failed < n ? failed : 0].op), inner);
+                      comp_operation_id(bc->acts[failed < bc->n ? failed : 0].op), inner);
     }
-    comp_batch_free(acts, n);
+    computer_batch_free(bc->run);
+    comp_batch_free(bc->acts, bc->n);
     if (rc == 0)
         resp_empty(rs, 200);
-    return target_close(rq, &t, rc);
+    rc = target_close(rq, &bc->t, rc);
+    rq->defer_ctx = NULL;
+    xfree(bc);
+    return rc;
+}
+
+int computer_batch(struct req *rq, struct resp *rs)
+{
+    struct batch_call *bc = xcalloc(1, sizeof *bc);
+    int rc = target_open(rq, "batchComputerAction", &bc->t);
+    if (rc) {
+        xfree(bc);
+        return rc;
+    }
+    json_t *body = NULL;
+    if ((rc = body_of(rq, 0, &body)) == 0)
+        rc = comp_parse_batch(body, bc->t.width, bc->t.height, &bc->acts, &bc->n, &rq->err);
+    json_decref(body);
+    if (rc) {
+        comp_batch_free(bc->acts, bc->n);
+        rc = target_close(rq, &bc->t, rc);
+        xfree(bc);
+        return rc;
+    }
+    bc->run = computer_batch_new(&bc->t.ct, bc->acts, bc->n);
+    rq->defer_ctx = bc;
+    return batch_step(rq, rs);
 }
 
 int computer_screenshot_post(struct req *rq, struct resp *rs)

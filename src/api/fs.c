@@ -294,6 +294,77 @@ int fs_read_file(struct req *rq, struct resp *rs)
 
 /* ---- write_file, create_directory, delete_*, move, set_file_permissions ---- */
 
+/* A write_file between its steps (rq->defer_ctx). */
+struct fwrite {
+    char *path; /* the query's, copied: the exchange may end first */
+    mode_t mode;
+    char *buf; /* LIM_HTTP_STREAM_BYTES */
+    struct call c;
+    struct sesshelp_writer w;
+    int started; /* the helper runs */
+};
+
+static int fwrite_end(struct req *rq, struct resp *rs, struct fwrite *fw, int rc)
+{
+    (void)rs;
+    rc = call_close(rq, &fw->c, rc);
+    xfree(fw->buf);
+    xfree(fw->path);
+    xfree(fw);
+    rq->defer_ctx = NULL;
+    return rc;
+}
+
+/* Takes the body as it arrives; waits for more without a thread
+ * (req_defer_body). */
+static int fwrite_step(struct req *rq, struct resp *rs)
+{
+    struct fwrite *fw = rq->defer_ctx;
+    int rc = 0;
+    long n;
+    while ((n = rq->stopping ? err_set(&rq->err, E_UNAVAIL, "unavailable",
+                                       "the server is stopping; retry the upload")
+                             : req_body_take(rq, fw->buf, LIM_HTTP_STREAM_BYTES)) > 0) {
+        if (!fw->started) {
+            if ((rc = sesshelp_write_start(fw->c.sb, &fw->c.fs, fw->path, fw->mode, &fw->w)) != 0)
+                return fwrite_end(rq, rs, fw,
+                                  err_set(&rq->err, E_INTERNAL, "internal",
+                                          "starting the file's writer: %s", strerror(-rc)));
+            fw->started = 1;
+        }
+        if (sesshelp_write_chunk(&fw->w, fw->buf, (size_t)n) != 0)
+            break; /* the writer failed: its end says why */
+    }
+    if (n == HTTP_BODY_WAIT)
+        return req_defer_body(rq, rs, fwrite_step);
+    if (!fw->started)
+        return fwrite_end(
+            rq, rs, fw,
+            n < 0 ? (int)n : err_set(&rq->err, E_INVALID, "bad_request", "empty request body"));
+    /* n < 0: the body was cut short (rq->err says how). */
+    int cut = n < 0;
+    int erc = sesshelp_write_end(&fw->w, cut);
+    if (cut) {
+        rc = (int)n;
+        int urc = sessfs_unlink(&fw->c.fs, fw->path);
+        if (urc < 0 && urc != -ENOENT)
+            log_warn("fs: a write cut short left its file in session %s: %s", fw->c.rec.id,
+                     strerror(-urc));
+    } else if (erc < 0) {
+        rc = fs_fail(rq, erc, fw->path, "directory not found");
+    } else {
+        resp_empty(rs, 201);
+    }
+    return fwrite_end(rq, rs, fw, rc);
+}
+
+/* The body is the file, streamed (HTTP_ROUTE_STREAM): the transport holds
+ * at most LIM_HTTP_STREAM_BYTES of it, and each piece goes on into a helper
+ * in the session's cgroups (sesshelp_write_start) as it arrives, so that the
+ * session, not the server, holds the file's pages; while the client is
+ * slow the call holds no thread. The file is created at the first byte; a
+ * write cut short (the client left, or the body went past the cap)
+ * removes it. */
 int fs_write_file(struct req *rq, struct resp *rs)
 {
     const char *path = req_query(rq, "path");
@@ -301,20 +372,17 @@ int fs_write_file(struct req *rq, struct resp *rs)
     mode_t mode;
     if (rc == 0)
         rc = mode_field(rq, "mode", req_query(rq, "mode"), 0644, &mode);
-    if (rc == 0 && rq->body_len == 0)
-        rc = err_set(&rq->err, E_INVALID, "bad_request", "empty request body");
     if (rc)
         return rc;
-    struct call c;
-    call_init(&c);
-    if ((rc = call_open(rq, "fs.write_file", 1, &c)) != 0)
-        return call_close(rq, &c, rc);
-    rc = sesshelp_write(c.sb, &c.fs, path, mode, rq->body, rq->body_len);
-    if (rc < 0)
-        rc = fs_fail(rq, rc, path, "directory not found");
-    else
-        resp_empty(rs, 201);
-    return call_close(rq, &c, rc);
+    struct fwrite *fw = xcalloc(1, sizeof *fw);
+    fw->path = xstrdup(path);
+    fw->mode = mode;
+    fw->buf = xmalloc(LIM_HTTP_STREAM_BYTES);
+    call_init(&fw->c);
+    rq->defer_ctx = fw;
+    if ((rc = call_open(rq, "fs.write_file", 1, &fw->c)) != 0)
+        return fwrite_end(rq, rs, fw, rc);
+    return fwrite_step(rq, rs);
 }
 
 /* The PUT handlers taking {path} (and more) as JSON. */

@@ -34,7 +34,7 @@ int fs_watch_stop(struct req *rq, struct resp *rs);
 #define FS_ROUTES                                                                                  \
     {"GET", "/browsers/{id}/fs/read_file", fs_read_file, AUTH_KEY},                                \
         {"PUT", "/browsers/{id}/fs/write_file", fs_write_file,                                     \
-         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING | HTTP_ROUTE_STREAM},                  \
         {"GET", "/browsers/{id}/fs/list_files", fs_list_files, AUTH_KEY | HTTP_ROUTE_BLOCKING},    \
         {"GET", "/browsers/{id}/fs/file_info", fs_file_info, AUTH_KEY},                            \
         {"PUT", "/browsers/{id}/fs/create_directory", fs_create_directory, AUTH_KEY},              \

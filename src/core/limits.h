@@ -11,6 +11,13 @@
 /* Request body cap of routes that take file uploads (HTTP_ROUTE_UPLOAD):
  * fs uploads and extension zips (the hosted client's own cap is 50 MiB). */
 #define LIM_UPLOAD_BYTES (64u * 1024u * 1024u)
+/* Bytes of a streamed request body (HTTP_ROUTE_STREAM) held between the
+ * connection and its handler: past it the connection stops reading until
+ * the handler took them. */
+#define LIM_HTTP_STREAM_BYTES (256u * 1024u)
+/* A handler waiting for a streamed body's next bytes (req_defer_body) looks
+ * at its client this often, to notice one that closed mid-body. */
+#define LIM_HTTP_STREAM_CHECK_MS 1000
 /* Memory libmicrohttpd may use per connection for the request line, headers
  * and read buffer. It zeroes this pool between keep-alive requests, so it is
  * kept small: a larger pool costs a visible memset on every request. */

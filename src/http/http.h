@@ -55,6 +55,10 @@ struct req {
     void (*done_fn)(struct req *rq, int delivered);     /* after the exchange ended */
     void *async_ctx;
     int suspended;
+    /* Deferred handlers (req_defer): the handler's own state between its
+     * steps, and 1 once the server stops (the next step must finish). */
+    void *defer_ctx;
+    int stopping;
 };
 
 /* An upgraded connection (101 Switching Protocols). */
@@ -114,6 +118,33 @@ struct route {
  * the route hook, before the handler). In-process calls (http_call) and
  * requests that arrive while the server stops run on the calling thread. */
 #define HTTP_ROUTE_BLOCKING (1u << 17)
+/* A route flag (with HTTP_ROUTE_BLOCKING and HTTP_ROUTE_UPLOAD): the handler
+ * reads its raw body as it arrives (req_body_read) instead of finding it in
+ * rq->body. It is admitted and queued for a blocking thread on the header
+ * pass, before a byte of the body is read, and at most
+ * LIM_HTTP_STREAM_BYTES of the body wait for it: a handler that does not
+ * read stops the client's upload. The body does not count against the body
+ * budget. A handler must copy what it needs of req_header/req_query before
+ * its first req_body_read: when the client leaves mid-body the exchange ends
+ * (req_body_read fails) and those strings are gone. When
+ * http_config.buffer_streams is set (the request may be forwarded to
+ * another node), or the request has no body, the body is buffered as on
+ * any upload route and req_body_read reads it from rq->body. */
+#define HTTP_ROUTE_STREAM (1u << 18)
+
+/* The next bytes of a streamed body (HTTP_ROUTE_STREAM), waiting for them:
+ * > 0 bytes copied into buf, 0 at the end of the body, or E_TOOBIG (past
+ * the route's cap) / E_INTERNAL (the client left mid-body) with rq->err
+ * filled. */
+long req_body_read(struct req *rq, char *buf, size_t cap);
+/* The same without waiting: HTTP_BODY_WAIT when no byte, end or failure is
+ * there yet. A handler then returns req_defer_body(rq, rs, cont): its thread
+ * is released, and cont runs on a blocking thread once the body has bytes,
+ * ended, or the client left (or at once with rq->stopping set when the
+ * server stops): a client that trickles its body holds no thread. */
+#define HTTP_BODY_WAIT (-100000)
+long req_body_take(struct req *rq, char *buf, size_t cap);
+int req_defer_body(struct req *rq, struct resp *rs, http_handler_fn cont);
 
 struct http_config {
     const char *host; /* numeric IPv4 or IPv6 address */
@@ -152,6 +183,14 @@ struct http_config {
     unsigned head_timeout_s;  /* LIM_HTTP_HEAD_SECONDS */
     size_t body_budget;       /* LIM_HTTP_BODY_BUDGET_BYTES */
     size_t body_share;        /* LIM_HTTP_BODY_TENANT_BYTES */
+    /* Threads for HTTP_ROUTE_BLOCKING handlers, at most (0 =
+     * LIM_HTTP_BLOCKING_THREADS, also the most allowed). Each tenant's share
+     * (LIM_HTTP_BLOCKING_PER_ORG, _PER_SESSION) counts its calls in flight,
+     * parked ones (req_defer) included, and does not shrink with it. */
+    unsigned blocking_threads;
+    /* HTTP_ROUTE_STREAM bodies are buffered like other uploads (a cluster
+     * node may forward the request whole: route_hook). */
+    int buffer_streams;
 };
 /* conns_per_ip: no limit per client address. */
 #define HTTP_NO_LIMIT 0xffffffffu
@@ -215,6 +254,23 @@ void http_call_res_clear(struct http_call_res *r);
  * return. */
 int req_suspend(struct req *rq, void (*resume_fn)(struct req *, struct resp *),
                 void (*done_fn)(struct req *, int), void *ctx);
+/* A handler returns HTTP_DEFER (from req_defer) to continue later. */
+#define HTTP_DEFER 2
+
+/* Parks a request of an HTTP_ROUTE_BLOCKING route for ms milliseconds
+ * without holding a thread: the handler (or a continuation) returns what
+ * this returns, its blocking thread is released, and cont runs on a
+ * blocking thread about ms later with the same rq and rs, as a handler
+ * would (it may defer again). The request keeps its share of the blocking
+ * threads (http/fairshare.h) while parked, and its connection stays
+ * suspended. Keep the handler's state in rq->defer_ctx. When the server
+ * stops, parked requests run their continuation at once with rq->stopping
+ * set: it must then answer (an error) and release what it holds. A request
+ * that is not on a blocking thread (the pool is stopping or could not start
+ * a thread, or an in-process http_call) sleeps ms here and runs cont
+ * directly. */
+int req_defer(struct req *rq, struct resp *rs, unsigned ms, http_handler_fn cont);
+
 /* Wakes a suspended request. Thread-safe; call exactly once. */
 void req_resume(struct req *rq);
 /* 1 when the client of a suspended request has closed its connection. */

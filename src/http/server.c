@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -50,8 +51,16 @@ struct http_server {
     unsigned jobs_live;   /* queued or running */
     unsigned jobs_queued; /* queued, not yet taken by a thread */
     unsigned nblockers, nidle;
+    unsigned max_blockers; /* cfg.blocking_threads, or LIM_HTTP_BLOCKING_THREADS */
     int jobs_stop;
     pthread_t blockers[LIM_HTTP_BLOCKING_THREADS];
+    /* Requests parked by req_defer, soonest first, and the thread that
+     * queues each again when it is due (started with the first), under
+     * jobs_mu: */
+    struct job *parked;
+    pthread_cond_t timer_cv; /* (CLOCK_MONOTONIC) a sooner job was parked, or the pool stops */
+    pthread_t timer;
+    int timer_started;
     struct head_watch *heads;   /* request head deadlines (guard.h) */
     struct body_budget *budget; /* buffered request bodies (guard.h) */
     struct fairshare *share;    /* each tenant's share of the blocking threads */
@@ -114,12 +123,15 @@ struct ctx {
     struct http_server *srv;
     char parambuf[LIM_PATH_BYTES];
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
-    struct buf body;   /* the request body, at most body_limit bytes; rq.body points into it */
-    size_t body_limit; /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
-    int admitted;      /* routed and authorized on the header pass (admit) */
-    int refused;       /* 0, or the E_* code the request is answered with instead */
-    size_t body_taken; /* bytes of srv->budget this request holds for tenant */
-    char tenant[96];   /* rq.tenant, or the client's address: whose share body_taken is */
+    struct buf body;        /* the request body, at most body_limit bytes; rq.body points into it */
+    size_t body_limit;      /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
+    int admitted;           /* routed and authorized on the header pass (admit) */
+    int refused;            /* 0, or the E_* code the request is answered with instead */
+    size_t body_taken;      /* bytes of srv->budget this request holds for tenant */
+    struct job *job;        /* the blocking job running its handler now (req_defer), or NULL */
+    struct body_pipe *pipe; /* a streamed body (HTTP_ROUTE_STREAM), or NULL */
+    size_t body_off;        /* req_body_read's place in a buffered body */
+    char tenant[96];        /* rq.tenant, or the client's address: whose share body_taken is */
     /* An in-process request (http_call): no connection; these lists,
      * NULL-terminated name/value pairs, stand for its headers and query. */
     const char *const *call_headers;
@@ -470,6 +482,278 @@ static void streams_stop(struct http_server *srv)
     log_warn("http: streamed responses still open at shutdown");
 }
 
+/* A blocking handler's run (see "blocking handlers" below). */
+struct job {
+    struct req *rq;
+    const struct route *route;
+    struct resp rs;
+    int rc;
+    char *org, *session;         /* what the job is charged to (fairshare), owned */
+    http_handler_fn cont;        /* set by req_defer: what runs instead of route->fn */
+    int64_t due_ms;              /* parked: when cont is due (clock_mono_ms) */
+    struct body_pipe *pipe_wait; /* parked (req_defer_body): also woken by this body's bytes */
+    struct job *next;
+};
+
+/* ---- streamed request bodies (HTTP_ROUTE_STREAM) ----
+ *
+ * The handler runs on a blocking thread from the header pass on and takes
+ * the body from a small window (LIM_HTTP_STREAM_BYTES) that the access
+ * handler fills as libmicrohttpd reads. A full window suspends the
+ * connection with the rest of the chunk left unconsumed (libmicrohttpd keeps
+ * it, and hands it over again once resumed); the handler's read resumes it.
+ * The body's end suspends the connection until the handler returned
+ * (parked_final), and the handler's return resumes it to send the answer.
+ * A client that leaves mid-body ends the exchange while the handler may
+ * still run: the request is then the handler's job's to release (gone). */
+
+struct body_pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* bytes arrived, the body ended, or the client left */
+    char *data;         /* LIM_HTTP_STREAM_BYTES */
+    size_t len;         /* bytes waiting in data */
+    size_t total;       /* body bytes taken in so far */
+    size_t limit;       /* the route's cap */
+    int ended;          /* the whole body arrived */
+    int too_big;        /* more than limit arrived: the rest is dropped */
+    int gone;           /* the exchange ended first: the job frees the request */
+    int parked_full;    /* the connection waits for room in data */
+    int parked_final;   /* the connection waits for the handler's answer */
+    int done;           /* the handler returned (its answer: rq->resume_fn) */
+    struct job *waiter; /* under srv->jobs_mu: the handler's job, parked for bytes */
+};
+
+static struct body_pipe *pipe_new(size_t limit)
+{
+    struct body_pipe *p = xcalloc(1, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->data = xmalloc(LIM_HTTP_STREAM_BYTES);
+    p->limit = limit;
+    return p;
+}
+
+static void pipe_free(struct body_pipe *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    xfree(p->data);
+    xfree(p);
+}
+
+static void job_enqueue(struct http_server *srv, struct job *j);
+
+static void job_unpark(struct http_server *srv, struct job *j);
+
+/* Queues the job parked for p's bytes, if any (p->mu not held: the lock
+ * order is jobs_mu, then a pipe's mu). Called on the connection's own
+ * thread before the exchange ended, so p is still there. */
+static void pipe_wake(struct http_server *srv, struct body_pipe *p)
+{
+    pthread_mutex_lock(&srv->jobs_mu);
+    if (p->waiter)
+        job_unpark(srv, p->waiter);
+    pthread_mutex_unlock(&srv->jobs_mu);
+}
+
+/* 1 when a read of p would not wait (p->mu held). */
+static int pipe_ready(const struct body_pipe *p)
+{
+    return p->too_big || p->len || p->gone || p->ended;
+}
+
+long req_body_take(struct req *rq, char *buf, size_t cap)
+{
+    struct ctx *cx = (struct ctx *)rq;
+    struct body_pipe *p = cx->pipe;
+    if (p) {
+        pthread_mutex_lock(&p->mu);
+        int ready = pipe_ready(p);
+        /* Until gone is set the exchange has not ended (on_completed waits
+         * for p->mu), so the connection is there to look at. A client that
+         * closed mid-body is noticed here too: libmicrohttpd 0.9.75 may not
+         * see the close of a connection it resumed (epoll). */
+        int left = !ready && req_client_gone(rq);
+        pthread_mutex_unlock(&p->mu);
+        if (left)
+            return err_set(&rq->err, E_INTERNAL, "internal",
+                           "the client went away before the end of its request body");
+        if (!ready)
+            return HTTP_BODY_WAIT;
+    }
+    return req_body_read(rq, buf, cap);
+}
+
+int req_defer_body(struct req *rq, struct resp *rs, http_handler_fn cont)
+{
+    struct ctx *cx = (struct ctx *)rq;
+    struct job *j = rq->conn ? cx->job : NULL;
+    if (!j || !cx->pipe)
+        return cont(rq, rs); /* its read will wait on this thread */
+    j->cont = cont;
+    j->due_ms = -1;
+    return HTTP_DEFER;
+}
+
+long req_body_read(struct req *rq, char *buf, size_t cap)
+{
+    struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
+    struct body_pipe *p = cx->pipe;
+    if (!p) {
+        if (rq->body_too_big)
+            return err_set(&rq->err, E_TOOBIG, "payload_too_large",
+                           "request body exceeds the limit of %zu bytes", cx->body_limit);
+        size_t n = rq->body_len - cx->body_off;
+        if (n > cap)
+            n = cap;
+        if (n)
+            memcpy(buf, rq->body + cx->body_off, n);
+        cx->body_off += n;
+        return (long)n;
+    }
+    pthread_mutex_lock(&p->mu);
+    while (!pipe_ready(p))
+        pthread_cond_wait(&p->cv, &p->mu);
+    long n;
+    if (p->too_big) {
+        n = err_set(&rq->err, E_TOOBIG, "payload_too_large",
+                    "request body exceeds the limit of %zu bytes", p->limit);
+    } else if (p->len) {
+        size_t k = p->len < cap ? p->len : cap;
+        memcpy(buf, p->data, k);
+        memmove(p->data, p->data + k, p->len - k);
+        p->len -= k;
+        n = (long)k;
+        if (p->parked_full) {
+            p->parked_full = 0;
+            MHD_resume_connection(rq->conn);
+        }
+    } else if (p->gone) {
+        n = err_set(&rq->err, E_INTERNAL, "internal",
+                    "the client went away before the end of its request body");
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+/* A chunk of a streamed body (the access handler's upload call): takes
+ * what fits in the window and suspends the connection when the rest does
+ * not; a body past the cap, or one whose handler already answered, is read
+ * and dropped. */
+static void pipe_feed(struct ctx *cx, const char *data, size_t *upload_size)
+{
+    struct body_pipe *p = cx->pipe;
+    size_t n = *upload_size;
+    pthread_mutex_lock(&p->mu);
+    if (p->done || p->too_big) {
+        *upload_size = 0;
+    } else if (p->total + n > p->limit) {
+        p->too_big = 1;
+        *upload_size = 0;
+        pthread_cond_signal(&p->cv);
+    } else {
+        size_t take = LIM_HTTP_STREAM_BYTES - p->len;
+        if (take > n)
+            take = n;
+        memcpy(p->data + p->len, data, take);
+        p->len += take;
+        p->total += take;
+        *upload_size = n - take;
+        if (take)
+            pthread_cond_signal(&p->cv);
+        /* libmicrohttpd may hand the rest over again before the handler
+         * read: the connection is suspended once (a second suspend of a
+         * suspended connection would corrupt libmicrohttpd's lists). */
+        if (take < n && !p->parked_full) {
+            p->parked_full = 1;
+            MHD_suspend_connection(cx->rq.conn);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    pipe_wake(cx->srv, p);
+}
+
+/* The body ended (the access handler's final call): 1 when the handler
+ * already answered (rq->resume_fn builds it), 0 when the connection was
+ * suspended until it does. */
+static int pipe_end(struct ctx *cx)
+{
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&p->mu);
+    p->ended = 1;
+    pthread_cond_signal(&p->cv);
+    int done = p->done;
+    if (!done) {
+        p->parked_final = 1;
+        MHD_suspend_connection(cx->rq.conn);
+    }
+    pthread_mutex_unlock(&p->mu);
+    pipe_wake(cx->srv, p);
+    return done;
+}
+
+/* The exchange ended (on_completed). 1 when the handler still runs: it
+ * now owns the request (pipe_done frees it, maybe as soon as gone is set,
+ * so p is not touched after its lock is let go; jobs_mu is taken first, in
+ * the lock order, to hand a parked job back to the queue meanwhile). */
+static int pipe_orphan(struct ctx *cx)
+{
+    struct http_server *srv = cx->srv;
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&srv->jobs_mu);
+    pthread_mutex_lock(&p->mu);
+    int running = !p->done;
+    if (running) {
+        p->gone = 1;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (running && p->waiter)
+        job_unpark(srv, p->waiter);
+    pthread_mutex_unlock(&srv->jobs_mu);
+    return running;
+}
+
+static void ctx_free(struct http_server *srv, struct ctx *cx);
+
+/* Drops the handler's answer that will not be sent (the exchange ended
+ * first): job_resume frees its job. */
+static void pipe_discard_answer(struct ctx *cx)
+{
+    if (!cx->rq.async_ctx)
+        return;
+    struct resp rs = {0};
+    cx->rq.resume_fn(&cx->rq, &rs);
+    json_decref(rs.json);
+    xfree(rs.text);
+    json_decref(rs.more_headers);
+}
+
+/* The handler of a streamed body returned (on its blocking thread), its
+ * answer set up for job_resume: the connection, when parked, goes on (to
+ * drop the rest of the body, or to send the answer); a request whose
+ * exchange already ended is freed here. */
+static void pipe_done(struct http_server *srv, struct ctx *cx)
+{
+    struct body_pipe *p = cx->pipe;
+    pthread_mutex_lock(&p->mu);
+    p->done = 1;
+    int gone = p->gone;
+    if (!gone && (p->parked_full || p->parked_final)) {
+        p->parked_full = p->parked_final = 0;
+        MHD_resume_connection(cx->rq.conn);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (gone) {
+        pipe_discard_answer(cx);
+        ctx_free(srv, cx);
+    }
+}
+
 /* ---- dispatch ---- */
 
 static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struct resp *rs)
@@ -562,14 +846,151 @@ static void error_resp(struct req *rq, struct resp *rs, int rc)
  * response (or the handler's error) to the HTTP thread. A handler that
  * parks the request itself took over its continuation: the job just ends. */
 
-struct job {
-    struct req *rq;
-    const struct route *route;
-    struct resp rs;
-    int rc;
-    char *org, *session; /* what the job is charged to (fairshare), owned */
-    struct job *next;
-};
+static void *blocker_main(void *arg);
+
+/* Starts a blocking thread (jobs_mu held) when the queue has no idle one
+ * left for one more job. An idle thread that was signalled but has not
+ * woken yet still counts in nidle: a burst of jobs must not all be left to
+ * it (one long job would hold the rest back while the pool has room). */
+static void blockers_grow(struct http_server *srv)
+{
+    if (srv->jobs_queued >= srv->nidle && srv->nblockers < srv->max_blockers) {
+        if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
+            srv->nblockers++;
+        else
+            log_warn("http: cannot start a blocking handler thread (%u running): %s",
+                     srv->nblockers, strerror(errno));
+    }
+}
+
+/* Queues j for a blocking thread (jobs_mu held; a thread started for it
+ * when needed, and there is at least one). */
+static void job_append(struct http_server *srv, struct job *j)
+{
+    j->next = NULL;
+    *srv->jobs_tail = j;
+    srv->jobs_tail = &j->next;
+    srv->jobs_queued++;
+    pthread_cond_signal(&srv->jobs_cv);
+}
+
+static void job_enqueue(struct http_server *srv, struct job *j)
+{
+    blockers_grow(srv);
+    job_append(srv, j);
+}
+
+/* Queues every parked job whose time has come, or all of them when the
+ * pool stops (their requests are told so: rq->stopping). jobs_mu held. */
+static void parked_release(struct http_server *srv, int64_t now_ms)
+{
+    while (srv->parked && (srv->jobs_stop || srv->parked->due_ms <= now_ms)) {
+        struct job *j = srv->parked;
+        srv->parked = j->next;
+        if (j->pipe_wait) {
+            j->pipe_wait->waiter = NULL;
+            j->pipe_wait = NULL;
+        }
+        if (srv->jobs_stop)
+            j->rq->stopping = 1;
+        job_enqueue(srv, j);
+    }
+}
+
+/* The timer thread: sleeps until the soonest parked job is due. */
+static void *timer_main(void *arg)
+{
+    struct http_server *srv = arg;
+    pthread_mutex_lock(&srv->jobs_mu);
+    while (!srv->jobs_stop) {
+        int64_t now = clock_mono_ms();
+        parked_release(srv, now);
+        if (!srv->parked) {
+            pthread_cond_wait(&srv->timer_cv, &srv->jobs_mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t wait = srv->parked->due_ms - now;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->timer_cv, &srv->jobs_mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->jobs_mu);
+    return NULL;
+}
+
+/* Parks j until j->due_ms (jobs_mu held): in due order, the timer thread
+ * woken when it is the soonest. A pool that stops queues it at once. */
+static void job_park(struct http_server *srv, struct job *j)
+{
+    int now = srv->jobs_stop;
+    if (!now && !srv->timer_started) {
+        if (pthread_create(&srv->timer, NULL, timer_main, srv) == 0)
+            srv->timer_started = 1;
+        else
+            log_warn("http: cannot start the timer thread: %s", strerror(errno));
+        now = !srv->timer_started; /* runs again at once: a short pause, on a thread */
+    }
+    if (now) {
+        if (j->pipe_wait) {
+            j->pipe_wait->waiter = NULL;
+            j->pipe_wait = NULL;
+        }
+        j->rq->stopping = srv->jobs_stop;
+        job_enqueue(srv, j);
+        return;
+    }
+    struct job **pp = &srv->parked;
+    while (*pp && (*pp)->due_ms <= j->due_ms)
+        pp = &(*pp)->next;
+    j->next = *pp;
+    *pp = j;
+    if (srv->parked == j)
+        pthread_cond_signal(&srv->timer_cv);
+}
+
+/* Queues a parked job now (jobs_mu held): out of the parked list and, when
+ * it waited for a body's bytes too, off that body. */
+static void job_unpark(struct http_server *srv, struct job *j)
+{
+    for (struct job **pp = &srv->parked; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    if (j->pipe_wait) {
+        j->pipe_wait->waiter = NULL;
+        j->pipe_wait = NULL;
+    }
+    job_enqueue(srv, j);
+}
+
+int req_defer(struct req *rq, struct resp *rs, unsigned ms, http_handler_fn cont)
+{
+    struct ctx *cx = (struct ctx *)rq; /* rq is the first member */
+    struct job *j = rq->conn ? cx->job : NULL;
+    if (!j) {
+        /* Not on a blocking thread: the pause is taken here. */
+        if (rq->conn) {
+            pthread_mutex_lock(&cx->srv->jobs_mu);
+            if (cx->srv->jobs_stop)
+                rq->stopping = 1;
+            pthread_mutex_unlock(&cx->srv->jobs_mu);
+        }
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (!rq->stopping && nanosleep(&ts, &ts) != 0)
+            ;
+        return cont(rq, rs);
+    }
+    j->cont = cont;
+    j->due_ms = clock_mono_ms() + ms;
+    return HTTP_DEFER;
+}
 
 static void job_resume(struct req *rq, struct resp *rs)
 {
@@ -611,10 +1032,40 @@ static void *blocker_main(void *arg)
         pthread_mutex_unlock(&srv->jobs_mu);
 
         struct req *rq = j->rq;
+        struct ctx *cx = (struct ctx *)rq;
         /* The thread's share is given back once the handler is done with
          * it, after j (and rq) may be gone. */
         char *org = j->org, *session = j->session;
-        int rc = j->route->fn(rq, &j->rs);
+        http_handler_fn fn = j->cont ? j->cont : j->route->fn;
+        j->cont = NULL;
+        cx->job = j;
+        int rc = fn(rq, &j->rs);
+        cx->job = NULL;
+        if (rc == HTTP_DEFER && j->cont) {
+            /* Parked (req_defer, req_defer_body): the share stays
+             * charged, the thread is free for the next job. */
+            pthread_mutex_lock(&srv->jobs_mu);
+            if (j->due_ms >= 0) {
+                job_park(srv, j);
+                continue;
+            }
+            struct body_pipe *p = cx->pipe;
+            pthread_mutex_lock(&p->mu);
+            int ready = pipe_ready(p);
+            pthread_mutex_unlock(&p->mu);
+            if (ready || srv->jobs_stop) {
+                rq->stopping = srv->jobs_stop;
+                job_enqueue(srv, j);
+            } else {
+                /* Woken by the body, or by the timer to look at the
+                 * client again (req_body_take). */
+                p->waiter = j;
+                j->pipe_wait = p;
+                j->due_ms = clock_mono_ms() + LIM_HTTP_STREAM_CHECK_MS;
+                job_park(srv, j);
+            }
+            continue;
+        }
         if (rc == HTTP_SUSPEND) {
             /* The handler parked the request with its own continuation,
              * which may already have run: rq is no longer ours to touch. */
@@ -627,7 +1078,10 @@ static void *blocker_main(void *arg)
             rq->resume_fn = job_resume;
             rq->done_fn = NULL;
             rq->async_ctx = j;
-            req_resume(rq);
+            if (cx->pipe)
+                pipe_done(srv, cx);
+            else
+                req_resume(rq);
         }
 
         fairshare_give(srv->share, org, session);
@@ -663,44 +1117,37 @@ static int offload(struct http_server *srv, struct req *rq, const struct route *
         job_uncharge(srv, j);
         return 0;
     }
-    /* An idle thread that was signalled but has not woken yet still counts
-     * in nidle: a burst of jobs must not all be left to it (one long job
-     * would hold the rest back while the pool has room), so a thread is
-     * started whenever the queue has no idle thread left for this job. */
-    if (srv->jobs_queued >= srv->nidle && srv->nblockers < LIM_HTTP_BLOCKING_THREADS) {
-        if (pthread_create(&srv->blockers[srv->nblockers], NULL, blocker_main, srv) == 0)
-            srv->nblockers++;
-        else
-            log_warn("http: cannot start a blocking handler thread (%u running): %s",
-                     srv->nblockers, strerror(errno));
-    }
+    blockers_grow(srv);
     if (srv->nblockers == 0) {
         pthread_mutex_unlock(&srv->jobs_mu);
         job_uncharge(srv, j);
         return 0;
     }
-    *srv->jobs_tail = j;
-    srv->jobs_tail = &j->next;
+    job_append(srv, j);
     srv->jobs_live++;
-    srv->jobs_queued++;
-    pthread_cond_signal(&srv->jobs_cv);
     pthread_mutex_unlock(&srv->jobs_mu);
     return HTTP_SUSPEND;
 }
 
 /* Lets every queued and running blocking handler finish (their requests are
- * resumed), then ends the threads. */
+ * resumed; parked ones run at once, told the server stops), then ends the
+ * threads. */
 static void blockers_stop(struct http_server *srv)
 {
     pthread_mutex_lock(&srv->jobs_mu);
     srv->jobs_stop = 1;
+    parked_release(srv, 0);
     pthread_cond_broadcast(&srv->jobs_cv);
+    pthread_cond_signal(&srv->timer_cv);
     while (srv->jobs_live)
         pthread_cond_wait(&srv->jobs_idle_cv, &srv->jobs_mu);
     unsigned n = srv->nblockers;
+    int timer = srv->timer_started;
     pthread_mutex_unlock(&srv->jobs_mu);
     for (unsigned i = 0; i < n; i++)
         pthread_join(srv->blockers[i], NULL);
+    if (timer)
+        pthread_join(srv->timer, NULL);
 }
 
 unsigned http_default_threads(void)
@@ -932,7 +1379,26 @@ static enum MHD_Result admit_head(struct http_server *srv, struct ctx *cx, struc
                      "request body of %.32s bytes exceeds the limit of %zu bytes", cl,
                      cx->body_limit);
     }
-    if (rc == 0 && known && n > 0) {
+    int streamed = rc == 0 && has_body && !srv->cfg.buffer_streams &&
+                   (cx->rq.route->flags & HTTP_ROUTE_STREAM) &&
+                   (cx->rq.route->flags & HTTP_ROUTE_BLOCKING);
+    if (streamed) {
+        /* The handler starts now and takes the body as it arrives. */
+        cx->pipe = pipe_new(cx->body_limit);
+        rc = offload(srv, &cx->rq, cx->rq.route);
+        if (rc == HTTP_SUSPEND) {
+            rc = 0;
+        } else {
+            pipe_free(cx->pipe);
+            cx->pipe = NULL;
+            if (rc == 0) {
+                cx->rq.err.retry_after = 1;
+                rc = err_set(&cx->rq.err, E_UNAVAIL, "unavailable",
+                             "no thread is free to take the upload; retry shortly");
+            }
+        }
+    }
+    if (rc == 0 && known && n > 0 && !streamed) {
         rc = take_budget(srv, cx, n);
         /* The whole body is due: one allocation instead of doublings (pages
          * are only paid for as the body arrives). */
@@ -973,6 +1439,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->rq.done_fn = NULL;
         cx->rq.async_ctx = NULL;
         cx->rq.suspended = 0;
+        cx->rq.defer_ctx = NULL;
+        cx->rq.stopping = 0;
+        cx->job = NULL;
+        cx->pipe = NULL;
+        cx->body_off = 0;
         cx->srv = srv;
         cx->rq.conn = c;
         cx->rq.method = method;
@@ -998,6 +1469,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ci && ci->socket_context)
             headwatch_head_done(ci->socket_context);
         return admit_head(srv, cx, c);
+    }
+    if (*upload_size && cx->pipe) {
+        pipe_feed(cx, upload_data, upload_size);
+        return MHD_YES;
     }
     if (*upload_size) {
         size_t n = *upload_size;
@@ -1027,6 +1502,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cx->rq.status) /* already answered (413 on the first call) */
         return MHD_YES;
+    if (cx->pipe && !cx->rq.suspended) {
+        /* The handler of a streamed body answers once it returned. */
+        cx->rq.suspended = 1;
+        if (!pipe_end(cx))
+            return MHD_YES;
+    }
     struct resp rs = {0};
     rs.status = 200;
     if (cx->rq.suspended) {
@@ -1059,15 +1540,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     log_info("access %s %s %d %lldus%s", log_escape(cx->rq.method, method, sizeof method),
              log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (cx->pipe && pipe_orphan(cx)) {
+        *con_cls = NULL; /* the handler's job frees it (pipe_done) */
+        return;
+    }
+    if (cx->pipe)
+        pipe_discard_answer(cx); /* answered, but the client left before the body's end */
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
         cx->upgrade.cancel(cx->upgrade.ctx);
-    if (srv->cfg.cleanup)
-        srv->cfg.cleanup(&cx->rq);
-    buf_free(&cx->body);
-    if (cx->body_taken)
-        budget_give(srv->budget, cx->tenant, cx->body_taken);
     /* A kept-alive connection waits for its next head, with a deadline
      * (not an upgraded one: its socket belongs to the upgrade's owner). */
     const union MHD_ConnectionInfo *ci =
@@ -1076,8 +1558,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             : NULL;
     if (ci && ci->socket_context)
         headwatch_head_wait(ci->socket_context);
-    xfree(cx);
+    ctx_free(srv, cx);
     *con_cls = NULL;
+}
+
+/* The end of a request's life: its cleanup hook, its body and its share of
+ * the body budget. */
+static void ctx_free(struct http_server *srv, struct ctx *cx)
+{
+    if (srv->cfg.cleanup)
+        srv->cfg.cleanup(&cx->rq);
+    buf_free(&cx->body);
+    if (cx->body_taken)
+        budget_give(srv->budget, cx->tenant, cx->body_taken);
+    pipe_free(cx->pipe);
+    xfree(cx);
 }
 
 /* libmicrohttpd's messages, at most LOG_BURST a second: a client can cause
@@ -1173,7 +1668,15 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
     pthread_mutex_init(&srv->jobs_mu, NULL);
     pthread_cond_init(&srv->jobs_cv, NULL);
     pthread_cond_init(&srv->jobs_idle_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
     srv->jobs_tail = &srv->jobs_head;
+    srv->max_blockers = hc->blocking_threads && hc->blocking_threads < LIM_HTTP_BLOCKING_THREADS
+                            ? hc->blocking_threads
+                            : LIM_HTTP_BLOCKING_THREADS;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
@@ -1282,6 +1785,7 @@ void http_stop(struct http_server *srv)
     pthread_mutex_destroy(&srv->jobs_mu);
     pthread_cond_destroy(&srv->jobs_cv);
     pthread_cond_destroy(&srv->jobs_idle_cv);
+    pthread_cond_destroy(&srv->timer_cv);
     fairshare_free(srv->share);
     xfree(srv);
 }

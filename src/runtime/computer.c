@@ -33,13 +33,18 @@ struct cpage {
 
 struct cstate {
     char id[32];
-    pthread_mutex_t lock; /* one call at a time on this session */
-    int x, y;             /* where the pointer is */
-    int hidden;           /* setCursorVisibility */
-    struct cpage page;    /* kept between calls (page.cc NULL: none yet) */
-    struct xin *xin;      /* headful: the display's connection, kept between calls */
-    double ready_doc;     /* headful: performance.timeOrigin of the page last seen drawn */
-    char *clip;           /* headless: the text the session last wrote to the clipboard */
+    /* One call at a time on this session: the call that set busy owns the
+     * session's input until it clears it, whichever thread it runs on then
+     * (a batch parked between its steps, http.h req_defer, keeps it). */
+    pthread_mutex_t mu; /* guards busy */
+    pthread_cond_t freed;
+    int busy;
+    int x, y;          /* where the pointer is */
+    int hidden;        /* setCursorVisibility */
+    struct cpage page; /* kept between calls (page.cc NULL: none yet) */
+    struct xin *xin;   /* headful: the display's connection, kept between calls */
+    double ready_doc;  /* headful: performance.timeOrigin of the page last seen drawn */
+    char *clip;        /* headless: the text the session last wrote to the clipboard */
     int x_netns, x_display;
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
@@ -61,7 +66,12 @@ static struct cstate *state_get(const char *id)
     if (!s) {
         s = xcalloc(1, sizeof *s);
         snprintf(s->id, sizeof s->id, "%s", id);
-        pthread_mutex_init(&s->lock, NULL);
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->freed, &ca);
+        pthread_condattr_destroy(&ca);
         s->next = reg;
         reg = s;
     }
@@ -75,7 +85,8 @@ static void state_free(struct cstate *s)
     cdp_client_close(s->page.cc);
     xin_close(s->xin);
     xfree(s->clip);
-    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->freed);
     xfree(s);
 }
 
@@ -128,25 +139,64 @@ static void sleep_ms(int ms)
         ;
 }
 
-/* Takes s->lock for a call. While another call holds it, waits at most
- * LIM_COMPUTER_LOCK_WAIT_MS (less when t's client goes away), then fails
- * with E_LIMIT (429, Retry-After): a queue of calls on one busy session
- * does not hold server threads for as long as the running call lasts. */
+/* Takes the session's input (s->busy) when it is free: 1, else 0. */
+static int state_trylock(struct cstate *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int got = !s->busy;
+    s->busy = 1;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
+static void state_unlock(struct cstate *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->busy = 0;
+    pthread_cond_signal(&s->freed);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Why a call gave up waiting for the session's input: t's client went away,
+ * or another call held it past the deadline (0: neither yet). */
+static int lock_wait_over(const struct computer_target *t, int64_t deadline, struct err *e)
+{
+    if (t && t->cancelled && t->cancelled(t->cancel_ctx))
+        return err_set(e, E_INTERNAL, "internal", "cancelled: the client went away");
+    if (clock_mono_ms() >= deadline) {
+        int rc = err_set(e, E_LIMIT, "session_busy",
+                         "another computer call has held this session's input for more than "
+                         "%d ms; retry when it ends",
+                         LIM_COMPUTER_LOCK_WAIT_MS);
+        e->retry_after = 1;
+        return rc;
+    }
+    return 0;
+}
+
+/* Takes the session's input for a call. While another call holds it, waits
+ * at most LIM_COMPUTER_LOCK_WAIT_MS (less when t's client goes away), then
+ * fails with E_LIMIT (429, Retry-After): a queue of calls on one busy
+ * session does not hold server threads for as long as the running call
+ * lasts. */
 static int state_lock(struct cstate *s, const struct computer_target *t, struct err *e)
 {
     int64_t deadline = clock_mono_ms() + LIM_COMPUTER_LOCK_WAIT_MS;
-    while (pthread_mutex_trylock(&s->lock) != 0) {
-        if (t && t->cancelled && t->cancelled(t->cancel_ctx))
-            return err_set(e, E_INTERNAL, "internal", "cancelled: the client went away");
-        if (clock_mono_ms() >= deadline) {
-            int rc = err_set(e, E_LIMIT, "session_busy",
-                             "another computer call has held this session's input for more than "
-                             "%d ms; retry when it ends",
-                             LIM_COMPUTER_LOCK_WAIT_MS);
-            e->retry_after = 1;
+    while (!state_trylock(s)) {
+        int rc = lock_wait_over(t, deadline, e);
+        if (rc)
             return rc;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += NAP_SLICE_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
         }
-        sleep_ms(NAP_SLICE_MS);
+        pthread_mutex_lock(&s->mu);
+        if (s->busy)
+            pthread_cond_timedwait(&s->freed, &s->mu, &ts);
+        pthread_mutex_unlock(&s->mu);
     }
     return 0;
 }
@@ -880,51 +930,142 @@ static int x_acquire(struct cstate *s, const struct computer_target *t, struct e
 
 /* ---- calls ---- */
 
-int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
-                 size_t *failed, struct err *e)
+struct computer_batch {
+    const struct computer_target *t;
+    const struct comp_action *acts;
+    size_t n, i;
+    struct cstate *s;
+    int locked;           /* the session's input is this batch's */
+    int started;          /* the display or page was acquired */
+    int64_t lock_wait_ms; /* until when it waits for the input (monotonic) */
+    int64_t deadline_ms;  /* the batch's end: COMPUTER_BATCH_MAX_MS after it took the input */
+    int64_t wake_ms;      /* a sleep action's end, 0 = none */
+};
+
+struct computer_batch *computer_batch_new(const struct computer_target *t,
+                                          const struct comp_action *acts, size_t n)
 {
-    struct cstate *s = state_get(t->session_id);
-    int rc = state_lock(s, t, e);
-    if (rc) {
-        if (failed)
-            *failed = 0;
-        state_put(s);
-        return rc;
+    struct computer_batch *b = xcalloc(1, sizeof *b);
+    b->t = t;
+    b->acts = acts;
+    b->n = n;
+    b->s = state_get(t->session_id);
+    b->lock_wait_ms = clock_mono_ms() + LIM_COMPUTER_LOCK_WAIT_MS;
+    return b;
+}
+
+/* Ends the batch's hold of the session (rc: how it ended). */
+static void batch_release(struct computer_batch *b, int rc)
+{
+    struct cstate *s = b->s;
+    if (!b->locked)
+        return;
+    if (rc && b->t->display < 0 && s->page.cc)
+        page_close(&s->page); /* a fresh connection next time */
+    s->t = NULL;
+    s->deadline_ms = 0;
+    b->locked = 0;
+    state_unlock(s);
+}
+
+void computer_batch_free(struct computer_batch *b)
+{
+    if (!b)
+        return;
+    batch_release(b, 0);
+    state_put(b->s);
+    xfree(b);
+}
+
+int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed, struct err *e)
+{
+    struct cstate *s = b->s;
+    const struct computer_target *t = b->t;
+    int headful = t->display >= 0;
+    int rc = 0;
+    *pause_ms = 0;
+    *failed = b->i;
+    if (!b->locked) {
+        if (!state_trylock(s)) {
+            if ((rc = lock_wait_over(t, b->lock_wait_ms, e)) != 0)
+                return rc;
+            *pause_ms = NAP_SLICE_MS;
+            return COMPUTER_PAUSE;
+        }
+        b->locked = 1;
+        s->t = t;
+        b->deadline_ms = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
+        s->deadline_ms = b->deadline_ms;
     }
     s->t = t;
-    int64_t deadline = clock_mono_ms() + COMPUTER_BATCH_MAX_MS;
-    s->deadline_ms = deadline;
-    int headful = t->display >= 0;
-    rc = headful ? x_acquire(s, t, e) : page_acquire(s, t->ws_url, e);
+    if (!b->started) {
+        rc = headful ? x_acquire(s, t, e) : page_acquire(s, t->ws_url, e);
+        b->started = rc == 0;
+    }
+    if (rc == 0 && b->wake_ms) {
+        /* A sleep action in progress: parked in slices, so that a client
+         * that left does not keep the session's input for long. */
+        int64_t left = b->wake_ms - clock_mono_ms();
+        if ((rc = cancelled(s, e)) == 0 && left > 0) {
+            *pause_ms = left < COMPUTER_PAUSE_SLICE_MS ? (int)left : COMPUTER_PAUSE_SLICE_MS;
+            return COMPUTER_PAUSE;
+        }
+        if (rc == 0) {
+            b->wake_ms = 0;
+            b->i++;
+        }
+    }
     struct xcall xc = {s, s->xin, 0};
-    size_t i = 0;
-    for (; rc == 0 && i < n; i++) {
-        if (clock_mono_ms() > deadline) {
+    while (rc == 0 && b->i < b->n) {
+        const struct comp_action *a = &b->acts[b->i];
+        if (clock_mono_ms() > b->deadline_ms) {
             rc = err_set(e, E_INVALID, "bad_request",
                          "the batch ran longer than %d ms and was stopped", COMPUTER_BATCH_MAX_MS);
             break;
         }
         if ((rc = cancelled(s, e)) != 0)
             break;
-        enum comp_op op = acts[i].op;
+        enum comp_op op = a->op;
+        if (op == COMP_SLEEP && a->duration_ms > NAP_SLICE_MS) {
+            if (clock_mono_ms() + a->duration_ms > b->deadline_ms) {
+                rc = err_set(e, E_INVALID, "bad_request",
+                             "the call would run longer than %d ms and was stopped",
+                             COMPUTER_BATCH_MAX_MS);
+                break;
+            }
+            b->wake_ms = clock_mono_ms() + a->duration_ms;
+            *pause_ms =
+                a->duration_ms < COMPUTER_PAUSE_SLICE_MS ? a->duration_ms : COMPUTER_PAUSE_SLICE_MS;
+            *failed = b->i;
+            return COMPUTER_PAUSE;
+        }
         if (headful && (op == COMP_CLICK || op == COMP_DRAG || op == COMP_PRESS ||
                         op == COMP_SCROLL || op == COMP_TYPE))
             x_page_ready(s, t->ws_url);
-        rc = headful ? x_one(&xc, &acts[i], e) : do_one(&s->page, s, &acts[i], e);
+        rc = headful ? x_one(&xc, a, e) : do_one(&s->page, s, a, e);
         /* The server has taken every event before the call answers. */
         if (rc == 0 && headful)
             rc = xin_sync(s->xin, e);
         if (rc)
             break;
+        b->i++;
     }
+    *failed = b->i;
+    batch_release(b, rc);
+    return rc;
+}
+
+int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
+                 size_t *failed, struct err *e)
+{
+    struct computer_batch *b = computer_batch_new(t, acts, n);
+    int pause, rc;
+    size_t at = 0;
+    while ((rc = computer_batch_step(b, &pause, &at, e)) == COMPUTER_PAUSE)
+        sleep_ms(pause);
     if (failed)
-        *failed = i;
-    if (rc && !headful && s->page.cc)
-        page_close(&s->page); /* a fresh connection next time */
-    s->t = NULL;
-    s->deadline_ms = 0;
-    pthread_mutex_unlock(&s->lock);
-    state_put(s);
+        *failed = at;
+    computer_batch_free(b);
     return rc;
 }
 
@@ -948,7 +1089,7 @@ int computer_pointer(const struct computer_target *t, int *x, int *y, struct err
         rc = failed_to(e, rc, "get mouse position");
     *x = s->x;
     *y = s->y;
-    pthread_mutex_unlock(&s->lock);
+    state_unlock(s);
     state_put(s);
     return rc;
 }
@@ -989,7 +1130,7 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
     }
     if (t->display >= 0) {
         rc = x_capture(s, t, a, width, height, png, len, e);
-        pthread_mutex_unlock(&s->lock);
+        state_unlock(s);
         state_put(s);
         return rc;
     }
@@ -1009,7 +1150,7 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
         if (rc)
             page_close(&s->page);
     }
-    pthread_mutex_unlock(&s->lock);
+    state_unlock(s);
     state_put(s);
     const char *b64 = jsonx_str(res, "data");
     if (rc == 0 && !b64)
@@ -1159,7 +1300,7 @@ int computer_clipboard_get(const struct computer_target *t, char **text, struct 
         return rc; /* the session is busy: 429 as it is */
     }
     rc = clip_read(s, t, text, e);
-    pthread_mutex_unlock(&s->lock);
+    state_unlock(s);
     state_put(s);
     return rc ? failed_to(e, rc, "read clipboard") : 0;
 }
@@ -1173,7 +1314,7 @@ int computer_clipboard_set(const struct computer_target *t, const char *text, st
         return rc; /* the session is busy: 429 as it is */
     }
     rc = clip_write(s, t, text, e);
-    pthread_mutex_unlock(&s->lock);
+    state_unlock(s);
     state_put(s);
     return rc ? failed_to(e, rc, "write to clipboard") : 0;
 }

@@ -50,9 +50,36 @@ struct computer_target {
 };
 
 /* Runs n actions in order (see computer_run), on the X display when the
- * target has one. */
+ * target has one. Pauses (sleep actions, waits for the session's input) are
+ * taken on the calling thread: see computer_batch_step for a call that
+ * does not hold its thread through them. */
 int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
                  size_t *failed, struct err *e) WUR;
+
+/* computer_batch_step's answer: the batch waits *pause_ms before its next
+ * step (positive, unlike every error). */
+#define COMPUTER_PAUSE 1
+/* A sleep action is waited in pauses of at most this long, each followed
+ * by a look at the cancel hook. */
+#define COMPUTER_PAUSE_SLICE_MS 1000
+
+/* The same run as computer_act, in steps between which the caller may
+ * release its thread (http.h req_defer): t and acts are borrowed until
+ * computer_batch_free. The batch waits for the session's input (at most
+ * LIM_COMPUTER_LOCK_WAIT_MS, then E_LIMIT session_busy) and, once it has
+ * it, holds it across its pauses until it ends or is freed: other calls on
+ * the session wait for it as for any call. */
+struct computer_batch;
+struct computer_batch *computer_batch_new(const struct computer_target *t,
+                                          const struct comp_action *acts, size_t n);
+/* Runs the batch on from where it stopped: 0 once every action ran,
+ * COMPUTER_PAUSE when it waits (*pause_ms, then call again), or an error
+ * as computer_act's with *failed the action's index. After 0 or an error
+ * the session's input is released. */
+int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed, struct err *e) WUR;
+/* Releases the session's input if the batch still holds it (it was
+ * abandoned mid-way) and frees it. NULL is a no-op. */
+void computer_batch_free(struct computer_batch *b);
 
 /* A PNG of the screen (headful: the X display's width x height top-left
  * rectangle; headless: the page laid out at width x height), or of the

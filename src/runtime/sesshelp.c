@@ -140,6 +140,46 @@ int sesshelp_write(const struct sandbox *sb, const struct sessfs *fs, const char
     return reap(pid);
 }
 
+int sesshelp_write_start(const struct sandbox *sb, const struct sessfs *fs, const char *path,
+                         mode_t mode, struct sesshelp_writer *w)
+{
+    char m[8];
+    snprintf(m, sizeof m, "%04o", (unsigned)(mode & 01777));
+    w->in = -1;
+    w->pid = spawn(sb, fs, "write", path, m, &w->in, NULL);
+    return w->pid < 0 ? (int)w->pid : 0;
+}
+
+int sesshelp_write_chunk(struct sesshelp_writer *w, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(w->in, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -EPIPE;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int sesshelp_write_end(struct sesshelp_writer *w, int abort)
+{
+    if (w->pid <= 0)
+        return -ECHILD;
+    if (abort)
+        (void)kill(w->pid, SIGKILL);
+    if (w->in >= 0)
+        close(w->in);
+    w->in = -1;
+    int rc = reap(w->pid);
+    w->pid = 0;
+    return abort && rc == 0 ? -EPIPE : rc;
+}
+
 int sesshelp_unzip(const struct sandbox *sb, const struct sessfs *fs, const char *dest,
                    const void *zip, size_t len, struct err *e)
 {

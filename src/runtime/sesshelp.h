@@ -39,6 +39,25 @@
 int sesshelp_write(const struct sandbox *sb, const struct sessfs *fs, const char *path, mode_t mode,
                    const void *data, size_t len) WUR;
 
+/* The same write fed as the bytes arrive (a streamed upload): start the
+ * helper, give it each chunk, end it. Nothing is buffered here; a chunk
+ * waits for room in the helper's pipe (1 MiB). */
+struct sesshelp_writer {
+    pid_t pid;
+    int in; /* write end of the helper's stdin (owned) */
+};
+/* Starts the helper, which creates (truncates) path at once. 0 or -errno. */
+int sesshelp_write_start(const struct sandbox *sb, const struct sessfs *fs, const char *path,
+                         mode_t mode, struct sesshelp_writer *w) WUR;
+/* Writes all of data: 0, or -EPIPE when the helper is gone (its end says
+ * why). */
+int sesshelp_write_chunk(struct sesshelp_writer *w, const void *data, size_t len) WUR;
+/* Ends the write: the file is complete unless `abort` (the helper is then
+ * killed first and the file holds part of the data: the caller removes it).
+ * Reaps the helper. 0 when it wrote everything, else -errno as
+ * sessfs_write. */
+int sesshelp_write_end(struct sesshelp_writer *w, int abort);
+
 /* sessfs_unzip, done by a helper in sb's cgroups (the archive's pages and
  * the unpacking's CPU are the session's). Fails as sessfs_unzip, with e
  * filled. */

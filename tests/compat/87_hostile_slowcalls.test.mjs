@@ -5,21 +5,31 @@
 // assert outcomes (what was answered, and while what was still outstanding),
 // never elapsed times.
 import { setMaxListeners } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { startServer, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 const ADMIN = 'slow-admin';
 const MiB = 1024 * 1024;
 const api = (s, method, path, body, extra = {}) => request(s.base, method, path, { key: s.key, body, ...extra });
 
-async function withServer(fn) {
-  const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN } });
+async function newOrg(s, name) {
+  const org = await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name } });
+  eq(org.status, 201, `${name} org: ${org.text}`);
+  const k = await request(s.base, 'POST', `/admin/orgs/${org.json.id}/api_keys`, { key: ADMIN, body: { name } });
+  eq(k.status, 201, `${name} key: ${k.text}`);
+  return { base: s.base, key: k.json.key };
+}
+
+async function withServer(fn, env = {}) {
+  const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN, ...env } });
   try {
-    const org = await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name: 'victim' } });
-    eq(org.status, 201, `victim org: ${org.text}`);
-    const k = await request(s.base, 'POST', `/admin/orgs/${org.json.id}/api_keys`, { key: ADMIN, body: { name: 'v' } });
-    eq(k.status, 201, `victim key: ${k.text}`);
-    await fn(s, { base: s.base, key: k.json.key });
+    await fn(s, await newOrg(s, 'victim'));
   } finally { await s.stop(); s.cleanup(); }
+}
+
+// The server's thread count (/proc/<pid>/status).
+function threadsOf(s) {
+  return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${s.proc.pid}/status`, 'utf8'))[1]);
 }
 
 async function create(s) {
@@ -119,5 +129,55 @@ export const tests = [
         await remove(s, id);
       }
     }),
+  },
+  {
+    name: 'issue 29.2: sleeping batches hold no thread: two orgs\' batches of sleeps (and the calls waiting for their sessions\' input) do not grow the server\'s threads past its blocking threads, and a third org\'s POST /browsers is answered while they sleep',
+    timeout: 150000,
+    fn: () => withServer(async (s, victim) => {
+      // Two blocking threads (BROWSERD_BLOCKING_THREADS), far fewer than the
+      // batches below: a server whose sleeping batches held a thread each
+      // would need twelve.
+      const other = await newOrg(s, 'second');
+      const attackers = [s, s, other, other];
+      const ids = [];
+      const ac = new AbortController();
+      setMaxListeners(100, ac.signal);
+      const calls = [];
+      try {
+        for (const a of attackers) ids.push(await create(a));
+        const before = threadsOf(s);
+        let most = before;
+        const batch = { actions: Array.from({ length: 3 }, () => ({ type: 'sleep', sleep: { duration_ms: 8000 } })) };
+        const answered = [];
+        // Three batches per session: one runs, two wait for its input.
+        for (let i = 0; i < 3; i++) {
+          attackers.forEach((a, n) => {
+            const p = api(a, 'POST', `/browsers/${ids[n]}/computer/batch`, batch, { signal: ac.signal });
+            calls.push(p.then((r) => { answered.push(r); return r; }, () => null));
+          });
+        }
+        const sampler = setInterval(() => { most = Math.max(most, threadsOf(s)); }, 50);
+        let made;
+        try {
+          made = await request(s.base, 'POST', '/browsers', { key: victim.key, body: { headless: true } });
+          most = Math.max(most, threadsOf(s));
+        } finally { clearInterval(sampler); }
+        eq(made.status, 200, `the third org's POST /browsers: ${made.text}`);
+        const done = answered.filter((r) => r.status === 200);
+        assert(done.length === 0, `the running batches still sleep when the third org is answered: ${done.map((r) => r.text).join('\n')}`);
+        for (const r of answered) isError(r, 429);
+        // Two blocking threads and the timer that wakes parked calls; one
+        // blocking thread already ran the creates.
+        assert(most <= before + 3, `the server's threads stayed bounded while 12 batches slept or waited: ${before} before, ${most} at most`);
+        await remove(victim, made.json.session_id);
+        // The running batches end with their sleeps: 200.
+        await waitFor(() => answered.filter((r) => r.status === 200).length === 4, 'the four running batches answered 200', 60000);
+        eq(answered.filter((r) => r.status !== 200).map((r) => r.json && r.json.code), Array(8).fill('session_busy'), 'the calls that waited for a busy session gave up with 429 session_busy');
+      } finally {
+        ac.abort();
+        await Promise.all(calls);
+        for (let n = 0; n < ids.length; n++) await remove(attackers[n], ids[n]);
+      }
+    }, { BROWSERD_BLOCKING_THREADS: '2' }),
   },
 ];
