@@ -850,7 +850,7 @@ int extensions_load(struct req *rq, struct resp *rs)
     if (rc == 0) {
         xfree(rec.data);
         rec.data = jsonx_dump(doc);
-        rc = browsers_restart(api_app(rq), &rec, &rq->err);
+        rc = sess_restart(api_app(rq), &rec, &rq->err);
     }
     pthread_mutex_unlock(&load_mu);
     if (rc == 0)

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"

@@ -18,7 +18,7 @@
 #include <strings.h>
 
 #include "api/browsers.h"
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -62,14 +62,15 @@ static int64_t last_sweep_ms;
 
 /* ---- files ---- */
 
+/* DATA/replays and DATA/replays/SESSION (session/session.h, sess_path). */
 static void replays_root(const struct app *app, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/replays", app->cfg.data_dir);
+    sess_path(app, NULL, SESS_PATH_REPLAYS_ALL, out, cap);
 }
 
 static void session_dir(const struct app *app, const char *sid, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/replays/%s", app->cfg.data_dir, sid);
+    sess_path(app, sid, SESS_PATH_REPLAYS, out, cap);
 }
 
 static void write_note(const char *dir, const char *rid, const char *org_id, int64_t started_at,

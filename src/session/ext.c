@@ -1,4 +1,4 @@
-#include "api/session_ext.h"
+#include "session/ext.h"
 
 #include <stdio.h>
 #include <stdlib.h>

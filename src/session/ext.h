@@ -1,16 +1,18 @@
 /*
- * session_ext: how modules take part in a browser session's life without
- * editing browsers.c. A module (profiles, egress proxy, telemetry, WebDriver
- * BiDi) registers one struct session_ext at start (main.c, before serving);
- * browsers.c calls every registered hook at the points below, in registration
- * order. All hooks are optional (NULL).
+ * session/ext: how modules take part in a browser session's life without
+ * editing the session's code. A module (profiles, egress proxy, telemetry,
+ * WebDriver BiDi) registers one struct session_ext at start (main.c, before
+ * serving); session/session.c (and api/browsers.c for render and the CDP
+ * relay's hooks) calls every registered hook at the points below, in
+ * registration order. All hooks are optional (NULL).
  *
  * Threading: hooks run on HTTP threads (create, update, delete, render), on
  * the session supervisor thread (ending after a timeout or a browser exit),
- * or on a relay thread (cdp_message); a module protects its own state.
+ * on a teardown thread (ending after a delete in the background), or on a
+ * relay thread (cdp_message); a module protects its own state.
  */
-#ifndef BD_API_SESSION_EXT_H
-#define BD_API_SESSION_EXT_H
+#ifndef BD_SESSION_EXT_H
+#define BD_SESSION_EXT_H
 
 #include <jansson.h>
 #include <stdint.h>
