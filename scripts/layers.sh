@@ -33,9 +33,10 @@ allow core 'core' 'core includes only core'
 allow domain 'core|domain' 'domain includes only core (and itself)'
 allow http 'core|http' 'http includes only core (and itself)'
 for layer in runtime store proxy telemetry; do
-    allow "$layer" 'core|domain|runtime|store|proxy|telemetry' "$layer includes neither api nor http"
+    allow "$layer" 'core|domain|runtime|store|proxy|telemetry' "$layer includes neither session, api nor http"
 done
-allow cluster 'core|domain|runtime|store|proxy|telemetry|cluster|http' 'cluster never includes api'
+allow session 'core|domain|runtime|store|proxy|telemetry|cluster|session' 'session includes neither api nor http'
+allow cluster 'core|domain|runtime|store|proxy|telemetry|cluster|http' 'cluster never includes session or api'
 
 # api: handlers only. A thread or a mount belongs to an engine below it.
 for f in src/api/*.c; do

@@ -14,7 +14,6 @@
 
 #include "api/api.h"
 #include "api/browsers.h"
-#include "api/replays.h"
 #include "session/session.h"
 #include "session/ext.h"
 #include "cluster/node.h"
@@ -162,7 +161,7 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
     json_object_set_new(r, "usage", json_pack("{s:I}", "uptime_ms", (json_int_t)up));
     char dir[1200];
     sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
-    struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+    struct session_ctx sc = {app, s, d, NULL, dir, NULL, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->render)
             (*x)->render(&sc, r);
@@ -353,8 +352,12 @@ int browsers_update(struct req *rq, struct resp *rs)
     json_t *d = json_loads(s.data, 0, NULL);
     struct sessrules_state cur;
     state_from(&s, d, &cur);
-    cur.recording_active = replays_recording_active(s.id);
-    cur.live_view_active = liveview_active(s.id);
+    char dir[1200];
+    sess_path(app, s.id, SESS_PATH_HOME, dir, sizeof dir);
+    struct session_ctx sc = {app, &s, d, body, dir, NULL, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->state)
+            (*x)->state(&sc, &cur); /* an active recording, a live view viewer */
     struct sessrules_plan plan;
     memset(&plan, 0, sizeof plan);
     rc = sessrules_plan_update(&cur, body, &plan, &rq->err);

@@ -48,7 +48,7 @@ int extensions_resolve(struct app *app, const char *org_id, const char *project_
 json_t *extensions_ids(struct app *app, const char *org_id, const char *project_id,
                        const json_t *selectors);
 
-/* POST /browsers, after the sandbox's files exist and before launch:
+/* POST /browsers (the module's prepare hook), after the sandbox's files exist and before launch:
  * resolves selectors (as above), unpacks each extension into the session's
  * files and records EXT_DOC_DIRS / EXT_DOC_IDS in doc. Nothing to do for
  * NULL or []. 503 sandbox_required when sb has no files. */

@@ -526,7 +526,15 @@ static void hook_render(struct session_ctx *sc, json_t *record)
                         json_boolean(jsonx_bool(sc->doc, "profile_save_changes", 0)));
 }
 
+/* A DELETE waits for the ending hook of a session with a profile: the
+ * profile it saves may be loaded by the next create. */
+static int hook_needs_graceful_end(struct session_ctx *sc)
+{
+    return json_object_get(sc->doc, "profile") != NULL;
+}
+
 static const struct session_ext profiles_ext = {
+    .needs_graceful_end = hook_needs_graceful_end,
     .name = "profiles",
     .prepare = hook_prepare,
     .update = hook_update,

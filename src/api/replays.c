@@ -802,8 +802,52 @@ static void replays_ending(struct session_ctx *sc, const char *reason)
     sweep(sc->app, 1);
 }
 
+/* PATCH: is a recording active (the viewport rule's question)? */
+static void replays_state(struct session_ctx *sc, struct sessrules_state *st)
+{
+    st->recording_active = replays_recording_active(sc->rec->id);
+}
+
+/* A forced resize cuts the running recording into segments: it finishes
+ * here and goes on as a new replay at the new size (replays_resized). */
+static void *replays_resizing(struct session_ctx *sc, int restart, int width, int height)
+{
+    (void)width;
+    (void)height;
+    if (!restart)
+        return NULL;
+    struct replays_segment *seg = xcalloc(1, sizeof *seg);
+    replays_resize_begin(sc->rec->id, seg);
+    return seg;
+}
+
+static void replays_resized(struct session_ctx *sc, void *state, int width, int height)
+{
+    if (!state)
+        return;
+    replays_resize_end(sc->app, sc->rec->id, state, width, height);
+    xfree(state);
+}
+
+/* A DELETE waits for the ending hook when the session has a recording
+ * running or any replay (DATA/replays/ID): the hook finishes it and applies
+ * the plan's retention, read right after the DELETE. */
+static int replays_needs_graceful_end(struct session_ctx *sc)
+{
+    if (replays_recording_active(sc->rec->id))
+        return 1;
+    char dir[1200];
+    session_dir(sc->app, sc->rec->id, dir, sizeof dir);
+    struct stat st;
+    return stat(dir, &st) == 0;
+}
+
 static const struct session_ext replays_ext = {
     .name = "replays",
+    .state = replays_state,
+    .resizing = replays_resizing,
+    .resized = replays_resized,
+    .needs_graceful_end = replays_needs_graceful_end,
     .ending = replays_ending,
 };
 

@@ -5,9 +5,11 @@
  * features.browser_replays.retention_days (LIM_REPLAY_RETENTION_DAYS when
  * the plan gives none), then deleted. docs/replays.md.
  *
- * It also answers the viewport rule's question for browsers_update ("is a
- * recording active?") and cuts a recording into segments around a forced
- * resize.
+ * It joins the session through its hooks (session/ext.h): it answers the
+ * viewport rule's question ("is a recording active?", the state hook), cuts
+ * a recording into segments around a forced resize (resizing, resized),
+ * makes a DELETE wait for its ending hook when the session has replays
+ * (needs_graceful_end) and finishes the recordings at the end (ending).
  */
 #ifndef BD_API_REPLAYS_H
 #define BD_API_REPLAYS_H

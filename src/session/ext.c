@@ -4,17 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Room for every module that takes part in sessions (profiles, proxies,
- * telemetry, webdriver, pools, computer, replays, and those to come). */
-#define MAX_EXT 16
-
-static const struct session_ext *exts[MAX_EXT + 1];
+static const struct session_ext *exts[SESSION_EXT_MAX + 1];
 static size_t nexts;
 
 void session_ext_register(const struct session_ext *x)
 {
-    if (nexts >= MAX_EXT) {
-        fprintf(stderr, "browserd: too many session modules (at most %d)\n", MAX_EXT);
+    if (nexts >= SESSION_EXT_MAX) {
+        fprintf(stderr, "browserd: too many session modules (at most %d)\n", SESSION_EXT_MAX);
         abort();
     }
     exts[nexts++] = x;

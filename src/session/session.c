@@ -15,9 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/extensions.h"
-#include "api/proxies.h"
-#include "api/replays.h"
 #include "cluster/node.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -305,7 +302,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         .memory_max_bytes = memory_bytes(c.memory),
         .cancel = spare ? &spares_cancel : NULL,
     };
-    struct session_ctx sc = {app, s, doc, body, dir, &o};
+    struct session_ctx sc = {app, s, doc, body, dir, &o, ent};
     int64_t t_store, t_sandbox, t_files, t_modules;
     /* Name first: a duplicate is refused before anything is prepared. */
     rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
@@ -316,7 +313,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     /* The sandbox before the modules: the egress proxy listens inside its
      * network namespace. The browser holds its own reference. */
     struct sandbox *sb = NULL;
-    const char **ext_dirs = NULL;
+    const char *const *ext_dirs = NULL;
     if (rc == 0 && sandbox_enabled() &&
         (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
         rc = launch_failed(s->id, "sandbox", rc, e);
@@ -340,14 +337,15 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         rc = launch_failed(s->id, "sandbox", rc, e);
     o.sandbox = sb;
     t_files = clock_mono_us();
-    /* Extensions unpack into the sandbox's files (api/extensions.h). */
-    if (rc == 0 && json_array_size(c.extensions))
-        rc = extensions_session_prepare(app, org_id, project_id, ent, c.extensions, sb, doc, e);
-    if (rc == 0)
-        o.extension_dirs = ext_dirs = extensions_launch_dirs(doc);
+    /* Extensions unpack into the sandbox's files in their prepare hook
+     * (api/extensions.h), which runs first (registered before main). */
     for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
         if ((*x)->prepare)
             rc = (*x)->prepare(&sc, e);
+    for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
+        if ((*x)->launching)
+            (*x)->launching(&sc);
+    ext_dirs = o.extension_dirs;
     struct chromium *browser = NULL;
     t_modules = clock_mono_us();
     if (rc == 0 && (rc = launcher.launch(launcher.ctx, &o, LAUNCH_TIMEOUT_MS, &browser, e)) != 0)
@@ -363,7 +361,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     }
     sandbox_unref(sb);
     xfree(policy);
-    xfree(ext_dirs);
+    xfree((void *)ext_dirs);
     if (rc) {
         if (!pooled)
             sessmgr_unreserve(app->sessions, org_id);
@@ -443,14 +441,17 @@ static int restart_browser(struct app *app, const struct session_rec *s, int rep
         .proxy_server = egress,
         .memory_max_bytes = memory_bytes(jsonx_str(d, "memory") ? jsonx_str(d, "memory") : "8"),
     };
-    const char **ext_dirs = extensions_launch_dirs(d);
-    o.extension_dirs = ext_dirs;
+    struct session_ctx lc = {app, s, d, NULL, dir, &o, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->launching)
+            (*x)->launching(&lc);
+    const char *const *ext_dirs = o.extension_dirs;
     /* The old browser closes cleanly (it may be saving to its own profile),
      * then its folder is replaced by the profile's state. */
     struct live *l = sessmgr_get(app->sessions, s->id);
     if (!l) {
         xfree(policy);
-        xfree(ext_dirs);
+        xfree((void *)ext_dirs);
         json_decref(d);
         return err_set(e, E_CONFLICT, "session_ended", "browser session %s has ended", s->id);
     }
@@ -479,13 +480,13 @@ static int restart_browser(struct app *app, const struct session_rec *s, int rep
             log_error("session %s: could not record the restarted browser's pid", s->id);
         for (const struct session_ext *const *x = session_ext_all(); *x; x++)
             if ((*x)->started) {
-                struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+                struct session_ctx sc = {app, s, d, NULL, dir, NULL, NULL};
                 (*x)->started(&sc, chromium_ws_url(fresh));
             }
     }
     sessmgr_put(l);
     xfree(policy);
-    xfree(ext_dirs);
+    xfree((void *)ext_dirs);
     json_decref(d);
     return rc;
 }
@@ -660,14 +661,60 @@ static void spares_recover(struct app *app)
         log_info("recovery: removed %d spare browser(s) of the previous run", n);
 }
 
+/* The modules' handout_check hooks, in order, each keeping its state in
+ * states[i] (i: its place in session_ext_all); on a refusal the states kept
+ * so far are released. */
+static void handout_cancel_all(void **states);
+
+static int handout_check_all(struct session_ctx *sc, void **states, struct err *e)
+{
+    const struct session_ext *const *all = session_ext_all();
+    for (size_t i = 0; all[i]; i++) {
+        if (!all[i]->handout_check)
+            continue;
+        int rc = all[i]->handout_check(sc, &states[i], e);
+        if (rc) {
+            handout_cancel_all(states);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void handout_cancel_all(void **states)
+{
+    const struct session_ext *const *all = session_ext_all();
+    for (size_t i = 0; all[i]; i++) {
+        if (states[i] && all[i]->handout_cancel)
+            all[i]->handout_cancel(states[i]);
+        states[i] = NULL;
+    }
+}
+
+/* The modules' handout hooks, in order, until one fails; the states of
+ * those not called are released. */
+static int handout_all(struct session_ctx *sc, void **states, struct err *e)
+{
+    const struct session_ext *const *all = session_ext_all();
+    int rc = 0;
+    for (size_t i = 0; all[i]; i++) {
+        if (rc == 0 && all[i]->handout)
+            rc = all[i]->handout(sc, states[i], e);
+        else if (states[i] && all[i]->handout_cancel)
+            all[i]->handout_cancel(states[i]);
+        states[i] = NULL;
+    }
+    return rc;
+}
+
 /*
  * Serves a create from a ready spare when spare_match says one fits: *served
  * 0 (and nothing done, e untouched) when none fits or none is ready, so that
  * the caller launches cold; otherwise *served 1 and the result: 0 with the
  * session in *s, or the error (the org's limit, an unknown proxy, a duplicate
  * name). The limit is checked as for any create: a spare lets nobody past
- * it. The owner's proxy and network rules are applied to the spare's egress
- * (proxies_handout_apply).
+ * it. The modules give the spare to its owner through their handout hooks
+ * (the egress: the owner's proxy and network rules, api/proxies.c).
  */
 static int from_spare(struct app *app, const char *org_id, const char *project_id,
                       const json_t *ent, const json_t *body, struct session_rec *s, int *served,
@@ -690,12 +737,18 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     *served = 1;
     int64_t t0 = clock_mono_us(); /* where a hand-out spends its time, for the log */
     int rc = reserve_slot(app, org_id, ent, e);
-    /* The proxy and network rules resolve in the owner's store before a
-     * spare is taken: a create they refuse (an unknown proxy) keeps the
-     * spares and answers what a cold create answers. */
-    struct proxies_handout ph = {0};
-    if (rc == 0 &&
-        (rc = proxies_handout_resolve(org_id, project_id, body, c.stealth, c.network, &ph, e)) != 0)
+    /* The modules' checks (the proxy and network rules, resolved in the
+     * owner's store) run before a spare is taken: a create they refuse (an
+     * unknown proxy) keeps the spares and answers what a cold create
+     * answers. */
+    void *states[SESSION_EXT_MAX + 1] = {0};
+    json_t *mine = settings_doc(&c);
+    struct session_rec owner;
+    memset(&owner, 0, sizeof owner);
+    snprintf(owner.org_id, sizeof owner.org_id, "%s", org_id);
+    snprintf(owner.project_id, sizeof owner.project_id, "%s", project_id);
+    struct session_ctx oc = {app, &owner, mine, body, NULL, NULL, ent};
+    if (rc == 0 && (rc = handout_check_all(&oc, states, e)) != 0)
         sessmgr_unreserve(app->sessions, org_id);
     struct spare_item *sp = rc == 0 ? spares_take(app->spares, k) : NULL;
     if (rc == 0 && !sp) {
@@ -703,7 +756,8 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         *served = 0;
     }
     if (!sp) {
-        proxies_handout_clear(&ph);
+        handout_cancel_all(states);
+        json_decref(mine);
         sessrules_create_clear(&c);
         return rc;
     }
@@ -718,14 +772,15 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     snprintf(s->name, sizeof s->name, "%s", c.name);
     s->created_at = clock_now_ms(); /* the session begins at hand-out */
     json_t *doc = json_deep_copy(sp->doc);
-    json_t *mine = settings_doc(&c);
     json_object_update(doc, mine);
     json_decref(mine);
     /* The egress listener becomes the owner's (its rules, its proxy): before
      * the started hooks turn its routes on and before start_url. */
     int64_t t_taken = clock_mono_us();
-    rc = proxies_handout_apply(&ph, s, doc, e);
-    proxies_handout_clear(&ph);
+    char dir[1200];
+    sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
+    struct session_ctx sc = {app, s, doc, body, dir, NULL, ent};
+    rc = handout_all(&sc, states, e);
     int64_t t_egress = clock_mono_us();
     if (rc) {
         spare_end(app, sp, "its egress could not be given to its owner");
@@ -738,9 +793,6 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     }
     /* The started hooks before the row, so that the row is written once
      * (the store commits every write to disk: one commit less per create). */
-    char dir[1200];
-    sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
-    struct session_ctx sc = {app, s, doc, body, dir, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->started)
             (*x)->started(&sc, chromium_ws_url(sp->browser));
@@ -885,18 +937,14 @@ static void *teardown_run(void *arg)
 
 /* Ends session s in the background when it may (above): 1 when the teardown
  * was started (the row already says deleted), 0 when the caller ends it. */
-static int teardown_in_background(struct app *app, struct session_rec *s, const json_t *doc)
+static int teardown_in_background(struct app *app, struct session_rec *s, json_t *doc)
 {
-    if (json_object_get(doc, "profile") || replays_recording_active(s->id))
-        return 0;
-    /* Any replay (DATA/replays/ID, api/replays.c): the ending hook applies
-     * the plan's retention, read right after the DELETE. */
-    char replays[1200];
-    sess_path(app, s->id, SESS_PATH_REPLAYS, replays, sizeof replays);
-    struct stat st;
-    int recorded = stat(replays, &st) == 0;
-    if (recorded)
-        return 0;
+    char dir[1200];
+    sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
+    struct session_ctx sc = {app, s, doc, NULL, dir, NULL, NULL};
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->needs_graceful_end && (*x)->needs_graceful_end(&sc))
+            return 0;
     struct chromium *c = NULL;
     long long up = 0;
     if (sessmgr_take(app->sessions, s->id, &c, &up) != 0)
@@ -1012,7 +1060,7 @@ static void session_finish(struct app *app, struct session_rec *s, json_t *doc, 
     char dir[1200];
     sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
     json_t *d = doc ? doc : json_object();
-    struct session_ctx sc = {app, s, d, NULL, dir, NULL};
+    struct session_ctx sc = {app, s, d, NULL, dir, NULL, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->ending)
             (*x)->ending(&sc, reason);
@@ -1236,17 +1284,25 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
     if (!l || live_ws_url(l, ws, sizeof ws) != 0)
         rc = err_set(e, E_CONFLICT, "session_ended",
                      "browser session %s has ended; its browser is not running", s->id);
+    char dir[1200];
+    sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
+    struct session_ctx sc = {app, s, d, body, dir, NULL, NULL};
     if (rc == 0 && sessrules_plan_has(plan, SESSACT_RESIZE)) {
-        struct screen_resize sr = {plan->next.viewport.width, plan->next.viewport.height, e};
+        int w = plan->next.viewport.width, h = plan->next.viewport.height;
+        struct screen_resize sr = {w, h, e};
         /* force: an active recording ends here and goes on as a new
-         * segment at the new size (api/replays). */
-        struct replays_segment seg = {0};
-        if (plan->restart_recording)
-            replays_resize_begin(s->id, &seg);
+         * segment at the new size (api/replays' resize hooks). */
+        void *states[SESSION_EXT_MAX + 1] = {0};
+        const struct session_ext *const *all = session_ext_all();
+        for (size_t i = 0; all[i]; i++)
+            if (all[i]->resizing)
+                states[i] = all[i]->resizing(&sc, plan->restart_recording, w, h);
         rc = live_with_browser(l, resize_screen, &sr);
         if (rc == 0)
             rc = apply_resize(ws, &plan->next.viewport, e);
-        replays_resize_end(app, s->id, &seg, plan->next.viewport.width, plan->next.viewport.height);
+        for (size_t i = 0; all[i]; i++)
+            if (all[i]->resized)
+                all[i]->resized(&sc, states[i], w, h);
         if (rc)
             rc = err_set(e, E_INTERNAL, "internal", "the window could not be resized: %s",
                          e->message);
@@ -1262,9 +1318,6 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
         json_object_set_new(d, "proxy", proxy_record(&plan->next.proxy));
         if (plan->next.start_url[0])
             json_object_set_new(d, "start_url", json_string(plan->next.start_url));
-        char dir[1200];
-        sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
-        struct session_ctx sc = {app, s, d, body, dir, NULL};
         for (const struct session_ext *const *x = session_ext_all(); rc == 0 && *x; x++)
             if ((*x)->update)
                 rc = (*x)->update(&sc, ws, e);
