@@ -1265,12 +1265,14 @@ static void apply_navigate(const char *ws_url, const char *url)
 struct screen_resize {
     int w, h;
     struct err *e;
+    int headless; /* set: the browser has no display */
 };
 
 static int resize_screen(void *ctx, struct chromium *c)
 {
     struct screen_resize *r = ctx;
-    if (chromium_xvfb_pid(c) <= 0)
+    r->headless = chromium_xvfb_pid(c) <= 0;
+    if (r->headless)
         return 0;
     return chromium_resize_screen(c, r->w, r->h, r->e);
 }
@@ -1289,7 +1291,7 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
     struct session_ctx sc = {app, s, d, body, dir, NULL, NULL};
     if (rc == 0 && sessrules_plan_has(plan, SESSACT_RESIZE)) {
         int w = plan->next.viewport.width, h = plan->next.viewport.height;
-        struct screen_resize sr = {w, h, e};
+        struct screen_resize sr = {w, h, e, 0};
         /* force: an active recording ends here and goes on as a new
          * segment at the new size (api/replays' resize hooks). */
         void *states[SESSION_EXT_MAX + 1] = {0};
@@ -1298,8 +1300,10 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
             if (all[i]->resizing)
                 states[i] = all[i]->resizing(&sc, plan->restart_recording, w, h);
         rc = live_with_browser(l, resize_screen, &sr);
+        /* Headless: the page's viewport, not the undrawn window, gets the size. */
         if (rc == 0)
-            rc = apply_resize(ws, &plan->next.viewport, e);
+            rc = sr.headless ? chromium_fit_headless(ws, sr.w, sr.h, CDP_CALL_TIMEOUT_MS, e)
+                             : apply_resize(ws, &plan->next.viewport, e);
         for (size_t i = 0; all[i]; i++)
             if (all[i]->resized)
                 all[i]->resized(&sc, states[i], w, h);
