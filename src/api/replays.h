@@ -34,24 +34,4 @@ int replays_view(struct req *rq, struct resp *rs);
         {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY},                 \
         {"GET", "/browser/replays", replays_view, AUTH_NONE}, LIVEVIEW_ROUTES
 
-/* 1 while session_id has a recording running (PATCH viewport is refused
- * without force then). Thread-safe. */
-int replays_recording_active(const char *session_id);
-
-/* A forced resize of session_id: replays_resize_begin finishes its running
- * recording (if any; waits for the file) and remembers its options in *seg;
- * replays_resize_end starts a new recording (a separate replay) with those
- * options at width x height. Failures of the new segment are logged, not
- * reported: the resize itself succeeded. */
-struct replays_segment {
-    int active;
-    int framerate;
-    int seconds_left;
-    int retention_days;
-    char org_id[64];
-};
-void replays_resize_begin(const char *session_id, struct replays_segment *seg);
-void replays_resize_end(struct app *app, const char *session_id, const struct replays_segment *seg,
-                        int width, int height);
-
 #endif
