@@ -2,9 +2,11 @@
 # The layering check of `make lint` (docs/README.md draws the arrows):
 #   core      includes nothing above it (core only);
 #   domain    includes core only (pure rules: no I/O, no store, no runtime);
-#   runtime, store, proxy, telemetry never include api or http;
+#   runtime, store, proxy, telemetry never include session, api or http;
+#   session   (a session's life, struct app, the hook registry) includes
+#             what is below it and cluster's node registry, never api or http;
 #   cluster   (the forwarder of requests between nodes) works on http's
-#             requests, so it may include http, never api;
+#             requests, so it may include http, never session or api;
 #   http      includes core only;
 #   api       starts no threads and mounts nothing: engines live below it.
 # Each violation is printed as FILE:LINE: rule. Exits 1 if any.
@@ -14,7 +16,7 @@
 # shrinks (a new thread in api/, or one in a file not listed, fails).
 set -u
 cd "$(dirname "$0")/.."
-API_THREADS_NOT_MOVED="src/api/browsers.c src/api/fs.c src/api/liveview.c src/api/logs.c src/api/webdriver.c"
+API_THREADS_NOT_MOVED="src/api/fs.c src/api/liveview.c src/api/logs.c src/api/webdriver.c"
 bad=0
 
 # $1: folder; $2: extended regex of the layers its includes may name; $3: rule.
@@ -31,9 +33,10 @@ allow core 'core' 'core includes only core'
 allow domain 'core|domain' 'domain includes only core (and itself)'
 allow http 'core|http' 'http includes only core (and itself)'
 for layer in runtime store proxy telemetry; do
-    allow "$layer" 'core|domain|runtime|store|proxy|telemetry' "$layer includes neither api nor http"
+    allow "$layer" 'core|domain|runtime|store|proxy|telemetry' "$layer includes neither session, api nor http"
 done
-allow cluster 'core|domain|runtime|store|proxy|telemetry|cluster|http' 'cluster never includes api'
+allow session 'core|domain|runtime|store|proxy|telemetry|cluster|session' 'session includes neither api nor http'
+allow cluster 'core|domain|runtime|store|proxy|telemetry|cluster|http' 'cluster never includes session or api'
 
 # api: handlers only. A thread or a mount belongs to an engine below it.
 for f in src/api/*.c; do

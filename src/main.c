@@ -335,7 +335,7 @@ static void join_cluster(struct app *app, int port)
     };
     struct err e;
     err_init(&e);
-    if (node_start(&o, browsers_reap_node, app, &app->node, &e) != 0) {
+    if (node_start(&o, sess_reap_node, app, &app->node, &e) != 0) {
         log_error("%s", e.message);
         cluster_flags.failed = 1;
         return;
@@ -557,7 +557,7 @@ static int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
 
-    /* Modules that take part in sessions register here (api/session_ext.h),
+    /* Modules that take part in sessions register here (session/ext.h),
      * before recovery, so that their ending hooks run for recovered sessions. */
     profiles_init(&app);
     /* init: profiles */
@@ -584,10 +584,10 @@ static int cmd_serve(int argc, char **argv)
 
     /* Browsers of a previous run that did not stop cleanly are ended
      * before anything new starts. */
-    browsers_recover(&app);
+    sess_recover(&app);
     /* Debian's launcher script is read once, before any launch needs it. */
     (void)crlauncher_get(app.cfg.chromium);
-    struct sessmgr_hooks hooks = {.on_end = browsers_on_end,
+    struct sessmgr_hooks hooks = {.on_end = sess_on_end,
                                   .on_oom = telemetry_on_oom_kill,
                                   .on_pressure_kill = telemetry_on_pressure_kill,
                                   .ctx = &app};
@@ -598,7 +598,7 @@ static int cmd_serve(int argc, char **argv)
         store_close(app.store);
         return 1;
     }
-    if (browsers_spares_start(&app, nspares, &e) != 0) {
+    if (sess_spares_start(&app, nspares, &e) != 0) {
         log_warn("%s: creates launch cold", e.message); /* spares only make creates faster */
         err_init(&e);
     }
@@ -626,7 +626,7 @@ static int cmd_serve(int argc, char **argv)
     struct http_server *srv;
     if (http_start(&hc, &srv, &e) != 0) {
         log_error("%s", e.message);
-        browsers_spares_stop(&app);
+        sess_spares_stop(&app);
         sessmgr_stop(app.sessions);
         relay_stop(app.relay);
         store_close(app.store);
@@ -637,7 +637,7 @@ static int cmd_serve(int argc, char **argv)
         api_relay_shutdown(&app);
         http_stop(srv);
         pools_stop();
-        browsers_spares_stop(&app);
+        sess_spares_stop(&app);
         sessmgr_stop(app.sessions);
         telemetry_stop();
         proxies_fini();
@@ -668,7 +668,7 @@ static int cmd_serve(int argc, char **argv)
     logs_api_fini(); /* after the streams it wakes are gone */
     pools_stop();
     /* fini: pools */
-    browsers_spares_stop(&app); /* before the modules whose ending hooks they run */
+    sess_spares_stop(&app);     /* before the modules whose ending hooks they run */
     node_halt(app.node);        /* no fence or adoption from here on */
     sessmgr_stop(app.sessions); /* ends every session, recording its usage */
     node_stop(app.node);        /* leaves the cluster; its pools go to another node */

@@ -10,41 +10,9 @@
 #include <pthread.h>
 
 #include "http/http.h"
+#include "session/app.h"
+#include "session/session.h"
 #include "store/store.h"
-
-/* Server-wide settings the handlers read. */
-struct app_config {
-    char listen_host[64];
-    int listen_port;
-    char data_dir[1024];
-    char public_url[512];
-    char admin_token[LIM_TOKEN_BYTES];
-    char chromium[1024];
-    char region[32];
-    char allow_loopback[1024];
-    char allow_private[1024];   /* --allow-private CIDR[,CIDR...] */
-    char managed_proxies[1024]; /* --managed-proxies FILE ("" = none) */
-    char default_proxy[512];    /* --default-proxy [USER:PASS@]HOST:PORT ("" = none) */
-    char proxy_ca_file[1024];   /* --proxy-ca-file: PEM roots for https upstreams ("" = system) */
-    unsigned threads;
-    int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
-};
-
-struct relay;
-struct sessmgr;
-struct spares;
-
-struct app {
-    struct store *store;
-    struct app_config cfg;
-    struct relay *relay; /* CDP relay engine; use through api_relay_attach */
-    pthread_rwlock_t relay_gate;
-    int relay_closed;
-    struct sessmgr *sessions; /* live browsers */
-    struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
-    struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
-    unsigned char token_key[32];
-};
 
 /* Route flags: who may call an endpoint. */
 #define AUTH_NONE       0u
@@ -151,65 +119,19 @@ int api_shared_get(const struct app *app, const char *path);
 /* On a shared store: removes the shared copy. */
 int api_shared_delete(struct app *app, const char *path);
 
-/* ---- browser sessions (browsers.c) ---- */
+/* ---- browser sessions (browsers.c; their life is session/session.h) ---- */
 
-/* Ends what a previous run left behind: kills browsers and Xvfb still running
- * under their recorded pid and start time, and ends their sessions with usage
- * recorded. Called once at start, before serving. */
-void browsers_recover(struct app *app);
-/* Ends the active rows of node (an earlier run of this node on a shared
- * store), killing their browsers left on this host. ctx is the app;
- * node_start's reap hook. */
-void browsers_reap_node(void *ctx, const char *node);
-/* Creates a session from a POST /browsers body for org/project: validates,
- * checks the entitlements ent (region, gpu, max_concurrent_browsers with the
- * org's pool capacity, under sessmgr's lock, for standalone sessions), runs
- * the modules' prepare hooks,
- * launches Chromium and records the row in *out (cleared by the caller).
- * extra: keys merged into the settings document (the pool reference). pooled:
- * a pool's browser (not counted against standalone sessions, no idle timeout
- * until leased). */
-int browsers_spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
-                   const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
-                   struct err *e) WUR;
-/* Restarts a live session's browser on a profile's saved state: the old
- * browser closes cleanly, the session folder is replaced by the archive's
- * contents (none: an empty profile), Chromium starts again with the session's
- * settings and modules see `started` again. The session id and cdp_ws_url
- * stay valid; clients reconnect. */
-int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
-                                  const char *archive_path, struct err *e) WUR;
-/* Restarts a live session's browser with the settings in s->data (which are
- * recorded), keeping its folder: used when the extensions to load changed.
- * Same sandbox; clients reconnect. */
-int browsers_restart(struct app *app, const struct session_rec *s, struct err *e) WUR;
 /* "ws[s]://PUBLIC" + path + "?jwt=" + token, from the public URL (owned). */
 char *api_public_ws_url(const struct app *app, const char *path, const char *token);
 /* The Browser record of a session (new reference). */
 json_t *browsers_render(struct app *app, const struct session_rec *s);
 struct live;
-/* The session's folder (its browser's home): DATA/sessions/ID. */
-void api_session_dir(const struct app *app, const char *id, char *out, size_t cap);
 /* The running session rq->params[0] names, as the key sees it: its row in
  * *rec (cleared by the caller), a reference in *live (sessmgr_put) and its
  * browser's internal DevTools URL in ws. 404 for a session that is not the
  * key's, 409 session_ended for one that has ended (nothing to release then). */
 int api_live_session(struct req *rq, struct session_rec *rec, struct live **live, char *ws,
                      size_t cap) WUR;
-/* Ends a live session now: stops its browser, runs the modules' ending hooks
- * and records the end with reason. */
-int browsers_end(struct app *app, const char *session_id, const char *reason);
-
-/* sessmgr hook: a session ended on its own (timeout, browser exit, shutdown). */
-void browsers_on_end(void *app, const char *session_id, const char *reason, long long uptime_ms);
-
-/* Starts keeping `count` pre-launched spare browsers (0: none) that
- * POST /browsers hands out when spare_match says one fits (docs/spares.md).
- * After sessmgr_start. E_INTERNAL when the filler cannot start. */
-int browsers_spares_start(struct app *app, int count, struct err *e) WUR;
-/* Ends every spare; before sessmgr_stop and the modules' fini (their ending
- * hooks run for each spare). */
-void browsers_spares_stop(struct app *app);
 
 /* Records as the API shows them (new references). */
 json_t *render_org(struct store *st, const struct org_rec *o);

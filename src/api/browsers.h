@@ -1,5 +1,5 @@
 /* Handlers of /browsers and the CDP WebSocket (browsers.c; route table in routes.c). The session
- * functions other modules call (browsers_spawn, browsers_end, ...) are in api.h. */
+ * functions other modules call (sess_spawn, sess_end, ...) are in api.h. */
 #ifndef BD_API_BROWSERS_H
 #define BD_API_BROWSERS_H
 

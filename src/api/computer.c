@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/xalloc.h"

@@ -43,6 +43,7 @@
 #include "runtime/extpack.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
+#include "session/ext.h"
 
 #define FEATURE "browser_extensions"
 /* Where a session's extensions go, relative to its files (sandbox_root),
@@ -850,7 +851,7 @@ int extensions_load(struct req *rq, struct resp *rs)
     if (rc == 0) {
         xfree(rec.data);
         rec.data = jsonx_dump(doc);
-        rc = browsers_restart(api_app(rq), &rec, &rq->err);
+        rc = sess_restart(api_app(rq), &rec, &rq->err);
     }
     pthread_mutex_unlock(&load_mu);
     if (rc == 0)
@@ -864,4 +865,37 @@ int extensions_load(struct req *rq, struct resp *rs)
         return rc;
     resp_empty(rs, 201);
     return 0;
+}
+
+/* ---- the session's hooks (session/ext.h) ---- */
+
+/* POST /browsers: the extensions the create names (its validated
+ * `extensions`) unpack into the sandbox's files before the launch. */
+static int ext_prepare(struct session_ctx *sc, struct err *e)
+{
+    const json_t *selectors = json_object_get(sc->body, "extensions");
+    if (json_array_size(selectors) == 0)
+        return 0;
+    return extensions_session_prepare(sc->app, sc->rec->org_id, sc->rec->project_id, sc->ent,
+                                      selectors, sc->opts->sandbox, sc->doc, e);
+}
+
+/* Every launch (create, restart) loads the folders the settings name. */
+static void ext_launching(struct session_ctx *sc)
+{
+    sc->opts->extension_dirs = extensions_launch_dirs(sc->doc);
+}
+
+static const struct session_ext extensions_ext = {
+    .name = "extensions",
+    .prepare = ext_prepare,
+    .launching = ext_launching,
+};
+
+/* Registered before main() runs, so that its prepare runs before every
+ * module main.c registers (the extensions unpack first, as they always
+ * did). */
+__attribute__((constructor)) static void extensions_register(void)
+{
+    session_ext_register(&extensions_ext);
 }

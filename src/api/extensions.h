@@ -37,7 +37,7 @@ struct sandbox;
  * empty and features.browser_extensions is off; 404 extension_not_found
  * naming the first unknown selector; 400 for more than LIM_EXT_PER_SESSION.
  * For pools: call on create and PATCH to fill the record's extension_ids;
- * pass the selectors on to browsers_spawn in the browser body's
+ * pass the selectors on to sess_spawn in the browser body's
  * `extensions`. */
 int extensions_resolve(struct app *app, const char *org_id, const char *project_id,
                        const json_t *ent, const json_t *selectors, json_t **ids, struct err *e) WUR;
@@ -48,7 +48,7 @@ int extensions_resolve(struct app *app, const char *org_id, const char *project_
 json_t *extensions_ids(struct app *app, const char *org_id, const char *project_id,
                        const json_t *selectors);
 
-/* POST /browsers, after the sandbox's files exist and before launch:
+/* POST /browsers (the module's prepare hook), after the sandbox's files exist and before launch:
  * resolves selectors (as above), unpacks each extension into the session's
  * files and records EXT_DOC_DIRS / EXT_DOC_IDS in doc. Nothing to do for
  * NULL or []. 503 sandbox_required when sb has no files. */

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -745,8 +745,15 @@ static void lv_render(struct session_ctx *sc, json_t *record)
     xfree(url);
 }
 
+/* PATCH: is a viewer connected (the viewport rule's question)? */
+static void lv_state(struct session_ctx *sc, struct sessrules_state *st)
+{
+    st->live_view_active = liveview_active(sc->rec->id);
+}
+
 static const struct session_ext liveview_ext = {
     .name = "live_view",
+    .state = lv_state,
     .render = lv_render,
 };
 

@@ -295,7 +295,7 @@ int logs_stream_get(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     char home[1200];
-    api_session_dir(app, s.id, home, sizeof home);
+    sess_path(app, s.id, SESS_PATH_HOME, home, sizeof home);
     int fd = -1;
     if (suffix) {
         char p[1300];

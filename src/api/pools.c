@@ -8,7 +8,7 @@
  * validates bodies (src/domain/pool_rules.h), persists pools in the store,
  * calls the engine and renders records; plus the glue the engine cannot own
  * because it is a session's business: launching a pool browser is creating a
- * session (browsers_spawn), a lease writes the session's name, tags,
+ * session (sess_spawn), a lease writes the session's name, tags,
  * telemetry and start_url, and cleaning a released browser resets them.
  *
  * A waiting acquire is parked with req_suspend (it holds no HTTP thread);
@@ -24,7 +24,7 @@
 #include "cluster/peer.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -57,10 +57,10 @@ static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
 /* ---- the Chromium launcher ---- */
 
 /* The POST /browsers body a pool browser is launched from: every launch
- * option of the pool configuration is copied here, and browsers_spawn
+ * option of the pool configuration is copied here, and sess_spawn
  * validates and applies it as for a standalone session. The pool's
  * "extensions" is the same [{id} | {name}] list as POST /browsers takes,
- * resolved in browsers_spawn in the order configured (api/extensions.h). */
+ * resolved in sess_spawn in the order configured (api/extensions.h). */
 static json_t *spawn_body(const json_t *cfg)
 {
     static const char *const copied[] = {"headless",      "stealth",    "kiosk_mode", "viewport",
@@ -102,7 +102,7 @@ static int pooled_launch(void *ctx, const struct pool_view *pool, char *sid)
     org_rec_clear(&o);
     struct session_rec s;
     if (rc == 0)
-        rc = browsers_spawn(app, pool->org_id, pool->project_id, ent, body, extra, 1, &s, &e);
+        rc = sess_spawn(app, pool->org_id, pool->project_id, ent, body, extra, 1, &s, &e);
     json_decref(ent);
     json_decref(body);
     json_decref(extra);
@@ -117,7 +117,7 @@ static int pooled_launch(void *ctx, const struct pool_view *pool, char *sid)
 
 static void pooled_end(void *ctx, const char *sid, const char *reason)
 {
-    browsers_end(ctx, sid, reason);
+    sess_end(ctx, sid, reason);
 }
 
 /* Loads a pool browser's session row. */

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/limits.h"

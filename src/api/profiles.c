@@ -19,7 +19,7 @@
 
 #include "api/api.h"
 #include "api/profiles.h"
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
@@ -456,8 +456,7 @@ static int hook_update(struct session_ctx *sc, const char *browser_ws_url, struc
         return rc;
     char path[1200];
     profiles_archive_path(sc->app, p.id, path, sizeof path);
-    rc = browsers_restart_with_profile(sc->app, sc->rec, has_archive(sc->app, p.id) ? path : NULL,
-                                       e);
+    rc = sess_restart_with_profile(sc->app, sc->rec, has_archive(sc->app, p.id) ? path : NULL, e);
     if (rc)
         return rc;
     p.last_used_at = clock_now_ms();
@@ -527,7 +526,15 @@ static void hook_render(struct session_ctx *sc, json_t *record)
                         json_boolean(jsonx_bool(sc->doc, "profile_save_changes", 0)));
 }
 
+/* A DELETE waits for the ending hook of a session with a profile: the
+ * profile it saves may be loaded by the next create. */
+static int hook_needs_graceful_end(struct session_ctx *sc)
+{
+    return json_object_get(sc->doc, "profile") != NULL;
+}
+
 static const struct session_ext profiles_ext = {
+    .needs_graceful_end = hook_needs_graceful_end,
     .name = "profiles",
     .prepare = hook_prepare,
     .update = hook_update,

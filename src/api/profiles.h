@@ -23,7 +23,7 @@ struct app;
 
 /* Registers the session hooks and prepares DATA/profiles (created 0700;
  * temporary files a crash left behind are removed). Call once at start,
- * before browsers_recover, so that recovered sessions see the hooks. */
+ * before sess_recover, so that recovered sessions see the hooks. */
 void profiles_init(struct app *app);
 
 /* Handlers (route table in routes.c; all AUTH_KEY, all gated by
@@ -59,7 +59,7 @@ json_t *profiles_render(const struct profile_rec *p);
 /*
  * Provided by browsers.c (the lead's side of PATCH /browsers with `profile`):
  *
- *   int browsers_restart_with_profile(struct app *app, const struct session_rec *s,
+ *   int sess_restart_with_profile(struct app *app, const struct session_rec *s,
  *                                     const char *archive_path, struct err *e);
  *
  * Stops the session's browser (graceful, as on delete), empties its

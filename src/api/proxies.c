@@ -18,7 +18,7 @@
 #include <strings.h>
 
 #include "api/browsers.h"
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -854,9 +854,44 @@ static void ext_ending(struct session_ctx *sc, const char *reason)
         egress_unprotect_port(M.eg, (int)json_integer_value(dp));
 }
 
+/* A spare handed out: the proxy and network rules of the owner's create
+ * resolve in the owner's store before a spare is taken (sc->doc: the
+ * owner's settings, with stealth and network as validated). */
+static int ext_handout_check(struct session_ctx *sc, void **state, struct err *e)
+{
+    struct proxies_handout *h = xcalloc(1, sizeof *h);
+    int rc = proxies_handout_resolve(sc->rec->org_id, sc->rec->project_id, sc->body,
+                                     jsonx_bool(sc->doc, "stealth", 0),
+                                     json_object_get(sc->doc, "network"), h, e);
+    if (rc) {
+        proxies_handout_clear(h);
+        xfree(h);
+        return rc;
+    }
+    *state = h;
+    return 0;
+}
+
+static void ext_handout_cancel(void *state)
+{
+    proxies_handout_clear(state);
+    xfree(state);
+}
+
+/* The spare's egress listener becomes the owner's. */
+static int ext_handout(struct session_ctx *sc, void *state, struct err *e)
+{
+    int rc = proxies_handout_apply(state, sc->rec, sc->doc, e);
+    ext_handout_cancel(state);
+    return rc;
+}
+
 static const struct session_ext proxies_ext = {
     .name = "proxies",
     .prepare = ext_prepare,
+    .handout_check = ext_handout_check,
+    .handout = ext_handout,
+    .handout_cancel = ext_handout_cancel,
     .started = ext_started,
     .update = ext_update,
     .ending = ext_ending,

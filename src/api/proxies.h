@@ -1,7 +1,7 @@
 /*
  * proxies: the /proxies resource (custom and managed proxies of a project),
  * the server-wide egress proxy engine (proxy/egress.h) and the session module
- * that gives every browser its own egress listener (api/session_ext.h).
+ * that gives every browser its own egress listener (session/ext.h).
  *
  * Passwords of custom proxies are sealed with core/secretbox under the store's
  * meta key "secret_key" and never leave the server in a response or a log line
@@ -29,7 +29,7 @@ int proxies_check(struct req *rq, struct resp *rs);
 /* Loads the secret key (made once, kept in the store), the managed-proxies
  * file (app->cfg.managed_proxies) and the default proxy
  * (app->cfg.default_proxy), starts the egress engine and registers the
- * session module. Call once before browsers_recover. app is borrowed for the
+ * session module. Call once before sess_recover. app is borrowed for the
  * life of the process. Returns 0, or E_INVALID / E_INTERNAL with e filled
  * (the server must not start). */
 int proxies_init(struct app *app, struct err *e) WUR;

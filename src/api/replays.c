@@ -1,32 +1,23 @@
 /*
  * browsers.replays.*: start, stop, list and download recordings of a
- * session's screen. The recordings running on this host are kept in one
- * table (at most LIM_REPLAYS_PER_HOST, LIM_REPLAYS_PER_ORG of one
- * organization); every recording, running or not, has
- * a small JSON note beside its file:
- *
- *   DATA/replays/SESSION/REPLAY.mp4   the video (fragmented MP4)
- *   DATA/replays/SESSION/REPLAY.json  {replay_id, org_id, started_at,
- *                                      finished_at, retention_days}
- *   DATA/replays/SESSION/REPLAY.log   ffmpeg's warnings
- *
- * so that the replays of ended sessions (and of a previous run of the
- * server) stay listable and downloadable. Expired ones are deleted by a
- * sweep run at most once a minute from these handlers and at every
- * session's end (no timer thread of its own).
+ * session's screen. The recordings themselves (the table of those running
+ * on this host, their notes beside their files under DATA/replays/SESSION,
+ * their retention) are session/recordings.h's; this file parses, calls it
+ * and renders. Expired recordings are deleted by a sweep run at most once a
+ * minute from these handlers and at every session's end.
  */
 #include "api/replays.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
+#include "session/recordings.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -39,198 +30,6 @@
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
-
-#define SWEEP_EVERY_MS 60000
-#define DAY_MS         (86400LL * 1000)
-
-/* A recording running (or finishing) on this host. */
-struct running {
-    char replay_id[CRYPTO_ID_LEN + 1];
-    char session_id[STORE_ID];
-    char org_id[STORE_ID];
-    char dir[1200]; /* DATA/replays/SESSION */
-    int64_t started_at;
-    int64_t started_mono_ms;
-    int framerate, max_seconds, retention_days;
-    struct recorder *rec;
-    struct running *next;
-};
-
-static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct running *table;
-static int64_t last_sweep_ms;
-
-/* ---- files ---- */
-
-static void replays_root(const struct app *app, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/replays", app->cfg.data_dir);
-}
-
-static void session_dir(const struct app *app, const char *sid, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/replays/%s", app->cfg.data_dir, sid);
-}
-
-static void write_note(const char *dir, const char *rid, const char *org_id, int64_t started_at,
-                       int64_t finished_at, int retention_days)
-{
-    char path[1400], tmp[1410];
-    snprintf(path, sizeof path, "%s/%s.json", dir, rid);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    json_t *n = json_pack("{s:s,s:s,s:I,s:o,s:i}", "replay_id", rid, "org_id", org_id, "started_at",
-                          (json_int_t)started_at, "finished_at",
-                          finished_at ? json_integer(finished_at) : json_null(), "retention_days",
-                          retention_days);
-    if (json_dump_file(n, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0)
-        log_error("replay %s: cannot write %s: %s", rid, path, strerror(errno));
-    json_decref(n);
-}
-
-static json_t *read_note(const char *dir, const char *rid)
-{
-    char path[1400];
-    snprintf(path, sizeof path, "%s/%s.json", dir, rid);
-    return json_load_file(path, 0, NULL);
-}
-
-static void remove_replay(const char *dir, const char *rid)
-{
-    static const char *const ext[] = {"mp4", "json", "log"};
-    for (size_t i = 0; i < 3; i++) {
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s.%s", dir, rid, ext[i]);
-        (void)unlink(path);
-    }
-    (void)rmdir(dir); /* only once empty */
-}
-
-/* The finish time of a note, or of its file when the recording was cut by
- * a server that died (the note still says null then). 0 while unknown. */
-static int64_t note_finished(const json_t *n, const char *dir, const char *rid)
-{
-    const json_t *f = json_object_get(n, "finished_at");
-    if (json_is_integer(f))
-        return (int64_t)json_integer_value(f);
-    char path[1400];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s.mp4", dir, rid);
-    if (stat(path, &st) == 0)
-        return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-    return 0;
-}
-
-/* ---- the table (table_mu held) ---- */
-
-static struct running *find_locked(const char *sid, const char *rid)
-{
-    for (struct running *r = table; r; r = r->next)
-        if (strcmp(r->session_id, sid) == 0 && (!rid || strcmp(r->replay_id, rid) == 0))
-            if (rid || !recorder_done(r->rec))
-                return r;
-    return NULL;
-}
-
-/* Moves finished recordings out of the table: their notes get the finish
- * time. Returns the unlinked entries (recorders joined and freed by the
- * caller outside the lock: a join waits for the thread's last steps). */
-static struct running *take_finished_locked(const char *sid_or_null, int all)
-{
-    struct running *out = NULL, **pp = &table;
-    while (*pp) {
-        struct running *r = *pp;
-        int match = !sid_or_null || strcmp(r->session_id, sid_or_null) == 0;
-        if (match && (all || recorder_done(r->rec))) {
-            *pp = r->next;
-            r->next = out;
-            out = r;
-        } else {
-            pp = &r->next;
-        }
-    }
-    return out;
-}
-
-/* Frees taken entries: waits for each file (stopping first when asked) and
- * writes its note. */
-static void finish_entries(struct running *list, int stop)
-{
-    while (list) {
-        struct running *r = list;
-        list = r->next;
-        if (stop)
-            recorder_stop(r->rec);
-        (void)recorder_wait(r->rec, RECORDER_FINISH_MS + 5000);
-        int64_t fin = recorder_finished_at(r->rec);
-        recorder_free(r->rec);
-        write_note(r->dir, r->replay_id, r->org_id, r->started_at, fin ? fin : clock_now_ms(),
-                   r->retention_days);
-        xfree(r);
-    }
-}
-
-static void reconcile(void)
-{
-    pthread_mutex_lock(&table_mu);
-    struct running *done = take_finished_locked(NULL, 0);
-    pthread_mutex_unlock(&table_mu);
-    finish_entries(done, 0);
-}
-
-/* Deletes the recordings whose retention has passed (all sessions). */
-static void sweep(const struct app *app, int force)
-{
-    int64_t now = clock_now_ms();
-    pthread_mutex_lock(&table_mu);
-    int due = force || now - last_sweep_ms >= SWEEP_EVERY_MS;
-    if (due)
-        last_sweep_ms = now;
-    pthread_mutex_unlock(&table_mu);
-    if (!due)
-        return;
-    char root[1100];
-    replays_root(app, root, sizeof root);
-    DIR *d = opendir(root);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char dir[1200];
-        if (snprintf(dir, sizeof dir, "%s/%s", root, de->d_name) >= (int)sizeof dir)
-            continue;
-        DIR *s = opendir(dir);
-        if (!s)
-            continue;
-        struct dirent *fe;
-        while ((fe = readdir(s))) {
-            size_t n = strlen(fe->d_name);
-            if (n < 6 || strcmp(fe->d_name + n - 5, ".json") != 0)
-                continue;
-            char rid[REPLAY_ID_MAX + 1];
-            if (n - 5 > REPLAY_ID_MAX)
-                continue;
-            memcpy(rid, fe->d_name, n - 5);
-            rid[n - 5] = '\0';
-            json_t *note = read_note(dir, rid);
-            pthread_mutex_lock(&table_mu);
-            int running = find_locked(de->d_name, rid) != NULL;
-            pthread_mutex_unlock(&table_mu);
-            int64_t fin = note ? note_finished(note, dir, rid) : 0;
-            json_int_t days = json_integer_value(json_object_get(note, "retention_days"));
-            if (!running && note && fin && now - fin > (int64_t)days * DAY_MS) {
-                log_info("replay %s of session %s: retention of %lld days passed, deleted", rid,
-                         de->d_name, (long long)days);
-                remove_replay(dir, rid);
-            }
-            json_decref(note);
-        }
-        closedir(s);
-        (void)rmdir(dir);
-    }
-    closedir(d);
-}
 
 /* ---- records ---- */
 
@@ -290,10 +89,8 @@ static int open_session(struct req *rq, struct session_rec *rec)
     rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, rec);
     if (rc == E_NOTFOUND)
         return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
-    if (rc == 0) {
-        reconcile();
-        sweep(app, 0);
-    }
+    if (rc == 0)
+        sess_recordings_tidy(app);
     return rc;
 }
 
@@ -328,7 +125,7 @@ int replays_list(struct req *rq, struct resp *rs)
     }
     struct app *app = api_app(rq);
     char dir[1200];
-    session_dir(app, rec.id, dir, sizeof dir);
+    sess_path(app, rec.id, SESS_PATH_REPLAYS, dir, sizeof dir);
     json_t *arr = json_array();
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -339,14 +136,12 @@ int replays_list(struct req *rq, struct resp *rs)
         char rid[REPLAY_ID_MAX + 1];
         memcpy(rid, de->d_name, n - 5);
         rid[n - 5] = '\0';
-        json_t *note = read_note(dir, rid);
+        json_t *note = sess_recording_note(app, rec.id, rid);
         const char *org = jsonx_str(note, "org_id");
         if (note && org && strcmp(org, rec.org_id) == 0) {
-            pthread_mutex_lock(&table_mu);
-            int running = find_locked(rec.id, rid) != NULL;
-            pthread_mutex_unlock(&table_mu);
+            int running = sess_recording_running(rec.id, rid);
             int64_t started = (int64_t)json_integer_value(json_object_get(note, "started_at"));
-            int64_t fin = running ? 0 : note_finished(note, dir, rid);
+            int64_t fin = running ? 0 : sess_recording_finished_at(app, note, rec.id, rid);
             json_array_append_new(arr, replay_record(app, rec.org_id, rec.id, rid, started, fin));
         }
         json_decref(note);
@@ -388,119 +183,6 @@ static int parse_start(struct req *rq, int gpu, struct replay_opts *o)
     return rc;
 }
 
-struct browser_view {
-    int display;
-    struct sandbox *sb;
-};
-
-static int view_of(void *ctx, struct chromium *c)
-{
-    struct browser_view *v = ctx;
-    v->display = chromium_xvfb_pid(c) > 0 ? chromium_display(c) : -1;
-    struct sandbox *sb = chromium_sandbox(c);
-    v->sb = sb ? sandbox_ref(sb) : NULL;
-    return 0;
-}
-
-/* recorder_opts.ws_lookup: the session's DevTools URL now. */
-static int ws_now(void *ctx, const char *sid, char *out, size_t cap)
-{
-    struct live *l = sessmgr_get(((struct app *)ctx)->sessions, sid);
-    int rc = l && live_ws_url(l, out, cap) == 0 ? 0 : -1;
-    sessmgr_put(l);
-    return rc;
-}
-
-/* Starts one recording of a live session (table_mu NOT held). */
-static int start_recording(struct app *app, struct live *l, const char *sid, const char *org_id,
-                           const char *ws, int width, int height, int framerate, int max_seconds,
-                           int retention_days, json_t **record, struct err *e)
-{
-    struct browser_view bv = {-1, NULL};
-    int rc = live_with_browser(l, view_of, &bv);
-    if (rc == 0 && (!bv.sb || !sandbox_root(bv.sb)))
-        rc = err_set(e, E_UNAVAIL, "sandbox_required",
-                     "replays need the session sandbox: docs/sandbox.md");
-    if (rc) {
-        sandbox_unref(bv.sb);
-        return rc;
-    }
-    struct running *r = xcalloc(1, sizeof *r);
-    crypto_new_id(r->replay_id);
-    snprintf(r->session_id, sizeof r->session_id, "%s", sid);
-    snprintf(r->org_id, sizeof r->org_id, "%s", org_id);
-    session_dir(app, sid, r->dir, sizeof r->dir);
-    r->framerate = framerate;
-    r->max_seconds = max_seconds;
-    r->retention_days = retention_days;
-    r->started_at = clock_now_ms();
-    r->started_mono_ms = clock_mono_ms();
-
-    pthread_mutex_lock(&table_mu);
-    int count = 0, org_count = 0;
-    for (struct running *x = table; x; x = x->next)
-        if (!recorder_done(x->rec)) {
-            count++;
-            org_count += strcmp(x->org_id, r->org_id) == 0;
-        }
-    /* A session records once at a time; an organization holds at most its
-     * share of the host's recordings, so that it never takes them all. */
-    if (find_locked(sid, NULL)) {
-        rc = err_set(e, E_CONFLICT, "recording_in_progress",
-                     "a recording of session %s is already in progress; stop it first", sid);
-    } else if (org_count >= LIM_REPLAYS_PER_ORG) {
-        e->retry_after = 30;
-        rc = err_set(e, E_LIMIT, "too_many_recordings",
-                     "this organization already records %d sessions (its share of the host's "
-                     "%d); stop one first",
-                     org_count, LIM_REPLAYS_PER_HOST);
-    } else if (count >= LIM_REPLAYS_PER_HOST) {
-        e->retry_after = 30;
-        rc = err_set(e, E_LIMIT, "too_many_recordings",
-                     "this host already records %d sessions (its cap); try again later", count);
-    }
-    char root[1100];
-    replays_root(app, root, sizeof root);
-    if (rc == 0 && ((mkdir(root, 0700) != 0 && errno != EEXIST) ||
-                    (mkdir(r->dir, 0700) != 0 && errno != EEXIST)))
-        rc = err_set(e, E_INTERNAL, "internal", "create %s: %s", r->dir, strerror(errno));
-    if (rc == 0) {
-        char out[1400], logp[1400];
-        snprintf(out, sizeof out, "%s/%s.mp4", r->dir, r->replay_id);
-        snprintf(logp, sizeof logp, "%s/%s.log", r->dir, r->replay_id);
-        struct recorder_opts o = {
-            .sb = bv.sb,
-            .display = bv.display,
-            .ws_url = ws,
-            .ws_lookup = ws_now,
-            .ws_ctx = app,
-            .session_id = sid,
-            .width = width,
-            .height = height,
-            .framerate = framerate,
-            .max_seconds = max_seconds,
-            .max_bytes = LIM_REPLAY_BYTES,
-            .out_path = out,
-            .log_path = logp,
-        };
-        rc = recorder_start(&o, &r->rec, e);
-    }
-    if (rc == 0) {
-        write_note(r->dir, r->replay_id, r->org_id, r->started_at, 0, retention_days);
-        r->next = table;
-        table = r;
-        if (record)
-            *record = replay_record(app, r->org_id, sid, r->replay_id, r->started_at, 0);
-        log_info("replay %s of session %s started (%s, %d fps, at most %d s)", r->replay_id, sid,
-                 bv.display >= 0 ? "X display" : "DevTools screenshots", framerate, max_seconds);
-    }
-    pthread_mutex_unlock(&table_mu);
-    if (rc)
-        xfree(r);
-    sandbox_unref(bv.sb);
-    return rc;
-}
-
 static int retention_days_of(struct req *rq)
 {
     const json_t *ent = NULL;
@@ -523,8 +205,7 @@ int replays_start(struct req *rq, struct resp *rs)
     char ws[512];
     if ((rc = api_live_session(rq, &rec, &l, ws, sizeof ws)) != 0)
         return rc;
-    reconcile();
-    sweep(api_app(rq), 0);
+    sess_recordings_tidy(api_app(rq));
     live_touch(l);
     json_t *d = json_loads(rec.data ? rec.data : "{}", 0, NULL);
     json_t *vp = json_object_get(d, "viewport");
@@ -538,11 +219,16 @@ int replays_start(struct req *rq, struct resp *rs)
     }
     struct replay_opts o;
     json_t *record = NULL;
+    char rid[CRYPTO_ID_LEN + 1];
+    int64_t started = 0;
     if ((rc = parse_start(rq, gpu, &o)) == 0)
-        rc = start_recording(api_app(rq), l, rec.id, rec.org_id, ws, w, h, o.framerate,
-                             o.max_seconds, retention_days_of(rq), &record, &rq->err);
-    if (rc == 0)
+        rc = sess_recording_start(api_app(rq), l, rec.id, rec.org_id, ws, w, h, o.framerate,
+                                  o.max_seconds, retention_days_of(rq), rid, sizeof rid, &started,
+                                  &rq->err);
+    if (rc == 0) {
+        record = replay_record(api_app(rq), rec.org_id, rec.id, rid, started, 0);
         resp_json(rs, 201, record);
+    }
     emit_call(rec.id, "startRecording", rc);
     sessmgr_put(l);
     session_rec_clear(&rec);
@@ -564,42 +250,14 @@ int replays_stop(struct req *rq, struct resp *rs)
         return rc;
     }
     struct app *app = api_app(rq);
-    pthread_mutex_lock(&table_mu);
-    struct running *r = find_locked(rec.id, rid);
-    struct recorder *target = r && !recorder_done(r->rec) ? r->rec : NULL;
-    if (target)
-        recorder_stop(target);
-    pthread_mutex_unlock(&table_mu);
-    if (!target) {
-        char dir[1200];
-        session_dir(app, rec.id, dir, sizeof dir);
-        json_t *note = read_note(dir, rid);
+    if (sess_recording_stop(rec.id, rid) != 0) {
+        json_t *note = sess_recording_note(app, rec.id, rid);
         rc = note ? err_set(&rq->err, E_INVALID, "bad_request",
                             "replay %s: no active recording to stop (it has finished)", rid)
                   : err_set(&rq->err, E_NOTFOUND, "not_found",
                             "replay %s: no recording found for session %s", rid, rec.id);
         json_decref(note);
     } else {
-        /* The entry stays in the table until reconciled; the file is
-         * complete once the recorder is done. */
-        reconcile();
-        pthread_mutex_lock(&table_mu);
-        r = find_locked(rec.id, rid);
-        struct running *mine = NULL;
-        if (r) {
-            /* Still finishing: take it out and wait for it here, so that a
-             * download right after the stop gets the whole file. */
-            struct running **pp = &table;
-            while (*pp && *pp != r)
-                pp = &(*pp)->next;
-            if (*pp) {
-                *pp = r->next;
-                r->next = NULL;
-                mine = r;
-            }
-        }
-        pthread_mutex_unlock(&table_mu);
-        finish_entries(mine, 1);
         struct live *l = sessmgr_get(app->sessions, rec.id);
         if (l) {
             live_touch(l);
@@ -673,8 +331,7 @@ int replays_view(struct req *rq, struct resp *rs)
     if (rc == E_NOTFOUND)
         rc = err_set(&rq->err, rc, "not_found", "browser session %s not found", c.sub);
     if (rc == 0) {
-        reconcile();
-        sweep(app, 0);
+        sess_recordings_tidy(app);
         rc = serve_replay(rq, rs, app, &rec, rid);
     }
     session_rec_clear(&rec);
@@ -688,12 +345,10 @@ static int serve_replay(struct req *rq, struct resp *rs, struct app *app,
 {
     const struct session_rec rec = *s;
     int rc = 0;
-    pthread_mutex_lock(&table_mu);
-    int running = find_locked(rec.id, rid) != NULL;
-    pthread_mutex_unlock(&table_mu);
+    int running = sess_recording_running(rec.id, rid);
     char dir[1200];
-    session_dir(app, rec.id, dir, sizeof dir);
-    json_t *note = read_note(dir, rid);
+    sess_path(app, rec.id, SESS_PATH_REPLAYS, dir, sizeof dir);
+    json_t *note = sess_recording_note(app, rec.id, rid);
     const char *org = jsonx_str(note, "org_id");
     if (!note || !org || strcmp(org, rec.org_id) != 0) {
         rc = err_set(&rq->err, E_NOTFOUND, "not_found",
@@ -720,7 +375,7 @@ static int serve_replay(struct req *rq, struct resp *rs, struct app *app,
                 rs, "X-Recording-Started-At", "%s",
                 clock_fmt_rfc3339((int64_t)json_integer_value(json_object_get(note, "started_at")),
                                   a, sizeof a));
-            int64_t fin = note_finished(note, dir, rid);
+            int64_t fin = sess_recording_finished_at(app, note, rec.id, rid);
             if (fin)
                 resp_header(rs, "X-Recording-Finished-At", "%s",
                             clock_fmt_rfc3339(fin, a, sizeof a));
@@ -733,59 +388,6 @@ static int serve_replay(struct req *rq, struct resp *rs, struct app *app,
     return rc;
 }
 
-/* ---- the viewport rule ---- */
-
-int replays_recording_active(const char *session_id)
-{
-    pthread_mutex_lock(&table_mu);
-    int a = find_locked(session_id, NULL) != NULL;
-    pthread_mutex_unlock(&table_mu);
-    return a;
-}
-
-void replays_resize_begin(const char *session_id, struct replays_segment *seg)
-{
-    memset(seg, 0, sizeof *seg);
-    pthread_mutex_lock(&table_mu);
-    struct running *r = find_locked(session_id, NULL), *mine = NULL;
-    if (r) {
-        seg->active = 1;
-        seg->framerate = r->framerate;
-        long long used = (clock_mono_ms() - r->started_mono_ms) / 1000;
-        seg->seconds_left = r->max_seconds - (int)used > 1 ? r->max_seconds - (int)used : 1;
-        seg->retention_days = r->retention_days;
-        snprintf(seg->org_id, sizeof seg->org_id, "%s", r->org_id);
-        struct running **pp = &table;
-        while (*pp != r)
-            pp = &(*pp)->next;
-        *pp = r->next;
-        r->next = NULL;
-        mine = r;
-    }
-    pthread_mutex_unlock(&table_mu);
-    finish_entries(mine, 1);
-}
-
-void replays_resize_end(struct app *app, const char *session_id, const struct replays_segment *seg,
-                        int width, int height)
-{
-    if (!seg->active)
-        return;
-    struct live *l = sessmgr_get(app->sessions, session_id);
-    char ws[512];
-    struct err e;
-    err_init(&e);
-    if (!l || live_ws_url(l, ws, sizeof ws) != 0)
-        (void)err_set(&e, E_CONFLICT, "session_ended", "the session has ended");
-    else
-        (void)start_recording(app, l, session_id, seg->org_id, ws, width, height, seg->framerate,
-                              seg->seconds_left, seg->retention_days, NULL, &e);
-    if (e.rc)
-        log_error("session %s: the recording's next segment did not start: %s", session_id,
-                  e.message);
-    sessmgr_put(l);
-}
-
 /* ---- session hooks ---- */
 
 /* The session ended: its recordings finish (the browser and its display are
@@ -793,16 +395,55 @@ void replays_resize_end(struct app *app, const char *session_id, const struct re
 static void replays_ending(struct session_ctx *sc, const char *reason)
 {
     (void)reason;
-    pthread_mutex_lock(&table_mu);
-    struct running *mine = take_finished_locked(sc->rec->id, 1);
-    pthread_mutex_unlock(&table_mu);
-    finish_entries(mine, 1);
-    reconcile();
-    sweep(sc->app, 1);
+    sess_recordings_session_ended(sc->app, sc->rec->id);
+}
+
+/* PATCH: is a recording active (the viewport rule's question)? */
+static void replays_state(struct session_ctx *sc, struct sessrules_state *st)
+{
+    st->recording_active = sess_recording_running(sc->rec->id, NULL);
+}
+
+/* A forced resize cuts the running recording into segments: it finishes
+ * here and goes on as a new replay at the new size (replays_resized). */
+static void *replays_resizing(struct session_ctx *sc, int restart, int width, int height)
+{
+    (void)width;
+    (void)height;
+    if (!restart)
+        return NULL;
+    struct sess_recording_segment *seg = xcalloc(1, sizeof *seg);
+    sess_recording_cut(sc->rec->id, seg);
+    return seg;
+}
+
+static void replays_resized(struct session_ctx *sc, void *state, int width, int height)
+{
+    if (!state)
+        return;
+    sess_recording_resume(sc->app, sc->rec->id, state, width, height);
+    xfree(state);
+}
+
+/* A DELETE waits for the ending hook when the session has a recording
+ * running or any replay (DATA/replays/ID): the hook finishes it and applies
+ * the plan's retention, read right after the DELETE. */
+static int replays_needs_graceful_end(struct session_ctx *sc)
+{
+    if (sess_recording_running(sc->rec->id, NULL))
+        return 1;
+    char dir[1200];
+    sess_path(sc->app, sc->rec->id, SESS_PATH_REPLAYS, dir, sizeof dir);
+    struct stat st;
+    return stat(dir, &st) == 0;
 }
 
 static const struct session_ext replays_ext = {
     .name = "replays",
+    .state = replays_state,
+    .resizing = replays_resizing,
+    .resized = replays_resized,
+    .needs_graceful_end = replays_needs_graceful_end,
     .ending = replays_ending,
 };
 

@@ -5,9 +5,11 @@
  * features.browser_replays.retention_days (LIM_REPLAY_RETENTION_DAYS when
  * the plan gives none), then deleted. docs/replays.md.
  *
- * It also answers the viewport rule's question for browsers_update ("is a
- * recording active?") and cuts a recording into segments around a forced
- * resize.
+ * It joins the session through its hooks (session/ext.h): it answers the
+ * viewport rule's question ("is a recording active?", the state hook), cuts
+ * a recording into segments around a forced resize (resizing, resized),
+ * makes a DELETE wait for its ending hook when the session has replays
+ * (needs_graceful_end) and finishes the recordings at the end (ending).
  */
 #ifndef BD_API_REPLAYS_H
 #define BD_API_REPLAYS_H
@@ -31,25 +33,5 @@ int replays_view(struct req *rq, struct resp *rs);
         {"POST", "/browsers/{id}/replays/{replay_id}/stop", replays_stop, AUTH_KEY},               \
         {"GET", "/browsers/{id}/replays/{replay_id}", replays_download, AUTH_KEY},                 \
         {"GET", "/browser/replays", replays_view, AUTH_NONE}, LIVEVIEW_ROUTES
-
-/* 1 while session_id has a recording running (PATCH viewport is refused
- * without force then). Thread-safe. */
-int replays_recording_active(const char *session_id);
-
-/* A forced resize of session_id: replays_resize_begin finishes its running
- * recording (if any; waits for the file) and remembers its options in *seg;
- * replays_resize_end starts a new recording (a separate replay) with those
- * options at width x height. Failures of the new segment are logged, not
- * reported: the resize itself succeeded. */
-struct replays_segment {
-    int active;
-    int framerate;
-    int seconds_left;
-    int retention_days;
-    char org_id[64];
-};
-void replays_resize_begin(const char *session_id, struct replays_segment *seg);
-void replays_resize_end(struct app *app, const char *session_id, const struct replays_segment *seg,
-                        int width, int height);
 
 #endif

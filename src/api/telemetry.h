@@ -6,7 +6,7 @@
 #ifndef BD_API_TELEMETRY_H
 #define BD_API_TELEMETRY_H
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "http/http.h"
 
 /* GET /browsers/{id}/telemetry/events: a page of the session's events

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/session_ext.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/limits.h"

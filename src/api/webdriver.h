@@ -13,7 +13,7 @@
 #include "api/api.h"
 
 /* Registers the module's session_ext (started: remember the session;
- * ending: stop its driver). Call once in main.c before browsers_recover. */
+ * ending: stop its driver). Call once in main.c before sess_recover. */
 void webdriver_init(struct app *app);
 
 /* After sessmgr_stop and before relay_stop: waits for connections still in

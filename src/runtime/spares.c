@@ -126,7 +126,7 @@ static void *fill(void *arg)
         int rc = s->l.launch(s->l.ctx, k, &item);
         pthread_mutex_lock(&s->mu);
         if ((rc != 0 || !item) && s->stopping)
-            break; /* cancelled by the stop (browsers_spares_stop) */
+            break; /* cancelled by the stop (sess_spares_stop) */
         if (rc != 0 || !item) {
             s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_MIN_MS;
             if (s->backoff_ms > BACKOFF_MAX_MS)

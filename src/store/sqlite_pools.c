@@ -28,12 +28,6 @@ static void pool_row(sqlite3_stmt *st, struct pool_rec *p)
     p->config = xstrdup(c ? (const char *)c : "{}");
 }
 
-void pool_rec_clear(struct pool_rec *p)
-{
-    xfree(p->config);
-    p->config = NULL;
-}
-
 int sq_pool_insert(struct store *st_, const struct pool_rec *p)
 {
     CONN(s, c);

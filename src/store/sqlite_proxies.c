@@ -30,14 +30,6 @@ static void proxy_row(sqlite3_stmt *st, struct proxy_rec *r)
     r->data = xstrdup(d ? (const char *)d : "{}");
 }
 
-void proxy_rec_clear(struct proxy_rec *p)
-{
-    if (!p)
-        return;
-    xfree(p->data);
-    p->data = NULL;
-}
-
 int sq_proxy_insert(struct store *st_, const struct proxy_rec *r)
 {
     CONN(s, c);

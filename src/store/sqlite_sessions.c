@@ -54,12 +54,6 @@ static void session_row(sqlite3_stmt *st, struct session_rec *r)
     r->data = xstrdup(d ? (const char *)d : "{}");
 }
 
-void session_rec_clear(struct session_rec *s)
-{
-    xfree(s->data);
-    s->data = NULL;
-}
-
 static int session_insert_on(struct conn *c, const void *arg)
 {
     const struct session_rec *r = arg;

@@ -18,18 +18,6 @@ const char sq_schema_telemetry[] =
     " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"
     "CREATE UNIQUE INDEX otlp_destinations_name ON otlp_destinations (org_id, name);";
 
-void telem_event_rec_clear(struct telem_event_rec *r)
-{
-    xfree(r->text);
-    r->text = NULL;
-}
-
-void otlp_dest_rec_clear(struct otlp_dest_rec *d)
-{
-    xfree(d->headers);
-    d->headers = NULL;
-}
-
 /* ---- events ---- */
 
 int sq_telem_events_insert(struct store *st_, const char *session_id,

@@ -81,12 +81,6 @@ static void org_row(sqlite3_stmt *st, struct org_rec *o)
     org_row_at(st, 0, o);
 }
 
-void org_rec_clear(struct org_rec *o)
-{
-    xfree(o->overrides);
-    o->overrides = NULL;
-}
-
 int sq_org_count(struct store *st_, int64_t *n)
 {
     CONN(s, c);

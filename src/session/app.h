@@ -1,0 +1,51 @@
+/*
+ * session/app: the server's shared state (struct app), made once by main.c
+ * before serving and passed to every handler (rq->app), to the session layer
+ * and to the modules' hooks. Its engines are created and stopped by main.c in
+ * order; nothing here owns a thread. Fields are written before the HTTP
+ * daemon starts and read-only afterwards, except where a field says how it
+ * is guarded (relay_gate).
+ */
+#ifndef BD_SESSION_APP_H
+#define BD_SESSION_APP_H
+
+#include <pthread.h>
+
+#include "core/limits.h"
+
+/* Server-wide settings, read by the handlers and the session layer. */
+struct app_config {
+    char listen_host[64];
+    int listen_port;
+    char data_dir[1024];
+    char public_url[512];
+    char admin_token[LIM_TOKEN_BYTES];
+    char chromium[1024];
+    char region[32];
+    char allow_loopback[1024];
+    char allow_private[1024];   /* --allow-private CIDR[,CIDR...] */
+    char managed_proxies[1024]; /* --managed-proxies FILE ("" = none) */
+    char default_proxy[512];    /* --default-proxy [USER:PASS@]HOST:PORT ("" = none) */
+    char proxy_ca_file[1024];   /* --proxy-ca-file: PEM roots for https upstreams ("" = system) */
+    unsigned threads;
+    int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
+};
+
+struct relay;
+struct sessmgr;
+struct spares;
+struct node;
+
+struct app {
+    struct store *store;
+    struct app_config cfg;
+    struct relay *relay; /* CDP relay engine; use through api_relay_attach */
+    pthread_rwlock_t relay_gate;
+    int relay_closed;
+    struct sessmgr *sessions; /* live browsers */
+    struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
+    struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
+    unsigned char token_key[32];
+};
+
+#endif
