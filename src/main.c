@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/crlauncher.h"
+#include "runtime/procjobs.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
@@ -534,6 +535,7 @@ static int cmd_serve(int argc, char **argv)
     pools_init(&app);
     computer_api_init(&app);
     logs_api_init();
+    app.procjobs = procjobs_new();
     /* init: pools */
 
     /* Browsers of a previous run that did not stop cleanly are ended
@@ -607,7 +609,8 @@ static int cmd_serve(int argc, char **argv)
      * before it stops: no new connections, no pending BiDi openings, every
      * relayed WebSocket closed, then the daemon. */
     pools_drain();
-    process_api_drain(); /* parked exec/playwright requests are answered */
+    procjobs_drain(app.procjobs,
+                   PROCJOBS_DRAIN_MS); /* parked exec/playwright requests are answered */
     http_quiesce(srv);
     webdriver_fini();
     liveview_fini(); /* live view viewers' WebSockets */
@@ -629,6 +632,7 @@ static int cmd_serve(int argc, char **argv)
     proxies_fini();
     /* fini: proxies */
     /* fini: profiles */
+    procjobs_free(app.procjobs);
     store_close(app.store);
     log_info("stopped cleanly");
     return 0;

@@ -30,6 +30,7 @@ struct app_config {
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
 
+struct procjobs;
 struct relay;
 struct sessmgr;
 struct spares;
@@ -44,6 +45,9 @@ struct app {
     struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
     struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
     unsigned char token_key[32];
+
+    /* The engines of the handlers, made and stopped by main.c's table. */
+    struct procjobs *procjobs; /* parked exec/playwright requests (runtime/procjobs.h) */
 };
 
 /* Route flags: who may call an endpoint. */
