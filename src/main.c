@@ -18,6 +18,8 @@
 
 #include "runtime/crlauncher.h"
 #include "runtime/procjobs.h"
+#include "runtime/wdreg.h"
+#include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
@@ -530,6 +532,8 @@ static int cmd_serve(int argc, char **argv)
     }
     session_ext_register(&telemetry_session_ext);
     /* init: telemetry */
+    app.drivers = wdreg_new();
+    app.bidi_openings = bidiopen_new();
     webdriver_init(&app);
     /* init: webdriver */
     pools_init(&app);
@@ -612,8 +616,9 @@ static int cmd_serve(int argc, char **argv)
     procjobs_drain(app.procjobs,
                    PROCJOBS_DRAIN_MS); /* parked exec/playwright requests are answered */
     http_quiesce(srv);
-    webdriver_fini();
-    liveview_fini(); /* live view viewers' WebSockets */
+    bidiopen_stop(app.bidi_openings); /* BiDi connections in their opening exchange */
+    wdreg_stop_all(app.drivers);      /* every driver stops; the sessions' ending hooks find none */
+    liveview_fini();                  /* live view viewers' WebSockets */
     /* fini: webdriver */
     /* Browsers' handshakes with their own CDP relay, before the relay stops. */
     selfrelay_fini();
@@ -633,6 +638,8 @@ static int cmd_serve(int argc, char **argv)
     /* fini: proxies */
     /* fini: profiles */
     procjobs_free(app.procjobs);
+    bidiopen_free(app.bidi_openings);
+    wdreg_free(app.drivers);
     store_close(app.store);
     log_info("stopped cleanly");
     return 0;

@@ -30,7 +30,9 @@ struct app_config {
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
 
+struct bidiopen;
 struct procjobs;
+struct wdreg;
 struct relay;
 struct sessmgr;
 struct spares;
@@ -47,7 +49,9 @@ struct app {
     unsigned char token_key[32];
 
     /* The engines of the handlers, made and stopped by main.c's table. */
-    struct procjobs *procjobs; /* parked exec/playwright requests (runtime/procjobs.h) */
+    struct procjobs *procjobs;      /* parked exec/playwright requests (runtime/procjobs.h) */
+    struct wdreg *drivers;          /* the sessions' ChromeDrivers (runtime/wdreg.h) */
+    struct bidiopen *bidi_openings; /* BiDi connections' opening threads (proxy/bidiopen.h) */
 };
 
 /* Route flags: who may call an endpoint. */
