@@ -19,6 +19,7 @@
 #include "runtime/crlauncher.h"
 #include "runtime/procjobs.h"
 #include "runtime/wdreg.h"
+#include "runtime/waker.h"
 #include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
@@ -538,7 +539,9 @@ static int cmd_serve(int argc, char **argv)
     /* init: webdriver */
     pools_init(&app);
     computer_api_init(&app);
-    logs_api_init();
+    app.log_waker = waker_new(LOGS_POLL_MS);
+    if (waker_start(app.log_waker, &e) != 0)
+        err_init(&e); /* without its thread, following log streams get no new lines */
     app.procjobs = procjobs_new();
     /* init: pools */
 
@@ -625,7 +628,7 @@ static int cmd_serve(int argc, char **argv)
     forward_shutdown(); /* requests and WebSockets forwarded to other nodes */
     api_relay_shutdown(&app);
     http_stop(srv);
-    logs_api_fini(); /* after the streams it wakes are gone */
+    waker_stop(app.log_waker); /* after the streams it wakes are gone */
     pools_stop();
     /* fini: pools */
     browsers_spares_stop(&app); /* before the modules whose ending hooks they run */
@@ -640,6 +643,7 @@ static int cmd_serve(int argc, char **argv)
     procjobs_free(app.procjobs);
     bidiopen_free(app.bidi_openings);
     wdreg_free(app.drivers);
+    waker_free(app.log_waker);
     store_close(app.store);
     log_info("stopped cleanly");
     return 0;

@@ -32,6 +32,7 @@ struct app_config {
 
 struct bidiopen;
 struct procjobs;
+struct waker;
 struct wdreg;
 struct relay;
 struct sessmgr;
@@ -52,6 +53,7 @@ struct app {
     struct procjobs *procjobs;      /* parked exec/playwright requests (runtime/procjobs.h) */
     struct wdreg *drivers;          /* the sessions' ChromeDrivers (runtime/wdreg.h) */
     struct bidiopen *bidi_openings; /* BiDi connections' opening threads (proxy/bidiopen.h) */
+    struct waker *log_waker;        /* wakes following log streams (runtime/waker.h) */
 };
 
 /* Route flags: who may call an endpoint. */
