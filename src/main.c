@@ -20,6 +20,7 @@
 #include "runtime/procjobs.h"
 #include "runtime/wdreg.h"
 #include "runtime/waker.h"
+#include "runtime/viewers.h"
 #include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
@@ -538,6 +539,7 @@ static int make_handles(struct serve *sv)
     app->drivers = wdreg_new();
     app->bidi_openings = bidiopen_new();
     app->log_waker = waker_new(LOGS_POLL_MS);
+    app->viewers = viewers_new();
     return 0;
 }
 
@@ -548,6 +550,7 @@ static void free_handles(struct serve *sv)
     bidiopen_free(app->bidi_openings);
     wdreg_free(app->drivers);
     waker_free(app->log_waker);
+    viewers_free(app->viewers);
 }
 
 /* After the watcher (it must fork before any thread), before sessions. */
@@ -667,11 +670,16 @@ static void drain_self_relay(struct serve *sv)
     selfrelay_fini();
 }
 
+static int start_live_view(struct serve *sv)
+{
+    liveview_init(&sv->app);
+    return 0;
+}
+
 /* Live view viewers' WebSockets. */
 static void drain_live_view(struct serve *sv)
 {
-    (void)sv;
-    liveview_fini();
+    viewers_stop(sv->app.viewers);
 }
 
 static int start_webdriver(struct serve *sv)
@@ -861,7 +869,7 @@ static const struct engine engines[] = {
     {"relay", .start = start_relay, .drain = drain_relay},
     {"forwarding", .drain = drain_forwarding},
     {"self relay", .drain = drain_self_relay},
-    {"live view", .drain = drain_live_view},
+    {"live view", .init = start_live_view, .drain = drain_live_view},
     {"webdriver", .init = start_webdriver, .drain = drain_webdriver},
     {"sessions", .start = start_sessions, .stop = stop_sessions},
     {"cluster fence", .stop = halt_cluster_node},

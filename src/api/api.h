@@ -32,6 +32,7 @@ struct app_config {
 
 struct bidiopen;
 struct procjobs;
+struct viewers;
 struct waker;
 struct wdreg;
 struct relay;
@@ -54,6 +55,7 @@ struct app {
     struct wdreg *drivers;          /* the sessions' ChromeDrivers (runtime/wdreg.h) */
     struct bidiopen *bidi_openings; /* BiDi connections' opening threads (proxy/bidiopen.h) */
     struct waker *log_waker;        /* wakes following log streams (runtime/waker.h) */
+    struct viewers *viewers;        /* live view viewers (runtime/viewers.h) */
 };
 
 /* Route flags: who may call an endpoint. */
