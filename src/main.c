@@ -21,6 +21,8 @@
 #include "runtime/wdreg.h"
 #include "runtime/waker.h"
 #include "runtime/viewers.h"
+#include "runtime/zipstreams.h"
+#include "runtime/fswatch.h"
 #include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
@@ -540,6 +542,8 @@ static int make_handles(struct serve *sv)
     app->bidi_openings = bidiopen_new();
     app->log_waker = waker_new(LOGS_POLL_MS);
     app->viewers = viewers_new();
+    app->zips = zipstreams_new();
+    app->fs_watches = fswatches_new();
     return 0;
 }
 
@@ -551,6 +555,8 @@ static void free_handles(struct serve *sv)
     wdreg_free(app->drivers);
     waker_free(app->log_waker);
     viewers_free(app->viewers);
+    zipstreams_free(app->zips);
+    fswatches_free(app->fs_watches);
 }
 
 /* After the watcher (it must fork before any thread), before sessions. */
@@ -790,6 +796,13 @@ static int recover_sessions(struct serve *sv)
     return 0;
 }
 
+/* The watches' ticker, once no events stream is left (after the HTTP
+ * daemon) and before the sessions end. */
+static void stop_fs_watches(struct serve *sv)
+{
+    fswatches_stop(sv->app.fs_watches);
+}
+
 static int start_http(struct serve *sv)
 {
     struct app_config *c = &sv->app.cfg;
@@ -878,6 +891,7 @@ static const struct engine engines[] = {
     {"computer", .init = init_computer},
     {"log waker", .init = start_log_waker, .stop = stop_log_waker},
     {"recovery", .init = recover_sessions},
+    {"fs watches", .stop = stop_fs_watches},
     {"http", .start = start_http, .drain = quiesce_http, .stop = stop_http},
     {"parked requests", .drain = answer_parked},
     {"cluster", .start = check_cluster},

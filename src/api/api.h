@@ -31,10 +31,12 @@ struct app_config {
 };
 
 struct bidiopen;
+struct fswatches;
 struct procjobs;
 struct viewers;
 struct waker;
 struct wdreg;
+struct zipstreams;
 struct relay;
 struct sessmgr;
 struct spares;
@@ -56,6 +58,8 @@ struct app {
     struct bidiopen *bidi_openings; /* BiDi connections' opening threads (proxy/bidiopen.h) */
     struct waker *log_waker;        /* wakes following log streams (runtime/waker.h) */
     struct viewers *viewers;        /* live view viewers (runtime/viewers.h) */
+    struct zipstreams *zips;        /* download_dir_zip's streams (runtime/zipstreams.h) */
+    struct fswatches *fs_watches;   /* the fs API's watches (runtime/fswatch.h) */
 };
 
 /* Route flags: who may call an endpoint. */
