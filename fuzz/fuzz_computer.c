@@ -1,7 +1,9 @@
 /* libFuzzer target for domain/computer: arbitrary bytes as a JSON body into
  * comp_parse for every operation and into comp_parse_batch, and as a keysym
- * text into comp_combo_parse. Invariants: a parse either succeeds or fails
- * with a field error; accepted coordinates lie on the screen. */
+ * text into comp_combo_parse, and its first bytes as a typed character into
+ * comp_typed_key. Invariants: a parse either succeeds or fails with a field
+ * error; accepted coordinates lie on the screen; a typed key's strings end
+ * inside their fields. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct comp_combo c;
     if (comp_combo_parse(text, &c) == 0 && (c.n < 1 || c.n > 6))
         abort();
+    if (size >= 5) {
+        struct comp_key k;
+        int shift;
+        uint32_t cp = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16;
+        size_t len = data[3] % 8;
+        if (len <= n && comp_typed_key(text, len, cp, &k, &shift) == 1 &&
+            (memchr(k.key, 0, sizeof k.key) == NULL || memchr(k.text, 0, sizeof k.text) == NULL))
+            abort();
+    }
     json_t *b = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
     for (int op = COMP_CLICK; op <= COMP_SCREENSHOT; op++) {
         struct err e;

@@ -1464,12 +1464,14 @@ static void apply_navigate(const char *ws_url, const char *url)
 struct screen_resize {
     int w, h;
     struct err *e;
+    int headless; /* set: the browser has no display */
 };
 
 static int resize_screen(void *ctx, struct chromium *c)
 {
     struct screen_resize *r = ctx;
-    if (chromium_xvfb_pid(c) <= 0)
+    r->headless = chromium_xvfb_pid(c) <= 0;
+    if (r->headless)
         return 0;
     return chromium_resize_screen(c, r->w, r->h, r->e);
 }
@@ -1500,15 +1502,18 @@ int browsers_update(struct req *rq, struct resp *rs)
         rc = err_set(&rq->err, E_CONFLICT, "session_ended",
                      "browser session %s has ended; its browser is not running", s.id);
     if (rc == 0 && sessrules_plan_has(&plan, SESSACT_RESIZE)) {
-        struct screen_resize sr = {plan.next.viewport.width, plan.next.viewport.height, &rq->err};
+        struct screen_resize sr = {plan.next.viewport.width, plan.next.viewport.height, &rq->err,
+                                   0};
         /* force: an active recording ends here and goes on as a new
          * segment at the new size (api/replays). */
         struct replays_segment seg = {0};
         if (plan.restart_recording)
             replays_resize_begin(s.id, &seg);
         rc = live_with_browser(l, resize_screen, &sr);
+        /* Headless: the page's viewport, not the undrawn window, gets the size. */
         if (rc == 0)
-            rc = apply_resize(ws, &plan.next.viewport, &rq->err);
+            rc = sr.headless ? chromium_fit_headless(ws, sr.w, sr.h, CDP_CALL_TIMEOUT_MS, &rq->err)
+                             : apply_resize(ws, &plan.next.viewport, &rq->err);
         replays_resize_end(app, s.id, &seg, plan.next.viewport.width, plan.next.viewport.height);
         if (rc)
             rc = err_set(&rq->err, E_INTERNAL, "internal", "the window could not be resized: %s",

@@ -127,7 +127,7 @@ static int single(struct req *rq, struct resp *rs, enum comp_op op)
     json_decref(body);
     if (rc == 0) {
         if (op == COMP_CLIP_WRITE)
-            rc = computer_clipboard_write(t.rec.id, t.ws, a.text, &rq->err);
+            rc = computer_clipboard_set(&t.ct, a.text, &rq->err);
         else
             rc = computer_act(&t.ct, &a, 1, NULL, &rq->err);
     }
@@ -253,7 +253,7 @@ int computer_clip_read(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     char *text = NULL;
-    if ((rc = computer_clipboard_read(t.rec.id, t.ws, &text, &rq->err)) == 0)
+    if ((rc = computer_clipboard_get(&t.ct, &text, &rq->err)) == 0)
         resp_json(rs, 200, json_pack("{s:s}", "text", text));
     xfree(text);
     rc = target_close(rq, &t, rc);

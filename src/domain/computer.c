@@ -154,6 +154,36 @@ static int key_parse(const char *s, size_t n, struct comp_key *k)
     return -1;
 }
 
+int comp_typed_key(const char *t, size_t n, uint32_t cp, struct comp_key *k, int *shift)
+{
+    memset(k, 0, sizeof *k);
+    *shift = 0;
+    if (cp == '\n' || cp == '\t' || cp == ' ') {
+        if (cp == '\n')
+            set_key(k, "Enter", "Enter", 13, "\r", 0);
+        else if (cp == '\t')
+            set_key(k, "Tab", "Tab", 9, "", 0);
+        else
+            set_key(k, " ", "Space", 32, " ", 0);
+        return 1;
+    }
+    if (cp < 0x20 || cp == 0x7f || cp == 0xFFFD || n == 0 || n >= sizeof k->text)
+        return 0;
+    if (cp < 0x7f) {
+        char c = (char)cp;
+        if (key_parse(&c, 1, k) != 0)
+            return 0;
+        *shift = c >= 'A' && c <= 'Z';
+        for (size_t i = 0; i < sizeof punct / sizeof *punct; i++)
+            if (punct[i].ch == c)
+                *shift = punct[i].shifted;
+        return 1;
+    }
+    snprintf(k->key, sizeof k->key, "%.*s", (int)n, t);
+    snprintf(k->text, sizeof k->text, "%.*s", (int)n, t);
+    return 1;
+}
+
 int comp_combo_parse(const char *s, struct comp_combo *out)
 {
     memset(out, 0, sizeof *out);

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/err.h"
 
@@ -99,6 +100,14 @@ void comp_batch_free(struct comp_action *a, size_t n);
 /* One key combination from an X keysym text ("Return", "ctrl+a",
  * "Ctrl+Shift+Tab", "a", "F5", "minus"). 0, or -1 for an unknown name. */
 int comp_combo_parse(const char *s, struct comp_combo *out) WUR;
+
+/* The key that types character cp (its n UTF-8 bytes at t) on a US
+ * keyboard, and in *shift whether Shift is down for it: letters, digits and
+ * signs their own key ('A' is KeyA with Shift, '!' Digit1 with Shift), a
+ * space Space, '\n' Enter, '\t' Tab; a character no key has ('é', CJK) a
+ * key event carrying the character alone, as an input method gives. 1, or
+ * 0 for a character no key types (other control characters). */
+int comp_typed_key(const char *t, size_t n, uint32_t cp, struct comp_key *k, int *shift);
 
 /* The operation id reported in telemetry (KI's: clickMouse, ...). */
 const char *comp_operation_id(enum comp_op op);

@@ -29,6 +29,8 @@
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "core/jsonx.h"
+#include "proxy/cdp_client.h"
 #include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -52,6 +54,7 @@ extern char **environ;
 #define CR_LOG_MAX          LIM_SESSION_LOG_BYTES
 #define CR_XVFB_TIMEOUT_MS  10000
 #define CR_PROBE_TIMEOUT_MS 10000
+#define CR_FIT_MS           3000 /* longest time given to size a headless window */
 
 /* Flags that keep Chromium quiet and predictable on a closed network: no
  * component/variations/safe-browsing/translate/metrics traffic, no first-run
@@ -84,7 +87,7 @@ static const char *const cr_fixed_flags[] = {
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
     "PrivacySandboxSettings4,SafeBrowsingEnhancedProtection,NetworkTimeServiceQuerying,"
-    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies",
+    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies,PaintHolding",
 };
 
 struct chromium {
@@ -106,6 +109,8 @@ struct chromium {
     struct xvfb xvfb;
     unsigned long long xvfb_start_ticks;
 
+    char *frame_key;    /* headless: names the browser frame this launch's window has */
+    int frame_known;    /* headless: the window was launched grown by the cached frame */
     char *cgroup_dir;   /* NULL when memory is not enforced (unsandboxed path) */
     struct sandbox *sb; /* NULL when unsandboxed; a reference */
 
@@ -745,6 +750,57 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
     return err_has_fields(e) ? E_INVALID : 0;
 }
 
+/* ---- the headless browser frame ---- */
+
+/* What a headless window keeps around its page (the undrawn tab strip and
+ * toolbar), learnt by the first launch of a kind of browser (its binary,
+ * kiosk or not, Chromium's sandbox on or off: what changes its frame) and
+ * used by the next ones to launch a window that size larger, so that their
+ * pages are the asked size without a measurement (which waits for the first
+ * renderer: about 100 ms of a create). */
+#define FRAME_KINDS 8
+
+static pthread_mutex_t frame_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *key;
+    int w, h;
+} frames[FRAME_KINDS];
+static int nframes;
+
+static int frame_get(const char *key, int *w, int *h)
+{
+    int found = 0;
+    pthread_mutex_lock(&frame_lock);
+    for (int i = 0; i < nframes && !found; i++)
+        if (strcmp(frames[i].key, key) == 0) {
+            *w = frames[i].w;
+            *h = frames[i].h;
+            found = 1;
+        }
+    pthread_mutex_unlock(&frame_lock);
+    return found;
+}
+
+/* Records a measured frame (the first of each kind is kept; a full table
+ * keeps measuring). */
+static void frame_put(const char *key, int w, int h)
+{
+    pthread_mutex_lock(&frame_lock);
+    int known = 0;
+    for (int i = 0; i < nframes; i++)
+        known |= strcmp(frames[i].key, key) == 0;
+    if (!known && nframes < FRAME_KINDS) {
+        frames[nframes].key = xstrdup(key);
+        frames[nframes].w = w;
+        frames[nframes].h = h;
+        nframes++;
+    }
+    pthread_mutex_unlock(&frame_lock);
+}
+
+static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
+                        int *frame_h, struct err *e);
+
 /* With a sandbox: bwrap's command line first, then Chromium's without
  * --no-sandbox (Chromium's own sandbox runs as the session's user). */
 static void build_argv(const struct chromium_opts *o, struct chromium *c,
@@ -772,7 +828,12 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             strvec_push(av, xstrdup(cr_fixed_flags[i]));
     strvec_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
-    strvec_push(av, xasprintf("--window-size=%d,%d", o->width, o->height));
+    int fw = 0, fh = 0;
+    if (o->headless) {
+        c->frame_key = xasprintf("%s|kiosk=%d|nosandbox=%d", bin, o->kiosk, no_sandbox);
+        c->frame_known = frame_get(c->frame_key, &fw, &fh);
+    }
+    strvec_push(av, xasprintf("--window-size=%d,%d", o->width + fw, o->height + fh));
     if (o->headless) {
         strvec_push(av, xstrdup("--headless=new"));
     } else {
@@ -1084,6 +1145,20 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     }
     c->drain_running = 1;
 
+    /* Headless: the page's viewport is the size asked for (docs/runtime.md).
+     * Best effort: a first page that does not answer (a start_url that
+     * opens a dialog at once) leaves the window as launched. */
+    if (o->headless && !c->frame_known) {
+        struct err fe;
+        err_init(&fe);
+        int fw, fh;
+        if (fit_headless(c->ws_url, o->width, o->height, CR_FIT_MS, &fw, &fh, &fe) != 0)
+            log_warn("chromium %d: the headless page could not be sized to %dx%d: %s", (int)pid,
+                     o->width, o->height, fe.message);
+        else
+            frame_put(c->frame_key, fw, fh);
+    }
+
     if (cg_fd >= 0)
         close(cg_fd);
     close(null_fd);
@@ -1108,6 +1183,158 @@ fail:
     chromium_stop(c, 0, 0);
     chromium_free(c);
     return rc;
+}
+
+/* ---- headless geometry ---- */
+
+/* Sleeps ms milliseconds (a short retry pause of the fitting below). */
+static void fit_pause(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The first page target's id into out; E_NOTFOUND while there is none. */
+static int fit_first_page(struct cdp_client *cc, int timeout_ms, char *out, size_t cap,
+                          struct err *e)
+{
+    json_t *res = NULL;
+    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, timeout_ms, &res, e);
+    if (rc)
+        return rc;
+    rc = E_NOTFOUND;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
+    {
+        const char *type = jsonx_str(t, "type"), *id = jsonx_str(t, "targetId");
+        if (type && id && strcmp(type, "page") == 0) {
+            snprintf(out, cap, "%s", id);
+            rc = 0;
+            break;
+        }
+    }
+    json_decref(res);
+    return rc;
+}
+
+/* What is left of a deadline, at least 1 ms. */
+static int fit_left(int64_t deadline)
+{
+    int64_t left = deadline - clock_mono_ms();
+    return left < 1 ? 1 : (int)left;
+}
+
+/* One call with params stolen; *res (may be NULL) owned. */
+static int fit_call(struct cdp_client *cc, const char *sid, const char *method, json_t *params,
+                    int timeout_ms, json_t **res, struct err *e)
+{
+    json_t *r = NULL;
+    int rc = cdp_client_call(cc, sid, method, params, 1, timeout_ms, &r, e);
+    json_decref(params);
+    if (res)
+        *res = r;
+    else
+        json_decref(r);
+    return rc;
+}
+
+/* The page's innerWidth x innerHeight. */
+static int fit_viewport(struct cdp_client *cc, const char *sid, int timeout_ms, int *iw, int *ih,
+                        struct err *e)
+{
+    json_t *m = NULL;
+    int rc = fit_call(
+        cc, sid, "Runtime.evaluate",
+        json_pack("{s:s,s:b}", "expression", "[innerWidth, innerHeight]", "returnByValue", 1),
+        timeout_ms, &m, e);
+    json_t *v = json_object_get(json_object_get(m, "result"), "value");
+    *iw = (int)json_integer_value(json_array_get(v, 0));
+    *ih = (int)json_integer_value(json_array_get(v, 1));
+    json_decref(m);
+    return rc;
+}
+
+/* chromium_fit_headless, and the frame it found (*frame_w x *frame_h). */
+static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
+                        int *frame_h, struct err *e)
+{
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    struct cdp_client *cc = NULL;
+    int rc = cdp_client_open(ws_url, timeout_ms, &cc, e);
+    if (rc)
+        return rc;
+    /* The first page appears a moment after DevTools listens. */
+    char target[128];
+    while ((rc = fit_first_page(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
+           clock_mono_ms() < deadline)
+        fit_pause(20);
+    if (rc == E_NOTFOUND)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "the browser opened no page to size");
+    json_t *win = NULL, *att = NULL;
+    if (rc == 0)
+        rc = fit_call(cc, NULL, "Browser.getWindowForTarget",
+                      json_pack("{s:s}", "targetId", target), fit_left(deadline), &win, e);
+    if (rc == 0)
+        rc = fit_call(cc, NULL, "Target.attachToTarget",
+                      json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), fit_left(deadline),
+                      &att, e);
+    const char *sid = jsonx_str(att, "sessionId");
+    if (rc == 0 && !sid)
+        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
+    /* The frame the browser keeps around the page (window bounds less the
+     * page's viewport, read while both are settled), then the window that
+     * many pixels larger than the asked size, waited for until the page
+     * has taken it (a resize reaches the renderer a moment later). */
+    int iw = 0, ih = 0, fw = 0, fh = 0, set = 0;
+    while (rc == 0) {
+        if ((rc = fit_viewport(cc, sid, fit_left(deadline), &iw, &ih, e)) != 0)
+            break;
+        if (iw == width && ih == height)
+            break;
+        if (clock_mono_ms() >= deadline) {
+            rc = err_set(e, E_UNAVAIL, "unavailable", "the page's viewport stayed %dx%d, not %dx%d",
+                         iw, ih, width, height);
+            break;
+        }
+        if (set || iw <= 0 || ih <= 0) {
+            fit_pause(20);
+            continue;
+        }
+        json_t *b = json_object_get(win, "bounds");
+        fw = (int)json_integer_value(json_object_get(b, "width")) - iw;
+        fh = (int)json_integer_value(json_object_get(b, "height")) - ih;
+        if (fw < 0 || fh < 0 || fw > width || fh > height) {
+            rc = err_set(e, E_INTERNAL, "internal", "the browser's frame %dx%d is not plausible",
+                         fw, fh);
+            break;
+        }
+        rc = fit_call(cc, NULL, "Browser.setWindowBounds",
+                      json_pack("{s:O,s:{s:i,s:i,s:s}}", "windowId",
+                                json_object_get(win, "windowId"), "bounds", "width", width + fw,
+                                "height", height + fh, "windowState", "normal"),
+                      fit_left(deadline), NULL, e);
+        set = 1;
+    }
+    if (sid) {
+        struct err ignore;
+        err_init(&ignore);
+        (void)!fit_call(cc, NULL, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", sid),
+                        fit_left(deadline), NULL, &ignore);
+    }
+    json_decref(att);
+    json_decref(win);
+    cdp_client_close(cc);
+    *frame_w = fw;
+    *frame_h = fh;
+    return rc;
+}
+
+int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms, struct err *e)
+{
+    int fw, fh;
+    return fit_headless(ws_url, width, height, timeout_ms, &fw, &fh, e);
 }
 
 /* ---- accessors ---- */
@@ -1246,6 +1473,7 @@ void chromium_free(struct chromium *c)
         close(c->exit_fd);
     sandbox_unref(c->sb);
     xfree(c->ws_url);
+    xfree(c->frame_key);
     xfree(c->user_data_dir);
     xfree(c->log_path);
     xfree(c->xvfb_log_path);

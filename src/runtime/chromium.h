@@ -68,6 +68,17 @@ struct sandbox;
 int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromium **out,
                     struct err *e) WUR;
 
+/* Headless only: sizes the browser's window so that its first page's
+ * viewport (innerWidth x innerHeight) is width x height. New headless
+ * Chromium lays pages out below the frame of a browser window it does not
+ * draw (tab strip and toolbar, 87 to 143 px): a window of the asked size
+ * would give a shorter page than its screenshots and the session's
+ * coordinates. Called by chromium_launch for headless browsers and after a
+ * headless resize. E_UNAVAIL / E_INTERNAL when DevTools cannot do it within
+ * timeout_ms. */
+int chromium_fit_headless(const char *ws_url, int width, int height, int timeout_ms,
+                          struct err *e) WUR;
+
 /* "ws://127.0.0.1:PORT/devtools/browser/UUID"; owned by c. */
 const char *chromium_ws_url(const struct chromium *c);
 /* The DevTools port on 127.0.0.1. */

@@ -15,11 +15,13 @@
 #include "runtime/xinput.h"
 #include "telemetry/telemetry.h"
 
-#define CDP_MS        10000
-#define WHEEL_TICK_PX 100  /* one wheel click, in CSS pixels */
-#define MOVE_STEP_MS  10   /* time between two points of a smooth move */
-#define NAP_SLICE_MS  20   /* a pause checks for cancellation this often */
-#define X_REPLY_MS    5000 /* longest wait for the X server's answer */
+#define CDP_MS         10000
+#define WHEEL_TICK_PX  100  /* one wheel click, in CSS pixels */
+#define MOVE_STEP_MS   10   /* time between two points of a smooth move */
+#define NAP_SLICE_MS   20   /* a pause checks for cancellation this often */
+#define X_REPLY_MS     5000 /* longest wait for the X server's answer */
+#define READY_MS       1000 /* longest wait for a new page's first frames */
+#define TYPE_SYNC_KEYS 32   /* headless typing awaits the browser every this many keys */
 
 /* The browser's first page, attached over one DevTools connection. */
 struct cpage {
@@ -36,6 +38,8 @@ struct cstate {
     int hidden;           /* setCursorVisibility */
     struct cpage page;    /* kept between calls (page.cc NULL: none yet) */
     struct xin *xin;      /* headful: the display's connection, kept between calls */
+    double ready_doc;     /* headful: performance.timeOrigin of the page last seen drawn */
+    char *clip;           /* headless: the text the session last wrote to the clipboard */
     int x_netns, x_display;
     long x_id;
     const struct computer_target *t; /* the running call's (cancel hook) */
@@ -70,6 +74,7 @@ static void state_free(struct cstate *s)
 {
     cdp_client_close(s->page.cc);
     xin_close(s->xin);
+    xfree(s->clip);
     pthread_mutex_destroy(&s->lock);
     xfree(s);
 }
@@ -101,6 +106,17 @@ void computer_forget(const char *id)
     pthread_mutex_unlock(&reg_mu);
     if (s)
         state_free(s);
+}
+
+/* Prefixes e's message with what failed, keeping its class and code
+ * (copied first: e's own strings cannot be both an argument of the format
+ * and its destination). */
+static int failed_to(struct err *e, int rc, const char *what)
+{
+    char code[ERR_CODE_MAX], msg[ERR_MSG_MAX];
+    snprintf(code, sizeof code, "%s", e->code[0] ? e->code : "internal");
+    snprintf(msg, sizeof msg, "%s", e->message);
+    return err_set(e, rc, code, "failed to %s: %s", what, msg);
 }
 
 static void sleep_ms(int ms)
@@ -267,8 +283,10 @@ static int mouse(struct cpage *p, const char *type, int x, int y, int button, in
     return call(p, "Input.dispatchMouseEvent", m, NULL, e);
 }
 
-static int key_event(struct cpage *p, const struct comp_key *k, int down, int modifiers,
-                     struct err *e)
+/* One key event; when wait is 0 its answer is not awaited (the page's
+ * next awaited command answers after it: DevTools runs them in order). */
+static int key_event_at(struct cpage *p, const struct comp_key *k, int down, int modifiers,
+                        int wait, struct err *e)
 {
     /* Text only when no Ctrl/Alt/Meta is held (those make a shortcut). */
     int plain = (modifiers & 7) == 0 && k->text[0];
@@ -284,7 +302,19 @@ static int key_event(struct cpage *p, const struct comp_key *k, int down, int mo
         json_object_set_new(m, "text", json_string(text));
         json_object_set_new(m, "unmodifiedText", json_string(k->text));
     }
-    return call(p, "Input.dispatchKeyEvent", m, NULL, e);
+    if (wait)
+        return call(p, "Input.dispatchKeyEvent", m, NULL, e);
+    json_t *r = NULL;
+    int rc = cdp_client_call(p->cc, p->sid, "Input.dispatchKeyEvent", m, 0, CDP_MS, &r, e);
+    json_decref(m);
+    json_decref(r);
+    return rc;
+}
+
+static int key_event(struct cpage *p, const struct comp_key *k, int down, int modifiers,
+                     struct err *e)
+{
+    return key_event_at(p, k, down, modifiers, 1, e);
 }
 
 /* Presses (down=1) or releases a held set, updating *mods. */
@@ -408,29 +438,34 @@ static int do_drag(struct cpage *p, struct cstate *s, const struct comp_action *
     return rc ? rc : r2 ? r2 : r3;
 }
 
+static size_t utf8_next(const char *t, uint32_t *cp);
+
+/* Types as a keyboard does: per character a keydown (with its text, so the
+ * page sees keydown, keypress, input, keyup) and a keyup. Without a delay the
+ * events go out back to back, the browser's answer awaited every
+ * TYPE_SYNC_KEYS characters and after the last. */
 static int do_type(struct cpage *p, struct cstate *s, const struct comp_action *a, struct err *e)
 {
-    static const struct comp_combo enter = {{{"Enter", "Enter", 13, "\r", 0}}, 1};
-    const char *t = a->text;
-    int rc = 0;
-    while (rc == 0 && *t) {
-        if (*t == '\n') {
-            rc = tap(p, s, &enter, 0, 0, e);
-            t++;
-            if (rc == 0)
-                rc = nap(s, a->delay_ms, e);
-            continue;
-        }
-        /* A run up to the next newline (one character at a time with a delay). */
-        size_t n = strcspn(t, "\n");
-        if (a->delay_ms > 0) {
-            n = 1;
-            while (((unsigned char)t[n] & 0xC0) == 0x80)
-                n++;
-        }
-        rc = call(p, "Input.insertText", json_pack("{s:s%}", "text", t, n), NULL, e);
+    const char *t = a->text, *last = NULL;
+    int rc = 0, unsynced = 0, shift;
+    uint32_t cp;
+    size_t n;
+    struct comp_key k;
+    /* The last character that is a key: its keyup is awaited. */
+    for (const char *q = t; (n = utf8_next(q, &cp)) > 0; q += n)
+        if (comp_typed_key(q, n, cp, &k, &shift))
+            last = q;
+    while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
+        int has = comp_typed_key(t, n, cp, &k, &shift);
+        int wait = a->delay_ms > 0 || t == last || ++unsynced % TYPE_SYNC_KEYS == 0;
         t += n;
+        if (!has)
+            continue;
+        int mods = shift ? 8 : 0;
+        rc = key_event_at(p, &k, 1, mods, 0, e);
         if (rc == 0)
+            rc = key_event_at(p, &k, 0, mods, wait, e);
+        if (rc == 0 && wait)
             rc = nap(s, a->delay_ms, e);
     }
     return rc;
@@ -783,6 +818,41 @@ static int x_one(struct xcall *c, const struct comp_action *a, struct err *e)
                    comp_operation_id(a->op));
 }
 
+/* Chrome drops a new document's input, all but pointer moves, until the
+ * document has drawn its first frames (Blink suppresses input while it
+ * defers commits): a click sent by the display a moment after a page loaded
+ * reaches the page as a move alone, a drag as a bare mouseup. Before input
+ * on the display, waits (s->lock held) until the first page's document has
+ * run two animation frames, once per document (performance.timeOrigin names
+ * it). Best effort: a page that does not answer within READY_MS (a dialog is
+ * open, a script is busy, the tab is hidden) is acted on anyway, and the
+ * DevTools connection is reopened next time. */
+static void x_page_ready(struct cstate *s, const char *ws_url)
+{
+    struct err ignore;
+    err_init(&ignore);
+    if (!s->page.cc && page_open(ws_url, &s->page, &ignore) != 0)
+        return;
+    char expr[512];
+    snprintf(expr, sizeof expr,
+             "(() => { const t = performance.timeOrigin; if (t === %.17g) return t;"
+             " return new Promise((r) => { const done = () => r(t);"
+             " requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, %d); });"
+             " })()",
+             s->ready_doc, READY_MS / 2);
+    json_t *res = NULL, *params = json_pack("{s:s,s:b,s:b}", "expression", expr, "awaitPromise", 1,
+                                            "returnByValue", 1);
+    int rc = cdp_client_call(s->page.cc, s->page.sid, "Runtime.evaluate", params, 1, READY_MS, &res,
+                             &ignore);
+    json_decref(params);
+    json_t *v = json_object_get(json_object_get(res, "result"), "value");
+    if (rc == 0 && json_is_number(v))
+        s->ready_doc = json_number_value(v);
+    json_decref(res);
+    if (rc != 0)
+        page_close(&s->page);
+}
+
 /* The session's display connection (s->lock held): the one kept from the
  * last call while it works and names the same display, a new one otherwise
  * (the browser was relaunched with a new Xvfb, or the server went away). */
@@ -836,6 +906,10 @@ int computer_act(const struct computer_target *t, const struct comp_action *acts
         }
         if ((rc = cancelled(s, e)) != 0)
             break;
+        enum comp_op op = acts[i].op;
+        if (headful && (op == COMP_CLICK || op == COMP_DRAG || op == COMP_PRESS ||
+                        op == COMP_SCROLL || op == COMP_TYPE))
+            x_page_ready(s, t->ws_url);
         rc = headful ? x_one(&xc, &acts[i], e) : do_one(&s->page, s, &acts[i], e);
         /* The server has taken every event before the call answers. */
         if (rc == 0 && headful)
@@ -871,7 +945,7 @@ int computer_pointer(const struct computer_target *t, int *x, int *y, struct err
     }
     if (t->display >= 0 && (rc = x_acquire(s, t, e)) == 0 &&
         (rc = xin_pointer(s->xin, &s->x, &s->y, e)) != 0)
-        rc = err_set(e, rc, "internal", "failed to get mouse position: %s", e->message);
+        rc = failed_to(e, rc, "get mouse position");
     *x = s->x;
     *y = s->y;
     pthread_mutex_unlock(&s->lock);
@@ -956,18 +1030,14 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
     return rc;
 }
 
-/* Runs a clipboard expression on the page with the clipboard permissions and
- * a focused document (the async Clipboard API needs both). */
-static int clipboard_eval(const char *id, const char *ws_url, const char *expr, json_t **value,
-                          struct err *e)
+/* Runs a clipboard expression on the first page (s->lock held) with the
+ * clipboard permissions, a focused document and a user gesture (the copy
+ * command and the async Clipboard API need them); *value (may be NULL) gets
+ * its value. */
+static int clip_eval(struct cstate *s, const char *ws_url, const char *expr, json_t **value,
+                     struct err *e)
 {
-    struct cstate *s = state_get(id);
-    int rc = state_lock(s, NULL, e);
-    if (rc) {
-        state_put(s);
-        return rc;
-    }
-    rc = page_acquire(s, ws_url, e);
+    int rc = page_acquire(s, ws_url, e);
     struct cpage *p = &s->page;
     json_t *res = NULL;
     /* Browser-wide, for every origin of this session's own browser. */
@@ -992,8 +1062,6 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
     }
     if (rc && p->cc)
         page_close(p); /* a fresh connection next time */
-    pthread_mutex_unlock(&s->lock);
-    state_put(s);
     json_t *exc = json_object_get(res, "exceptionDetails");
     if (rc == 0 && exc) {
         const char *why = jsonx_str(json_object_get(exc, "exception"), "description");
@@ -1008,34 +1076,116 @@ static int clipboard_eval(const char *id, const char *ws_url, const char *expr, 
     return rc;
 }
 
-int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
+/* The session's clipboard (s->lock held). Headful: the display's CLIPBOARD
+ * selection, whoever owns it. Headless: the browser's own clipboard through
+ * the page when the page may read it (a secure context), else what the
+ * session last wrote (docs/computer.md). */
+static int clip_read(struct cstate *s, const struct computer_target *t, char **text, struct err *e)
 {
-    *text = NULL;
-    json_t *v = NULL;
-    int rc = clipboard_eval(id, ws_url, "navigator.clipboard.readText()", &v, e);
-    if (rc == E_LIMIT)
-        return rc; /* the session is busy: 429 as it is */
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+    if (t->display >= 0) {
+        if ((rc = x_acquire(s, t, e)) == 0)
+            rc = xin_clipboard_read(s->xin, COMP_CLIP_MAX_BYTES, &buf, &len, e);
+    } else {
+        json_t *v = NULL;
+        rc = clip_eval(s, t->ws_url,
+                       "isSecureContext && navigator.clipboard ? navigator.clipboard.readText() "
+                       ": null",
+                       &v, e);
+        const char *got = json_string_value(v) ? json_string_value(v) : s->clip;
+        if (rc == 0) {
+            buf = xstrdup(got ? got : "");
+            len = strlen(buf);
+        }
+        json_decref(v);
+    }
     if (rc)
-        return err_set(e, rc, "internal", "failed to read clipboard: %s", e->message);
-    *text = xstrdup(json_string_value(v) ? json_string_value(v) : "");
-    json_decref(v);
+        return rc;
+    json_t *valid = json_stringn(buf, len);
+    if (!valid) {
+        xfree(buf);
+        return err_set(e, E_INTERNAL, "internal", "the clipboard's text is not UTF-8");
+    }
+    json_decref(valid);
+    *text = buf;
     return 0;
 }
 
-int computer_clipboard_write(const char *id, const char *ws_url, const char *text, struct err *e)
+/* Writes text as the page's copy command would (s->lock held): a copy
+ * event on the first page whose data the server sets, so the browser itself
+ * holds the text, on any page (about:blank and plain http:// pages have no
+ * async Clipboard API). Headful, the browser then owns the display's
+ * CLIPBOARD selection; headless, its own clipboard, and the server keeps the
+ * text for reads on pages that cannot read the clipboard. */
+static int clip_write(struct cstate *s, const struct computer_target *t, const char *text,
+                      struct err *e)
 {
     json_t *js = json_string(text);
     char *lit = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
     json_decref(js);
     if (!lit)
         return err_set(e, E_INVALID, "bad_request", "text: must be valid UTF-8");
-    char *expr = xasprintf("navigator.clipboard.writeText(%s)", lit);
+    char *expr = xasprintf(
+        "(() => { let put = false; const copy = (e) => { e.clipboardData.setData('text/plain', "
+        "%s); e.preventDefault(); e.stopImmediatePropagation(); put = true; };"
+        " addEventListener('copy', copy, true);"
+        " try { document.execCommand('copy'); } finally { removeEventListener('copy', copy, true); "
+        "}"
+        " return put; })()",
+        lit);
     xfree(lit);
-    int rc = clipboard_eval(id, ws_url, expr, NULL, e);
+    json_t *v = NULL;
+    int rc = clip_eval(s, t->ws_url, expr, &v, e);
     xfree(expr);
-    if (rc == E_LIMIT)
+    if (rc == 0 && !json_is_true(v))
+        rc = err_set(e, E_INTERNAL, "internal", "the page did not let the copy happen");
+    json_decref(v);
+    if (rc == 0 && t->display < 0) {
+        xfree(s->clip);
+        s->clip = xstrdup(text);
+    }
+    return rc;
+}
+
+int computer_clipboard_get(const struct computer_target *t, char **text, struct err *e)
+{
+    *text = NULL;
+    struct cstate *s = state_get(t->session_id);
+    int rc = state_lock(s, t, e);
+    if (rc) {
+        state_put(s);
         return rc; /* the session is busy: 429 as it is */
-    if (rc)
-        return err_set(e, rc, "internal", "failed to write to clipboard: %s", e->message);
-    return 0;
+    }
+    rc = clip_read(s, t, text, e);
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    return rc ? failed_to(e, rc, "read clipboard") : 0;
+}
+
+int computer_clipboard_set(const struct computer_target *t, const char *text, struct err *e)
+{
+    struct cstate *s = state_get(t->session_id);
+    int rc = state_lock(s, t, e);
+    if (rc) {
+        state_put(s);
+        return rc; /* the session is busy: 429 as it is */
+    }
+    rc = clip_write(s, t, text, e);
+    pthread_mutex_unlock(&s->lock);
+    state_put(s);
+    return rc ? failed_to(e, rc, "write to clipboard") : 0;
+}
+
+int computer_clipboard_read(const char *id, const char *ws_url, char **text, struct err *e)
+{
+    struct computer_target t = {.session_id = id, .ws_url = ws_url, .display = -1};
+    return computer_clipboard_get(&t, text, e);
+}
+
+int computer_clipboard_write(const char *id, const char *ws_url, const char *text, struct err *e)
+{
+    struct computer_target t = {.session_id = id, .ws_url = ws_url, .display = -1};
+    return computer_clipboard_set(&t, text, e);
 }

@@ -8,8 +8,9 @@
  * closed with the session. Headless sessions have no display: input,
  * screenshots (the page laid out at the screen size), the pointer (where
  * the actions left it) and the cursor flag go through the browser's DevTools
- * protocol on its first page. The clipboard is the browser's own (async
- * Clipboard API over DevTools) in both. docs/computer.md says what differs.
+ * protocol on its first page. The clipboard is the session's: the display's
+ * CLIPBOARD selection (headful) or the browser's own (headless). docs/computer.md says what
+ * differs.
  *
  * Each session has its own state and its own lock: calls on one session run
  * one at a time (a call waits at most LIM_COMPUTER_LOCK_WAIT_MS for the one
@@ -72,7 +73,17 @@ int computer_pointer(const struct computer_target *t, int *x, int *y, struct err
 int computer_run(const char *session_id, const char *ws_url, const struct comp_action *acts,
                  size_t n, size_t *failed, struct err *e) WUR;
 
-/* The browser's clipboard: read into *text (owned) / write text. */
+/* The session's clipboard: read into *text (owned, valid UTF-8) / write
+ * text. Headful: the display's CLIPBOARD selection (Ctrl+V through the
+ * display pastes it in any page or program); headless: the browser's own
+ * clipboard (docs/computer.md). Written through the first page's copy
+ * command, so any page works, about:blank and plain http:// included;
+ * E_CONFLICT no_page when the browser has no page. */
+int computer_clipboard_get(const struct computer_target *t, char **text, struct err *e) WUR;
+int computer_clipboard_set(const struct computer_target *t, const char *text, struct err *e) WUR;
+
+/* The same through the page alone, as the live view (which acts through
+ * DevTools) uses them: the write as above; the read as headless. */
 int computer_clipboard_read(const char *session_id, const char *ws_url, char **text,
                             struct err *e) WUR;
 int computer_clipboard_write(const char *session_id, const char *ws_url, const char *text,

@@ -116,7 +116,12 @@ static void ffmpeg_args(const struct recorder_opts *o, struct strvec *v)
     push(v, "-t");
     pushi(v, o->max_seconds);
     push(v, "-vf");
-    strvec_push(v, xasprintf("scale=%d:%d,format=yuv420p", w, h));
+    /* The picture keeps its proportions: one of another size (a headless
+     * page whose viewport differs from the screen) is scaled to fit inside
+     * and padded at the right and bottom, never stretched. */
+    strvec_push(v, xasprintf("scale=%d:%d:force_original_aspect_ratio=decrease,pad=%d:%d:0:0,"
+                             "format=yuv420p",
+                             w, h, w, h));
     push(v, "-r");
     pushi(v, o->framerate);
     push(v, "-c:v");

@@ -41,6 +41,9 @@ struct xin {
     uint8_t *shm;
     size_t shm_len;
     void *image_reply;
+    /* Clipboard reads: an unmapped window receives the conversions. */
+    xcb_window_t clip_win;
+    xcb_atom_t a_clipboard, a_utf8, a_prop, a_incr;
 };
 
 /* Waits (bounded) for the reply to request seq: the reply (owned; xcb
@@ -378,6 +381,112 @@ int xin_focus_under_pointer(struct xin *x, struct err *e)
         return 0;
     xcb_set_input_focus(x->c, XCB_INPUT_FOCUS_POINTER_ROOT, win, XCB_CURRENT_TIME);
     return sent(x, e);
+}
+
+/* The atom named name, waited for (bounded). */
+static int intern(struct xin *x, const char *name, xcb_atom_t *out, struct err *e)
+{
+    xcb_intern_atom_reply_t *r = wait_reply(
+        x, xcb_intern_atom(x->c, 0, (uint16_t)strlen(name), name).sequence, "an atom", e);
+    if (!r)
+        return e->rc;
+    *out = r->atom;
+    xfree(r);
+    return 0;
+}
+
+/* The clipboard's window and atoms, made on first use. */
+static int clip_setup(struct xin *x, struct err *e)
+{
+    if (x->clip_win)
+        return 0;
+    int rc = intern(x, "CLIPBOARD", &x->a_clipboard, e);
+    if (rc == 0)
+        rc = intern(x, "UTF8_STRING", &x->a_utf8, e);
+    if (rc == 0)
+        rc = intern(x, "BROWSERD_CLIPBOARD", &x->a_prop, e);
+    if (rc == 0)
+        rc = intern(x, "INCR", &x->a_incr, e);
+    if (rc)
+        return rc;
+    xcb_window_t w = xcb_generate_id(x->c);
+    xcb_create_window(x->c, 0, w, x->root, 0, 0, 1, 1, 0, XCB_WINDOW_CLASS_INPUT_ONLY,
+                      XCB_COPY_FROM_PARENT, 0, NULL);
+    if ((rc = sync_x(x, "a window for the clipboard", e)) != 0)
+        return rc;
+    x->clip_win = w;
+    return 0;
+}
+
+/* Waits (bounded) for the SelectionNotify answering our conversion; other
+ * events (none are selected) are dropped. 1 with the property set, 0 when
+ * the owner could not convert (or there is no owner). */
+static int wait_selection_notify(struct xin *x, struct err *e)
+{
+    int64_t deadline = clock_mono_ms() + x->timeout_ms;
+    int fd = xcb_get_file_descriptor(x->c);
+    for (;;) {
+        xcb_generic_event_t *ev;
+        while ((ev = xcb_poll_for_event(x->c)) != NULL) {
+            int hit = (ev->response_type & 0x7f) == XCB_SELECTION_NOTIFY &&
+                      ((xcb_selection_notify_event_t *)ev)->requestor == x->clip_win;
+            int set = hit && ((xcb_selection_notify_event_t *)ev)->property != XCB_NONE;
+            xfree(ev);
+            if (hit)
+                return set;
+        }
+        if (xcb_connection_has_error(x->c))
+            return err_set(e, E_UNAVAIL, "unavailable", "the X display went away (the clipboard)");
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0)
+            return err_set(e, E_UNAVAIL, "unavailable",
+                           "the clipboard's owner did not answer in %d ms", x->timeout_ms);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        (void)poll(&p, 1, (int)left);
+    }
+}
+
+int xin_clipboard_read(struct xin *x, size_t max, char **text, size_t *len, struct err *e)
+{
+    *text = NULL;
+    *len = 0;
+    int rc = clip_setup(x, e);
+    if (rc)
+        return rc;
+    xcb_convert_selection(x->c, x->clip_win, x->a_clipboard, x->a_utf8, x->a_prop,
+                          XCB_CURRENT_TIME);
+    if (xcb_flush(x->c) <= 0)
+        return err_set(e, E_UNAVAIL, "unavailable", "the X display went away (the clipboard)");
+    int set = wait_selection_notify(x, e);
+    if (set < 0)
+        return set;
+    if (!set) {
+        *text = xstrdup(""); /* no owner, or nothing as text */
+        return 0;
+    }
+    xcb_get_property_reply_t *r =
+        wait_reply(x,
+                   xcb_get_property(x->c, 1, x->clip_win, x->a_prop, XCB_GET_PROPERTY_TYPE_ANY, 0,
+                                    (uint32_t)(max / 4 + 1))
+                       .sequence,
+                   "the clipboard's text", e);
+    if (!r)
+        return e->rc;
+    size_t n = (size_t)xcb_get_property_value_length(r);
+    if (r->type == x->a_incr || r->bytes_after > 0 || n > max) {
+        xfree(r);
+        return err_set(e, E_INTERNAL, "internal", "the clipboard holds more than %zu bytes", max);
+    }
+    if (r->format != 8 && n > 0) {
+        xfree(r);
+        return err_set(e, E_INTERNAL, "internal", "the clipboard's owner sent no text");
+    }
+    *text = xmalloc(n + 1);
+    memcpy(*text, xcb_get_property_value(r), n);
+    (*text)[n] = '\0';
+    *len = n;
+    xfree(r);
+    return 0;
 }
 
 int xin_cursor(struct xin *x, int hidden, struct err *e)

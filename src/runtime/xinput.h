@@ -83,4 +83,12 @@ int xin_cursor(struct xin *x, int hidden, struct err *e) WUR;
 int xin_grab(struct xin *x, int rx, int ry, int rw, int rh, const uint8_t **pixels, size_t *stride,
              struct err *e) WUR;
 
+/* The text of the display's CLIPBOARD selection (as UTF8_STRING, what
+ * Chromium and other X clients copy to) into *text (owned, NUL-terminated,
+ * *len bytes before the NUL); "" when nobody owns it or its owner has no
+ * text. Asked through an unmapped window of this connection; the owner's
+ * answer is bounded by the connection's timeout. E_INTERNAL when it holds
+ * more than max bytes. */
+int xin_clipboard_read(struct xin *x, size_t max, char **text, size_t *len, struct err *e) WUR;
+
 #endif

@@ -177,12 +177,70 @@ static void keysyms(void **state)
     assert_int_equal(comp_combo_parse("nosuchkey", &c), -1);
 }
 
+/* Issue 31.4: headless typing is a keyboard's: each character is its key. */
+static const struct {
+    const char *rule;
+    const char *ch;
+    int types;
+    const char *key, *code, *text;
+    int keycode, shift;
+} typed[] = {
+    {"a letter is its key", "a", 1, "a", "KeyA", "a", 65, 0},
+    {"a capital is its letter's key with Shift", "A", 1, "A", "KeyA", "A", 65, 1},
+    {"a digit is its key", "7", 1, "7", "Digit7", "7", 55, 0},
+    {"a shifted sign is its key's with Shift", "!", 1, "!", "Digit1", "!", 49, 1},
+    {"an unshifted sign is its key", "-", 1, "-", "Minus", "-", 189, 0},
+    {"a space is Space", " ", 1, " ", "Space", " ", 32, 0},
+    {"a newline is Enter", "\n", 1, "Enter", "Enter", "\r", 13, 0},
+    {"a tab is Tab, which types nothing", "\t", 1, "Tab", "Tab", "", 9, 0},
+    {"a character no key has carries itself", "\xc3\xa9", 1, "\xc3\xa9", "", "\xc3\xa9", 0, 0},
+    {"CJK carries itself", "\xe4\xb8\xad", 1, "\xe4\xb8\xad", "", "\xe4\xb8\xad", 0, 0},
+    {"another control character is no key", "\x01", 0, "", "", "", 0, 0},
+};
+
+static uint32_t first_cp(const char *s, size_t *n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] < 0x80) {
+        *n = 1;
+        return u[0];
+    }
+    if ((u[0] & 0xE0) == 0xC0) {
+        *n = 2;
+        return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    }
+    *n = 3;
+    return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+}
+
+static void typed_keys(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof typed / sizeof *typed; i++) {
+        struct comp_key k;
+        int shift = -1;
+        size_t n;
+        uint32_t cp = first_cp(typed[i].ch, &n);
+        int got = comp_typed_key(typed[i].ch, n, cp, &k, &shift);
+        if (got != typed[i].types)
+            fail_msg("%s: types %d", typed[i].rule, got);
+        if (!got)
+            continue;
+        if (strcmp(k.key, typed[i].key) || strcmp(k.code, typed[i].code) ||
+            strcmp(k.text, typed[i].text) || k.keycode != typed[i].keycode ||
+            shift != typed[i].shift)
+            fail_msg("%s: key %s code %s keycode %d shift %d", typed[i].rule, k.key, k.code,
+                     k.keycode, shift);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table),
         cmocka_unit_test(batch_rules),
         cmocka_unit_test(keysyms),
+        cmocka_unit_test(typed_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
