@@ -767,7 +767,7 @@ static void stop_pools(struct serve *sv)
 
 static int init_computer(struct serve *sv)
 {
-    computer_api_init(&sv->app);
+    compapi_init(&sv->app);
     return 0;
 }
 
