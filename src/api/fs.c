@@ -492,11 +492,11 @@ int fs_file_info(struct req *rq, struct resp *rs)
 /* Hashes already computed, keyed by session, path, inode, size and mtime:
  * listing again does not read the files again. Round-robin replacement. */
 struct dl_hash {
-    char sid[STORE_ID];
-    char path[512]; /* a longer path is not remembered */
     ino_t ino;
     off_t size;
     struct timespec mtime;
+    char sid[STORE_ID];
+    char path[512]; /* a longer path is not remembered */
     char hex[CRYPTO_SHA256_HEX];
 };
 static pthread_mutex_t dl_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -62,7 +62,7 @@ static void *drain(void *arg)
     char buf[65536];
     for (;;) {
         pthread_mutex_lock(&mu);
-        if (nlogs + 1 > cap) {
+        if (!pf || nlogs + 1 > cap) {
             cap = (nlogs + 1) * 2;
             pf = xrealloc(pf, cap * sizeof *pf);
             who = xrealloc(who, cap * sizeof *who);

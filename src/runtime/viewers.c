@@ -132,7 +132,7 @@ static char *xview_take(struct xview *xv, const struct computer_target *ct, size
         log_debug("live view of %s: encode: %s", ct->session_id, e.message);
         return NULL;
     }
-    if (xv->last_len != n) {
+    if (!xv->last || xv->last_len != n) {
         xfree(xv->last);
         xv->last = xmalloc(n);
         xv->last_len = n;
