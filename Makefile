@@ -11,7 +11,7 @@ SAN     ?=
 FUZZ_SECONDS ?= 30
 
 PKGS    := libmicrohttpd jansson sqlite3 libpq libssl libcrypto libpsl libarchive \
-           xcb xcb-xtest xcb-xfixes xcb-shm zlib
+           xcb xcb-xtest xcb-xfixes xcb-shm zlib libseccomp
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wvla -Werror
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS  = -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -Isrc -MMD -MP \

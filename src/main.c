@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/admit.h"
+#include "runtime/child.h"
 #include "runtime/crlauncher.h"
 #include "runtime/procjobs.h"
 #include "runtime/wdreg.h"
@@ -46,6 +48,7 @@
 #include "proxy/relay.h"
 #include "proxy/selfrelay.h"
 #include "runtime/sessmgr.h"
+#include "core/limits.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
@@ -82,6 +85,8 @@ static const char usage[] =
     "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
     "signed tokens in cdp_ws_url, default 86400), BROWSERD_SANDBOX (on|off: each session in\n"
     "its own sandbox, docs/sandbox.md; needs root). admin commands take --data DIR too.\n"
+    "BROWSERD_MEMORY_OVERCOMMIT (default 4): the sessions' memory limits may add up to this\n"
+    "times the host's memory; past it a create answers 503 (docs/sandbox.md).\n"
     "--spares N / BROWSERD_SPARES: pre-launched browsers kept for fast creates (default 2:\n"
     "one headful, one headless; 0 disables them; docs/spares.md).\n"
     "--store URL / BROWSERD_STORE: postgresql://... shares one database between nodes\n"
@@ -100,6 +105,15 @@ static const char usage[] =
     "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
+
+static int set_oom_score_adj(int adj)
+{
+    FILE *f = fopen("/proc/self/oom_score_adj", "we");
+    if (!f)
+        return -1;
+    int ok = fprintf(f, "%d", adj) > 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
 
 static void copy(char *dst, size_t cap, const char *src)
 {
@@ -366,7 +380,8 @@ struct serve {
     const char *store_url;
     int nspares;
     long max_conns, per_ip, head_s, budget_mb, share_mb;
-    sigset_t signals; /* SIGTERM and SIGINT, taken by sigwait */
+    double overcommit; /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
+    sigset_t signals;  /* SIGTERM and SIGINT, taken by sigwait */
     struct sessmgr_hooks hooks;
     struct http_config hc;
     struct http_server *srv;
@@ -470,6 +485,17 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1,
                  sv->budget_mb, &sv->share_mb))
         return 2;
+    /* The sum of sessions' memory limits, as a multiple of the host's memory
+     * (runtime/admit.h). */
+    const char *oc = env_or("BROWSERD_MEMORY_OVERCOMMIT", NULL);
+    sv->overcommit = oc ? strtod(oc, &end) : LIM_ADMIT_OVERCOMMIT_DEFAULT;
+    if ((oc && *end) || !(sv->overcommit > 0) || sv->overcommit > LIM_ADMIT_OVERCOMMIT_MAX) {
+        fprintf(stderr,
+                "browserd serve: BROWSERD_MEMORY_OVERCOMMIT must be a number above 0, at "
+                "most %g\n",
+                LIM_ADMIT_OVERCOMMIT_MAX);
+        return 2;
+    }
     /* Every path once, at start (OPERATOR.md: relative to where we started). */
     if (resolve_path("serve", "--data", data, c->data_dir, sizeof c->data_dir, 0) != 0 ||
         resolve_path("serve", "--chromium", chromium, c->chromium, sizeof c->chromium, 1) != 0 ||
@@ -478,6 +504,8 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         resolve_path("serve", "--proxy-ca-file", proxy_ca, c->proxy_ca_file,
                      sizeof c->proxy_ca_file, 0) != 0)
         return 2;
+    /* Answers name the data folder <data>, never its host path. */
+    err_hide_path(c->data_dir, "<data>");
     public_url_flag = public_url;
     copy(c->admin_token, sizeof c->admin_token, admin);
     copy(c->region, sizeof c->region, region);
@@ -498,12 +526,22 @@ struct engine {
     void (*stop)(struct serve *sv);  /* in reverse, after every drain */
 };
 
-/* Before any thread: the watcher that ends our browsers if we die. */
+/* Before any thread: the server's OOM score, then the watcher that ends our
+ * browsers if we die. */
 static int start_crash_watcher(struct serve *sv)
 {
     (void)sv;
     struct err e;
     err_init(&e);
+    /* Under memory pressure the kernel ends a session's process, not the
+     * server (nor its watcher, forked next); sessions' processes run at
+     * CHILD_OOM_SCORE_ADJ. Needs CAP_SYS_RESOURCE: a server not run as root
+     * keeps its score. */
+    if (set_oom_score_adj(SERVER_OOM_SCORE_ADJ) != 0 && geteuid() == 0)
+        log_warn("the server keeps its oom_score_adj (%s: lowering it takes CAP_SYS_RESOURCE); "
+                 "its sessions' processes still run at %d",
+                 strerror(errno), CHILD_OOM_SCORE_ADJ);
+    /* Before any thread: the watcher that ends our browsers if we die. */
     if (reaper_start(&e) != 0)
         log_warn("%s: browsers would outlive a crashed server", e.message);
     return 0;
@@ -562,13 +600,20 @@ static void free_handles(struct serve *sv)
 /* After the watcher (it must fork before any thread), before sessions. */
 static int start_sandbox(struct serve *sv)
 {
-    (void)sv;
     const char *sbx = env_or("BROWSERD_SANDBOX", "on");
     if (strcmp(sbx, "on") != 0 && strcmp(sbx, "off") != 0) {
         fprintf(stderr, "browserd serve: BROWSERD_SANDBOX must be on or off\n");
         return 2;
     }
     (void)sandbox_init(strcmp(sbx, "off") == 0);
+    struct admit_budget budget =
+        admit_budget_for(admit_host_memory(), sv->overcommit, admit_host_pid_max());
+    admit_configure(budget);
+    if (sandbox_enabled())
+        log_info("admission: sessions' memory limits up to %lld MiB together "
+                 "(BROWSERD_MEMORY_OVERCOMMIT %g), pids limits up to %lld; one organization "
+                 "at most %d%% of either",
+                 budget.memory >> 20, sv->overcommit, budget.pids, LIM_ADMIT_ORG_SHARE_PCT);
     return 0;
 }
 

@@ -39,6 +39,7 @@
 #include "proxy/cdp_client.h"
 #include "proxy/relay.h"
 #include "proxy/ws.h"
+#include "runtime/admit.h"
 #include "runtime/chromium.h"
 #include "runtime/profile_archive.h"
 #include "runtime/sandbox.h"
@@ -427,8 +428,13 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     };
     struct session_ctx sc = {app, s, doc, body, dir, &o};
     int64_t t_store, t_sandbox, t_files, t_modules;
-    /* Name first: a duplicate is refused before anything is prepared. */
-    rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
+    /* The admission (runtime/admit.h) and the name first: a create past its
+     * share of the server, or a duplicate, leaves nothing behind. */
+    rc = sandbox_enabled()
+             ? admit_check(spare ? NULL : org_id, o.memory_max_bytes, SANDBOX_PIDS_MAX, e)
+             : 0;
+    if (rc == 0)
+        rc = spare ? 0 : insert_session(app, s, ent, pooled, e);
     t_store = clock_mono_us();
     if (rc == E_CONFLICT)
         err_set(e, rc, "conflict", "an active session named %s already exists", s->name);
@@ -438,7 +444,8 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     struct sandbox *sb = NULL;
     const char **ext_dirs = NULL;
     if (rc == 0 && sandbox_enabled() &&
-        (rc = sandbox_create(s->id, o.memory_max_bytes, &sb, e)) != 0)
+        (rc = sandbox_create(s->id, spare ? NULL : org_id, o.memory_max_bytes, &sb, e)) != 0 &&
+        !e->retry_after) /* past the admission's budget: its 429 or 503 stands */
         rc = launch_failed(s->id, "sandbox", rc, e);
     /* A spare starts and waits in the background: its launch and the work
      * Chromium does after it is ready yield the CPU to the creates being
@@ -831,6 +838,14 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         return rc;
     }
     struct sandbox *ssb = chromium_sandbox(sp->browser);
+    /* Its memory and pids now count against the owner's share (admit.h). */
+    if (ssb && (rc = sandbox_adopt(ssb, org_id, e)) != 0) {
+        spare_end(app, sp, "its owner is at its share of the server");
+        spares_handout_done(app->spares);
+        sessmgr_unreserve(app->sessions, org_id);
+        sessrules_create_clear(&c);
+        return rc;
+    }
     if (ssb)
         (void)sandbox_set_background(ssb, 0); /* the owner's browser runs at normal priority */
     memset(s, 0, sizeof *s);

@@ -6,10 +6,12 @@
  * Sources (never an arbitrary host path):
  *   source=supervisor&supervisor_process=chromium|xvfb|xorg|chromedriver:
  *     the browser's stderr, its X server's output, its chromedriver's log;
- *   source=path&path=P: a regular file inside the session's home (the home
- *     is seen at the same path inside the sandbox), opened with openat2
- *     RESOLVE_BENEATH from the home, so "..", absolute symlinks and magic
- *     links cannot leave it.
+ *   source=path&path=P: a regular file of the session's own files, P being
+ *     the path its processes see (/tmp/x/app.log), resolved as the fs API
+ *     does (runtime/sessfs.h: inside the session's root, so "..", symbolic
+ *     links and magic links cannot leave it). Without a sandbox (a server
+ *     not run as root) P is a path inside the browser's user-data folder,
+ *     opened with openat2 RESOLVE_BENEATH. No answer names a host folder.
  * follow=true (the default) starts at the end of the file and goes on with
  * new lines until the client leaves or the session ends; follow=false sends
  * the whole file and ends.
@@ -35,6 +37,8 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/xalloc.h"
+#include "runtime/sandbox.h"
+#include "runtime/sessfs.h"
 #include "runtime/sessmgr.h"
 #include "runtime/waker.h"
 
@@ -181,6 +185,44 @@ static int open_beneath(const char *home, const char *path)
     return fd >= 0 ? fd : (er == EXDEV ? -EXDEV : -er);
 }
 
+/* Opens a client's source=path: the session's own files when it has them
+ * (the path its processes see), else a path inside home. The errors name the
+ * client's path only, never a host folder. */
+static int open_session_path(struct req *rq, struct live *l, const char *home, const char *path,
+                             int *fd)
+{
+    struct sandbox *sb = live_sandbox_ref(l);
+    const char *root = sandbox_root(sb);
+    int r;
+    if (root) {
+        struct sessfs fs = {.rootfd = -1};
+        struct stat st;
+        r = sessfs_open(&fs, root, sandbox_uid(sb));
+        if (r == 0)
+            r = sessfs_read_open(&fs, path, fd, &st);
+        sessfs_close(&fs);
+    } else {
+        r = open_beneath(home, path);
+        if (r >= 0)
+            *fd = r;
+        else if (r == -EXDEV)
+            r = -ENOENT;
+    }
+    sandbox_unref(sb);
+    if (r >= 0)
+        return 0;
+    *fd = -1;
+    if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
+        return err_set(&rq->err, E_NOTFOUND, "not_found",
+                       "%s: file not found (the session's own files: /tmp and /home)", path);
+    if (r == -EACCES || r == -EPERM)
+        return err_set(&rq->err, E_FORBIDDEN, "forbidden",
+                       "permission denied: %s (read as the session's user)", path);
+    if (r == -EISDIR || r == -EINVAL)
+        return err_field(&rq->err, "path", "must be a regular file");
+    return err_set(&rq->err, E_INTERNAL, "internal", "opening %s: %s", path, strerror(-r));
+}
+
 int logs_stream_get(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
@@ -228,11 +270,7 @@ int logs_stream_get(struct req *rq, struct resp *rs)
                          "chromedriver starts with the first BiDi client)",
                          s.id, proc);
     } else {
-        fd = open_beneath(home, path);
-        if (fd == -EXDEV)
-            rc = err_field(&rq->err, "path", "must be a file inside the session's home (%s)", home);
-        else if (fd < 0)
-            rc = err_set(&rq->err, E_NOTFOUND, "not_found", "%s: %s", path, strerror(-fd));
+        rc = open_session_path(rq, l, home, path, &fd);
     }
     struct stat st;
     if (rc == 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)))

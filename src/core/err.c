@@ -77,6 +77,43 @@ int err_has_fields(const struct err *e)
     return e->rc == E_INVALID && (e->ndetails > 0 || e->nmore > 0);
 }
 
+static struct {
+    const char *path, *as;
+} hidden[ERR_HIDDEN_MAX];
+static int nhidden;
+
+void err_hide_path(const char *path, const char *as)
+{
+    if (nhidden < ERR_HIDDEN_MAX && path && strlen(path) > 1) {
+        hidden[nhidden].path = path;
+        hidden[nhidden++].as = as;
+    }
+}
+
+void err_scrub_text(char *text, size_t cap)
+{
+    char out[ERR_MSG_MAX];
+    if (cap > sizeof out)
+        cap = sizeof out;
+    for (int i = 0; i < nhidden; i++) {
+        const char *path = hidden[i].path;
+        size_t pl = strlen(path), o = 0;
+        if (!strstr(text, path))
+            continue;
+        for (const char *p = text; *p && o + 1 < cap;) {
+            if (strncmp(p, path, pl) == 0) {
+                for (const char *a = hidden[i].as; *a && o + 1 < cap; a++)
+                    out[o++] = *a;
+                p += pl;
+            } else {
+                out[o++] = *p++;
+            }
+        }
+        out[o] = '\0';
+        memcpy(text, out, o + 1);
+    }
+}
+
 void err_detail(struct err *e, const char *code, const char *fmt, ...)
 {
     va_list ap;

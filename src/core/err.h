@@ -74,4 +74,14 @@ int err_has_fields(const struct err *e);
 void err_detail(struct err *e, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Names a host folder (the data folder) that no client may read in an Error
+ * record: err_scrub writes `as` in its place. Called at start, before any
+ * thread; at most ERR_HIDDEN_MAX folders, the rest ignored. Borrowed. */
+#define ERR_HIDDEN_MAX 4
+void err_hide_path(const char *path, const char *as);
+/* Replaces every hidden folder in text (cap bytes, at most ERR_MSG_MAX
+ * used), cutting what no longer fits: the HTTP layer does it to every Error
+ * record it answers (the server's log keeps the full text). */
+void err_scrub_text(char *text, size_t cap);
+
 #endif

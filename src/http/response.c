@@ -39,13 +39,19 @@ json_t *http_error_json(const struct err *e)
 {
     int status = http_status_for(e->rc);
     const char *code = e->code[0] ? e->code : http_code_for(status);
-    const char *msg = e->message[0] ? e->message : code;
+    /* No host folder reaches a client (err_hide_path): the log has them. */
+    char msg[ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", e->message[0] ? e->message : code);
+    err_scrub_text(msg, sizeof msg);
     json_t *o = json_pack("{s:s,s:s}", "code", code, "message", msg);
     if (e->ndetails) {
         json_t *d = json_array();
-        for (size_t i = 0; i < e->ndetails; i++)
-            json_array_append_new(d, json_pack("{s:s,s:s}", "code", e->details[i].code, "message",
-                                               e->details[i].message));
+        for (size_t i = 0; i < e->ndetails; i++) {
+            snprintf(msg, sizeof msg, "%s", e->details[i].message);
+            err_scrub_text(msg, sizeof msg);
+            json_array_append_new(
+                d, json_pack("{s:s,s:s}", "code", e->details[i].code, "message", msg));
+        }
         if (e->nmore) {
             char more[64];
             snprintf(more, sizeof more, "%zu further problems not listed", e->nmore);

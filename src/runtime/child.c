@@ -20,6 +20,17 @@ void child_reset_signals(void)
         (void)sigaction(sig, &dfl, NULL);
 }
 
+void child_oom_score_adj(void)
+{
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    static const char v[] = "1000";
+    _Static_assert(CHILD_OOM_SCORE_ADJ == 1000, "the text above");
+    (void)!write(fd, v, sizeof v - 1);
+    close(fd);
+}
+
 void child_cloexec_from(int from)
 {
     if (syscall(SYS_close_range, (unsigned)from, ~0U, CLOSE_RANGE_CLOEXEC) == 0)

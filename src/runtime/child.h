@@ -17,6 +17,15 @@ void child_reset_signals(void);
  * without it. */
 void child_cloexec_from(int from);
 
+/* Sets the child's /proc/self/oom_score_adj to CHILD_OOM_SCORE_ADJ (the
+ * server runs at SERVER_OOM_SCORE_ADJ, which a child would inherit): under
+ * memory pressure the kernel ends a session's process, never the server.
+ * Written while the child is still root, it is also the lowest value the
+ * child may set itself. Best effort. */
+#define SERVER_OOM_SCORE_ADJ (-900)
+#define CHILD_OOM_SCORE_ADJ  1000
+void child_oom_score_adj(void);
+
 /* Closes every descriptor from `from` up, now (for a child that must not
  * hold the server's descriptors even before exec). */
 void child_close_from(int from);

@@ -227,6 +227,8 @@ static pid_t spawn(char *const *argv, const struct sandbox_exec *sbx, int log_fd
         if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log_fd >= 0 ? log_fd : null, 2) < 0)
             goto fail;
         child_cloexec_from(3); /* rp[1] too: it reports a failure until exec */
+        if (sandbox_exec_seccomp(sbx) != 0)
+            goto fail;
         execve(argv[0], argv, environ);
     fail:
         err_no = errno;
@@ -431,11 +433,10 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
         /* The driver writes its log (every command, whole) to a FIFO
          * beside the log file, which the server drains into the file with a
          * byte cap (runtime/logcap.h): a file of the driver's own would grow
-         * with every BiDi command. The FIFO keeps the command line unique
-         * to the session (--log-path=...chromedriver.log.fifo); it is
-         * removed once the driver has opened it. In a sandbox it belongs to
-         * the session's user and is bound into the driver's view at the
-         * same path. */
+         * with every BiDi command. The FIFO is removed once the driver has
+         * opened it. In a sandbox it belongs to the session's user and is
+         * bound into the driver's view at SANDBOX_FILE, so the driver's
+         * command line names no host path (issue 29.16). */
         char *fifo = xasprintf("%s.fifo", o->log_path);
         int log_fd = -1;
         (void)unlink(fifo);
@@ -450,7 +451,8 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
             if (d->sb)
                 (void)!chown(fifo, sandbox_uid(d->sb), (gid_t)sandbox_uid(d->sb));
         }
-        char *a_log = xasprintf("--log-path=%s", fifo);
+        char *a_log =
+            d->sb ? xstrdup("--log-path=" SANDBOX_FILE) : xasprintf("--log-path=%s", fifo);
         struct sandbox_exec sbx;
         int have_sbx = 0;
         struct strvec av = {0};

@@ -297,6 +297,8 @@ static void spawn_child(const struct spawn *s)
 
     if (s->cg_fd >= 0 && write(s->cg_fd, "0", 1) != 1)
         spawn_fail(s, STAGE_CGROUP);
+    if (!s->sbx)
+        child_oom_score_adj(); /* sandbox_exec_enter does it otherwise */
     if (s->sbx) {
         int step = sandbox_exec_enter(s->sbx);
         if (step)
@@ -315,6 +317,8 @@ static void spawn_child(const struct spawn *s)
         spawn_fail(s, STAGE_DUP);
     /* Everything else close-on-exec (the report pipe stays usable until exec). */
     child_cloexec_from(3);
+    if (sandbox_exec_seccomp(s->sbx) != 0)
+        spawn_fail(s, STAGE_SANDBOX + SBX_STEP_SECCOMP);
     execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
     spawn_fail(s, STAGE_EXEC);
 }
@@ -811,10 +815,13 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     const struct crlauncher *l = crlauncher_get(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY);
     const char *bin = l->exec;
     size_t first = 0;
+    /* Inside the sandbox the profile is at a neutral path: chrome://version
+     * (its profile path and command line) shows nothing of the host. */
+    const char *profile = x ? SANDBOX_PROFILE : c->user_data_dir;
     if (x) {
         const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
-        sandbox_bwrap_argv(x, c->user_data_dir, c->policy_dir ? CHROMIUM_POLICY_DIR : NULL, extra,
-                           bin, strvec_push_cb, av);
+        sandbox_bwrap_argv(x, profile, c->policy_dir ? CHROMIUM_POLICY_DIR : NULL, extra, bin,
+                           strvec_push_cb, av);
         first = av->n - 1;
     } else {
         strvec_push(av, xstrdup(bin));
@@ -827,7 +834,7 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             strvec_push(av, xstrdup(cr_fixed_flags[i]));
-    strvec_push(av, xasprintf("--user-data-dir=%s", c->user_data_dir));
+    strvec_push(av, xasprintf("--user-data-dir=%s", profile));
     int fw = 0, fh = 0;
     if (o->headless) {
         c->frame_key = xasprintf("%s|kiosk=%d|nosandbox=%d", bin, o->kiosk, no_sandbox);
@@ -1071,6 +1078,8 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         if ((rc = sandbox_exec_open(c->sb, c->user_data_dir, c->policy_dir, &sbx, e)) != 0)
             goto fail;
         have_sbx = 1;
+        if ((rc = sandbox_exec_browser(&sbx, e)) != 0)
+            goto fail;
     } else if (o->memory_max_bytes > 0) {
         cg_fd = cg_setup(c, o->memory_max_bytes);
     }
@@ -1089,7 +1098,10 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
     /* With the session's own files, HOME is the session's home: the browser
      * saves downloads to ~/Downloads, where the fs API sees them. */
     build_env(crlauncher_get(o->binary ? o->binary : CHROMIUM_DEFAULT_BINARY), c->xvfb.display,
-              sandbox_root(c->sb) ? SANDBOX_HOME : c->user_data_dir, c->sb != NULL, &ev);
+              sandbox_root(c->sb) ? SANDBOX_HOME
+              : c->sb             ? SANDBOX_PROFILE
+                                  : c->user_data_dir,
+              c->sb != NULL, &ev);
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || pipe2(ep, O_CLOEXEC) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "open /dev/null or pipe: %s", strerror(errno));

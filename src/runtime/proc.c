@@ -415,7 +415,10 @@ static void child_run(const struct sandbox_exec *x, const char *const *argv,
         if (dup2(fds[i], i) < 0)
             _exit(126);
     }
-    child_close_from(res >= 0 ? 4 : 3);
+    /* The seccomp program next (x->seccomp_at, set by proc_start). */
+    if (sandbox_exec_seccomp(x) != 0)
+        _exit(125);
+    child_close_from(x->seccomp_fd >= 0 ? x->seccomp_at + 1 : res >= 0 ? 4 : 3);
     execve(argv[0], (char *const *)argv, (char *const *)envp);
     _exit(127);
 }
@@ -584,6 +587,8 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
     rc = sandbox_exec_open(s->sb, NULL, NULL, &x, e);
     struct strvec av = {0};
     if (rc == 0) {
+        if (x.seccomp_fd >= 0)
+            x.seccomp_at = s->result_fd ? 4 : 3; /* after child_run's 0-3 */
         struct argv_ctx a = {&av, s->as_root, cwd, 0, 0};
         sandbox_bwrap_argv(&x, NULL, NULL, s->extra_ro, s->argv[0], push_arg, &a);
         for (size_t i = 1; s->argv[i]; i++)

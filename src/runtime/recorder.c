@@ -66,6 +66,8 @@ static void ffmpeg_child(const char *const *argv, int in_fd, int out_fd, int log
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(log_fd, 2) < 0)
         _exit(126);
     child_cloexec_from(3);
+    if (sandbox_exec_seccomp(sbx) != 0)
+        _exit(125);
     execv(argv[0], (char *const *)argv);
     _exit(127);
 }

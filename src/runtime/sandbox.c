@@ -20,12 +20,16 @@
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "domain/mem_pressure.h"
 #include "runtime/cgroup.h"
+#include "runtime/admit.h"
+#include "runtime/child.h"
 #include "runtime/reaper.h"
+#include "runtime/sysfilter.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -37,6 +41,8 @@
 enum cg_kind { CG_NONE, CG_V1, CG_V2 };
 
 static int enabled;
+/* 1 when sysfilter_init built the seccomp programs. */
+static int filtered;
 static enum cg_kind cg_kind = CG_NONE;
 /* v1 hierarchies in use, in the order of struct sandbox's cg[]. */
 static const char *const v1_hier[CG_MAX] = {"memory", "pids", "cpu"};
@@ -56,7 +62,9 @@ struct sandbox {
     int netns_id;     /* registered with core/netns */
     char *cg[CG_MAX]; /* cgroup folders, NULL where not used */
     int memory_enforced;
-    char *root; /* the session's own files (a tmpfs), NULL until sandbox_root_create */
+    char *root;         /* the session's own files (a tmpfs), NULL until sandbox_root_create */
+    char *owner;        /* the organization whose reservation this is, NULL for a spare */
+    long long reserved; /* memory bytes reserved with runtime/admit, -1 before */
 };
 
 /* ---- small file helpers ---- */
@@ -240,6 +248,39 @@ static void cg_favor_dynmods(void)
     log_info("sandbox: cgroup v1 migrations without a grace period (favordynmods)");
 }
 
+/*
+ * The sessions' parent cgroup (browserd/, shared by every server of the
+ * host) gets a memory limit LIM_HOST_MEMORY_RESERVE_BYTES below the host's
+ * memory (half of it on a small host). Admission lets the sessions' own
+ * limits add up past the host's memory (BROWSERD_MEMORY_OVERCOMMIT); if they
+ * all allocate at once, the kernel's out-of-memory kill then happens inside
+ * browserd/ and picks a session's process, instead of a global one that
+ * stalls the host and may pick the server or anything else on it.
+ */
+static void cg_cap_sessions(void)
+{
+    long long host = admit_host_memory();
+    if (host <= 0)
+        return;
+    long long cap =
+        host > 2 * LIM_HOST_MEMORY_RESERVE_BYTES ? host - LIM_HOST_MEMORY_RESERVE_BYTES : host / 2;
+    char val[32];
+    snprintf(val, sizeof val, "%lld", cap);
+    const char *file = cg_kind == CG_V2 ? CG_ROOT "/browserd/memory.max"
+                       : v1_have[0]     ? CG_ROOT "/memory/browserd/memory.limit_in_bytes"
+                                        : NULL;
+    if (!file)
+        return;
+    int rc = write_text(file, val);
+    if (rc != 0)
+        log_warn("sandbox: cannot cap the sessions' memory together at %lld MiB (%s): %s",
+                 cap >> 20, file, strerror(-rc));
+    else
+        log_info("sandbox: sessions' memory together capped at %lld MiB (the host's %lld MiB "
+                 "less %lld MiB)",
+                 cap >> 20, host >> 20, (host - cap) >> 20);
+}
+
 int sandbox_init(int off)
 {
     enabled = 0;
@@ -277,12 +318,16 @@ int sandbox_init(int off)
     cg_kind = cg_detect();
     if (cg_kind == CG_V1)
         cg_favor_dynmods();
+    cg_cap_sessions();
     if (cg_kind == CG_NONE)
         log_warn("sandbox: no usable cgroup hierarchy under " CG_ROOT
                  ": no memory or pids limits, and teardown relies on the PID namespace");
+    filtered = sysfilter_init() == 0;
+    if (!filtered)
+        log_error("sandbox: sessions run without their seccomp filter (see above)");
     enabled = 1;
-    log_info("sandbox: on (bubblewrap, one uid and network namespace per session, cgroup %s)",
-             sandbox_cgroup_kind());
+    log_info("sandbox: on (bubblewrap, one uid and network namespace per session, cgroup %s%s)",
+             sandbox_cgroup_kind(), filtered ? ", seccomp" : "");
     return 1;
 }
 
@@ -396,16 +441,24 @@ static void warn_limits_once(const char *what)
                  what);
 }
 
-int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e)
+int sandbox_create(const char *name, const char *owner, long long memory_max, struct sandbox **out,
+                   struct err *e)
 {
     *out = NULL;
     if (!enabled)
         return err_set(e, E_INTERNAL, "internal", "sandbox: not enabled");
+    int rc = admit_reserve(owner, memory_max, SANDBOX_PIDS_MAX, e);
+    if (rc)
+        return rc;
     struct sandbox *sb = xcalloc(1, sizeof *sb);
     sb->refs = 1;
     sb->uid_lock_fd = sb->nsfd = -1;
-    int rc = uid_take(sb);
+    sb->owner = owner ? xstrdup(owner) : NULL;
+    sb->reserved = memory_max;
+    rc = uid_take(sb);
     if (rc != 0) {
+        admit_release(sb->owner, sb->reserved, SANDBOX_PIDS_MAX);
+        xfree(sb->owner);
         xfree(sb);
         return err_set(e, E_UNAVAIL, "unavailable", "sandbox: no free session uid: %s",
                        strerror(-rc));
@@ -520,7 +573,19 @@ void sandbox_unref(struct sandbox *sb)
         (void)unlink(sb->uid_lock_path);
         close(sb->uid_lock_fd);
     }
+    admit_release(sb->owner, sb->reserved, SANDBOX_PIDS_MAX);
+    xfree(sb->owner);
     xfree(sb);
+}
+
+int sandbox_adopt(struct sandbox *sb, const char *owner, struct err *e)
+{
+    if (sb->owner)
+        return 0;
+    int rc = admit_adopt(owner, sb->reserved, SANDBOX_PIDS_MAX, e);
+    if (rc == 0)
+        sb->owner = xstrdup(owner);
+    return rc;
 }
 
 /* ---- the session's files ---- */
@@ -761,11 +826,64 @@ int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap)
 
 /* ---- launching ---- */
 
+/* Replaces x's seccomp pipe with one holding the program of kind, whole
+ * (a program is far below a pipe's 64 KiB, so the write never blocks), its
+ * writing end closed: bwrap reads it to the end. The descriptor is moved to
+ * 10 or above, clear of the standard ones the launchers renumber. 0, or -1
+ * with errno set. */
+static int seccomp_pipe(struct sandbox_exec *x, enum sysfilter_kind kind)
+{
+    size_t len;
+    const void *prog = sysfilter_program(kind, &len);
+    int p[2];
+    if (!prog || len > 65536) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    ssize_t w = write(p[1], prog, len);
+    int er = errno;
+    close(p[1]);
+    int fd = w == (ssize_t)len ? fcntl(p[0], F_DUPFD_CLOEXEC, 10) : -1;
+    if (w >= 0 && w != (ssize_t)len)
+        er = EIO;
+    else if (fd < 0 && w >= 0)
+        er = errno;
+    close(p[0]);
+    if (fd < 0) {
+        errno = er;
+        return -1;
+    }
+    if (x->seccomp_fd >= 0)
+        close(x->seccomp_fd);
+    x->seccomp_fd = x->seccomp_at = fd;
+    return 0;
+}
+
+int sandbox_exec_browser(struct sandbox_exec *x, struct err *e)
+{
+    x->browser = 1;
+    if (x->seccomp_fd >= 0 && seccomp_pipe(x, SYSFILTER_BROWSER) != 0)
+        return err_set(e, E_INTERNAL, "internal", "sandbox: the browser's seccomp program: %s",
+                       strerror(errno));
+    return 0;
+}
+
+int sandbox_exec_seccomp(const struct sandbox_exec *x)
+{
+    if (!x || x->seccomp_fd < 0)
+        return 0;
+    if (x->seccomp_at == x->seccomp_fd)
+        return fcntl(x->seccomp_fd, F_SETFD, 0) == 0 ? 0 : -1;
+    return dup2(x->seccomp_fd, x->seccomp_at) < 0 ? -1 : 0;
+}
+
 int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
                       struct sandbox_exec *x, struct err *e)
 {
     memset(x, 0, sizeof *x);
-    x->netns_fd = -1;
+    x->netns_fd = x->seccomp_fd = x->seccomp_at = -1;
     x->home = home;
     x->policy = policy;
     x->root = sb->root;
@@ -784,6 +902,8 @@ int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *po
             goto fail;
         x->cg_fds[x->ncg++] = fd;
     }
+    if (filtered && seccomp_pipe(x, SYSFILTER_SESSION) != 0)
+        goto fail;
     return 0;
 fail:;
     int er = errno;
@@ -797,12 +917,15 @@ void sandbox_exec_close(struct sandbox_exec *x)
         close(x->netns_fd);
     for (int i = 0; i < x->ncg; i++)
         close(x->cg_fds[i]);
-    x->netns_fd = -1;
+    if (x->seccomp_fd >= 0)
+        close(x->seccomp_fd);
+    x->netns_fd = x->seccomp_fd = -1;
     x->ncg = 0;
 }
 
 int sandbox_exec_enter(const struct sandbox_exec *x)
 {
+    child_oom_score_adj(); /* while still root: the lowest the session may set */
     for (int i = 0; i < x->ncg; i++)
         if (write(x->cg_fds[i], "0", 1) != 1)
             return SBX_STEP_CGROUP;
@@ -843,6 +966,8 @@ const char *sandbox_step_text(int step)
         return "binding the session's folders on " SANDBOX_STAGE;
     case SBX_STEP_USER:
         return "becoming the session's user";
+    case SBX_STEP_SECCOMP:
+        return "passing the seccomp program to bwrap";
     }
     return "entering the sandbox";
 }
@@ -893,6 +1018,14 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     push(ctx, xasprintf("%u", (unsigned)x->uid));
     push(ctx, xstrdup("--gid"));
     push(ctx, xasprintf("%u", (unsigned)x->gid));
+    if (x->seccomp_fd >= 0) {
+        push(ctx, xstrdup("--seccomp"));
+        push(ctx, xasprintf("%d", x->seccomp_at));
+    }
+    /* No user namespace below the sandbox's own, but for Chromium's sandbox
+     * (its program still refuses the rest). */
+    if (!x->browser)
+        push(ctx, xstrdup("--disable-userns"));
     for (size_t i = 0; i < sizeof host_ro / sizeof *host_ro; i++) {
         push(ctx, xstrdup("--ro-bind-try"));
         push(ctx, xstrdup(host_ro[i]));
@@ -924,7 +1057,7 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
     if (x->file) {
         push(ctx, xstrdup("--bind"));
         push(ctx, xstrdup(SANDBOX_STAGE "/file"));
-        push(ctx, xstrdup(x->file));
+        push(ctx, xstrdup(SANDBOX_FILE));
     }
     for (size_t i = 0; extra_ro && extra_ro[i]; i++) {
         push(ctx, xstrdup("--ro-bind"));

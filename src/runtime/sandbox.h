@@ -37,8 +37,12 @@
  * the session's home and policy folders, so that bwrap (running as the
  * session's user) can reach them whatever the modes of the data folder's
  * parents (a data folder under /root, say). */
-#define SANDBOX_STAGE     "/run/browserd-sandbox"
-#define SANDBOX_PIDS_MAX  2048
+#define SANDBOX_STAGE "/run/browserd-sandbox"
+/* A session's tasks (threads count): Chromium with a few dozen tabs takes a
+ * few hundred. Admission adds them up against the host's pid_max
+ * (runtime/admit.h): 1024 lets 27 sessions share the 28672 task ids a
+ * default pid_max of 32768 leaves them. */
+#define SANDBOX_PIDS_MAX  1024
 #define SANDBOX_UID_BASE  1100000
 #define SANDBOX_UID_COUNT 65536
 
@@ -58,9 +62,16 @@ const char *sandbox_cgroup_kind(void);
 
 /* Makes a session's sandbox: a uid, a network namespace (loopback up), and
  * a cgroup named after `name` with memory_max bytes (0: no memory limit) and
- * SANDBOX_PIDS_MAX tasks. E_UNAVAIL when the host ran out of uids or
- * namespaces, E_INTERNAL for other system call failures. */
-int sandbox_create(const char *name, long long memory_max, struct sandbox **out, struct err *e) WUR;
+ * SANDBOX_PIDS_MAX tasks, both first reserved for organization owner (NULL:
+ * a spare, the server's own) against the server's budget (runtime/admit.h),
+ * released by the last sandbox_unref. E_LIMIT past owner's share, E_UNAVAIL
+ * past the server's budget (both with e->retry_after) or when the host ran
+ * out of uids or namespaces, E_INTERNAL for other system call failures. */
+int sandbox_create(const char *name, const char *owner, long long memory_max, struct sandbox **out,
+                   struct err *e) WUR;
+/* A spare's sandbox handed to organization owner: its reservation becomes
+ * owner's (admit_adopt). 0, or E_LIMIT past owner's share. */
+int sandbox_adopt(struct sandbox *sb, const char *owner, struct err *e) WUR;
 /* Another reference (returns sb). */
 struct sandbox *sandbox_ref(struct sandbox *sb);
 /* Drops a reference; the last one kills every process left in the cgroup,
@@ -145,6 +156,13 @@ const char *sandbox_root(const struct sandbox *sb);
  * downloads to. */
 #define SANDBOX_HOME      "/home/kernel"
 #define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
+/* Where the browser sees its profile (its user-data folder, bound from the
+ * host's): a neutral path, outside the session's own files. */
+#define SANDBOX_PROFILE "/profile"
+/* Where a process sees the one writable file of sandbox_exec.file (bwrap
+ * makes a bind's mount point in the sandbox's view, and at a host path that
+ * would put the host's folders into the session's own /tmp). */
+#define SANDBOX_FILE "/var/log/session.log"
 
 /* ---- launching a process inside ---- */
 
@@ -160,9 +178,14 @@ struct sandbox_exec {
     const char *home;   /* NULL, or the home folder, bound on SANDBOX_STAGE/home (borrowed) */
     const char *policy; /* NULL, or the policy folder, bound on SANDBOX_STAGE/policy */
     const char *file;   /* NULL, or one writable file (a log) bound on SANDBOX_STAGE/file and
-                           seen inside at the same path; set by the caller after _open */
+                           seen inside at SANDBOX_FILE; set by the caller after _open */
     const char *root;   /* the session's files (sandbox_root), bound on SANDBOX_STAGE/root; seen
                            inside as /tmp and /home (set by _open) */
+    int seccomp_fd;     /* -1, or a pipe (CLOEXEC, >= 10) holding the process's seccomp program
+                           (runtime/sysfilter.h), read by bwrap's --seccomp */
+    int seccomp_at;     /* the descriptor bwrap reads it from: seccomp_fd, unless a launcher
+                           that renumbers its descriptors sets another before building argv */
+    int browser;        /* set by sandbox_exec_browser */
 };
 
 /* Prepares x for one launch (opens the descriptors; close with
@@ -174,12 +197,28 @@ struct sandbox_exec {
 int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *policy,
                       struct sandbox_exec *x, struct err *e) WUR;
 void sandbox_exec_close(struct sandbox_exec *x);
+/* Marks x as Chromium's launch: the browser's seccomp program replaces the
+ * session's (Chromium's own sandbox makes a user namespace for its
+ * renderers), and bwrap leaves user namespaces enabled. 0, or E_INTERNAL. */
+int sandbox_exec_browser(struct sandbox_exec *x, struct err *e) WUR;
+/* Child side, the last step before exec (after the launcher closed or
+ * marked close-on-exec its other descriptors): puts the seccomp program on
+ * x->seccomp_at, open across exec. Async-signal-safe; accepts NULL and an x
+ * without a program. 0, or -1 (errno set). */
+int sandbox_exec_seccomp(const struct sandbox_exec *x);
 
 /* Child side, after fork and before exec: joins the cgroup, enters the
  * network namespace, stages the home and policy folders in a private mount
  * namespace, and becomes the session's user. Async-signal-safe. Returns 0,
  * or a SANDBOX_STAGE_* step (errno set) that failed. */
-enum { SBX_STEP_CGROUP = 1, SBX_STEP_NETNS, SBX_STEP_MOUNTNS, SBX_STEP_STAGE, SBX_STEP_USER };
+enum {
+    SBX_STEP_CGROUP = 1,
+    SBX_STEP_NETNS,
+    SBX_STEP_MOUNTNS,
+    SBX_STEP_STAGE,
+    SBX_STEP_USER,
+    SBX_STEP_SECCOMP /* sandbox_exec_seccomp */
+};
 int sandbox_exec_enter(const struct sandbox_exec *x);
 /* Text for a step of sandbox_exec_enter. */
 const char *sandbox_step_text(int step);

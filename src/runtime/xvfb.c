@@ -42,6 +42,8 @@ static void xvfb_child(const char *const *argv, int null_fd, int log_fd, int dis
         _exit(126);
     }
     child_cloexec_from(XVFB_DISPLAY_FD + 1);
+    if (sandbox_exec_seccomp(sbx) != 0)
+        _exit(125);
     execv(argv[0], (char *const *)argv);
     _exit(127);
 }

@@ -71,6 +71,10 @@ const LIMITS = {
   max_concurrent_browsers: INT_NULL,
   max_concurrent_invocations: INT_NULL,
   max_vaults: INT_NULL,
+  // Added by issue 29.12 (docs/operator.md, "Entitlement limits: profiles"):
+  // the document's shape is kept, these two are added.
+  max_profiles: INT_NULL,
+  max_profile_bytes: INT_NULL,
 };
 const PLAN = { id: STR, effective_id: STR, is_trialing: BOOL, status: STR, trial_ends_at: TIME_NULL };
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -245,7 +249,10 @@ export const tests = [
       };
       const { key } = await newOrg(s, { name: 'o', plan: 'startup', overrides });
       const e = await ent(s, key);
-      eq(e.limits, { default_max_concurrent_invocations_per_app: 25, max_concurrent_browsers: 7, max_concurrent_invocations: 50, max_vaults: null }, 'limits');
+      eq(e.limits, {
+        default_max_concurrent_invocations_per_app: 25, max_concurrent_browsers: 7, max_concurrent_invocations: 50, max_vaults: null,
+        max_profiles: 1000, max_profile_bytes: 256 * 1024 * 1024,
+      }, 'limits');
       eq(e.features.gpu, { enabled: true }, 'features.gpu');
       eq(e.features.browser_extensions, { enabled: true, max_stored_per_org: null }, 'features.browser_extensions');
       eq(e.features.managed_auth, {

@@ -1,7 +1,7 @@
 // Black-box helpers: start the real browserd binary on 127.0.0.1 with an
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
@@ -185,6 +185,28 @@ export function sessionCgroupDirs(id) {
   const cpu = cpuCgroupOfSelf();
   if (cpu) out.push(`${cpu}/browserd-${id}`);
   return out.filter((d) => existsSync(d));
+}
+
+// The processes of session id of the server whose data folder is dir: those
+// in its sandbox's cgroup (a sandboxed browser sees its profile at /profile,
+// so no command line names the host folder), else those whose command line
+// names its folder (an unsandboxed browser's --user-data-dir).
+export function sessionPids(dir, id) {
+  const cg = sessionCgroupDirs(id).find((d) => existsSync(join(d, 'cgroup.procs')) && !d.includes('/cpu'));
+  if (cg) {
+    try { return readFileSync(join(cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number); } catch { /* removed meanwhile */ }
+  }
+  try {
+    return execFileSync('pgrep', ['-f', `${dir}/sessions/${id}`]).toString().trim().split('\n').map(Number).filter(Boolean);
+  } catch { return []; }
+}
+
+// The ids of the sessions of the server whose data folder is dir that have
+// processes running.
+export function runningSessions(dir) {
+  let ids = [];
+  try { ids = readdirSync(join(dir, 'sessions')).filter((n) => /^[a-z0-9]{24}$/.test(n)); } catch { /* none yet */ }
+  return new Set(ids.filter((id) => sessionPids(dir, id).length > 0));
 }
 
 // This process's folder in the cgroup v1 cpu hierarchy, or '' (v2, or none).

@@ -3,12 +3,11 @@
 // are sent to nodes that do not own the browser on purpose. Each test names
 // the rule of issue 22 it checks ("rule 4" = item 4 of "What to build").
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { chromium } from '../compat/node_modules/playwright-core/index.mjs';
 import WebSocket from '../compat/node_modules/ws/wrapper.mjs';
-import { request, startSite, assert, eq, isError, waitFor, withLoad } from '../blackbox/lib.mjs';
+import { request, startSite, assert, eq, isError, waitFor, withLoad, runningSessions as runningSessionsOf } from '../blackbox/lib.mjs';
 import { startCluster, processesUnder } from './lib.mjs';
 
 async function withCluster(fn, opts = {}) {
@@ -62,25 +61,21 @@ const poolRows = (c, poolId) => c.psql(
   `SELECT s.id, coalesce(n.name, '') FROM sessions s LEFT JOIN nodes n ON n.id = s.node_id
    WHERE s.status = 'active' AND s.data::jsonb->'pool'->>'id' = ${sqlStr(poolId)} ORDER BY s.id`);
 
-// Session ids of the Chromium processes running under the nodes' folders.
+// Session ids with processes running under the nodes' folders (lib.mjs).
 function runningSessions(nodes) {
   const ids = new Set();
-  for (const n of nodes) {
-    try {
-      const out = execFileSync('pgrep', ['-af', `${n.dir}/sessions/`]).toString();
-      for (const m of out.matchAll(/sessions\/([a-z0-9]{24})/g)) ids.add(m[1]);
-    } catch { /* none */ }
-  }
+  for (const n of nodes) for (const id of runningSessionsOf(n.dir)) ids.add(id);
   return ids;
 }
 
-// True while pid is a live process whose command line names dir.
+// True while pid is a live process of a session of dir (its cgroup), or
+// whose command line names dir.
 function aliveUnder(pid, dir) {
   if (!pid || !existsSync(`/proc/${pid}`)) return false;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     if (/\) Z /.test(stat)) return false; // a zombie is gone
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+    return processesUnder(dir).includes(pid) || readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
   } catch { return false; }
 }
 

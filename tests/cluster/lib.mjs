@@ -3,12 +3,12 @@
 // round-robin TCP forwarder in front of them that plays the load balancer and
 // is every node's --public-url. Every process is ended by its PID.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BIN, waitFor } from '../blackbox/lib.mjs';
+import { BIN, waitFor, sessionPids } from '../blackbox/lib.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PGTMP = join(ROOT, 'scripts', 'pgtmp.sh');
@@ -151,12 +151,20 @@ export async function startForwarder(ports) {
   };
 }
 
-// Chromium (or any) processes whose command line names a folder.
+// The processes of the sessions of a node's data folder: their cgroups (a
+// sandboxed browser's command line names no host folder), else processes
+// whose command line names the folder (unsandboxed).
 export function processesUnder(dir) {
+  const out = new Set();
+  for (const id of readdirSyncSafe(join(dir, 'sessions'))) for (const p of sessionPids(dir, id)) out.add(p);
   try {
-    const out = execFileSync('pgrep', ['-f', `${dir}/sessions/`]).toString();
-    return out.split('\n').filter(Boolean).map(Number);
-  } catch { return []; }
+    for (const p of execFileSync('pgrep', ['-f', `${dir}/sessions/`]).toString().split('\n').filter(Boolean)) out.add(Number(p));
+  } catch { /* none */ }
+  return [...out];
+}
+
+function readdirSyncSafe(d) {
+  try { return readdirSync(d).filter((n) => /^[a-z0-9]{24}$/.test(n)); } catch { return []; }
 }
 
 // One node. start() spawns it and resolves once it listens; it may be called

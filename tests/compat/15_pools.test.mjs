@@ -2,9 +2,8 @@
 // /browser_pools/{id_or_name}; KERNEL_API.md: create, list, delete, acquire,
 // release, flush).
 import http from 'node:http';
-import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor, runningSessions } from '../blackbox/lib.mjs';
 
 async function withServer(fn, opts) {
   const s = await startServer(opts);
@@ -24,13 +23,8 @@ async function makePool(s, body) {
 const poolGet = async (s, id) => (await api(s, 'GET', `/browser_pools/${id}`)).json;
 const filled = (s, id, n) => until(async () => (await poolGet(s, id)).available_count === n, `${n} available in ${id}`);
 
-// Chromium processes whose command line names a session folder of this server.
-function running(dir) {
-  try {
-    const out = execFileSync('pgrep', ['-af', `${dir}/sessions/`]).toString();
-    return new Set([...out.matchAll(/sessions\/([a-z0-9]{24})/g)].map((m) => m[1]));
-  } catch { return new Set(); }
-}
+// The sessions of this server with processes running (lib.mjs).
+const running = runningSessions;
 
 export const tests = [
   {

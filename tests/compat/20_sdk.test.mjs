@@ -560,7 +560,7 @@ sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see
 
 // ---- logs (issue 20, part) ---------------------------------------------------
 
-sdkTest('browsers.logs.stream', "a session's own logs as SSE LogEvents: the browser's (supervisor chromium), a file in its home, follow delivers new lines; host paths, .. and symlinks out -> BadRequestError", (ctx) =>
+sdkTest('browsers.logs.stream', "a session's own logs as SSE LogEvents: the browser's (supervisor chromium), a file of its own named as its processes see it (/tmp/agent.log), follow delivers new lines; host paths, .. and symlinks out -> NotFoundError naming no host path", (ctx) =>
   withServer(async (s, client) => {
     const b = await client.browsers.create({ headless: true });
     const logs = client.browsers.logs;
@@ -572,24 +572,28 @@ sdkTest('browsers.logs.stream', "a session's own logs as SSE LogEvents: the brow
       assert(typeof ev.message === 'string' && ev.message.length > 0, 'a message');
       assert(!Number.isNaN(Date.parse(ev.timestamp)), `a timestamp: ${ev.timestamp}`);
     }
-    const home = s.sessionDir(b.session_id); // the owner node's folder on a cluster
-    const file = join(home, 'agent.log');
+    // The session's own files (its /tmp) on the owner node's host; the path
+    // the client names is the session's own (issue 31.7).
+    const home = s.sessionDir(b.session_id);
+    const file = join(`${home}.root`, 'tmp', 'agent.log');
     writeFileSync(file, 'first\n\nsecond\n');
     chmodSync(file, 0o644);
     const lines = [];
-    for await (const ev of await logs.stream(b.session_id, { source: 'path', path: file, follow: false })) lines.push(ev.message);
-    eq(lines, ['first', 'second'], 'a file in the home, line by line (empty lines skipped)');
+    for await (const ev of await logs.stream(b.session_id, { source: 'path', path: '/tmp/agent.log', follow: false })) lines.push(ev.message);
+    eq(lines, ['first', 'second'], 'a file of the session, line by line (empty lines skipped)');
     // follow: only lines written after the stream opened.
-    const live = await logs.stream(b.session_id, { source: 'path', path: file });
+    const live = await logs.stream(b.session_id, { source: 'path', path: '/tmp/agent.log' });
     const it = live[Symbol.asyncIterator]();
     const next = it.next();
     appendFileSync(file, 'third\n');
     eq((await next).value.message, 'third', 'follow delivers a new line');
     live.controller.abort();
-    symlinkSync('/etc/shadow', join(home, 'shadow'));
-    for (const path of [join(s.dir, 'bootstrap-api-key'), `${home}/../../bootstrap-api-key`, join(home, 'shadow'), '/etc/passwd']) {
-      await rejects(() => logs.stream(b.session_id, { source: 'path', path, follow: false }), BadRequestError, 400, `${path} is refused`);
+    symlinkSync('/etc/shadow', join(`${home}.root`, 'tmp', 'shadow'));
+    for (const path of [join(s.dir, 'bootstrap-api-key'), file, '/tmp/../../../etc/shadow', '/tmp/shadow', '/etc/passwd']) {
+      const e = await rejects(() => logs.stream(b.session_id, { source: 'path', path, follow: false }), NotFoundError, 404, `${path} is refused`);
+      assert(!String(e.message).includes(s.dir), `the refusal names no host path: ${e.message}`);
     }
+    await rejects(() => logs.stream(b.session_id, { source: 'path', path: '/tmp', follow: false }), BadRequestError, 400, 'a folder');
     await rejects(() => logs.stream(b.session_id, { source: 'supervisor', supervisor_process: 'sshd', follow: false }), BadRequestError, 400, 'unknown process');
     await rejects(() => logs.stream(b.session_id, { source: 'supervisor', supervisor_process: 'xvfb', follow: false }), NotFoundError, 404, 'headless: no X server log');
     await client.browsers.deleteByID(b.session_id);

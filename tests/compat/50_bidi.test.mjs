@@ -3,10 +3,10 @@
 // while Playwright is attached to the same session over cdp_ws_url; the token
 // rules of the endpoint; the session's chromedriver stops with the session.
 import http from 'node:http';
-import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { chromium } from 'playwright-core';
-import { startServer, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, waitFor, sessionPids } from '../blackbox/lib.mjs';
 
 async function site() {
   const srv = http.createServer((rq, rs) => {
@@ -78,14 +78,13 @@ function handshakeStatus(url) {
   });
 }
 
-// The chromedriver of session id, found by its unique --log-path (the
-// command line that starts with chromedriver: in a sandbox, bwrap's two
-// processes carry the same arguments).
+// The chromedriver of session id: a process of the session (lib.mjs) whose
+// program is chromedriver (in a sandbox, bwrap's two processes carry the same
+// arguments; the driver sees its log at a neutral path, issue 29.16).
 function driverPids(dir, id) {
-  try {
-    return execFileSync('pgrep', ['-f', '--', `^[^ ]*chromedriver .*--log-path=${dir}/sessions/${id}.chromedriver.log`])
-      .toString().trim().split('\n').map(Number).filter(Boolean);
-  } catch { return []; }
+  return sessionPids(dir, id).filter((p) => {
+    try { return /chromedriver$/.test(readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0]); } catch { return false; }
+  });
 }
 
 function alive(pid) {

@@ -13,7 +13,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { BIN, startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
+import { BIN, startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs, sessionPids } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body) => request(s.base, method, path, { key: s.key, body });
 
@@ -65,6 +65,17 @@ function devtoolsPort(s, id) {
 
 const cgroupDirs = sessionCgroupDirs;
 
+// The session's browser process (its command line names /profile, not the
+// host folder: issue 29.16), found in its cgroup.
+function browserPid(s, id) {
+  return sessionPids(s.dir, id).filter((p) => {
+    try {
+      const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      return cmd[0] === '/usr/lib/chromium/chromium' && !cmd.some((a) => a.startsWith('--type='));
+    } catch { return false; }
+  });
+}
+
 function pids(pattern) {
   try { return execFileSync('pgrep', ['-f', '--', pattern], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number); } catch { return []; }
 }
@@ -78,9 +89,11 @@ export const tests = [
       const b = await create(s);
       const { br, pg } = await page(a);
       try {
-        // Control: the session's own home is there.
-        const own = await fileText(pg, `file://${s.dir}/sessions/${a.session_id}/`);
+        // Control: the session's own home is there, at /profile (issue 29.16), not at its host path.
+        const own = await fileText(pg, 'file:///profile/');
         assert(/Default\//.test(own), `the session sees its own home:\n${own.slice(0, 300)}`);
+        const ownHost = await fileText(pg, `file://${s.dir}/sessions/${a.session_id}/`);
+        assert(!/Default\//.test(ownHost), `the home's host path is not listed:\n${ownHost.slice(0, 300)}`);
         const key = await fileText(pg, `file://${s.dir}/bootstrap-api-key`);
         assert(!key.includes(s.key), 'the bootstrap key is not readable');
         const data = await fileText(pg, `file://${s.dir}/`);
@@ -117,7 +130,9 @@ export const tests = [
               await cdp.send('DOM.setFileInputFiles', { nodeId, files: [path] });
               return pg.evaluate(() => document.getElementById('f').files[0].text().then((t) => `ok:${t}`, (e) => `error:${e.name}`));
             };
-            eq(await read(join(home, 'probe.txt')), 'ok:mine', 'a file of the session uploads');
+            eq(await read('/profile/probe.txt'), 'ok:mine', 'a file of the session uploads');
+            const hostPath = await read(join(home, 'probe.txt'));
+            assert(hostPath.startsWith('error:'), `the home's host path names nothing: ${hostPath}`);
             const got = await read(join(s.dir, 'bootstrap-api-key'));
             assert(!got.includes(s.key) && got.startsWith('error:'), `the server's key does not upload: ${got}`);
             const shadow = await read('/etc/shadow');
@@ -173,7 +188,7 @@ export const tests = [
             }
           } finally { await br.close(); }
           // The sandbox's own loopback holds only its own browser: b's port is not there.
-          const pid = pids(`^/usr/lib/chromium/chromium .*sessions/${a.session_id} `)[0];
+          const pid = browserPid(s, a.session_id)[0];
           const listening = (table) => table.split('\n').slice(1).map((l) => l.trim().split(/\s+/))
             .filter((f) => f[3] === '0A').map((f) => parseInt(f[1].split(':')[1], 16));
           const inside = listening(execFileSync('nsenter', ['-t', String(pid), '-n', 'cat', '/proc/net/tcp'], { encoding: 'utf8' }));
@@ -210,8 +225,8 @@ export const tests = [
     fn: () => withServer(async (s) => {
       const a = await create(s);
       const b = await create(s);
-      const pa = pids(`^/usr/lib/chromium/chromium .*sessions/${a.session_id} `);
-      const pb = pids(`^/usr/lib/chromium/chromium .*sessions/${b.session_id} `);
+      const pa = browserPid(s, a.session_id);
+      const pb = browserPid(s, b.session_id);
       assert(pa.length && pb.length, 'both browsers found');
       const uid = (pid) => Number(/Uid:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
       assert(uid(pa[0]) !== 0 && uid(pa[0]) !== process.getuid(), `not root, not the server's user: ${uid(pa[0])}`);
@@ -322,19 +337,21 @@ exec /usr/bin/chromium "$@"
       });
       let log = '';
       proc.stderr.on('data', (d) => { log += d; });
+      let all = [];
+      const alive = (p) => { try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${p}/stat`, 'utf8')); } catch { return false; } };
       try {
         const port = await until(() => { const m = /listening on [^ ]*:(\d+) /.exec(log); return m && Number(m[1]); }, 'the server listening');
         const s = { base: `http://127.0.0.1:${port}`, key: readFileSync(join(dir, 'bootstrap-api-key'), 'utf8').trim() };
         const ids = [];
         for (const body of [{ headless: true }, { headless: true }, { headless: false }]) ids.push((await create(s, body)).session_id);
-        const procs = () => pids(`${dir}/sessions/`);
-        assert(procs().length > 5, 'the sessions run');
+        all = ids.flatMap((id) => sessionPids(dir, id));
+        assert(all.length > 5, 'the sessions run');
         process.kill(-proc.pid, 'SIGKILL');
-        await until(() => procs().length === 0, `no process of the sessions left (${procs()})`, 15000);
+        await until(() => !all.some(alive), `no process of the sessions left (${all.filter(alive)})`, 15000);
         await until(() => ids.every((id) => cgroupDirs(id).length === 0), 'no cgroup of the sessions left', 15000);
       } finally {
         try { process.kill(-proc.pid, 'SIGKILL'); } catch { /* gone */ }
-        for (const p of pids(`${dir}/sessions/`)) { try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } }
+        for (const p of all.filter(alive)) { try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } }
         rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
       }
     },

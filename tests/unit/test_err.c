@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/err.h"
@@ -46,12 +47,38 @@ static void details_beyond_capacity_are_counted(void **state)
     assert_int_equal(e.nmore, 8);
 }
 
+/* "Nothing a tenant sees shows a host path": the data folder becomes <data>
+ * wherever it appears, and a text that grows past its buffer is cut. */
+static void hidden_folders_are_scrubbed(void **state)
+{
+    (void)state;
+    err_hide_path("/srv/browserd-data", "<data>");
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"mkdir /srv/browserd-data/sessions/x: No space", "mkdir <data>/sessions/x: No space"},
+        {"a /srv/browserd-data b /srv/browserd-data", "a <data> b <data>"},
+        {"/tmp/x/app.log: file not found", "/tmp/x/app.log: file not found"},
+        {"/srv/browserd-dat is another folder", "/srv/browserd-dat is another folder"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char buf[ERR_MSG_MAX];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        err_scrub_text(buf, sizeof buf);
+        assert_string_equal(buf, cases[i].out);
+    }
+    char small[24] = "x /srv/browserd-data yz";
+    err_scrub_text(small, 12);
+    assert_string_equal(small, "x <data> yz");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(field_error_names_path_and_rule),
         cmocka_unit_test(one_detail_per_problem),
         cmocka_unit_test(details_beyond_capacity_are_counted),
+        cmocka_unit_test(hidden_folders_are_scrubbed),
     };
     return cmocka_run_group_tests_name("core/err", tests, NULL, NULL);
 }
