@@ -19,6 +19,13 @@
 #include "runtime/admit.h"
 #include "runtime/child.h"
 #include "runtime/crlauncher.h"
+#include "runtime/procjobs.h"
+#include "runtime/wdreg.h"
+#include "runtime/waker.h"
+#include "runtime/viewers.h"
+#include "runtime/zipstreams.h"
+#include "runtime/fswatch.h"
+#include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
@@ -366,12 +373,26 @@ static void on_bound(void *ctx, int port)
         join_cluster(app, port);
 }
 
-static int cmd_serve(int argc, char **argv)
-{
+/* ---- serve: the engines' start and stop order ---- */
+
+/* What the steps of serve share. */
+struct serve {
     struct app app;
-    memset(&app, 0, sizeof app);
-    pthread_rwlock_init(&app.relay_gate, NULL);
-    struct app_config *c = &app.cfg;
+    const char *store_url;
+    int nspares;
+    long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
+    double overcommit; /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
+    sigset_t signals;  /* SIGTERM and SIGINT, taken by sigwait */
+    struct sessmgr_hooks hooks;
+    struct http_config hc;
+    struct http_server *srv;
+};
+
+/* Reads serve's flags and variables into sv. 0, or the exit status (2) after
+ * saying what is wrong. */
+static int serve_flags(struct serve *sv, int argc, char **argv)
+{
+    struct app_config *c = &sv->app.cfg;
     const char *listen = env_or("BROWSERD_LISTEN", "127.0.0.1:8080");
     const char *data = env_or("BROWSERD_DATA", "./data");
     const char *public_url = env_or("BROWSERD_PUBLIC_URL", NULL);
@@ -385,7 +406,7 @@ static int cmd_serve(int argc, char **argv)
     const char *proxy_ca = env_or("BROWSERD_PROXY_CA_FILE", "");
     const char *threads = env_or("BROWSERD_THREADS", NULL);
     const char *spares = env_or("BROWSERD_SPARES", NULL);
-    const char *store_url = env_or("BROWSERD_STORE", "");
+    sv->store_url = env_or("BROWSERD_STORE", "");
     const char *advertise = env_or("BROWSERD_ADVERTISE_URL", NULL);
     const char *node_name = env_or("BROWSERD_NODE_NAME", NULL);
     const char *lease = env_or("BROWSERD_NODE_LEASE_MS", NULL);
@@ -402,7 +423,7 @@ static int cmd_serve(int argc, char **argv)
             flag(argc, argv, &i, "--proxy-ca-file", &proxy_ca) ||
             flag(argc, argv, &i, "--threads", &threads) ||
             flag(argc, argv, &i, "--spares", &spares) ||
-            flag(argc, argv, &i, "--store", &store_url) ||
+            flag(argc, argv, &i, "--store", &sv->store_url) ||
             flag(argc, argv, &i, "--advertise", &advertise) ||
             flag(argc, argv, &i, "--node-name", &node_name))
             continue;
@@ -425,8 +446,8 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     c->threads = (unsigned)nthreads;
-    int nspares = spares ? spares_parse_count(spares) : SPARES_DEFAULT;
-    if (nspares < 0) {
+    sv->nspares = spares ? spares_parse_count(spares) : SPARES_DEFAULT;
+    if (sv->nspares < 0) {
         fprintf(stderr, "browserd serve: --spares / BROWSERD_SPARES must be 0..%d\n", SPARES_MAX);
         return 2;
     }
@@ -456,22 +477,22 @@ static int cmd_serve(int argc, char **argv)
     c->token_ttl_s = (int)ttl_s;
     /* Hostile clients (docs/operator.md): connections, head deadline, and
      * the budget of request bodies held in memory. */
-    long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
-    if (env_long("BROWSERD_MAX_CONNECTIONS", LIM_HTTP_CONNECTIONS, 16, 1000000, &max_conns) ||
-        env_long("BROWSERD_CONNECTIONS_PER_IP", LIM_HTTP_CONNECTIONS_PER_IP, 0, 1000000, &per_ip) ||
-        env_long("BROWSERD_HEAD_TIMEOUT_SECONDS", LIM_HTTP_HEAD_SECONDS, 1, 3600, &head_s) ||
+    if (env_long("BROWSERD_MAX_CONNECTIONS", LIM_HTTP_CONNECTIONS, 16, 1000000, &sv->max_conns) ||
+        env_long("BROWSERD_CONNECTIONS_PER_IP", LIM_HTTP_CONNECTIONS_PER_IP, 0, 1000000,
+                 &sv->per_ip) ||
+        env_long("BROWSERD_HEAD_TIMEOUT_SECONDS", LIM_HTTP_HEAD_SECONDS, 1, 3600, &sv->head_s) ||
         env_long("BROWSERD_BODY_BUDGET_MB", (long)(LIM_HTTP_BODY_BUDGET_BYTES >> 20), 1, 1L << 20,
-                 &budget_mb) ||
-        env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1, budget_mb,
-                 &share_mb) ||
+                 &sv->budget_mb) ||
+        env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1,
+                 sv->budget_mb, &sv->share_mb) ||
         env_long("BROWSERD_BLOCKING_THREADS", LIM_HTTP_BLOCKING_THREADS, 1,
-                 LIM_HTTP_BLOCKING_THREADS, &blockers))
+                 LIM_HTTP_BLOCKING_THREADS, &sv->blockers))
         return 2;
     /* The sum of sessions' memory limits, as a multiple of the host's memory
      * (runtime/admit.h). */
     const char *oc = env_or("BROWSERD_MEMORY_OVERCOMMIT", NULL);
-    double overcommit = oc ? strtod(oc, &end) : LIM_ADMIT_OVERCOMMIT_DEFAULT;
-    if ((oc && *end) || !(overcommit > 0) || overcommit > LIM_ADMIT_OVERCOMMIT_MAX) {
+    sv->overcommit = oc ? strtod(oc, &end) : LIM_ADMIT_OVERCOMMIT_DEFAULT;
+    if ((oc && *end) || !(sv->overcommit > 0) || sv->overcommit > LIM_ADMIT_OVERCOMMIT_MAX) {
         fprintf(stderr,
                 "browserd serve: BROWSERD_MEMORY_OVERCOMMIT must be a number above 0, at "
                 "most %g\n",
@@ -495,9 +516,24 @@ static int cmd_serve(int argc, char **argv)
     copy(c->allow_private, sizeof c->allow_private, lan);
     copy(c->default_proxy, sizeof c->default_proxy, dproxy);
 
-    /* Nothing the server writes (the database, logs, session folders) is
-     * readable by other users of the host, sessions' users included. */
-    umask(077);
+    return 0;
+}
+
+/* One engine of the server in the table below. Each step may be NULL.
+ * init and start return 0, or the exit status (1, 2) after logging why. */
+struct engine {
+    const char *name;
+    int (*init)(struct serve *sv);   /* in table order, before any start */
+    int (*start)(struct serve *sv);  /* in table order, after every init */
+    void (*drain)(struct serve *sv); /* in reverse: no new work, parked work answered */
+    void (*stop)(struct serve *sv);  /* in reverse, after every drain */
+};
+
+/* Before any thread: the server's OOM score, then the watcher that ends our
+ * browsers if we die. */
+static int start_crash_watcher(struct serve *sv)
+{
+    (void)sv;
     struct err e;
     err_init(&e);
     /* Under memory pressure the kernel ends a session's process, not the
@@ -509,101 +545,316 @@ static int cmd_serve(int argc, char **argv)
                  "its sessions' processes still run at %d",
                  strerror(errno), CHILD_OOM_SCORE_ADJ);
     /* Before any thread: the watcher that ends our browsers if we die. */
-    if (reaper_start(&e) != 0) {
+    if (reaper_start(&e) != 0)
         log_warn("%s: browsers would outlive a crashed server", e.message);
-        err_init(&e);
-    }
-    /* The data folder holds the session folders whichever store is used
-     * (the SQLite store also keeps its database there). */
+    return 0;
+}
+
+/* The data folder holds the session folders whichever store is used (the
+ * SQLite store also keeps its database there). */
+static int open_store(struct serve *sv)
+{
+    struct app_config *c = &sv->app.cfg;
     if (mkdir(c->data_dir, 0700) != 0 && errno != EEXIST) {
         log_error("cannot create the data folder %s: %s", c->data_dir, strerror(errno));
         return 1;
     }
-    if (store_open(store_url, c->data_dir, &app.store, &e) != 0) {
+    struct err e;
+    err_init(&e);
+    if (store_open(sv->store_url, c->data_dir, &sv->app.store, &e) != 0) {
         log_error("%s", e.message);
         return 1;
     }
-    /* After the watcher (it must fork before any thread), before sessions. */
+    return 0;
+}
+
+static void close_store(struct serve *sv)
+{
+    store_close(sv->app.store);
+}
+
+/* The engines the handlers use through struct app (made here, started and
+ * stopped by their own rows). */
+static int make_handles(struct serve *sv)
+{
+    struct app *app = &sv->app;
+    app->procjobs = procjobs_new();
+    app->drivers = wdreg_new();
+    app->bidi_openings = bidiopen_new();
+    app->log_waker = waker_new(LOGS_POLL_MS);
+    app->viewers = viewers_new();
+    app->zips = zipstreams_new();
+    app->fs_watches = fswatches_new();
+    return 0;
+}
+
+static void free_handles(struct serve *sv)
+{
+    struct app *app = &sv->app;
+    procjobs_free(app->procjobs);
+    bidiopen_free(app->bidi_openings);
+    wdreg_free(app->drivers);
+    waker_free(app->log_waker);
+    viewers_free(app->viewers);
+    zipstreams_free(app->zips);
+    fswatches_free(app->fs_watches);
+}
+
+/* After the watcher (it must fork before any thread), before sessions. */
+static int start_sandbox(struct serve *sv)
+{
     const char *sbx = env_or("BROWSERD_SANDBOX", "on");
     if (strcmp(sbx, "on") != 0 && strcmp(sbx, "off") != 0) {
         fprintf(stderr, "browserd serve: BROWSERD_SANDBOX must be on or off\n");
-        store_close(app.store);
         return 2;
     }
     (void)sandbox_init(strcmp(sbx, "off") == 0);
     struct admit_budget budget =
-        admit_budget_for(admit_host_memory(), overcommit, admit_host_pid_max());
+        admit_budget_for(admit_host_memory(), sv->overcommit, admit_host_pid_max());
     admit_configure(budget);
     if (sandbox_enabled())
         log_info("admission: sessions' memory limits up to %lld MiB together "
                  "(BROWSERD_MEMORY_OVERCOMMIT %g), pids limits up to %lld; one organization "
                  "at most %d%% of either",
-                 budget.memory >> 20, overcommit, budget.pids, LIM_ADMIT_ORG_SHARE_PCT);
-    /* Nodes starting together on an empty shared database bootstrap once. */
-    int boot = store_shared(app.store)
-                   ? store_run_exclusive(app.store, "bootstrap", bootstrap_fn, &app)
-                   : bootstrap(&app);
-    if (boot != 0 || load_token_key(&app) != 0) {
-        store_close(app.store);
-        return 1;
-    }
+                 budget.memory >> 20, sv->overcommit, budget.pids, LIM_ADMIT_ORG_SHARE_PCT);
+    return 0;
+}
 
-    /* Signals go to this thread only: block them before any thread starts. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+/* Nodes starting together on an empty shared database bootstrap once. */
+static int run_bootstrap(struct serve *sv)
+{
+    struct app *app = &sv->app;
+    int boot = store_shared(app->store)
+                   ? store_run_exclusive(app->store, "bootstrap", bootstrap_fn, app)
+                   : bootstrap(app);
+    return boot != 0 || load_token_key(app) != 0 ? 1 : 0;
+}
+
+/* Signals go to the main thread only: blocked before any thread starts. */
+static int block_signals(struct serve *sv)
+{
+    sigemptyset(&sv->signals);
+    sigaddset(&sv->signals, SIGTERM);
+    sigaddset(&sv->signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sv->signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
+    return 0;
+}
 
-    /* Modules that take part in sessions register here (session/ext.h),
-     * before recovery, so that their ending hooks run for recovered sessions. */
-    profiles_init(&app);
-    /* init: profiles */
-    if (proxies_init(&app, &e) != 0) {
+/* Modules that take part in sessions register (session/ext.h) before
+ * recovery, so that their ending hooks run for recovered sessions. */
+static int start_profiles(struct serve *sv)
+{
+    profiles_init(&sv->app);
+    return 0;
+}
+
+static int start_proxies(struct serve *sv)
+{
+    struct err e;
+    err_init(&e);
+    if (proxies_init(&sv->app, &e) != 0) {
         log_error("%s", e.message);
-        store_close(app.store);
         return 1;
     }
-    /* init: proxies */
+    return 0;
+}
+
+static void stop_proxies(struct serve *sv)
+{
+    (void)sv;
+    proxies_fini();
+}
+
+static int start_telemetry(struct serve *sv)
+{
     struct telemetry_opts topts;
-    if (telemetry_opts_from_env(&topts, &e) != 0 || telemetry_start(app.store, &topts, &e) != 0) {
+    struct err e;
+    err_init(&e);
+    if (telemetry_opts_from_env(&topts, &e) != 0 ||
+        telemetry_start(sv->app.store, &topts, &e) != 0) {
         log_error("%s", e.message);
-        store_close(app.store);
         return 1;
     }
     session_ext_register(&telemetry_session_ext);
-    /* init: telemetry */
-    webdriver_init(&app);
-    /* init: webdriver */
-    pools_init(&app);
-    computer_api_init(&app);
-    logs_api_init();
-    /* init: pools */
+    return 0;
+}
 
-    /* Browsers of a previous run that did not stop cleanly are ended
-     * before anything new starts. */
-    sess_recover(&app);
-    /* Debian's launcher script is read once, before any launch needs it. */
-    (void)crlauncher_get(app.cfg.chromium);
-    struct sessmgr_hooks hooks = {.on_end = sess_on_end,
-                                  .on_oom = telemetry_on_oom_kill,
-                                  .on_pressure_kill = telemetry_on_pressure_kill,
-                                  .ctx = &app};
-    if (relay_start(1, &app.relay, &e) != 0 || sessmgr_start(&hooks, &app.sessions, &e) != 0 ||
-        pools_start(&app) != 0) {
+static void stop_telemetry(struct serve *sv)
+{
+    (void)sv;
+    telemetry_stop();
+}
+
+/* Leaves the cluster (its pools go to another node); after sessmgr_stop. */
+static void leave_cluster(struct serve *sv)
+{
+    node_stop(sv->app.node);
+}
+
+static int start_relay(struct serve *sv)
+{
+    struct err e;
+    err_init(&e);
+    if (relay_start(1, &sv->app.relay, &e) != 0) {
         log_error("%s", e.message);
-        relay_stop(app.relay);
-        store_close(app.store);
         return 1;
     }
-    if (sess_spares_start(&app, nspares, &e) != 0) {
-        log_warn("%s: creates launch cold", e.message); /* spares only make creates faster */
-        err_init(&e);
-    }
+    return 0;
+}
 
-    struct http_config hc = {
+/* Closes every relayed WebSocket (through the HTTP daemon, still running). */
+static void drain_relay(struct serve *sv)
+{
+    api_relay_shutdown(&sv->app);
+}
+
+/* Requests and WebSockets forwarded to other nodes. */
+static void drain_forwarding(struct serve *sv)
+{
+    (void)sv;
+    forward_shutdown();
+}
+
+/* Browsers' handshakes with their own CDP relay, before the relay stops. */
+static void drain_self_relay(struct serve *sv)
+{
+    (void)sv;
+    selfrelay_fini();
+}
+
+static int start_live_view(struct serve *sv)
+{
+    liveview_init(&sv->app);
+    return 0;
+}
+
+/* Live view viewers' WebSockets. */
+static void drain_live_view(struct serve *sv)
+{
+    viewers_stop(sv->app.viewers);
+}
+
+static int start_webdriver(struct serve *sv)
+{
+    webdriver_init(&sv->app);
+    return 0;
+}
+
+/* BiDi connections in their opening exchange, then every driver (the
+ * sessions' ending hooks then find none). */
+static void drain_webdriver(struct serve *sv)
+{
+    bidiopen_stop(sv->app.bidi_openings);
+    wdreg_stop_all(sv->app.drivers);
+}
+
+static int start_sessions(struct serve *sv)
+{
+    sv->hooks = (struct sessmgr_hooks){.on_end = sess_on_end,
+                                       .on_oom = telemetry_on_oom_kill,
+                                       .on_pressure_kill = telemetry_on_pressure_kill,
+                                       .ctx = &sv->app};
+    struct err e;
+    err_init(&e);
+    if (sessmgr_start(&sv->hooks, &sv->app.sessions, &e) != 0) {
+        log_error("%s", e.message);
+        return 1;
+    }
+    return 0;
+}
+
+/* Ends every session, recording its usage. */
+static void stop_sessions(struct serve *sv)
+{
+    sessmgr_stop(sv->app.sessions);
+}
+
+/* No fence or adoption from here on (before sessmgr_stop). */
+static void halt_cluster_node(struct serve *sv)
+{
+    node_halt(sv->app.node);
+}
+
+static int start_spares(struct serve *sv)
+{
+    struct err e;
+    err_init(&e);
+    if (sess_spares_start(&sv->app, sv->nspares, &e) != 0)
+        log_warn("%s: creates launch cold", e.message); /* spares only make creates faster */
+    return 0;
+}
+
+/* Before the modules whose ending hooks they run. */
+static void stop_spares(struct serve *sv)
+{
+    sess_spares_stop(&sv->app);
+}
+
+static int init_pools(struct serve *sv)
+{
+    pools_init(&sv->app);
+    return 0;
+}
+
+static int start_pools(struct serve *sv)
+{
+    if (pools_start(&sv->app) != 0) {
+        log_error("pools: the engine cannot start");
+        return 1;
+    }
+    return 0;
+}
+
+static void stop_pools(struct serve *sv)
+{
+    (void)sv;
+    pools_stop();
+}
+
+static int init_computer(struct serve *sv)
+{
+    compapi_init(&sv->app);
+    return 0;
+}
+
+static int start_log_waker(struct serve *sv)
+{
+    struct err e;
+    err_init(&e);
+    /* Without its thread, following log streams get no new lines. */
+    (void)!waker_start(sv->app.log_waker, &e);
+    return 0;
+}
+
+/* After the streams it wakes are gone. */
+static void stop_log_waker(struct serve *sv)
+{
+    waker_stop(sv->app.log_waker);
+}
+
+/* Browsers of a previous run that did not stop cleanly are ended before
+ * anything new starts; Debian's launcher script is read once, before any
+ * launch needs it. */
+static int recover_sessions(struct serve *sv)
+{
+    sess_recover(&sv->app);
+    (void)crlauncher_get(sv->app.cfg.chromium);
+    return 0;
+}
+
+/* The watches' ticker, once no events stream is left (after the HTTP
+ * daemon) and before the sessions end. */
+static void stop_fs_watches(struct serve *sv)
+{
+    fswatches_stop(sv->app.fs_watches);
+}
+
+static int start_http(struct serve *sv)
+{
+    struct app_config *c = &sv->app.cfg;
+    sv->hc = (struct http_config){
         .host = c->listen_host,
         .port = c->listen_port,
         .threads = c->threads,
@@ -614,72 +865,135 @@ static int cmd_serve(int argc, char **argv)
         .route_hook = api_route_hook,
         .cleanup = api_cleanup,
         .bound = on_bound,
-        .app = &app,
-        .max_connections = (unsigned)max_conns,
-        .conns_per_ip = per_ip ? (unsigned)per_ip : HTTP_NO_LIMIT,
-        .head_timeout_s = (unsigned)head_s,
-        .body_budget = (size_t)budget_mb << 20,
-        .body_share = (size_t)share_mb << 20,
-        .blocking_threads = (unsigned)blockers,
-        .buffer_streams = store_shared(app.store),
+        .app = &sv->app,
+        .max_connections = (unsigned)sv->max_conns,
+        .conns_per_ip = sv->per_ip ? (unsigned)sv->per_ip : HTTP_NO_LIMIT,
+        .head_timeout_s = (unsigned)sv->head_s,
+        .body_budget = (size_t)sv->budget_mb << 20,
+        .body_share = (size_t)sv->share_mb << 20,
+        .blocking_threads = (unsigned)sv->blockers,
+        .buffer_streams = store_shared(sv->app.store),
     };
-    struct http_server *srv;
-    if (http_start(&hc, &srv, &e) != 0) {
+    struct err e;
+    err_init(&e);
+    if (http_start(&sv->hc, &sv->srv, &e) != 0) {
         log_error("%s", e.message);
-        sess_spares_stop(&app);
-        sessmgr_stop(app.sessions);
-        relay_stop(app.relay);
-        store_close(app.store);
         return 1;
     }
-    if (cluster_flags.failed) {
-        http_quiesce(srv);
-        api_relay_shutdown(&app);
-        http_stop(srv);
-        pools_stop();
-        sess_spares_stop(&app);
-        sessmgr_stop(app.sessions);
-        telemetry_stop();
-        proxies_fini();
-        store_close(app.store);
-        return 1;
-    }
-    int port = http_port(srv);
-    log_info("browserd %s listening on %s:%d (public URL %s, data %s, %u threads)",
-             BROWSERD_VERSION, c->listen_host, port, c->public_url, c->data_dir, c->threads);
-
-    int sig = 0;
-    sigwait(&set, &sig);
-    log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    /* Upgraded connections are closed through the HTTP daemon, so they end
-     * before it stops: no new connections, no pending BiDi openings, every
-     * relayed WebSocket closed, then the daemon. */
-    pools_drain();
-    process_api_drain(); /* parked exec/playwright requests are answered */
-    http_quiesce(srv);
-    webdriver_fini();
-    liveview_fini(); /* live view viewers' WebSockets */
-    /* fini: webdriver */
-    /* Browsers' handshakes with their own CDP relay, before the relay stops. */
-    selfrelay_fini();
-    forward_shutdown(); /* requests and WebSockets forwarded to other nodes */
-    api_relay_shutdown(&app);
-    http_stop(srv);
-    logs_api_fini(); /* after the streams it wakes are gone */
-    pools_stop();
-    /* fini: pools */
-    sess_spares_stop(&app);     /* before the modules whose ending hooks they run */
-    node_halt(app.node);        /* no fence or adoption from here on */
-    sessmgr_stop(app.sessions); /* ends every session, recording its usage */
-    node_stop(app.node);        /* leaves the cluster; its pools go to another node */
-    telemetry_stop();
-    /* fini: telemetry */
-    proxies_fini();
-    /* fini: proxies */
-    /* fini: profiles */
-    store_close(app.store);
-    log_info("stopped cleanly");
     return 0;
+}
+
+/* No new connections; requests in flight and upgraded connections go on. */
+static void quiesce_http(struct serve *sv)
+{
+    http_quiesce(sv->srv);
+}
+
+static void stop_http(struct serve *sv)
+{
+    http_stop(sv->srv);
+}
+
+/* The requests parked on the HTTP daemon are answered before it stops
+ * taking connections: pool acquires (204), then exec and
+ * playwright.execute (their processes are killed). */
+static void answer_parked(struct serve *sv)
+{
+    pools_drain();
+    procjobs_drain(sv->app.procjobs, PROCJOBS_DRAIN_MS);
+}
+
+/* The node registers once the port is bound (on_bound, inside http_start). */
+static int check_cluster(struct serve *sv)
+{
+    (void)sv;
+    return cluster_flags.failed ? 1 : 0;
+}
+
+/* The order in which serve starts its engines. Every init runs in this
+ * order, then every start; at the stop (or when a step fails), the rows that
+ * are up are drained in reverse, then stopped in reverse. A row is up once
+ * its init ran (rows with a start: once its start ran). The order of the
+ * stop is what clean stops need (60_durability, the SIGTERM tests):
+ * parked requests answered, no new connections, upgraded connections closed
+ * (through the still-running daemon), the daemon, then the engines, the
+ * sessions (their usage recorded) and the store last. */
+static const struct engine engines[] = {
+    {"crash watcher", .init = start_crash_watcher},
+    {"store", .init = open_store, .stop = close_store},
+    {"engine handles", .init = make_handles, .stop = free_handles},
+    {"sandbox", .init = start_sandbox},
+    {"bootstrap", .init = run_bootstrap},
+    {"signals", .init = block_signals},
+    {"profiles", .init = start_profiles},
+    {"proxies", .init = start_proxies, .stop = stop_proxies},
+    {"telemetry", .init = start_telemetry, .stop = stop_telemetry},
+    {"cluster node", .stop = leave_cluster},
+    {"relay", .start = start_relay, .drain = drain_relay},
+    {"forwarding", .drain = drain_forwarding},
+    {"self relay", .drain = drain_self_relay},
+    {"live view", .init = start_live_view, .drain = drain_live_view},
+    {"webdriver", .init = start_webdriver, .drain = drain_webdriver},
+    {"sessions", .start = start_sessions, .stop = stop_sessions},
+    {"cluster fence", .stop = halt_cluster_node},
+    {"spares", .start = start_spares, .stop = stop_spares},
+    {"pools", .init = init_pools, .start = start_pools, .stop = stop_pools},
+    {"computer", .init = init_computer},
+    {"log waker", .init = start_log_waker, .stop = stop_log_waker},
+    {"recovery", .init = recover_sessions},
+    {"fs watches", .stop = stop_fs_watches},
+    {"http", .start = start_http, .drain = quiesce_http, .stop = stop_http},
+    {"parked requests", .drain = answer_parked},
+    {"cluster", .start = check_cluster},
+};
+
+/* Row i is up (to be drained and stopped) once its init ran, and, for a row
+ * with a start, once its start ran. */
+static int engine_up(size_t i, size_t inited, size_t started)
+{
+    return i < inited && (!engines[i].start || i < started);
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    static struct serve sv; /* the app outlives every thread that uses it */
+    pthread_rwlock_init(&sv.app.relay_gate, NULL);
+    int rc = serve_flags(&sv, argc, argv);
+    if (rc)
+        return rc;
+    /* Nothing the server writes (the database, logs, session folders) is
+     * readable by other users of the host, sessions' users included. */
+    umask(077);
+    const size_t n = sizeof engines / sizeof *engines;
+    size_t inited = 0, started = 0;
+    while (rc == 0 && inited < n)
+        if (!engines[inited].init || (rc = engines[inited].init(&sv)) == 0)
+            inited++;
+    while (rc == 0 && started < n)
+        if (!engines[started].start || (rc = engines[started].start(&sv)) == 0)
+            started++;
+    if (rc == 0) {
+        struct app_config *c = &sv.app.cfg;
+        log_info("browserd %s listening on %s:%d (public URL %s, data %s, %u threads)",
+                 BROWSERD_VERSION, c->listen_host, http_port(sv.srv), c->public_url, c->data_dir,
+                 c->threads);
+        int sig = 0;
+        sigwait(&sv.signals, &sig);
+        log_info("received %s: finishing in-flight requests",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    } else {
+        log_debug("serve: %s did not start; stopping what did",
+                  engines[inited < n ? inited : started].name);
+    }
+    for (size_t i = n; i-- > 0;)
+        if (engine_up(i, inited, started) && engines[i].drain)
+            engines[i].drain(&sv);
+    for (size_t i = n; i-- > 0;)
+        if (engine_up(i, inited, started) && engines[i].stop)
+            engines[i].stop(&sv);
+    if (rc == 0)
+        log_info("stopped cleanly");
+    return rc;
 }
 
 /* ---- admin ---- */

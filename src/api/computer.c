@@ -142,42 +142,42 @@ static int single(struct req *rq, struct resp *rs, enum comp_op op)
     return target_close(rq, &t, rc);
 }
 
-int computer_click(struct req *rq, struct resp *rs)
+int compapi_click(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_CLICK);
 }
 
-int computer_drag(struct req *rq, struct resp *rs)
+int compapi_drag(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_DRAG);
 }
 
-int computer_move(struct req *rq, struct resp *rs)
+int compapi_move(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_MOVE);
 }
 
-int computer_press(struct req *rq, struct resp *rs)
+int compapi_press(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_PRESS);
 }
 
-int computer_scroll(struct req *rq, struct resp *rs)
+int compapi_scroll(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_SCROLL);
 }
 
-int computer_cursor(struct req *rq, struct resp *rs)
+int compapi_cursor(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_CURSOR);
 }
 
-int computer_type(struct req *rq, struct resp *rs)
+int compapi_type(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_TYPE);
 }
 
-int computer_clip_write(struct req *rq, struct resp *rs)
+int compapi_clip_write(struct req *rq, struct resp *rs)
 {
     return single(rq, rs, COMP_CLIP_WRITE);
 }
@@ -218,7 +218,7 @@ static int batch_step(struct req *rq, struct resp *rs)
     return rc;
 }
 
-int computer_batch(struct req *rq, struct resp *rs)
+int compapi_batch(struct req *rq, struct resp *rs)
 {
     struct batch_call *bc = xcalloc(1, sizeof *bc);
     int rc = target_open(rq, "batchComputerAction", &bc->t);
@@ -241,7 +241,7 @@ int computer_batch(struct req *rq, struct resp *rs)
     return batch_step(rq, rs);
 }
 
-int computer_screenshot_post(struct req *rq, struct resp *rs)
+int compapi_screenshot_post(struct req *rq, struct resp *rs)
 {
     struct target t;
     int rc = target_open(rq, "takeScreenshot", &t);
@@ -265,7 +265,7 @@ int computer_screenshot_post(struct req *rq, struct resp *rs)
     return rc;
 }
 
-int computer_position(struct req *rq, struct resp *rs)
+int compapi_position(struct req *rq, struct resp *rs)
 {
     struct target t;
     int rc = target_open(rq, "getMousePosition", &t);
@@ -279,7 +279,7 @@ int computer_position(struct req *rq, struct resp *rs)
     return rc;
 }
 
-int computer_clip_read(struct req *rq, struct resp *rs)
+int compapi_clip_read(struct req *rq, struct resp *rs)
 {
     struct target t;
     int rc = target_open(rq, "readClipboard", &t);
@@ -300,10 +300,10 @@ static void on_ending(struct session_ctx *sc, const char *reason)
     computer_forget(sc->rec->id);
 }
 
-static const struct session_ext computer_ext = {.name = "computer", .ending = on_ending};
+static const struct session_ext compapi_ext = {.name = "computer", .ending = on_ending};
 
-void computer_api_init(struct app *app)
+void compapi_init(struct app *app)
 {
     (void)app;
-    session_ext_register(&computer_ext);
+    session_ext_register(&compapi_ext);
 }

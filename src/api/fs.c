@@ -7,10 +7,10 @@
  * helper inside the session's cgroups (runtime/sesshelp.h); folder
  * downloads take a share of the server's zip streams (core/share.h).
  *
- * Watches: one inotify descriptor per watch, at most LIM_FS_WATCHES per
- * session. Events are read from inotify by the events stream itself when it
- * is woken; one ticker thread wakes every open stream every FS_TICK_MS and
- * ends the watches of sessions that have ended.
+ * Watches are the app's engine app->fs_watches (runtime/fswatch.h): one
+ * inotify descriptor per watch, read by the events stream itself when it is
+ * woken by the engine's ticker. Folder downloads are the app's zip streams
+ * (runtime/zipstreams.h).
  */
 #include "api/fs.h"
 
@@ -18,12 +18,10 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -35,18 +33,15 @@
 #include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/filetype.h"
+#include "runtime/fswatch.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessfs.h"
 #include "runtime/sesshelp.h"
 #include "runtime/sessmgr.h"
+#include "runtime/zipstreams.h"
 #include "telemetry/telemetry.h"
 
-#define FS_TICK_MS       200
-#define FS_INLINE_BYTES  (8u * 1024u * 1024u) /* read_file answers bigger files streamed */
-#define FS_EVENTS_QUEUED (256u * 1024u)       /* encoded events waiting for a slow client */
-#define FS_WATCH_MASK                                                                              \
-    (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |            \
-     IN_MOVE_SELF)
+#define FS_INLINE_BYTES (8u * 1024u * 1024u) /* read_file answers bigger files streamed */
 
 /* ---- what every call needs ---- */
 
@@ -730,117 +725,31 @@ int fs_downloads(struct req *rq, struct resp *rs)
     return call_close(rq, &c, 0);
 }
 
-/* download_dir_zip streams: the zip is built by a helper inside the
- * session's cgroups (runtime/sesshelp.h: its CPU, a sparse file's holes
- * deflated included, is the session's); a relay thread copies the helper's
- * output into a pipe whose other end the response reads, parking when it is
- * empty and woken by the relay after each write. A client that reads
- * nothing for LIM_FS_ZIP_IDLE_S ends the stream: the relay stops, the
- * helper is killed and the slot is free again. Either side may finish
- * first; the last one frees. */
-struct zstream {
-    pthread_mutex_t mu;
-    int rfd, wfd;
-    struct http_stream *hs; /* NULL once the response is over */
-    int refs;               /* the response's and the relay's */
-    struct sesshelp_zip helper;
-    char org_id[64], session_id[64]; /* the share the stream holds */
-    char path[PATH_MAX];
+/* download_dir_zip: the app's zip streams (runtime/zipstreams.h) build the
+ * zip in a helper inside the session's cgroups and relay it to the response,
+ * which parks until the relay's next write wakes it. */
+struct zresp {
+    struct zipstream *z;
+    struct http_stream *hs;
 };
 
-/* Streams being zipped, with each organization's and session's share. */
-static struct share zip_streams =
-    SHARE_INIT("folder downloads being zipped", LIM_FS_ZIP_STREAMS, LIM_FS_ZIP_STREAMS_PER_ORG,
-               LIM_FS_ZIP_STREAMS_PER_SESSION);
-
-static void zstream_release(struct zstream *z) /* under z->mu; unlocks */
+static void zwake(void *ctx)
 {
-    int last = --z->refs == 0;
-    pthread_mutex_unlock(&z->mu);
-    if (last) {
-        pthread_mutex_destroy(&z->mu);
-        xfree(z);
-    }
-}
-
-/* Writes to the response's pipe (non-blocking), waiting for the client to
- * read at most LIM_FS_ZIP_IDLE_S at a time: -ETIMEDOUT past it, -EPIPE when
- * the response ended. */
-static int zwrite(struct zstream *z, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(z->wfd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN)
-                return -errno;
-            struct pollfd pf = {z->wfd, POLLOUT, 0};
-            int r = poll(&pf, 1, LIM_FS_ZIP_IDLE_S * 1000);
-            if (r == 0)
-                return -ETIMEDOUT;
-            if (r < 0 && errno != EINTR)
-                return -errno;
-            continue;
-        }
-        p += w;
-        n -= (size_t)w;
-        pthread_mutex_lock(&z->mu);
-        if (z->hs)
-            http_stream_wake(z->hs);
-        pthread_mutex_unlock(&z->mu);
-    }
-    return 0;
-}
-
-static void *zrelay(void *arg)
-{
-    struct zstream *z = arg;
-    char chunk[65536];
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(z->helper.out, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if ((rc = zwrite(z, chunk, (size_t)n)) < 0)
-            break;
-    }
-    int hrc = sesshelp_zip_end(&z->helper, rc < 0);
-    if (rc == -ETIMEDOUT)
-        log_warn("fs: download_dir_zip of %s in session %s ended: the client read nothing for %d s",
-                 z->path, z->session_id, LIM_FS_ZIP_IDLE_S);
-    else if (rc == 0 && hrc < 0)
-        log_warn("fs: download_dir_zip of %s stopped: %s (the client gets a truncated zip)",
-                 z->path, strerror(-hrc));
-    share_give(&zip_streams, z->org_id, z->session_id);
-    pthread_mutex_lock(&z->mu);
-    close(z->wfd); /* the reader sees the end */
-    if (z->hs)
-        http_stream_wake(z->hs);
-    zstream_release(z);
-    return NULL;
+    struct zresp *r = ctx;
+    if (r->hs)
+        http_stream_wake(r->hs);
 }
 
 static long zread(void *ctx, char *buf, size_t cap)
 {
-    struct zstream *z = ctx;
-    ssize_t n = read(z->rfd, buf, cap);
-    if (n > 0)
-        return (long)n;
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0; /* parked until the relay's next write */
-    return -1;
+    return zipstream_read(((struct zresp *)ctx)->z, buf, cap);
 }
 
 static void zfree(void *ctx)
 {
-    struct zstream *z = ctx;
-    pthread_mutex_lock(&z->mu);
-    z->hs = NULL;
-    close(z->rfd); /* a relay still writing gets EPIPE and stops */
-    zstream_release(z);
+    struct zresp *r = ctx;
+    zipstream_close(r->z); /* no zwake from here on */
+    xfree(r);
 }
 
 int fs_download_dir_zip(struct req *rq, struct resp *rs)
@@ -859,45 +768,14 @@ int fs_download_dir_zip(struct req *rq, struct resp *rs)
         rc = -ENOTDIR;
     if (rc < 0)
         return call_close(rq, &c, fs_fail(rq, rc, path, "directory not found"));
-    if ((rc = share_take_or_err(&zip_streams, c.rec.org_id, c.rec.id, LIM_FS_ZIP_IDLE_S,
-                                &rq->err)) != 0)
+    struct zresp *r = xcalloc(1, sizeof *r);
+    if ((rc = zipstream_start(api_app(rq)->zips, c.sb, &c.fs, path, c.rec.org_id, c.rec.id, zwake,
+                              r, &r->z, &rq->err)) != 0) {
+        xfree(r);
         return call_close(rq, &c, rc);
-    struct zstream *z = xcalloc(1, sizeof *z);
-    snprintf(z->org_id, sizeof z->org_id, "%s", c.rec.org_id);
-    snprintf(z->session_id, sizeof z->session_id, "%s", c.rec.id);
-    snprintf(z->path, sizeof z->path, "%s", path);
-    int p[2] = {-1, -1};
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
-        (rc = sesshelp_zip_start(c.sb, &c.fs, path, &z->helper)) != 0) {
-        int er = rc ? -rc : errno;
-        if (p[0] >= 0) {
-            close(p[0]);
-            close(p[1]);
-        }
-        share_give(&zip_streams, z->org_id, z->session_id);
-        xfree(z);
-        return call_close(
-            rq, &c,
-            err_set(&rq->err, E_INTERNAL, "internal", "failed to create zip: %s", strerror(er)));
     }
-    pthread_mutex_init(&z->mu, NULL);
-    z->rfd = p[0];
-    z->wfd = p[1];
-    z->refs = 2;
-    resp_stream(rs, 200, "application/zip", zread, zfree, z, &z->hs);
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, zrelay, z) != 0) {
-        /* No relay: the response reads an immediate end (an empty body). */
-        (void)sesshelp_zip_end(&z->helper, 1);
-        share_give(&zip_streams, z->org_id, z->session_id);
-        close(z->wfd);
-        pthread_mutex_lock(&z->mu);
-        zstream_release(z);
-    }
-    pthread_attr_destroy(&at);
+    resp_stream(rs, 200, "application/zip", zread, zfree, r, &r->hs);
+    zipstream_relay(r->z);
     return call_close(rq, &c, 0);
 }
 
@@ -1044,127 +922,7 @@ int fs_upload_zip(struct req *rq, struct resp *rs)
     return call_close(rq, &c, rc);
 }
 
-/* ---- watch ---- */
-
-struct wdir {
-    int wd;
-    char *path;
-};
-
-struct fswatch {
-    char id[CRYPTO_ID_LEN + 1];
-    char session_id[64];
-    struct live *live; /* a reference, for "has the session ended" */
-    char *root;        /* the session's files (host path), to watch new folders */
-    uid_t uid;
-    int ifd;
-    int recursive;
-    int budget; /* folders this watch may still add */
-    struct wdir *dirs;
-    size_t ndirs, capdirs;
-    struct http_stream *hs; /* the events stream, NULL when none */
-    struct buf out;         /* encoded frames not yet sent */
-    int ended;              /* stopped, or its session ended: the stream ends */
-    int refs;               /* the registry's, and the stream's */
-    struct fswatch *next;
-};
-
-static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct fswatch *watches;
-static pthread_once_t ticker_once = PTHREAD_ONCE_INIT;
-
-static void watch_release(struct fswatch *w) /* under w_mu */
-{
-    if (--w->refs > 0)
-        return;
-    close(w->ifd);
-    for (size_t i = 0; i < w->ndirs; i++)
-        xfree(w->dirs[i].path);
-    xfree(w->dirs);
-    xfree(w->root);
-    buf_free(&w->out);
-    sessmgr_put(w->live);
-    xfree(w);
-}
-
-/* Takes w out of the registry and ends its stream. Under w_mu. */
-static void watch_end(struct fswatch *w)
-{
-    for (struct fswatch **pp = &watches; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            w->ended = 1;
-            if (w->hs)
-                http_stream_wake(w->hs);
-            watch_release(w);
-            return;
-        }
-}
-
-static void *ticker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        struct timespec ts = {0, FS_TICK_MS * 1000000L};
-        nanosleep(&ts, NULL);
-        pthread_mutex_lock(&w_mu);
-        for (struct fswatch *w = watches, *next; w; w = next) {
-            next = w->next;
-            char ws[512];
-            if (live_ws_url(w->live, ws, sizeof ws) != 0)
-                watch_end(w); /* watches die with their session */
-            else if (w->hs)
-                http_stream_wake(w->hs);
-        }
-        pthread_mutex_unlock(&w_mu);
-    }
-    return NULL;
-}
-
-static void ticker_start(void)
-{
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, ticker, NULL) != 0)
-        log_warn("fs: no watch ticker thread: events wait for the next call");
-    pthread_attr_destroy(&at);
-}
-
-static void wdir_add(void *ctx, int wd, const char *path)
-{
-    struct fswatch *w = ctx;
-    for (size_t i = 0; i < w->ndirs; i++)
-        if (w->dirs[i].wd == wd) {
-            xfree(w->dirs[i].path);
-            w->dirs[i].path = xstrdup(path);
-            return;
-        }
-    if (w->ndirs == w->capdirs) {
-        w->capdirs = w->capdirs ? w->capdirs * 2 : 8;
-        w->dirs = xrealloc(w->dirs, w->capdirs * sizeof *w->dirs);
-    }
-    w->dirs[w->ndirs].wd = wd;
-    w->dirs[w->ndirs].path = xstrdup(path);
-    w->ndirs++;
-}
-
-static const char *wdir_path(const struct fswatch *w, int wd)
-{
-    for (size_t i = 0; i < w->ndirs; i++)
-        if (w->dirs[i].wd == wd)
-            return w->dirs[i].path;
-    return NULL;
-}
-
-static struct fswatch *watch_find(const char *session_id, const char *id) /* under w_mu */
-{
-    for (struct fswatch *w = watches; w; w = w->next)
-        if (strcmp(w->id, id) == 0 && strcmp(w->session_id, session_id) == 0)
-            return w;
-    return NULL;
-}
+/* ---- watch: the app's watches, runtime/fswatch.h ---- */
 
 int fs_watch_start(struct req *rq, struct resp *rs)
 {
@@ -1188,170 +946,46 @@ int fs_watch_start(struct req *rq, struct resp *rs)
         json_decref(b);
         return call_close(rq, &c, rc);
     }
-    pthread_once(&ticker_once, ticker_start);
-    int mine = 0;
-    pthread_mutex_lock(&w_mu);
-    for (struct fswatch *w = watches; w; w = w->next)
-        mine += strcmp(w->session_id, c.rec.id) == 0;
-    pthread_mutex_unlock(&w_mu);
-    if (mine >= LIM_FS_WATCHES) {
-        json_decref(b);
-        return call_close(rq, &c,
-                          err_set(&rq->err, E_LIMIT, "rate_limited",
-                                  "a session has at most %d watches: stop one first",
-                                  LIM_FS_WATCHES));
-    }
-    struct fswatch *w = xcalloc(1, sizeof *w);
-    w->ifd = sessfs_inotify_new(&c.fs);
-    if (w->ifd < 0) {
-        int er = -w->ifd;
-        xfree(w);
-        json_decref(b);
-        return call_close(rq, &c,
-                          err_set(&rq->err, E_LIMIT, "rate_limited",
-                                  "no inotify instance left for this session's user: %s",
-                                  strerror(er)));
-    }
-    crypto_new_id(w->id);
-    snprintf(w->session_id, sizeof w->session_id, "%s", c.rec.id);
-    w->root = xstrdup(sandbox_root(c.sb));
-    w->uid = sandbox_uid(c.sb);
-    w->recursive = json_is_true(rec);
-    w->budget = LIM_FS_WATCH_DIRS;
-    buf_init(&w->out, FS_EVENTS_QUEUED);
-    rc =
-        sessfs_watch_add(&c.fs, w->ifd, path, FS_WATCH_MASK, w->recursive, &w->budget, wdir_add, w);
-    if (rc == -E2BIG)
-        rc = err_set(&rq->err, E_INVALID, "bad_request",
-                     "a recursive watch covers at most %d folders: %s has more", LIM_FS_WATCH_DIRS,
-                     path);
-    else if (rc < 0)
-        rc = fs_fail(rq, rc, path, "path not found");
+    char id[CRYPTO_ID_LEN + 1];
+    int path_rc = 0;
+    rc = fswatch_add(api_app(rq)->fs_watches, api_app(rq)->sessions, &c.fs, c.sb, c.rec.id, path,
+                     json_is_true(rec), id, &path_rc, &rq->err);
+    if (path_rc < 0)
+        rc = fs_fail(rq, path_rc, path, "path not found");
     json_decref(b); /* path pointed into it */
-    if (rc) {
-        close(w->ifd);
-        for (size_t i = 0; i < w->ndirs; i++)
-            xfree(w->dirs[i].path);
-        xfree(w->dirs);
-        xfree(w->root);
-        buf_free(&w->out);
-        xfree(w);
+    if (rc)
         return call_close(rq, &c, rc);
-    }
-    /* The watch keeps its own reference to the session. */
-    w->live = sessmgr_get(api_app(rq)->sessions, c.rec.id);
-    if (w->live == NULL) {
-        pthread_mutex_lock(&w_mu);
-        w->refs = 1;
-        watch_release(w);
-        pthread_mutex_unlock(&w_mu);
-        return call_close(rq, &c,
-                          err_set(&rq->err, E_CONFLICT, "session_ended", "the session ended"));
-    }
-    pthread_mutex_lock(&w_mu);
-    w->refs = 1;
-    w->next = watches;
-    watches = w;
-    pthread_mutex_unlock(&w_mu);
-    resp_json(rs, 201, json_pack("{s:s}", "watch_id", w->id));
+    resp_json(rs, 201, json_pack("{s:s}", "watch_id", id));
     return call_close(rq, &c, 0);
 }
 
-/* Appends one FileSystemEvent frame. */
-static void emit(struct fswatch *w, const char *type, const char *dir, const char *name, int is_dir)
+/* The events stream: the watch's frames (runtime/fswatch.h reads inotify
+ * when the stream is woken). */
+static void wwake(void *wctx)
 {
-    char *path =
-        name && *name ? xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", name) : xstrdup(dir);
-    const char *base = strrchr(path, '/');
-    json_t *ev = json_pack("{s:s,s:s,s:s,s:b}", "type", type, "name", base ? base + 1 : path,
-                           "path", path, "is_dir", is_dir);
-    char *text = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
-    xfree(path);
-    if (!text)
-        return;
-    /* A client that does not read loses events past the queue's limit, as
-     * kernel-images drops events past its channel's 100 slots. */
-    if (buf_reserve(&w->out, strlen(text) + 8) == 0 && buf_append(&w->out, "data: ", 6) == 0 &&
-        buf_append(&w->out, text, strlen(text)) == 0)
-        (void)!buf_append(&w->out, "\n\n", 2);
-    xfree(text);
-}
-
-/* A folder created under a recursive watch is watched too, resolved again
- * beneath the session's root as its user. */
-static void watch_new_dir(struct fswatch *w, const char *path)
-{
-    struct sessfs fs;
-    if (sessfs_open(&fs, w->root, w->uid) != 0)
-        return;
-    (void)!sessfs_watch_add(&fs, w->ifd, path, FS_WATCH_MASK, 1, &w->budget, wdir_add, w);
-    sessfs_close(&fs);
-}
-
-/* Turns what inotify has queued into frames. Under w_mu. */
-static void drain(struct fswatch *w)
-{
-    char ebuf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-    ssize_t n;
-    while ((n = read(w->ifd, ebuf, sizeof ebuf)) > 0) {
-        for (char *p = ebuf; p < ebuf + n;) {
-            const struct inotify_event *ev = (const struct inotify_event *)p;
-            p += sizeof *ev + ev->len;
-            const char *dir = wdir_path(w, ev->wd);
-            if (dir == NULL)
-                continue;
-            const char *name = ev->len ? ev->name : NULL;
-            int is_dir = (ev->mask & IN_ISDIR) != 0;
-            if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-                emit(w, "CREATE", dir, name, is_dir);
-                if (is_dir && w->recursive && name) {
-                    char *child = xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", name);
-                    watch_new_dir(w, child);
-                    xfree(child);
-                }
-            } else if (ev->mask & IN_MODIFY) {
-                emit(w, "WRITE", dir, name, is_dir);
-            } else if (ev->mask & IN_DELETE) {
-                emit(w, "DELETE", dir, name, is_dir);
-            } else if (ev->mask & IN_MOVED_FROM) {
-                emit(w, "RENAME", dir, name, is_dir);
-            } else if (ev->mask & IN_DELETE_SELF) {
-                emit(w, "DELETE", dir, NULL, 1);
-            } else if (ev->mask & IN_MOVE_SELF) {
-                emit(w, "RENAME", dir, NULL, 1);
-            }
-        }
-    }
+    http_stream_wake(wctx);
 }
 
 static long wread(void *ctx, char *dst, size_t cap)
 {
-    struct fswatch *w = ctx;
-    pthread_mutex_lock(&w_mu);
-    if (!w->ended)
-        drain(w);
-    long r;
-    if (w->out.len == 0) {
-        r = w->ended ? -1 : 0;
-    } else {
-        size_t n = w->out.len < cap ? w->out.len : cap;
-        memcpy(dst, w->out.p, n);
-        memmove(w->out.p, w->out.p + n, w->out.len - n);
-        w->out.len -= n;
-        r = (long)n;
-    }
-    pthread_mutex_unlock(&w_mu);
-    return r;
+    return fswatch_read(ctx, dst, cap);
 }
 
 static void wfree(void *ctx)
 {
-    struct fswatch *w = ctx;
-    pthread_mutex_lock(&w_mu);
-    w->hs = NULL;
-    watch_release(w);
-    pthread_mutex_unlock(&w_mu);
+    fswatch_detach(ctx);
+}
+
+/* Under the watches' lock: the stream of w, and the handle its wake takes. */
+static void *wattach(void *actx, struct fswatch *w)
+{
+    struct resp *rs = actx;
+    struct http_stream *hs = NULL;
+    resp_stream(rs, 200, "text/event-stream", wread, wfree, w, &hs);
+    resp_header(rs, "Cache-Control", "no-cache");
+    resp_header(rs, "X-Accel-Buffering", "no");
+    resp_header(rs, "X-SSE-Content-Type", "application/json");
+    return hs;
 }
 
 int fs_watch_events(struct req *rq, struct resp *rs)
@@ -1361,21 +995,8 @@ int fs_watch_events(struct req *rq, struct resp *rs)
     int rc = call_open(rq, "fs.watch_events", 0, &c);
     if (rc)
         return call_close(rq, &c, rc);
-    pthread_mutex_lock(&w_mu);
-    struct fswatch *w = watch_find(c.rec.id, rq->params[1]);
-    if (w == NULL) {
-        rc = err_set(&rq->err, E_NOTFOUND, "not_found", "watch not found: %s", rq->params[1]);
-    } else if (w->hs != NULL) {
-        rc = err_set(&rq->err, E_CONFLICT, "conflict", "watch %s already has an events stream",
-                     w->id);
-    } else {
-        w->refs++;
-        resp_stream(rs, 200, "text/event-stream", wread, wfree, w, &w->hs);
-        resp_header(rs, "Cache-Control", "no-cache");
-        resp_header(rs, "X-Accel-Buffering", "no");
-        resp_header(rs, "X-SSE-Content-Type", "application/json");
-    }
-    pthread_mutex_unlock(&w_mu);
+    rc = fswatch_attach(api_app(rq)->fs_watches, c.rec.id, rq->params[1], wwake, wattach, rs,
+                        &rq->err);
     return call_close(rq, &c, rc);
 }
 
@@ -1386,13 +1007,7 @@ int fs_watch_stop(struct req *rq, struct resp *rs)
     int rc = call_open(rq, "fs.watch_stop", 1, &c);
     if (rc)
         return call_close(rq, &c, rc);
-    pthread_mutex_lock(&w_mu);
-    struct fswatch *w = watch_find(c.rec.id, rq->params[1]);
-    if (w == NULL)
-        rc = err_set(&rq->err, E_NOTFOUND, "not_found", "watch not found: %s", rq->params[1]);
-    else
-        watch_end(w);
-    pthread_mutex_unlock(&w_mu);
+    rc = fswatch_remove(api_app(rq)->fs_watches, c.rec.id, rq->params[1], &rq->err);
     if (rc == 0)
         resp_empty(rs, 204);
     return call_close(rq, &c, rc);

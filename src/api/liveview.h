@@ -19,10 +19,10 @@
 int liveview_page(struct req *rq, struct resp *rs);
 int liveview_ws(struct req *rq, struct resp *rs);
 
-/* Before the HTTP daemon stops (main.c): ends every viewer's connection
- * (their threads close them through the daemon) and waits for them, at most
- * 10 s. */
-void liveview_fini(void);
+/* The viewers are the app's engine app->viewers (runtime/viewers.h), made,
+ * and stopped before the HTTP daemon stops, by main.c. liveview_init (once,
+ * before serving) lets liveview_active find them. */
+void liveview_init(struct app *app);
 
 /* 1 while session_id has a live view viewer connected. Thread-safe. */
 int liveview_active(const char *session_id);

@@ -16,8 +16,9 @@
  * new lines until the client leaves or the session ends; follow=false sends
  * the whole file and ends.
  *
- * Streams park between lines (no thread per client); one ticker thread wakes
- * every stream LOGS_POLL_MS to look for new bytes.
+ * Streams park between lines (no thread per client); the app's log waker
+ * (runtime/waker.h, one thread) wakes every stream LOGS_POLL_MS to look for
+ * new bytes.
  */
 #include "api/logs.h"
 
@@ -25,7 +26,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/openat2.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,14 +40,14 @@
 #include "runtime/sandbox.h"
 #include "runtime/sessfs.h"
 #include "runtime/sessmgr.h"
+#include "runtime/waker.h"
 
-#define LOGS_POLL_MS   200
 #define LOGS_LINE_MAX  4096 /* longer lines are cut (the rest is dropped) */
 #define LOGS_READ_MAX  (64 * 1024)
 #define LOGS_QUEUE_MAX (1u << 20) /* encoded frames not yet sent */
 
 struct lstream {
-    struct http_stream *hs; /* under reg_mu for the ticker */
+    struct http_stream *hs; /* read by the waker's thread */
     struct live *live;      /* the session (a reference) */
     int fd;
     off_t off;
@@ -57,47 +57,16 @@ struct lstream {
     size_t linelen; /* bytes of the current, unfinished line */
     int line_cut;   /* the current line passed LOGS_LINE_MAX */
     struct buf out; /* encoded frames waiting for the client */
-    struct lstream *next;
+    struct waker *waker;
+    struct waker_entry *tick; /* the waker's entry of this stream */
 };
 
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reg_cv;
-static struct lstream *reg;
-static pthread_t ticker;
-static int ticker_running, ticker_stop;
-
-static void *tick(void *arg)
+/* Called every LOGS_POLL_MS by the app's log waker. */
+static void lwake(void *ctx)
 {
-    (void)arg;
-    pthread_mutex_lock(&reg_mu);
-    while (!ticker_stop) {
-        struct timespec ts = clock_deadline(LOGS_POLL_MS);
-        pthread_cond_timedwait(&reg_cv, &reg_mu, &ts);
-        for (struct lstream *s = reg; s; s = s->next)
-            if (s->hs)
-                http_stream_wake(s->hs);
-    }
-    pthread_mutex_unlock(&reg_mu);
-    return NULL;
-}
-
-void logs_api_init(void)
-{
-    clock_cond_init(&reg_cv);
-    ticker_stop = 0;
-    ticker_running = pthread_create(&ticker, NULL, tick, NULL) == 0;
-}
-
-void logs_api_fini(void)
-{
-    if (!ticker_running)
-        return;
-    pthread_mutex_lock(&reg_mu);
-    ticker_stop = 1;
-    pthread_cond_signal(&reg_cv);
-    pthread_mutex_unlock(&reg_mu);
-    pthread_join(ticker, NULL);
-    ticker_running = 0;
+    struct lstream *s = ctx;
+    if (s->hs)
+        http_stream_wake(s->hs);
 }
 
 /* Appends one frame for the current line (invalid UTF-8 becomes '?'). */
@@ -173,7 +142,7 @@ static long lread(void *ctx, char *dst, size_t cap)
             if (s->out.len == 0)
                 return -1;
         } else {
-            return 0; /* parked until the ticker's next wake */
+            return 0; /* parked until the waker's next call */
         }
     }
     size_t n = s->out.len < cap ? s->out.len : cap;
@@ -186,13 +155,7 @@ static long lread(void *ctx, char *dst, size_t cap)
 static void lfree(void *ctx)
 {
     struct lstream *s = ctx;
-    pthread_mutex_lock(&reg_mu);
-    for (struct lstream **pp = &reg; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            break;
-        }
-    pthread_mutex_unlock(&reg_mu);
+    waker_remove(s->waker, s->tick);
     close(s->fd);
     sessmgr_put(s->live);
     buf_free(&s->out);
@@ -330,9 +293,7 @@ int logs_stream_get(struct req *rq, struct resp *rs)
     resp_header(rs, "Cache-Control", "no-cache");
     resp_header(rs, "X-Accel-Buffering", "no");
     resp_header(rs, "X-SSE-Content-Type", "application/json");
-    pthread_mutex_lock(&reg_mu);
-    x->next = reg;
-    reg = x;
-    pthread_mutex_unlock(&reg_mu);
+    x->waker = app->log_waker;
+    x->tick = waker_add(x->waker, lwake, x);
     return 0;
 }

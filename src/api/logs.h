@@ -5,10 +5,9 @@
 
 #include "http/http.h"
 
-/* Starts / stops the thread that wakes following streams (once each, around
- * serving). */
-void logs_api_init(void);
-void logs_api_fini(void);
+/* How often a following stream looks for new bytes: the period of the
+ * app's log waker (app->log_waker, runtime/waker.h), made by main.c. */
+#define LOGS_POLL_MS 200
 
 int logs_stream_get(struct req *rq, struct resp *rs);
 

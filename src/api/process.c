@@ -26,6 +26,7 @@
 #include "core/xalloc.h"
 #include "domain/procreq.h"
 #include "runtime/proc.h"
+#include "runtime/procjobs.h"
 #include "runtime/pwexec.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
@@ -142,15 +143,13 @@ static void fill_spec(const struct call *c, struct app *app, const struct procre
 
 /* ---- exec: parked until the process ends ---- */
 
-/* Parked requests, counted so that the server's stop can wait for them. */
-static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jobs_cv; /* monotonic clock: made by process_register */
-static int jobs_active, jobs_draining;
-
+/* A parked request; counted by the app's procjobs (runtime/procjobs.h), so
+ * that the server's stop answers it before the HTTP daemon stops. */
 struct waitjob {
     struct call c;
     struct req *rq;
     struct proc *p;
+    struct procjobs *jobs;
     int timeout_s;
     int playwright;
 };
@@ -166,16 +165,12 @@ static void job_exited(void *ctx, struct proc *p)
 static int job_new(struct req *rq, struct waitjob **out)
 {
     *out = NULL;
-    pthread_mutex_lock(&jobs_mu);
-    int draining = jobs_draining;
-    if (!draining)
-        jobs_active++;
-    pthread_mutex_unlock(&jobs_mu);
-    if (draining) {
-        err_set(&rq->err, E_UNAVAIL, "unavailable", "the server is stopping");
-        return E_UNAVAIL;
-    }
+    struct procjobs *jobs = api_app(rq)->procjobs;
+    int rc = procjobs_enter(jobs, &rq->err);
+    if (rc)
+        return rc;
     *out = xcalloc(1, sizeof **out);
+    (*out)->jobs = jobs;
     return 0;
 }
 
@@ -183,12 +178,10 @@ static void job_free(struct waitjob *j)
 {
     if (!j)
         return;
+    struct procjobs *jobs = j->jobs;
     proc_put(j->p);
     xfree(j);
-    pthread_mutex_lock(&jobs_mu);
-    jobs_active--;
-    pthread_cond_broadcast(&jobs_cv);
-    pthread_mutex_unlock(&jobs_mu);
+    procjobs_leave(jobs);
 }
 
 static void job_done(struct req *rq, int delivered)
@@ -196,20 +189,6 @@ static void job_done(struct req *rq, int delivered)
     (void)delivered;
     job_free(rq->async_ctx);
     rq->async_ctx = NULL;
-}
-
-void process_api_drain(void)
-{
-    pthread_mutex_lock(&jobs_mu);
-    jobs_draining = 1;
-    pthread_mutex_unlock(&jobs_mu);
-    proc_kill_all();
-    struct timespec until = clock_deadline(10000);
-    pthread_mutex_lock(&jobs_mu);
-    while (jobs_active > 0)
-        if (pthread_cond_timedwait(&jobs_cv, &jobs_mu, &until) != 0)
-            break;
-    pthread_mutex_unlock(&jobs_mu);
 }
 
 static void exec_resume(struct req *rq, struct resp *rs)
@@ -596,6 +575,5 @@ static const struct session_ext process_ext = {.name = "process", .ending = on_e
  * session's cgroup anyway). */
 __attribute__((constructor)) static void process_register(void)
 {
-    clock_cond_init(&jobs_cv);
     session_ext_register(&process_ext);
 }

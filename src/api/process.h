@@ -7,10 +7,9 @@
 #include "api/api.h"
 #include "http/http.h"
 
-/* Before the HTTP server stops (it must not stop with parked requests):
- * refuses new runs (503), kills every process and waits (bounded) until
- * every parked exec and playwright.execute has been answered. */
-void process_api_drain(void);
+/* exec and playwright.execute park their request, counted by the app's
+ * procjobs (runtime/procjobs.h); main.c drains it before the HTTP server
+ * stops (it must not stop with parked requests). */
 
 int process_exec(struct req *rq, struct resp *rs);
 int process_spawn(struct req *rq, struct resp *rs);

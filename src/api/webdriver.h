@@ -2,7 +2,8 @@
  * webdriver: the WebDriver BiDi endpoint behind webdriver_ws_url
  * (GET /browser/webdriver?jwt=TOKEN). Each session gets, on its first BiDi
  * connection, a ChromeDriver attached to its running Chromium
- * (runtime/chromedriver.h); client WebSockets are relayed to that driver's
+ * (runtime/chromedriver.h, kept in the registry runtime/wdreg.h); client
+ * WebSockets, after their opening exchange (proxy/bidiopen.h), are relayed to that driver's
  * BiDi socket by the CDP relay engine. The client's first session.new is
  * answered here with the driver's session (the driver already made it).
  * See docs/webdriver-bidi.md.
@@ -12,13 +13,11 @@
 
 #include "api/api.h"
 
-/* Registers the module's session_ext (started: remember the session;
- * ending: stop its driver). Call once in main.c before sess_recover. */
+/* Registers the module's session_ext (started: register the session in
+ * app->drivers; ending: stop its driver). Call once in main.c before
+ * sess_recover, with app->drivers (runtime/wdreg.h) and
+ * app->bidi_openings (proxy/bidiopen.h) made; main.c stops both. */
 void webdriver_init(struct app *app);
-
-/* After sessmgr_stop and before relay_stop: waits for connections still in
- * their opening exchange (at most ~1 s), then stops any driver left. */
-void webdriver_fini(void);
 
 /* GET /browser/webdriver (AUTH_NONE; the signed token is the credential):
  * 401 for a missing, tampered or expired token (audience "webdriver"), 404

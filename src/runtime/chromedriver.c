@@ -101,8 +101,8 @@ static int parse_reply(const char *buf, size_t len, int *status, size_t *body_at
 /* METHOD path on 127.0.0.1:port with an optional JSON body. Returns 0 with
  * the status and the parsed JSON body (*reply, new reference, NULL when the
  * body is not JSON), or -1 when the driver did not answer in time. */
-static int http_call(int netns, int port, const char *method, const char *path, const char *body,
-                     int64_t deadline, int *status, json_t **reply)
+static int driver_call(int netns, int port, const char *method, const char *path, const char *body,
+                       int64_t deadline, int *status, json_t **reply)
 {
     *reply = NULL;
     int fd = netns_socket(netns, AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -340,8 +340,8 @@ static int wait_ready(struct chromedriver *d, int64_t deadline)
         int st = 0;
         json_t *r = NULL;
         int64_t step = mono_ms() + 1000;
-        if (http_call(d->netns, d->port, "GET", path, NULL, step < deadline ? step : deadline, &st,
-                      &r) == 0 &&
+        if (driver_call(d->netns, d->port, "GET", path, NULL, step < deadline ? step : deadline,
+                        &st, &r) == 0 &&
             st == 200) {
             int ready = json_is_true(json_object_get(json_object_get(r, "value"), "ready"));
             json_decref(r);
@@ -367,7 +367,7 @@ static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
     snprintf(path, sizeof path, "%s/session", d->prefix);
     int st = 0;
     json_t *r = NULL;
-    int rc = http_call(d->netns, d->port, "POST", path, text, deadline, &st, &r);
+    int rc = driver_call(d->netns, d->port, "POST", path, text, deadline, &st, &r);
     xfree(text);
     json_t *v = json_object_get(r, "value");
     const char *sid = json_string_value(json_object_get(v, "sessionId"));

@@ -31,10 +31,17 @@ struct app_config {
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
 
+struct bidiopen;
+struct fswatches;
+struct node;
+struct procjobs;
 struct relay;
 struct sessmgr;
 struct spares;
-struct node;
+struct viewers;
+struct waker;
+struct wdreg;
+struct zipstreams;
 
 struct app {
     struct store *store;
@@ -46,6 +53,15 @@ struct app {
     struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
     struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
     unsigned char token_key[32];
+
+    /* The engines of the handlers, made and stopped by main.c's table. */
+    struct procjobs *procjobs;      /* parked exec/playwright requests (runtime/procjobs.h) */
+    struct wdreg *drivers;          /* the sessions' ChromeDrivers (runtime/wdreg.h) */
+    struct bidiopen *bidi_openings; /* BiDi connections' opening threads (proxy/bidiopen.h) */
+    struct waker *log_waker;        /* wakes following log streams (runtime/waker.h) */
+    struct viewers *viewers;        /* live view viewers (runtime/viewers.h) */
+    struct zipstreams *zips;        /* download_dir_zip's streams (runtime/zipstreams.h) */
+    struct fswatches *fs_watches;   /* the fs API's watches (runtime/fswatch.h) */
 };
 
 #endif
