@@ -179,6 +179,7 @@ static int authorize(struct req *rq, unsigned flags)
  * its calls. */
 int api_authorize(struct req *rq, unsigned flags)
 {
+    rq->tenant_session = NULL; /* never a previous request's on this connection */
     int rc = authorize(rq, flags);
     struct auth *a = rq->auth;
     if (rc == 0 && a && a->org.id[0]) {
@@ -199,6 +200,7 @@ void api_cleanup(struct req *rq)
     xfree(a);
     rq->auth = NULL;
     rq->tenant = NULL; /* a->org.id */
+    rq->tenant_session = NULL;
 }
 
 int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t **out,

@@ -1433,6 +1433,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx = xmalloc(sizeof *cx);
         memset(&cx->rq, 0, offsetof(struct req, err));
         cx->rq.auth = NULL;
+        cx->rq.tenant_session = NULL;
         cx->rq.status = 0;
         cx->upgrade.fn = NULL;
         cx->rq.resume_fn = NULL;
