@@ -1,11 +1,16 @@
 #include "core/path.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/xalloc.h"
 
 /* Appends component [p, p+n) to out (length *len), handling "." and "..". */
 static int push(char *out, size_t cap, size_t *len, const char *p, size_t n)
@@ -86,4 +91,39 @@ int path_program(const char *in, char *out, size_t cap)
             path++;
     }
     return -ENOENT;
+}
+
+ssize_t path_read_small(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+void path_remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *child = xasprintf("%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode))
+            path_remove_tree(child);
+        else
+            unlink(child);
+        xfree(child);
+    }
+    closedir(d);
+    rmdir(path);
 }

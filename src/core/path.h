@@ -8,6 +8,7 @@
 #define BD_CORE_PATH_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Writes the absolute, lexically normalized form of `in` into out: relative
  * paths are joined to the current directory; "." components, repeated and
@@ -23,5 +24,15 @@ int path_absolute(const char *in, char *out, size_t cap) __attribute__((warn_unu
  * -ENOENT when no executable of that name is found in PATH, or as
  * path_absolute. */
 int path_program(const char *in, char *out, size_t cap) __attribute__((warn_unused_result));
+
+/* Reads at most cap - 1 bytes of a small file (a /proc or cgroup file) into
+ * buf and NUL-terminates it. Returns the bytes read, or -1 when the file
+ * cannot be opened (buf is then ""; a failed read leaves buf "" too). */
+ssize_t path_read_small(const char *path, char *buf, size_t cap);
+
+/* Removes path and, when it is a folder, everything below it, without
+ * following symbolic links (a link is removed, not its target). Best effort:
+ * what cannot be removed stays, and nothing is reported. */
+void path_remove_tree(const char *path);
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/limits.h"
+#include "core/path.h"
 #include "core/xalloc.h"
 
 #define GIB (1024.0 * 1024 * 1024)
@@ -24,23 +25,12 @@ static struct admit_budget budget = {-1, -1};
 static long long total_memory, total_pids;
 static struct held *orgs;
 
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    return n;
-}
-
 /* The memory limit of this process's own cgroup (v2 memory.max, or v1
  * memory.limit_in_bytes), 0 when there is none or it cannot be read. */
 static long long own_cgroup_memory(void)
 {
     char buf[4096];
-    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
+    if (path_read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
         return 0;
     for (char *line = buf, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -58,7 +48,7 @@ static long long own_cgroup_memory(void)
             snprintf(file, sizeof file, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", path);
         else
             continue;
-        if (read_small(file, val, sizeof val) <= 0 || val[0] < '0' || val[0] > '9')
+        if (path_read_small(file, val, sizeof val) <= 0 || val[0] < '0' || val[0] > '9')
             return 0; /* "max": no limit */
         return strtoll(val, NULL, 10);
     }
@@ -69,7 +59,7 @@ long long admit_host_memory(void)
 {
     char buf[4096];
     long long total = 0;
-    if (read_small("/proc/meminfo", buf, sizeof buf) > 0) {
+    if (path_read_small("/proc/meminfo", buf, sizeof buf) > 0) {
         const char *p = strstr(buf, "MemTotal:");
         if (p)
             total = strtoll(p + 9, NULL, 10) * 1024;
@@ -83,7 +73,7 @@ long long admit_host_memory(void)
 long long admit_host_pid_max(void)
 {
     char buf[64];
-    if (read_small("/proc/sys/kernel/pid_max", buf, sizeof buf) <= 0)
+    if (path_read_small("/proc/sys/kernel/pid_max", buf, sizeof buf) <= 0)
         return 0;
     return strtoll(buf, NULL, 10);
 }

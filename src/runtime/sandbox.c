@@ -22,6 +22,7 @@
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "domain/mem_pressure.h"
@@ -81,17 +82,6 @@ static int write_text(const char *path, const char *text)
     return rc;
 }
 
-static ssize_t read_text(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    return n;
-}
-
 /* mkdir, or an existing folder; either way with exactly `mode` (the server
  * runs with umask 077, and these folders must be traversable by sessions'
  * users). */
@@ -116,7 +106,7 @@ static int touch_file(const char *path)
 static long long keyed_value(const char *path, const char *key)
 {
     char buf[2048];
-    if (read_text(path, buf, sizeof buf) <= 0)
+    if (path_read_small(path, buf, sizeof buf) <= 0)
         return 0;
     size_t kl = strlen(key);
     for (char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
@@ -133,7 +123,7 @@ static long long keyed_value(const char *path, const char *key)
 static int v1_own_cpu_cgroup(char *out, size_t cap)
 {
     char buf[4096];
-    if (read_text("/proc/self/cgroup", buf, sizeof buf) <= 0)
+    if (path_read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
         return -1;
     for (char *line = buf, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -169,7 +159,7 @@ static int cg_detect(void)
         if (mkdir_ok(CG_ROOT "/browserd", 0755) != 0)
             return CG_NONE;
         char ctl[512];
-        (void)read_text(CG_ROOT "/cgroup.controllers", ctl, sizeof ctl);
+        (void)path_read_small(CG_ROOT "/cgroup.controllers", ctl, sizeof ctl);
         static const char *const want[] = {"memory", "pids", "cpu"};
         for (size_t i = 0; i < 3; i++) {
             if (!strstr(ctl, want[i]))
@@ -784,7 +774,7 @@ long long sandbox_pids_current(const struct sandbox *sb)
         return -1;
     char p[512], buf[64];
     snprintf(p, sizeof p, "%s/pids.current", dir);
-    if (read_text(p, buf, sizeof buf) <= 0)
+    if (path_read_small(p, buf, sizeof buf) <= 0)
         return -1;
     return strtoll(buf, NULL, 10);
 }
@@ -1128,7 +1118,7 @@ int sandbox_chown_tree(const struct sandbox *sb, const char *path)
 static long long stat_value(const char *path, const char *key)
 {
     char buf[8192];
-    ssize_t n = read_text(path, buf, sizeof buf);
+    ssize_t n = path_read_small(path, buf, sizeof buf);
     if (n <= 0)
         return -1;
     size_t kl = strlen(key);
@@ -1142,7 +1132,7 @@ static long long file_number(const char *dir, const char *file)
 {
     char p[600], buf[64];
     snprintf(p, sizeof p, "%s/%s", dir, file);
-    if (read_text(p, buf, sizeof buf) <= 0)
+    if (path_read_small(p, buf, sizeof buf) <= 0)
         return -1;
     if (strncmp(buf, "max", 3) == 0)
         return 0;
@@ -1165,7 +1155,8 @@ int sandbox_memory_sample(const struct sandbox *sb, struct memp_sample *out)
         out->limit = file_number(dir, "memory.max");
         char buf[256];
         snprintf(p, sizeof p, "%s/memory.pressure", dir);
-        const char *full = read_text(p, buf, sizeof buf) > 0 ? strstr(buf, "full avg10=") : NULL;
+        const char *full =
+            path_read_small(p, buf, sizeof buf) > 0 ? strstr(buf, "full avg10=") : NULL;
         if (full)
             out->psi_full_avg10 = strtod(full + 11, NULL);
     } else {
@@ -1181,7 +1172,7 @@ static long long proc_number(long pid, const char *file)
 {
     char p[64], buf[64];
     snprintf(p, sizeof p, "/proc/%ld/%s", pid, file);
-    return read_text(p, buf, sizeof buf) > 0 ? strtoll(buf, NULL, 10) : -1;
+    return path_read_small(p, buf, sizeof buf) > 0 ? strtoll(buf, NULL, 10) : -1;
 }
 
 int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim)
@@ -1192,7 +1183,7 @@ int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim)
     if (!dir)
         return -ENOENT;
     snprintf(p, sizeof p, "%s/cgroup.procs", dir);
-    ssize_t n = read_text(p, buf, sizeof buf);
+    ssize_t n = path_read_small(p, buf, sizeof buf);
     if (n <= 0)
         return -ENOENT;
     long best = 0;
@@ -1213,11 +1204,11 @@ int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim)
         return -ENOENT;
     victim->pid = (int)best;
     snprintf(p, sizeof p, "/proc/%ld/comm", best);
-    if (read_text(p, victim->process_name, sizeof victim->process_name) > 0)
+    if (path_read_small(p, victim->process_name, sizeof victim->process_name) > 0)
         victim->process_name[strcspn(victim->process_name, "\n")] = '\0';
     snprintf(p, sizeof p, "/proc/%ld/statm", best);
     char statm[128];
-    if (read_text(p, statm, sizeof statm) > 0) {
+    if (path_read_small(p, statm, sizeof statm) > 0) {
         char *sp = strchr(statm, ' ');
         victim->rss_kb = sp ? strtoll(sp + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : 0;
     }

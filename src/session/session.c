@@ -20,6 +20,7 @@
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 #include "domain/session_rules.h"
@@ -36,8 +37,6 @@
 
 #define LAUNCH_TIMEOUT_MS   20000
 #define CDP_CALL_TIMEOUT_MS 5000
-
-static void remove_tree(const char *path);
 
 /* ---- the data folder ---- */
 
@@ -469,7 +468,7 @@ static int restart_browser(struct app *app, const struct session_rec *s, int rep
     struct chromium *fresh = NULL;
     int rc = sessmgr_replace(app->sessions, s->id, NULL);
     if (replace_dir)
-        remove_tree(dir);
+        path_remove_tree(dir);
     if (rc == 0 && replace_dir && archive_path)
         rc = profile_archive_extract(archive_path, dir, e);
     if (rc == 0 && (rc = launcher.launch(launcher.ctx, &o, LAUNCH_TIMEOUT_MS, &fresh, e)) != 0)
@@ -1048,29 +1047,6 @@ void sess_on_end(void *ctx, const char *id, const char *reason, long long uptime
         remove_session_files(app, id);
 }
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char *child = xasprintf("%s/%s", path, de->d_name);
-        struct stat st;
-        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(child);
-        else
-            unlink(child);
-        xfree(child);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
 static void session_finish(struct app *app, struct session_rec *s, json_t *doc, const char *reason,
                            long long uptime_ms)
 {
@@ -1096,7 +1072,7 @@ static void remove_session_files(struct app *app, const char *id)
     /* The profile's tmpfs first (sandbox_home_mount); a crashed server's
      * too. Then the folder it was mounted on, empty. */
     (void)sandbox_home_unmount(dir);
-    remove_tree(dir);
+    path_remove_tree(dir);
     /* The session's own files (sandbox_root_create): a tmpfs, normally gone
      * with the sandbox; after a crash of the server it is still mounted. */
     char path[1200];

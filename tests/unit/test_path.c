@@ -4,10 +4,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,12 +66,51 @@ static void program_found_in_path(void **state)
     assert_true(out[0] == '/');
 }
 
+/* path_remove_tree removes a folder with files, subfolders and a link,
+ * without following the link out of the tree; path_read_small reads a small
+ * file whole and NUL-terminated, and says -1 for a missing one. */
+static void remove_tree_and_read_small(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/bd-test-path-XXXXXX", outside[] = "/tmp/bd-test-path-out-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_non_null(mkdtemp(outside));
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/a/b", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/a/b/f", root);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("12345", f);
+    fclose(f);
+    char buf[4];
+    assert_int_equal(path_read_small(p, buf, sizeof buf), 3);
+    assert_string_equal(buf, "123");
+    char kept[256];
+    snprintf(kept, sizeof kept, "%s/kept", outside);
+    f = fopen(kept, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/link", root);
+    assert_int_equal(symlink(outside, p), 0);
+    path_remove_tree(root);
+    assert_int_equal(access(root, F_OK), -1);
+    assert_int_equal(access(kept, F_OK), 0);
+    assert_int_equal(path_read_small(root, buf, sizeof buf), -1);
+    assert_string_equal(buf, "");
+    path_remove_tree(outside);
+    assert_int_equal(access(outside, F_OK), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table),
         cmocka_unit_test(too_long_is_an_error),
         cmocka_unit_test(program_found_in_path),
+        cmocka_unit_test(remove_tree_and_read_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
