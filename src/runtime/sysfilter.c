@@ -107,7 +107,7 @@ static int build(enum sysfilter_kind kind, void **out, size_t *len)
         rc = rule(f, eperm, "socket", 1, &c);
     }
     if (rc == 0) {
-        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_GE, AF_MAX);
+        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_GE, AF_MAX, 0);
         rc = rule(f, eperm, "socket", 1, &c);
     }
     for (int p = 0; rc == 0 && p < MAX_LINKS; p++) {
@@ -119,7 +119,7 @@ static int build(enum sysfilter_kind kind, void **out, size_t *len)
     }
     if (rc == 0) {
         struct scmp_arg_cmp c[2] = {SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK),
-                                    SCMP_A2(SCMP_CMP_GE, MAX_LINKS)};
+                                    SCMP_A2(SCMP_CMP_GE, MAX_LINKS, 0)};
         rc = rule(f, eperm, "socket", 2, c);
     }
     if (rc == 0 && kind == SYSFILTER_SESSION) {
