@@ -74,15 +74,35 @@ run_build() {
         count "SDK on a two-node cluster ($b)" $rc
         ;;
     esac
-    # A test run leaves no Chromium behind.
-    left=$(pgrep -f 'browserd-bb-.*/sessions/' | wc -l)
+    # A test run leaves no Chromium behind: no process whose command line
+    # names a test server's folder (an unsandboxed browser), and none in a
+    # session's cgroup (a sandboxed one sees only neutral paths, issue 29.16).
+    # The crash watcher of a server killed at the end of a suite may still be
+    # ending its sessions: wait (up to 15 s) for them to go.
+    left=$(left_behind | wc -l)
+    tries=0
+    while [ "$left" -ne 0 ] && [ $tries -lt 30 ]; do
+        sleep 0.5
+        tries=$((tries + 1))
+        left=$(left_behind | wc -l)
+    done
     if [ "$left" -ne 0 ]; then
         echo "0 passed, 1 failed" >"$log"
-        echo "== $left Chromium process(es) left behind by the suites:"
-        pgrep -af 'browserd-bb-.*/sessions/' | head -5
-        pkill -9 -f 'browserd-bb-.*/sessions/'
+        echo "== $left process(es) left behind by the suites:"
+        left_behind | head -5 | while read -r pid; do ps -o pid=,args= -p "$pid" | cut -c1-160; done
+        left_behind | xargs -r kill -9 2>/dev/null
         count "no Chromium left behind ($b)" 1
     fi
+}
+
+# The pids of processes the suites left: in a session cgroup (v1 pids or
+# memory hierarchy, v2 unified) or naming a test server's sessions folder.
+left_behind() {
+    {
+        pgrep -f 'browserd-bb-.*/sessions/'
+        cat /sys/fs/cgroup/pids/browserd/*/cgroup.procs /sys/fs/cgroup/memory/browserd/*/cgroup.procs \
+            /sys/fs/cgroup/browserd/*/cgroup.procs 2>/dev/null
+    } | sort -u
 }
 
 run_fuzz() {
