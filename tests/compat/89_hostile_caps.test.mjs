@@ -177,16 +177,40 @@ export const tests = [
           const a = [await create(s, ka), await create(s, ka), await create(s, ka)];
           const b = await create(s, kb);
           // curl: calls to a host that never answers hold their slot.
-          const hanging = [];
-          for (let i = 0; i < CURL_PER_SESSION; i++) hanging.push(curl(s, a[0], ka, `${w.url}/hang/${i}`));
-          for (let i = 0; i < CURL_PER_ORG - CURL_PER_SESSION; i++) hanging.push(curl(s, a[1], ka, `${w.url}/hang/b${i}`));
+          const hanging = [], settled = [];
+          // A hanging call may lose its race for a slot to the test's own
+          // probe below (both in flight at once on a busy host): a 429 for it
+          // is the share at work, and it is sent again until it holds a slot.
+          const hang = (id, path) => hanging.push(curl(s, id, ka, `${w.url}/hang/${path}`).then(async (r) => {
+            if (r.status === 429 && !w.closed) {
+              await new Promise((res) => setTimeout(res, 200));
+              hang(id, `${path}+`);
+            } else {
+              settled.push(`${path}: ${r.status} ${String(r.text).slice(0, 200)}`);
+            }
+            return r;
+          }));
+          for (let i = 0; i < CURL_PER_SESSION; i++) hang(a[0], `${i}`);
+          for (let i = 0; i < CURL_PER_ORG - CURL_PER_SESSION; i++) hang(a[1], `b${i}`);
           // Wait until the server holds them all (a further call of a0 is refused).
+          // A hanging call must not end before the test ends it: if one does,
+          // the failure says how (a slot freed early is a defect too).
+          let last = '';
           const over = await waitFor(async () => {
             const r = await curl(s, a[0], ka, `${w.url}/ok`);
+            last = `${r.status} ${String(r.text).slice(0, 200)}`;
             return r.status === 429 ? r : null;
-          }, 'the session share of curl calls in use', 60000, 500);
+          }, 'the session share of curl calls in use', 60000, 500).catch((e) => {
+            throw new Error(`${e.message}; the last call of the session: ${last}; hanging calls ended early: ${JSON.stringify(settled)}`);
+          });
           is429(over, `curl ${CURL_PER_SESSION + 1} of one session`);
-          is429(await curl(s, a[2], ka, `${w.url}/ok`), 'a curl past the organization\'s share');
+          // The organization's share: a call of a third session is refused once
+          // the other two hold their calls (one sent again above may still be
+          // on its way).
+          is429(await waitFor(async () => {
+            const r = await curl(s, a[2], ka, `${w.url}/ok`);
+            return r.status === 429 ? r : null;
+          }, 'the organization share of curl calls in use', 60000, 500), 'a curl past the organization\'s share');
           const other = await curl(s, b, kb, `${w.url}/ok`);
           eq(other.status, 200, `another organization's curl goes through: ${other.text}`);
           // Recordings: an organization records at most its share of the host's.
@@ -201,6 +225,7 @@ export const tests = [
           eq(ob.status, 201, `another organization still records: ${ob.text}`);
           for (const [id, rid] of started) await api(s, 'POST', `/browsers/${id}/replays/${rid}/stop`, undefined, ka);
           await api(s, 'POST', `/browsers/${b}/replays/${ob.json.replay_id}/stop`, undefined, kb);
+          w.closed = true;
           w.close(); // the hanging calls end
           await Promise.all(hanging);
         }, ['--allow-loopback', w.hostport]);
