@@ -362,7 +362,9 @@ static void on_bound(void *ctx, int port)
 {
     struct app *app = ctx;
     struct app_config *c = &app->cfg;
-    c->listen_port = port;
+    /* Read atomically by the egress's threads (egress_config.server_port),
+     * which spares started before the daemon may already run. */
+    __atomic_store_n(&c->listen_port, port, __ATOMIC_RELAXED);
     if (public_url_flag)
         copy(c->public_url, sizeof c->public_url, public_url_flag);
     else if (strchr(c->listen_host, ':'))
