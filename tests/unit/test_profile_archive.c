@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/path.h"
 #include "core/xalloc.h"
 #include "runtime/profile_archive.h"
 
@@ -83,29 +84,6 @@ static char *read_all(const char *path)
     return xstrdup(buf);
 }
 
-static void rm_rf(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char *c = xasprintf("%s/%s", path, de->d_name);
-        struct stat st;
-        if (lstat(c, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(c);
-        else
-            unlink(c);
-        xfree(c);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
 static int setup(void **state)
 {
     struct fixture *fx = xcalloc(1, sizeof *fx);
@@ -124,7 +102,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *fx = *state;
-    rm_rf(fx->root);
+    path_remove_tree(fx->root);
     xfree(fx);
     return 0;
 }
