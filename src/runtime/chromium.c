@@ -765,9 +765,18 @@ static int validate(const struct chromium_opts *o, int timeout_ms, struct err *e
 #define FRAME_KINDS 8
 
 static pthread_mutex_t frame_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Fits that may fail for one kind before its launches stop measuring (each
+ * failure costs a create up to CR_FIT_MS): the kind is then recorded with no
+ * frame, and its pages keep the size the browser gives them. Seen with an
+ * unsandboxed root Chromium whose headless window does not grow past its
+ * launch size. */
+#define FRAME_FIT_TRIES 3
+
 static struct {
     char *key;
     int w, h;
+    int failed; /* fits that failed; the entry counts as known once w, h are set */
+    int known;
 } frames[FRAME_KINDS];
 static int nframes;
 
@@ -776,7 +785,7 @@ static int frame_get(const char *key, int *w, int *h)
     int found = 0;
     pthread_mutex_lock(&frame_lock);
     for (int i = 0; i < nframes && !found; i++)
-        if (strcmp(frames[i].key, key) == 0) {
+        if (frames[i].known && strcmp(frames[i].key, key) == 0) {
             *w = frames[i].w;
             *h = frames[i].h;
             found = 1;
@@ -785,21 +794,46 @@ static int frame_get(const char *key, int *w, int *h)
     return found;
 }
 
+/* The entry of key, made when the table has room; NULL when it is full.
+ * Called with frame_lock held. */
+static int frame_slot(const char *key)
+{
+    for (int i = 0; i < nframes; i++)
+        if (strcmp(frames[i].key, key) == 0)
+            return i;
+    if (nframes == FRAME_KINDS)
+        return -1;
+    frames[nframes].key = xstrdup(key);
+    return nframes++;
+}
+
 /* Records a measured frame (the first of each kind is kept; a full table
  * keeps measuring). */
 static void frame_put(const char *key, int w, int h)
 {
     pthread_mutex_lock(&frame_lock);
-    int known = 0;
-    for (int i = 0; i < nframes; i++)
-        known |= strcmp(frames[i].key, key) == 0;
-    if (!known && nframes < FRAME_KINDS) {
-        frames[nframes].key = xstrdup(key);
-        frames[nframes].w = w;
-        frames[nframes].h = h;
-        nframes++;
+    int i = frame_slot(key);
+    if (i >= 0 && !frames[i].known) {
+        frames[i].w = w;
+        frames[i].h = h;
+        frames[i].known = 1;
     }
     pthread_mutex_unlock(&frame_lock);
+}
+
+/* Records a fit that failed: past FRAME_FIT_TRIES the kind is known with no
+ * frame. 1 when this failure was the last one measured. */
+static int frame_failed(const char *key)
+{
+    int last = 0;
+    pthread_mutex_lock(&frame_lock);
+    int i = frame_slot(key);
+    if (i >= 0 && !frames[i].known && ++frames[i].failed >= FRAME_FIT_TRIES) {
+        frames[i].known = 1;
+        last = 1;
+    }
+    pthread_mutex_unlock(&frame_lock);
+    return last;
 }
 
 static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
@@ -834,6 +868,12 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     for (size_t i = 0; i < sizeof cr_fixed_flags / sizeof *cr_fixed_flags; i++)
         if (no_sandbox || strcmp(cr_fixed_flags[i], "--no-sandbox") != 0)
             strvec_push(av, xstrdup(cr_fixed_flags[i]));
+    /* Without it --no-sandbox brings an "unsupported command-line flag" bar
+     * a moment after the first page, which takes 56 pixels of the page's
+     * height after the create answered (chromedriver passes it for the same
+     * reason). */
+    if (no_sandbox)
+        strvec_push(av, xstrdup("--test-type"));
     strvec_push(av, xasprintf("--user-data-dir=%s", profile));
     int fw = 0, fh = 0;
     if (o->headless) {
@@ -1165,8 +1205,12 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         err_init(&fe);
         int fw, fh;
         if (fit_headless(c->ws_url, o->width, o->height, CR_FIT_MS, &fw, &fh, &fe) != 0)
-            log_warn("chromium %d: the headless page could not be sized to %dx%d: %s", (int)pid,
-                     o->width, o->height, fe.message);
+            log_warn("chromium %d: the headless page could not be sized to %dx%d: %s%s", (int)pid,
+                     o->width, o->height, fe.message,
+                     frame_failed(c->frame_key)
+                         ? " (the last try: headless pages of this kind keep the size the "
+                           "browser gives them)"
+                         : "");
         else
             frame_put(c->frame_key, fw, fh);
     }
@@ -1296,10 +1340,18 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
     if (rc == 0 && !sid)
         rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
     /* The frame the browser keeps around the page (window bounds less the
-     * page's viewport, read while both are settled), then the window that
-     * many pixels larger than the asked size, waited for until the page
-     * has taken it (a resize reaches the renderer a moment later). */
-    int iw = 0, ih = 0, fw = 0, fh = 0, set = 0;
+     * page's viewport), then the window that many pixels larger than the
+     * asked size, waited for until the page has taken it (a resize reaches
+     * the renderer a moment later). The frame may grow after the first
+     * measurement (an unsandboxed root Chromium shows its "unsupported
+     * command-line flag" bar a moment after its first page): a viewport
+     * that moved after a resize and then stayed put, but not at the asked
+     * size, is measured again, at most FIT_SETS times. */
+    json_t *b = json_object_get(win, "bounds");
+    int bw = (int)json_integer_value(json_object_get(b, "width"));
+    int bh = (int)json_integer_value(json_object_get(b, "height"));
+    int iw = 0, ih = 0, fw = 0, fh = 0, sets = 0, moved = 0, pw = 0, ph = 0;
+    enum { FIT_SETS = 3 };
     while (rc == 0) {
         if ((rc = fit_viewport(cc, sid, fit_left(deadline), &iw, &ih, e)) != 0)
             break;
@@ -1310,24 +1362,31 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
                          iw, ih, width, height);
             break;
         }
-        if (set || iw <= 0 || ih <= 0) {
+        int settled = iw > 0 && ih > 0 && (sets == 0 || (moved && iw == pw && ih == ph));
+        if (sets > 0 && (iw != pw || ih != ph))
+            moved = 1;
+        pw = iw;
+        ph = ih;
+        if (!settled || sets == FIT_SETS) {
             fit_pause(20);
             continue;
         }
-        json_t *b = json_object_get(win, "bounds");
-        fw = (int)json_integer_value(json_object_get(b, "width")) - iw;
-        fh = (int)json_integer_value(json_object_get(b, "height")) - ih;
+        fw = bw - iw;
+        fh = bh - ih;
         if (fw < 0 || fh < 0 || fw > width || fh > height) {
             rc = err_set(e, E_INTERNAL, "internal", "the browser's frame %dx%d is not plausible",
                          fw, fh);
             break;
         }
+        bw = width + fw;
+        bh = height + fh;
         rc = fit_call(cc, NULL, "Browser.setWindowBounds",
                       json_pack("{s:O,s:{s:i,s:i,s:s}}", "windowId",
-                                json_object_get(win, "windowId"), "bounds", "width", width + fw,
-                                "height", height + fh, "windowState", "normal"),
+                                json_object_get(win, "windowId"), "bounds", "width", bw, "height",
+                                bh, "windowState", "normal"),
                       fit_left(deadline), NULL, e);
-        set = 1;
+        sets++;
+        moved = 0;
     }
     if (sid) {
         struct err ignore;

@@ -272,6 +272,26 @@ export const tests = [
     }),
   },
   {
+    name: 'issue 31.3: on an unsandboxed root server (BROWSERD_SANDBOX=off, Chromium with --no-sandbox) a headless page is the session\'s size right after the create, in the first browser and the next ones, and no create waits for a failed fit (its "unsupported flag" bar shortened the page after the measurement: every create then spent 3 s failing to fit)',
+    timeout: 60000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_SANDBOX: 'off' } });
+      try {
+        // The default viewport (1920x1080), as a create without one gets it.
+        for (let i = 0; i < 3; i++) {
+          const r = await api(s, 'POST', '/browsers', { headless: true });
+          eq(r.status, 200, `create: ${r.text}`);
+          const id = r.json.session_id, cdp = await Cdp.attach(r.json.cdp_ws_url);
+          try {
+            eq(await cdp.eval('[innerWidth, innerHeight]'), [1920, 1080], `browser ${i + 1}: the page's viewport right after the create`);
+          } finally { cdp.close(); }
+          eq((await api(s, 'DELETE', `/browsers/${id}`)).status, 204, 'delete');
+        }
+        assert(!/could not be sized/.test(s.log), `no fit failed:\n${s.log.split('\n').filter((l) => /could not be sized/.test(l)).join('\n')}`);
+      } finally { await s.stop(); s.cleanup(); }
+    },
+  },
+  {
     name: 'issue 31.4: headless typing is a keyboard\'s: keydown, keypress, input and keyup for every character, Shift for capitals',
     timeout: 60000,
     fn: () => withServer(async (s, base) => {
