@@ -33,7 +33,6 @@
 #include "api/api.h"
 #include "api/computer.h"
 #include "api/logs.h"
-#include "api/liveview.h"
 #include "api/webdriver.h"
 #include "api/org.h"
 #include "api/browsers.h"
@@ -726,12 +725,6 @@ static void drain_self_relay(struct serve *sv)
     selfrelay_fini();
 }
 
-static int start_live_view(struct serve *sv)
-{
-    liveview_init(&sv->app);
-    return 0;
-}
-
 /* Live view viewers' WebSockets. */
 static void drain_live_view(struct serve *sv)
 {
@@ -934,7 +927,7 @@ static const struct engine engines[] = {
     {"relay", .start = start_relay, .drain = drain_relay},
     {"forwarding", .drain = drain_forwarding},
     {"self relay", .drain = drain_self_relay},
-    {"live view", .init = start_live_view, .drain = drain_live_view},
+    {"live view", .drain = drain_live_view},
     {"webdriver", .init = start_webdriver, .drain = drain_webdriver},
     {"sessions", .start = start_sessions, .stop = stop_sessions},
     {"cluster fence", .stop = halt_cluster_node},

@@ -34,20 +34,6 @@ static void lv_cancel(void *ctx)
     viewer_cancel(ctx);
 }
 
-/* The app's viewers, for liveview_active (set once by liveview_init). */
-static struct viewers *active_set;
-
-void liveview_init(struct app *app)
-{
-    __atomic_store_n(&active_set, app->viewers, __ATOMIC_RELEASE);
-}
-
-int liveview_active(const char *session_id)
-{
-    struct viewers *set = __atomic_load_n(&active_set, __ATOMIC_ACQUIRE);
-    return set ? viewers_active(set, session_id) : 0;
-}
-
 /* The token's session when it is live and headful; 404 otherwise (an ended
  * session's URL is dead). */
 static int open_token(struct req *rq, char *org, char *sid)
@@ -216,7 +202,7 @@ static void lv_render(struct session_ctx *sc, json_t *record)
 /* PATCH: is a viewer connected (the viewport rule's question)? */
 static void lv_state(struct session_ctx *sc, struct sessrules_state *st)
 {
-    st->live_view_active = liveview_active(sc->rec->id);
+    st->live_view_active = viewers_active(sc->app->viewers, sc->rec->id);
 }
 
 static const struct session_ext liveview_ext = {

@@ -20,12 +20,8 @@ int liveview_page(struct req *rq, struct resp *rs);
 int liveview_ws(struct req *rq, struct resp *rs);
 
 /* The viewers are the app's engine app->viewers (runtime/viewers.h), made,
- * and stopped before the HTTP daemon stops, by main.c. liveview_init (once,
- * before serving) lets liveview_active find them. */
-void liveview_init(struct app *app);
-
-/* 1 while session_id has a live view viewer connected. Thread-safe. */
-int liveview_active(const char *session_id);
+ * and stopped before the HTTP daemon stops, by main.c; the handlers and the
+ * session hook reach them through the app, never a file-scope pointer. */
 
 #define LIVEVIEW_ROUTES                                                                            \
     {"GET", "/browser/live/{token}", liveview_page, AUTH_NONE},                                    \
