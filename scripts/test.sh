@@ -11,6 +11,7 @@ if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 passed=0
 failed=0
 log=$(mktemp)
+t0=$(date +%s)
 trap 'rm -f "$log"' EXIT
 
 count() { # $1: label; reads the suite's output from $log
@@ -26,7 +27,9 @@ count() { # $1: label; reads the suite's output from $log
     if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or exited non-zero
     passed=$((passed + p))
     failed=$((failed + f))
-    echo "== $1: $p passed, $f failed"
+    now=$(date +%s)
+    echo "== $1: $p passed, $f failed ($((now - t0)) s)"
+    t0=$now
 }
 
 run_build() {
