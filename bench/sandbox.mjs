@@ -72,14 +72,29 @@ function pssKb(pid) {
   try { return Number(/Pss:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))[1]); } catch { return 0; }
 }
 
-// PSS of the tree under the session's first process (bwrap, or Chromium).
-function treePss(dir, id) {
-  const roots = execFileSync('pgrep', ['-f', '--', `--user-data-dir=${dir}/sessions/${id}( |$)`], { encoding: 'utf8' })
-    .split('\n').filter(Boolean).map(Number);
+// The session's processes: a sandboxed session's are the tasks of its cgroup
+// (its command lines name only neutral paths since issue 29.16); an
+// unsandboxed one's are the tree under the Chromium that names its folder.
+function sessionPids(dir, id) {
+  for (const cg of [`/sys/fs/cgroup/pids/browserd/${id}`, `/sys/fs/cgroup/memory/browserd/${id}`, `/sys/fs/cgroup/browserd/${id}`]) {
+    try { return readFileSync(`${cg}/cgroup.procs`, 'utf8').split('\n').filter(Boolean).map(Number); } catch { /* not this hierarchy */ }
+  }
+  let roots = [];
+  try {
+    roots = execFileSync('pgrep', ['-f', '--', `--user-data-dir=${dir}/sessions/${id}( |$)`], { encoding: 'utf8' })
+      .split('\n').filter(Boolean).map(Number);
+  } catch { return []; }
   const pp = parents();
   const inTree = (pid) => { for (let p = pid; p > 1; p = pp.get(p)) if (roots.includes(p)) return true; return false; };
+  return [...pp.keys()].filter(inTree);
+}
+
+// PSS of the session's processes.
+function treePss(dir, id) {
+  const pids = sessionPids(dir, id);
+  if (pids.length === 0) throw new Error(`no process of session ${id} found`);
   let kb = 0;
-  for (const pid of pp.keys()) if (inTree(pid)) kb += pssKb(pid);
+  for (const pid of pids) kb += pssKb(pid);
   return kb;
 }
 
