@@ -308,8 +308,12 @@ int pool_cdp_clean(const char *ws, const char *start_url)
                       json_pack("{s:s,s:s}", "origin", origin, "storageTypes", "all"), NULL);
     }
     /* Read back, with every request of the tab intercepted: nothing of the
-     * look reaches the network (or sets a cookie). */
-    if (rc == 0) {
+     * look reaches the network (or sets a cookie). A lease that showed no
+     * origin (about:blank only) has nothing to read back: the new tab never
+     * loaded anything, so there is no request to intercept or drain (the
+     * drain's quiet window was most of such a release). */
+    int look = json_object_size(origins) > 0;
+    if (rc == 0 && look) {
         cdp_client_keep_events(cc, "Fetch.");
         rc = call(cc, ksid, "Fetch.enable", json_pack("{s:[{s:s}]}", "patterns", "urlPattern", "*"),
                   NULL);
@@ -320,11 +324,11 @@ int pool_cdp_clean(const char *ws, const char *start_url)
             (quota_empty(cc, ksid, origin) != 0 || local_storage_empty(cc, ksid, origin) != 0))
             rc = E_INTERNAL;
     }
-    if (rc == 0 && json_object_size(origins) > 0)
+    if (rc == 0 && look)
         rc = navigate_intercepted(cc, ksid, "about:blank", 0);
-    if (rc == 0)
+    if (rc == 0 && look)
         rc = drain_paused(cc);
-    if (rc == 0)
+    if (rc == 0 && look)
         rc = call(cc, ksid, "Fetch.disable", NULL, NULL);
     cdp_client_keep_events(cc, NULL);
     if (rc == 0)
