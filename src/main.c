@@ -84,7 +84,7 @@ static const char usage[] =
     "BROWSERD_LOG_LEVEL (debug|info|warn|error), BROWSERD_TOKEN_TTL_SECONDS (lifetime of the\n"
     "signed tokens in cdp_ws_url, default 86400), BROWSERD_SANDBOX (on|off: each session in\n"
     "its own sandbox, docs/sandbox.md; needs root). admin commands take --data DIR too.\n"
-    "BROWSERD_MEMORY_OVERCOMMIT (default 4): the sessions' memory limits may add up to this\n"
+    "BROWSERD_MEMORY_OVERCOMMIT (default 16): the sessions' memory limits may add up to this\n"
     "times the host's memory; past it a create answers 503 (docs/sandbox.md).\n"
     "--spares N / BROWSERD_SPARES: pre-launched browsers kept for fast creates (default 2:\n"
     "one headful, one headless; 0 disables them; docs/spares.md).\n"

@@ -217,14 +217,16 @@
  * pids budgets one organization may hold; the task ids left to the host and
  * the server (not handed to sessions' pids limits); the default ratio of the
  * sum of sessions' memory limits to the host's memory (a limit is a ceiling:
- * a headless Chromium at rest takes a few hundred MiB of its 8 GiB; the
+ * a headless Chromium at rest takes a few hundred MiB of its 8 GiB, and 16
+ * lets one organization run 35 default sessions on a 24 GiB host, 4 gave it
+ * 8, fewer than a client's "20 sessions at once"; the
  * sessions' parent cgroup, LIM_HOST_MEMORY_RESERVE_BYTES below the host's
  * memory, keeps an overcommitted host's out-of-memory kills among the
  * sessions); the Retry-After of a refusal; the memory kept out of the
  * sessions' parent cgroup for the server and the host. */
 #define LIM_ADMIT_ORG_SHARE_PCT       75
 #define LIM_ADMIT_HOST_PIDS           4096
-#define LIM_ADMIT_OVERCOMMIT_DEFAULT  4.0
+#define LIM_ADMIT_OVERCOMMIT_DEFAULT  16.0
 #define LIM_ADMIT_OVERCOMMIT_MAX      64.0
 #define LIM_ADMIT_RETRY_AFTER_S       10
 #define LIM_HOST_MEMORY_RESERVE_BYTES (2LL * 1024 * 1024 * 1024)
