@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/jsonx.h"
 #include "core/limits.h"
@@ -104,7 +105,7 @@ static void add_frames(json_t *set, const json_t *tree)
 }
 
 /* The origins page target shows (its frames) and showed (its history). */
-static int page_origins(struct cdp_client *cc, const char *target, json_t *set)
+static int page_origins_once(struct cdp_client *cc, const char *target, json_t *set)
 {
     char sid[128];
     int rc = attach(cc, target, sid, sizeof sid);
@@ -120,6 +121,22 @@ static int page_origins(struct cdp_client *cc, const char *target, json_t *set)
     if (rc == 0 && (rc = call(cc, sid, "Page.getFrameTree", NULL, &r)) == 0)
         add_frames(set, json_object_get(r, "frameTree"));
     json_decref(r);
+    return rc;
+}
+
+/* page_origins_once, asked again a few times: a page in the middle of a
+ * navigation (a lease released while its page loads) answers "Not attached
+ * to an active page" for a moment, and failing would replace the browser. */
+#define ORIGINS_TRIES 3
+
+static int page_origins(struct cdp_client *cc, const char *target, json_t *set)
+{
+    int rc = page_origins_once(cc, target, set);
+    for (int i = 1; rc != 0 && i < ORIGINS_TRIES; i++) {
+        struct timespec ts = {0, 50L * 1000000L};
+        nanosleep(&ts, NULL);
+        rc = page_origins_once(cc, target, set);
+    }
     return rc;
 }
 
@@ -283,9 +300,15 @@ int pool_cdp_clean(const char *ws, const char *start_url)
         rc = E_INTERNAL;
     }
     /* A new tab (no session storage, no history), then every other closed:
-     * waited for, since a page still open could set a cookie again. */
-    if (rc == 0 && (rc = call(cc, NULL, "Target.createTarget",
-                              json_pack("{s:s}", "url", "about:blank"), &r)) == 0)
+     * waited for, since a page still open could set a cookie again. A lease
+     * that showed no origin in its one tab (about:blank only) keeps that tab:
+     * its history holds nothing of anyone, and a new tab's renderer was most
+     * of such a release. */
+    if (rc == 0 && json_object_size(origins) == 0 && json_array_size(pages) == 1) {
+        snprintf(keep, sizeof keep, "%s", jsonx_str(json_array_get(pages, 0), "targetId"));
+        json_array_clear(pages);
+    } else if (rc == 0 && (rc = call(cc, NULL, "Target.createTarget",
+                                     json_pack("{s:s}", "url", "about:blank"), &r)) == 0)
         snprintf(keep, sizeof keep, "%s", jsonx_str(r, "targetId") ? jsonx_str(r, "targetId") : "");
     json_decref(r);
     r = NULL;
@@ -354,11 +377,12 @@ int pool_cdp_clean(const char *ws, const char *start_url)
          strcmp(jsonx_str(json_array_get(pages, 0), "targetId"), keep) != 0))
         rc = E_INTERNAL;
     json_decref(pages);
-    /* The start page last: its own storage is the next lease's. */
-    if (rc == 0)
-        rc = call(cc, ksid, "Page.navigate",
-                  json_pack("{s:s}", "url", start_url && *start_url ? start_url : "about:blank"),
-                  NULL);
+    /* The start page last: its own storage is the next lease's. The kept tab
+     * shows about:blank here (new, or back from the read-back), so without a
+     * start page there is nothing to load (a navigation still committing when
+     * the next lease is released made its history unreadable). */
+    if (rc == 0 && start_url && *start_url && strcmp(start_url, "about:blank") != 0)
+        rc = call(cc, ksid, "Page.navigate", json_pack("{s:s}", "url", start_url), NULL);
     json_decref(origins);
     cdp_client_close(cc);
     if (rc != 0)
