@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/xalloc.h"
