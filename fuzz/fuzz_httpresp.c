@@ -1,4 +1,4 @@
-/* libFuzzer target for cluster/httpresp: arbitrary bytes as another node's
+/* libFuzzer target for core/httpresp: arbitrary bytes as another node's
  * answer to a forwarded request. The head parser must agree with itself
  * when fed in two pieces, and the chunked decoder must never produce more
  * bytes than it consumed nor disagree between one call and byte-by-byte
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 #include "core/xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -27,6 +27,15 @@
  *
  * The struct is reference counted: the thread, the request (until its
  * done_fn), and the streamed response or the pending upgrade each hold one.
+ *
+ * Why not the blocking client (proxy/httpc): that one returns a whole body
+ * bounded by its caller, which fits a call that needs the answer (peer.c).
+ * A forward needs what it cannot give: the request body sent while the
+ * answer is already read (an early 413), an answer of any length streamed
+ * through a bounded ring with backpressure, the client's socket watched
+ * for a hang-up, and a 101 that turns into a byte relay. So it shares the
+ * parser (core/httpresp: head, framing, chunked decoding) and keeps this
+ * loop of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +55,7 @@
 #include <unistd.h>
 
 #include "cluster/forward.h"
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"

@@ -12,7 +12,7 @@
  * (req_suspend) and runs on a thread of its own, which connects, sends,
  * reads the owner's head, resumes the request, and then pumps the body (or
  * the upgraded connection's bytes) until either side ends. The owner's bytes
- * are untrusted and parsed by cluster/httpresp.
+ * are untrusted and parsed by core/httpresp.
  */
 #ifndef BD_CLUSTER_FORWARD_H
 #define BD_CLUSTER_FORWARD_H

@@ -1,7 +1,8 @@
 /*
  * peer: small blocking requests from one node to another (what a node must
  * read from the node that runs a pool, to list it with its live counts).
- * The answer is untrusted bytes, parsed by cluster/httpresp.
+ * The exchange is proxy/httpc's: the answer is untrusted bytes, parsed by
+ * core/httpresp.
  */
 #ifndef BD_CLUSTER_PEER_H
 #define BD_CLUSTER_PEER_H

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +16,6 @@
 #include "runtime/child.h"
 #include "core/limits.h"
 #include "runtime/logcap.h"
-#include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/limits.h"
@@ -28,12 +26,12 @@
 #include "core/netns.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
+#include "proxy/httpc.h"
 
 extern char **environ;
 
-#define START_ATTEMPTS   3
-#define POLL_STEP_MS     100
-#define HTTP_REPLY_LIMIT LIM_DRIVER_REPLY_BYTES
+#define START_ATTEMPTS 3
+#define POLL_STEP_MS   100
 
 struct chromedriver {
     pid_t pid;
@@ -54,55 +52,14 @@ static int64_t mono_ms(void)
     return clock_mono_us() / 1000;
 }
 
-/* ---- a tiny blocking HTTP/1.1 client for the driver's loopback API ---- */
+/* ---- the driver's loopback API ---- */
 
-static int wait_fd(int fd, short events, int64_t deadline)
-{
-    for (;;) {
-        int64_t left = deadline - mono_ms();
-        if (left <= 0)
-            return -1;
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, (int)left);
-        if (n > 0)
-            return 0;
-        if (n < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
-/* Parses "HTTP/1.1 NNN ...\r\n...\r\n\r\nBODY": the status and where the body
- * starts. Returns 0, or -1 when the head is incomplete or malformed. */
-static int parse_reply(const char *buf, size_t len, int *status, size_t *body_at, long *clen)
-{
-    const char *end = memmem(buf, len, "\r\n\r\n", 4);
-    if (!end || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0)
-        return -1;
-    int st = 0;
-    for (size_t i = 9; i < 12; i++) {
-        if (buf[i] < '0' || buf[i] > '9')
-            return -1;
-        st = st * 10 + (buf[i] - '0');
-    }
-    *status = st;
-    *body_at = (size_t)(end - buf) + 4;
-    *clen = -1;
-    for (const char *p = buf; p < end;) {
-        const char *nl = memmem(p, (size_t)(end - p), "\r\n", 2);
-        if (!nl)
-            nl = end;
-        if ((size_t)(nl - p) > 15 && strncasecmp(p, "Content-Length:", 15) == 0)
-            *clen = strtol(p + 15, NULL, 10);
-        p = nl + 2;
-    }
-    return 0;
-}
-
-/* METHOD path on 127.0.0.1:port with an optional JSON body. Returns 0 with
- * the status and the parsed JSON body (*reply, new reference, NULL when the
- * body is not JSON), or -1 when the driver did not answer in time. */
-static int driver_call(int netns, int port, const char *method, const char *path, const char *body,
-                       int64_t deadline, int *status, json_t **reply)
+/* METHOD path on 127.0.0.1:port (in the sandbox's namespace netns) with an
+ * optional JSON body. Returns 0 with the status and the parsed JSON body
+ * (*reply, new reference, NULL when the body is not JSON), or -1 when the
+ * driver did not answer in time or answered malformed bytes. */
+static int chromedriver_call(int netns, int port, const char *method, const char *path,
+                             const char *body, int64_t deadline, int *status, json_t **reply)
 {
     *reply = NULL;
     int fd = netns_socket(netns, AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -110,73 +67,33 @@ static int driver_call(int netns, int port, const char *method, const char *path
         return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int rc = -1;
-    char *req = NULL;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0)
-            goto out;
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
-            goto out;
+    if (httpc_connect(fd, (struct sockaddr *)&a, sizeof a, deadline) != 0) {
+        close(fd);
+        return -1;
     }
-    req =
-        xasprintf("%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
-                  "Content-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n\r\n%s",
-                  method, path, port, body ? strlen(body) : 0, body ? body : "");
-    size_t len = strlen(req), off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
-        if (n > 0) {
-            off += (size_t)n;
-        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (wait_fd(fd, POLLOUT, deadline) != 0)
-                goto out;
-        } else {
-            goto out;
-        }
-    }
-    struct buf in;
-    buf_init(&in, HTTP_REPLY_LIMIT);
-    int st = 0;
-    size_t body_at = 0;
-    long clen = -1;
-    for (;;) {
-        if (buf_reserve(&in, 4096) != 0) {
-            buf_free(&in);
-            goto out;
-        }
-        ssize_t n = recv(fd, in.p + in.len, 4096, 0);
-        if (n > 0) {
-            in.len += (size_t)n;
-            in.p[in.len] = '\0';
-            if (parse_reply(in.p, in.len, &st, &body_at, &clen) == 0 && clen >= 0 &&
-                in.len >= body_at + (size_t)clen)
-                break;
-            continue;
-        }
-        if (n == 0)
-            break; /* Connection: close */
-        if ((errno != EAGAIN && errno != EINTR) || wait_fd(fd, POLLIN, deadline) != 0) {
-            buf_free(&in);
-            goto out;
-        }
-    }
-    if (!in.p || parse_reply(in.p, in.len, &st, &body_at, &clen) != 0) {
-        buf_free(&in);
-        goto out;
-    }
-    size_t blen = in.len - body_at;
-    if (clen >= 0 && (size_t)clen < blen)
-        blen = (size_t)clen;
-    *status = st;
-    *reply = json_loadb(in.p + body_at, blen, 0, NULL);
-    buf_free(&in);
-    rc = 0;
-out:
-    xfree(req);
-    close(fd);
-    return rc;
+    char host[32];
+    snprintf(host, sizeof host, "127.0.0.1:%d", port);
+    struct httpc_req rq = {
+        .method = method,
+        .target = path,
+        .host = host,
+        .fields = "Content-Type: application/json; charset=utf-8\r\n",
+        .body = body ? body : "",
+        .body_len = body ? strlen(body) : 0,
+        .tls_host = NULL,
+        .body_max = LIM_DRIVER_REPLY_BYTES,
+        .head_only = 0,
+        .deadline_ms = deadline,
+    };
+    struct httpc_resp r;
+    struct err e;
+    err_init(&e);
+    if (httpc_exchange(fd, &rq, &r, &e) != 0)
+        return -1;
+    *status = r.status;
+    *reply = json_loadb(r.body, r.body_len, 0, NULL);
+    httpc_resp_free(&r);
+    return 0;
 }
 
 /* ---- process ---- */
@@ -340,8 +257,8 @@ static int wait_ready(struct chromedriver *d, int64_t deadline)
         int st = 0;
         json_t *r = NULL;
         int64_t step = mono_ms() + 1000;
-        if (driver_call(d->netns, d->port, "GET", path, NULL, step < deadline ? step : deadline,
-                        &st, &r) == 0 &&
+        if (chromedriver_call(d->netns, d->port, "GET", path, NULL,
+                              step < deadline ? step : deadline, &st, &r) == 0 &&
             st == 200) {
             int ready = json_is_true(json_object_get(json_object_get(r, "value"), "ready"));
             json_decref(r);
@@ -367,7 +284,7 @@ static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
     snprintf(path, sizeof path, "%s/session", d->prefix);
     int st = 0;
     json_t *r = NULL;
-    int rc = driver_call(d->netns, d->port, "POST", path, text, deadline, &st, &r);
+    int rc = chromedriver_call(d->netns, d->port, "POST", path, text, deadline, &st, &r);
     xfree(text);
     json_t *v = json_object_get(r, "value");
     const char *sid = json_string_value(json_object_get(v, "sessionId"));

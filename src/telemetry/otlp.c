@@ -1,7 +1,6 @@
 /*
- * otlp: one queue per destination, sender threads, and a minimal HTTP/1.1
- * client (one POST per batch, Connection: close) over plain TCP with poll
- * timeouts.
+ * otlp: one queue per destination, sender threads, and one POST per batch
+ * (proxy/httpc: Connection: close, plain TCP, one deadline per attempt).
  *
  * Every destination id has its own bounded queue (struct dq) and its own
  * retry budget. A small pool of sender threads takes whichever queue is
@@ -14,20 +13,17 @@
  */
 #include "telemetry/otlp.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "proxy/httpc.h"
 #include "proxy/netguard.h"
 
 struct otlp_target {
@@ -269,81 +265,50 @@ char *otlp_logs_json(const struct otlp_item *items, size_t n)
 
 /* ---- HTTP POST ---- */
 
-static int wait_fd(int fd, short ev, int64_t deadline_us)
-{
-    for (;;) {
-        int64_t left = deadline_us - clock_mono_us();
-        if (left <= 0)
-            return -1;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int r = poll(&p, 1, (int)((left + 999) / 1000));
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
-/* POSTs body; returns the HTTP status, or -1 with why in err_out. */
-static int http_post(const struct otlp_target *t, const char *body, size_t len, char *why,
+/* POSTs body; returns the HTTP status, or -1 with why in err_out. Only the
+ * answer's head is read: its status decides. */
+static int otlp_post(const struct otlp_target *t, const char *body, size_t len, char *why,
                      size_t why_cap)
 {
-    int64_t deadline = clock_mono_us() + (int64_t)OTLP_TIMEOUT_MS * 1000;
+    int64_t deadline = clock_mono_ms() + OTLP_TIMEOUT_MS;
     /* The egress's address rule, after DNS, on the address connected to.
      * A refused address fails like one that does not answer: the stats a
      * tenant reads must not tell them apart. */
-    int status = -1;
-    int fd = netguard_dial(t->host, t->port, deadline / 1000);
+    int fd = netguard_dial(t->host, t->port, deadline);
     if (fd < 0) {
         snprintf(why, why_cap, "cannot connect to %.64s:%d", t->host, t->port);
         return -1;
     }
     int v6 = strchr(t->host, ':') != NULL;
-    char *head =
-        xasprintf("POST %s HTTP/1.1\r\nHost: %s%s%s:%d\r\nContent-Type: application/json\r\n"
-                  "Content-Length: %zu\r\nConnection: close\r\nUser-Agent: browserd\r\n"
-                  "%s\r\n",
-                  t->path, v6 ? "[" : "", t->host, v6 ? "]" : "", t->port, len, t->headers);
-    const char *parts[2] = {head, body};
-    size_t lens[2] = {strlen(head), len};
-    for (int i = 0; i < 2 && fd >= 0; i++) {
-        size_t off = 0;
-        while (off < lens[i]) {
-            ssize_t w = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
-            if (w > 0) {
-                off += (size_t)w;
-                continue;
-            }
-            if (w < 0 && (errno == EAGAIN || errno == EINTR) && wait_fd(fd, POLLOUT, deadline) == 0)
-                continue;
+    char host[300];
+    snprintf(host, sizeof host, "%s%s%s:%d", v6 ? "[" : "", t->host, v6 ? "]" : "", t->port);
+    char *fields = xasprintf("Content-Type: application/json\r\n%s", t->headers);
+    struct httpc_req rq = {
+        .method = "POST",
+        .target = t->path,
+        .host = host,
+        .fields = fields,
+        .body = body,
+        .body_len = len,
+        .tls_host = NULL,
+        .body_max = 0,
+        .head_only = 1,
+        .deadline_ms = deadline,
+    };
+    struct httpc_resp r;
+    struct err e;
+    err_init(&e);
+    int rc = httpc_exchange(fd, &rq, &r, &e);
+    xfree(fields);
+    if (rc != 0) {
+        if (!r.sent)
             snprintf(why, why_cap, "sending to %.64s:%d failed", t->host, t->port);
-            close(fd);
-            fd = -1;
-            break;
-        }
-    }
-    xfree(head);
-    if (fd < 0)
-        return -1;
-    char resp[512];
-    size_t got = 0;
-    while (got < sizeof resp - 1 && !memchr(resp, '\n', got)) {
-        ssize_t r = recv(fd, resp + got, sizeof resp - 1 - got, 0);
-        if (r > 0) {
-            got += (size_t)r;
-            continue;
-        }
-        if (r < 0 && (errno == EAGAIN || errno == EINTR) && wait_fd(fd, POLLIN, deadline) == 0)
-            continue;
-        break;
-    }
-    close(fd);
-    resp[got] = '\0';
-    int maj, min;
-    if (sscanf(resp, "HTTP/%d.%d %d", &maj, &min, &status) != 3) {
-        snprintf(why, why_cap, "no HTTP response from %.64s:%d", t->host, t->port);
+        else
+            snprintf(why, why_cap, "no HTTP response from %.64s:%d", t->host, t->port);
         return -1;
     }
+    int status = r.status;
+    httpc_resp_free(&r);
     if (status < 200 || status > 299)
         snprintf(why, why_cap, "collector answered HTTP %d", status);
     return status;
@@ -416,7 +381,7 @@ static int attempt(struct otlp_target *t, struct otlp_item *items, size_t n, cha
         return -1;
     }
     char *body = otlp_logs_json(items, n);
-    int st = http_post(t, body, strlen(body), why, cap);
+    int st = otlp_post(t, body, strlen(body), why, cap);
     xfree(body);
     return st;
 }

@@ -4,7 +4,7 @@
  * and accept a WebSocket upgrade) and "the front", whose routes forward
  * every request to the owner with forward_http / forward_upgrade, as a node
  * that does not run the browser does. The client is a minimal raw-socket
- * HTTP client that reads responses with cluster/httpresp. Every wait has a
+ * HTTP client that reads responses with core/httpresp. Every wait has a
  * deadline; nothing sleeps a fixed time.
  */
 #include <setjmp.h>
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "cluster/forward.h"
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 #include "core/clock.h"
 #include "core/xalloc.h"
 #include "http/http.h"

@@ -1,4 +1,4 @@
-/* Unit tests for cluster/httpresp: the response head, the body's framing
+/* Unit tests for core/httpresp: the response head, the body's framing
  * (RFC 9112 6.3) and the chunked decoder, table-driven; each case is named
  * after the rule it checks. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 #include "core/xalloc.h"
 
 #define NCASES(a) (sizeof(a) / sizeof((a)[0]))

@@ -1,16 +1,17 @@
 /*
- * httpresp: a pure parser of an HTTP/1.1 response as another browserd node
- * sends it to the forwarder (cluster/forward.c): the head (status line and
- * header fields), the body's framing (RFC 9112 section 6.3) and a
- * chunked-body decoder.
+ * httpresp: a pure parser of an HTTP/1.1 response: the head (status line
+ * and header fields), the body's framing (RFC 9112 section 6.3) and a
+ * chunked-body decoder. Every client of the server reads its answers with
+ * it: the blocking client (proxy/httpc.h) and the forwarder of requests
+ * between nodes (cluster/forward.c), which streams.
  *
  * The bytes are untrusted (a peer may be compromised, or not browserd at
  * all): every size is bounded by a constant below, a length read from the
  * peer is only ever counted down (never used to size a buffer), and no
  * function allocates. Fuzzed by fuzz/fuzz_httpresp.c.
  */
-#ifndef BD_CLUSTER_HTTPRESP_H
-#define BD_CLUSTER_HTTPRESP_H
+#ifndef BD_CORE_HTTPRESP_H
+#define BD_CORE_HTTPRESP_H
 
 #include <stddef.h>
 #include <stdint.h>

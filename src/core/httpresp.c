@@ -2,7 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cluster/httpresp.h"
+#include "core/httpresp.h"
 
 /* RFC 9110 5.6.2 tchar. */
 static int is_tchar(unsigned char c)
