@@ -586,7 +586,7 @@ int extensions_delete(struct req *rq, struct resp *rs)
 
 /* The 32-letter [a-p] extension id in a Chrome Web Store URL (or the bare
  * id), into id (33 bytes); 0 when found. */
-static int store_id_of(const char *url, char id[33])
+static int webstore_id_of(const char *url, char id[33])
 {
     size_t n = strlen(url);
     const char *path = url;
@@ -610,7 +610,7 @@ static int store_id_of(const char *url, char id[33])
 }
 
 /* The operator's template with its placeholders filled (owned). */
-static char *store_url(const char *id, const char *os)
+static char *webstore_url(const char *id, const char *os)
 {
     const char *tpl = getenv(CHROME_STORE_ENV);
     if (!tpl || !*tpl)
@@ -659,13 +659,13 @@ int extensions_from_chrome_store(struct req *rq, struct resp *rs)
     if (!url || !*url)
         return err_field(&rq->err, "url", "is required (a Chrome Web Store extension URL)");
     char id[33];
-    if (store_id_of(url, id) != 0)
+    if (webstore_id_of(url, id) != 0)
         return err_field(&rq->err, "url",
                          "is not a Chrome Web Store extension URL "
                          "(https://chromewebstore.google.com/detail/<name>/<32-letter id>)");
     if (strcmp(os, "linux") != 0 && strcmp(os, "mac") != 0 && strcmp(os, "win") != 0)
         return err_field(&rq->err, "os", "must be one of win, mac, linux");
-    char *src = store_url(id, os);
+    char *src = webstore_url(id, os);
     char *body = NULL;
     size_t len = 0;
     struct err fe;

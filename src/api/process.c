@@ -298,7 +298,7 @@ int process_spawn(struct req *rq, struct resp *rs)
 }
 
 /* Opens the call and finds the process of params[1] in the session. */
-static int proc_open(struct req *rq, const char *operation, struct call *c, struct proc **p)
+static int open_proc(struct req *rq, const char *operation, struct call *c, struct proc **p)
 {
     *p = NULL;
     if (!procreq_is_uuid(rq->params[1]))
@@ -319,7 +319,7 @@ int process_status_get(struct req *rq, struct resp *rs)
     struct call c;
     struct proc *p;
     memset(&c, 0, sizeof c);
-    int rc = proc_open(rq, "process.status", &c, &p);
+    int rc = open_proc(rq, "process.status", &c, &p);
     if (rc == 0) {
         struct proc_status st;
         proc_status(p, &st);
@@ -341,7 +341,7 @@ int process_stdin_post(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.stdin", &c, &p);
+    int rc = open_proc(rq, "process.stdin", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     const char *d = rc ? NULL : json_string_value(json_object_get(body, "data_b64"));
@@ -370,7 +370,7 @@ int process_kill(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.kill", &c, &p);
+    int rc = open_proc(rq, "process.kill", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 1, &body);
     int sig = SIGTERM;
@@ -397,7 +397,7 @@ int process_resize(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.resize", &c, &p);
+    int rc = open_proc(rq, "process.resize", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     int rows = 0, cols = 0;
@@ -486,7 +486,7 @@ int process_stream_get(struct req *rq, struct resp *rs)
     struct call c;
     struct proc *p;
     memset(&c, 0, sizeof c);
-    int rc = proc_open(rq, "process.stdout_stream", &c, &p);
+    int rc = open_proc(rq, "process.stdout_stream", &c, &p);
     if (rc == 0) {
         struct pstream *s = xcalloc(1, sizeof *s);
         pthread_mutex_init(&s->mu, NULL);

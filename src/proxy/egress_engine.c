@@ -715,7 +715,7 @@ static struct esess *find_locked(struct egress *eg, const char *id)
     return NULL;
 }
 
-static void sess_unref_locked(struct esess *s)
+static void esess_unref_locked(struct esess *s)
 {
     if (--s->refs > 0)
         return;
@@ -1126,7 +1126,7 @@ static void conn_end(struct worker *w, struct econn *c)
     int dfd = c->dfd;
     c->dfd = -1;
     c->s = NULL;
-    sess_unref_locked(s);
+    esess_unref_locked(s);
     if (--eg->nconns == 0)
         pthread_cond_broadcast(&eg->idle);
     pthread_mutex_unlock(&eg->mu);
@@ -1955,7 +1955,7 @@ static void close_locked(struct egress *eg, struct esess *s)
         if (c->dfd >= 0)
             shutdown(c->dfd, SHUT_RDWR);
     }
-    sess_unref_locked(s);
+    esess_unref_locked(s);
 }
 
 void egress_stop(struct egress *eg)

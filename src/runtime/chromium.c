@@ -220,7 +220,7 @@ unsigned long long chromium_proc_start_ticks(pid_t pid)
 }
 
 /* The state letter of /proc/PID/stat field 3, or 0 when unreadable. */
-static char proc_state(pid_t pid)
+static char pid_state(pid_t pid)
 {
     char path[64], buf[512];
     if (snprintf(path, sizeof path, "/proc/%d/stat", (int)pid) >= (int)sizeof path)
@@ -607,7 +607,7 @@ static void cg_remove(struct chromium *c)
 
 /* ---- stderr drain ---- */
 
-static void log_append(struct chromium *c, const char *p, size_t n)
+static void chromium_log_append(struct chromium *c, const char *p, size_t n)
 {
     if (c->log_fd < 0 || c->log_written >= CR_LOG_MAX)
         return;
@@ -636,7 +636,7 @@ static void *drain_main(void *arg)
             continue;
         if (r <= 0)
             break;
-        log_append(c, buf, (size_t)r);
+        chromium_log_append(c, buf, (size_t)r);
     }
     return NULL;
 }
@@ -1015,7 +1015,7 @@ static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, c
                          c->reaped ? c->status : -1, tail);
             break;
         }
-        log_append(c, buf + used, (size_t)r);
+        chromium_log_append(c, buf + used, (size_t)r);
         used += (size_t)r;
         buf[used] = '\0';
         int got = parse_devtools(c, buf);
@@ -1503,7 +1503,7 @@ int chromium_kill_stale(pid_t pid, unsigned long long start_ticks)
     if (pfd < 0 && errno != ENOSYS)
         return 0;
     int killed = 0;
-    char st = proc_state(pid);
+    char st = pid_state(pid);
     if (chromium_proc_start_ticks(pid) == start_ticks && st != 'Z' && st != 'X' && st != 0) {
         (void)kill(-pid, SIGKILL); /* the group: browsers are group leaders */
 #ifdef SYS_pidfd_send_signal

@@ -516,7 +516,7 @@ int sess_restart(struct app *app, const struct session_rec *s, struct err *e)
  * session's: nothing is renamed, the row is inserted then (created_at the
  * hand-out time) and the started hooks run for the owner. Until then, a
  * marker file DATA/sessions/ID.spare holds its processes, so that a restart
- * after a crash ends them and removes its folders (spares_recover); the
+ * after a crash ends them and removes its folders (recover_spares); the
  * reaper covers the crash itself as for any session.
  */
 
@@ -630,7 +630,7 @@ void sess_spares_stop(struct app *app)
 
 /* Ends the spares a previous run left (their marker files): processes that
  * outlived a watcher killed with the server, folders, the files' mount. */
-static void spares_recover(struct app *app)
+static void recover_spares(struct app *app)
 {
     char root[1200];
     sess_path(app, NULL, SESS_PATH_SESSIONS, root, sizeof root);
@@ -1093,7 +1093,7 @@ void sess_recover(struct app *app)
      * only its own earlier runs, when it registers (sess_reap_node). */
     if (!store_shared(app->store))
         recover_rows(app, NULL);
-    spares_recover(app);
+    recover_spares(app);
     if (store_shared(app->store))
         remove_orphan_folders(app);
 }
