@@ -32,6 +32,7 @@
 #include "api/extensions.h"
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -106,16 +107,9 @@ static int read_file(const char *path, size_t max, char **out, size_t *len)
     }
     size_t n = (size_t)st.st_size, got = 0;
     char *buf = xmalloc(n ? n : 1);
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
     close(fd);
-    if (got != n) {
+    if (rc != 0 || got != n) {
         xfree(buf);
         return -EIO;
     }
@@ -129,16 +123,7 @@ static int write_file(const char *path, const void *data, size_t len)
 {
     char *tmp = xasprintf("%s.tmp.%d", path, (int)syscall(SYS_gettid));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd < 0 ? -errno : 0;
-    for (size_t off = 0; rc == 0 && off < len;) {
-        ssize_t w = write(fd, (const char *)data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            rc = -errno;
-        else
-            off += (size_t)w;
-    }
+    int rc = fd < 0 ? -errno : fdio_write_all(fd, data, len, FDIO_NO_DEADLINE);
     if (fd >= 0 && rc == 0 && fsync(fd) != 0)
         rc = -errno;
     if (fd >= 0)
