@@ -12,13 +12,13 @@
  */
 #include "api/process.h"
 
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "session/ext.h"
+#include "core/b64.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/limits.h"
@@ -89,11 +89,12 @@ static int call_close(struct req *rq, struct call *c, int rc)
 
 /* ---- parsing (domain/procreq) ---- */
 
-static json_t *b64_json(const char *p, size_t n)
+/* n bytes of p as a JSON string of their base64. */
+static json_t *base64_json(const char *p, size_t n)
 {
-    char *t = xmalloc(4 * ((n + 2) / 3) + 1);
-    int len = EVP_EncodeBlock((unsigned char *)t, (const unsigned char *)p, (int)n);
-    json_t *s = json_stringn(t, (size_t)(len > 0 ? len : 0));
+    size_t len = 0;
+    char *t = b64_encode(p, n, &len);
+    json_t *s = json_stringn(t, len);
     xfree(t);
     return s;
 }
@@ -210,9 +211,9 @@ static void exec_resume(struct req *rq, struct resp *rs)
         int ot, et;
         const char *o = proc_out(j->p, PROC_STDOUT, &ol, &ot);
         const char *er = proc_out(j->p, PROC_STDERR, &el, &et);
-        json_t *body =
-            json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64", b64_json(o, ol),
-                      "stderr_b64", b64_json(er, el), "duration_ms", (json_int_t)st.duration_ms);
+        json_t *body = json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64",
+                                 base64_json(o, ol), "stderr_b64", base64_json(er, el),
+                                 "duration_ms", (json_int_t)st.duration_ms);
         if (ot)
             json_object_set_new(body, "stdout_truncated", json_true());
         if (et)
@@ -454,7 +455,7 @@ static long ps_read(void *ctx, char *dst, size_t cap)
             return 0; /* parked until the process's next output */
         if (r > 0) {
             frame(s, json_pack("{s:s,s:o}", "stream", stream == PROC_STDERR ? "stderr" : "stdout",
-                               "data_b64", b64_json(chunk, n)));
+                               "data_b64", base64_json(chunk, n)));
         } else {
             frame(s, json_pack("{s:s,s:i}", "event", "exit", "exit_code", code));
             s->ended = 1;
