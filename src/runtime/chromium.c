@@ -29,8 +29,10 @@
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -125,27 +127,13 @@ struct chromium {
 
 /* ---- small helpers ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Writes text to path (truncating). Returns 0 or -errno. */
 static int write_file(const char *path, const char *text, mode_t mode)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, text, strlen(text)) == 0 ? 0 : -errno;
+    int rc = fdio_write_all(fd, text, strlen(text), FDIO_NO_DEADLINE);
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     return rc;
@@ -368,12 +356,10 @@ static pid_t spawn_run(struct spawn *s, struct err *e)
         return -1;
     }
     int msg[2];
-    ssize_t n;
-    do
-        n = read(rp[0], msg, sizeof msg);
-    while (n < 0 && errno == EINTR);
+    size_t n = 0;
+    (void)!fdio_read_all(rp[0], msg, sizeof msg, &n, FDIO_NO_DEADLINE);
     close(rp[0]);
-    if (n != (ssize_t)sizeof msg)
+    if (n != sizeof msg)
         return pid; /* EOF: exec succeeded */
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -613,7 +599,7 @@ static void chromium_log_append(struct chromium *c, const char *p, size_t n)
         return;
     if ((long long)n > CR_LOG_MAX - c->log_written)
         n = (size_t)(CR_LOG_MAX - c->log_written);
-    if (write_all(c->log_fd, p, n) == 0)
+    if (fdio_write_all(c->log_fd, p, n, FDIO_NO_DEADLINE) == 0)
         c->log_written += (long long)n;
 }
 
@@ -1207,30 +1193,6 @@ static void fit_pause(int ms)
         ;
 }
 
-/* The first page target's id into out; E_NOTFOUND while there is none. */
-static int fit_first_page(struct cdp_client *cc, int timeout_ms, char *out, size_t cap,
-                          struct err *e)
-{
-    json_t *res = NULL;
-    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, timeout_ms, &res, e);
-    if (rc)
-        return rc;
-    rc = E_NOTFOUND;
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
-    {
-        const char *type = jsonx_str(t, "type"), *id = jsonx_str(t, "targetId");
-        if (type && id && strcmp(type, "page") == 0) {
-            snprintf(out, cap, "%s", id);
-            rc = 0;
-            break;
-        }
-    }
-    json_decref(res);
-    return rc;
-}
-
 /* What is left of a deadline, at least 1 ms. */
 static int fit_left(int64_t deadline)
 {
@@ -1279,22 +1241,18 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
         return rc;
     /* The first page appears a moment after DevTools listens. */
     char target[128];
-    while ((rc = fit_first_page(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
+    while ((rc = cdp_page_first(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
            clock_mono_ms() < deadline)
         fit_pause(20);
     if (rc == E_NOTFOUND)
         rc = err_set(e, E_UNAVAIL, "unavailable", "the browser opened no page to size");
-    json_t *win = NULL, *att = NULL;
+    json_t *win = NULL;
+    char sid[128] = "";
     if (rc == 0)
         rc = fit_call(cc, NULL, "Browser.getWindowForTarget",
                       json_pack("{s:s}", "targetId", target), fit_left(deadline), &win, e);
     if (rc == 0)
-        rc = fit_call(cc, NULL, "Target.attachToTarget",
-                      json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), fit_left(deadline),
-                      &att, e);
-    const char *sid = jsonx_str(att, "sessionId");
-    if (rc == 0 && !sid)
-        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
+        rc = cdp_page_attach(cc, target, fit_left(deadline), sid, sizeof sid, e);
     /* The frame the browser keeps around the page (window bounds less the
      * page's viewport, read while both are settled), then the window that
      * many pixels larger than the asked size, waited for until the page
@@ -1329,13 +1287,12 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
                       fit_left(deadline), NULL, e);
         set = 1;
     }
-    if (sid) {
+    if (sid[0]) {
         struct err ignore;
         err_init(&ignore);
         (void)!fit_call(cc, NULL, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", sid),
                         fit_left(deadline), NULL, &ignore);
     }
-    json_decref(att);
     json_decref(win);
     cdp_client_close(cc);
     *frame_w = fw;
