@@ -407,19 +407,8 @@ static int chromium_major_version(const char *binary)
         if (pid > 0) {
             char buf[256];
             size_t used = 0;
-            int64_t deadline = clock_mono_us() + CR_PROBE_TIMEOUT_MS * 1000LL;
-            for (;;) {
-                int64_t left = (deadline - clock_mono_us()) / 1000;
-                struct pollfd p = {.fd = out[0], .events = POLLIN};
-                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-                    break;
-                ssize_t r = read(out[0], buf + used, sizeof buf - 1 - used);
-                if (r <= 0)
-                    break;
-                used += (size_t)r;
-                if (used == sizeof buf - 1)
-                    break;
-            }
+            (void)!fdio_read_all(out[0], buf, sizeof buf - 1, &used,
+                                 clock_mono_ms() + CR_PROBE_TIMEOUT_MS);
             buf[used] = '\0';
             (void)kill(-pid, SIGKILL);
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
