@@ -394,7 +394,7 @@ static void cdp_message(void *ctx, const char *method, size_t len)
             (*x)->cdp_message(cc->session_id, cc, method, len);
 }
 
-static void cdp_client_hooks(struct cdp_conn *cc, int attached)
+static void cdp_conn_hooks(struct cdp_conn *cc, int attached)
 {
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->cdp_client)
@@ -418,7 +418,7 @@ static void cdp_on_close(void *ctx, const char *reason)
 {
     struct cdp_conn *cc = ctx;
     (void)reason;
-    cdp_client_hooks(cc, 0);
+    cdp_conn_hooks(cc, 0);
     live_client_detached(cc->live);
     sessmgr_put(cc->live);
     xfree(cc->leftover);
@@ -441,7 +441,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
     struct err e;
     err_init(&e);
     live_client_attached(cc->live);
-    cdp_client_hooks(cc, 1);
+    cdp_conn_hooks(cc, 1);
     if (api_relay_attach(cc->app, fd, extra, extra_len, cc->upstream_fd, cc->leftover,
                          cc->leftover_len, &hooks, &e) != 0) {
         log_warn("cdp relay: %s", e.message);

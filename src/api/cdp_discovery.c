@@ -55,7 +55,7 @@ static int disc_open(struct req *rq, struct resp *rs, const char *token, struct 
 }
 
 /* The relay's public URL for token, for one page target when target is set. */
-static json_t *relay_url(const struct app *app, const char *token, const char *target)
+static json_t *disc_relay_url(const struct app *app, const char *token, const char *target)
 {
     char *base = api_public_ws_url(app, "/browser/cdp", token);
     char *url = target ? xasprintf("%s&target=%s", base, target) : xstrdup(base);
@@ -101,7 +101,7 @@ static int disc_version(struct req *rq, struct resp *rs, const char *token)
     json_object_set_new(out, "User-Agent", json_string(str_or(jsonx_str(v, "userAgent"), "")));
     json_object_set_new(out, "V8-Version", json_string(str_or(jsonx_str(v, "jsVersion"), "")));
     json_object_set_new(out, "WebKit-Version", json_string(str_or(jsonx_str(v, "revision"), "")));
-    json_object_set_new(out, "webSocketDebuggerUrl", relay_url(api_app(rq), token, NULL));
+    json_object_set_new(out, "webSocketDebuggerUrl", disc_relay_url(api_app(rq), token, NULL));
     json_decref(v);
     resp_header(rs, "Cache-Control", "no-store");
     resp_json(rs, 200, out);
@@ -145,7 +145,7 @@ static int disc_list(struct req *rq, struct resp *rs, const char *token)
         json_object_set_new(e, "title", json_string(str_or(jsonx_str(t, "title"), "")));
         json_object_set_new(e, "type", json_string(type));
         json_object_set_new(e, "url", json_string(str_or(jsonx_str(t, "url"), "")));
-        json_object_set_new(e, "webSocketDebuggerUrl", relay_url(api_app(rq), token, id));
+        json_object_set_new(e, "webSocketDebuggerUrl", disc_relay_url(api_app(rq), token, id));
         json_array_append_new(out, e);
     }
     json_decref(res);

@@ -30,7 +30,7 @@ static int session_owned(const struct req *rq)
 }
 
 /* Routes served by the node whose engine runs the pool. */
-static int pool_owned(const struct req *rq)
+static int route_pool_owned(const struct req *rq)
 {
     return strncmp(rq->route->pattern, "/browser_pools/{id}", 19) == 0;
 }
@@ -63,7 +63,7 @@ int api_route_hook(struct req *rq, struct resp *rs, unsigned flags)
         return err_set(&rq->err, E_UNAVAIL, "node_unavailable",
                        "this node is not a member of the cluster right now (it lost the "
                        "database or was declared dead); retry on another node");
-    int sess = session_owned(rq), pool = !sess && pool_owned(rq);
+    int sess = session_owned(rq), pool = !sess && route_pool_owned(rq);
     if ((!sess && !pool) || !rq->auth)
         return -1;
     struct auth *a = api_auth(rq);

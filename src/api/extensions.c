@@ -32,6 +32,7 @@
 #include "api/extensions.h"
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -106,16 +107,9 @@ static int read_file(const char *path, size_t max, char **out, size_t *len)
     }
     size_t n = (size_t)st.st_size, got = 0;
     char *buf = xmalloc(n ? n : 1);
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
     close(fd);
-    if (got != n) {
+    if (rc != 0 || got != n) {
         xfree(buf);
         return -EIO;
     }
@@ -129,16 +123,7 @@ static int write_file(const char *path, const void *data, size_t len)
 {
     char *tmp = xasprintf("%s.tmp.%d", path, (int)syscall(SYS_gettid));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd < 0 ? -errno : 0;
-    for (size_t off = 0; rc == 0 && off < len;) {
-        ssize_t w = write(fd, (const char *)data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            rc = -errno;
-        else
-            off += (size_t)w;
-    }
+    int rc = fd < 0 ? -errno : fdio_write_all(fd, data, len, FDIO_NO_DEADLINE);
     if (fd >= 0 && rc == 0 && fsync(fd) != 0)
         rc = -errno;
     if (fd >= 0)
@@ -586,7 +571,7 @@ int extensions_delete(struct req *rq, struct resp *rs)
 
 /* The 32-letter [a-p] extension id in a Chrome Web Store URL (or the bare
  * id), into id (33 bytes); 0 when found. */
-static int store_id_of(const char *url, char id[33])
+static int webstore_id_of(const char *url, char id[33])
 {
     size_t n = strlen(url);
     const char *path = url;
@@ -610,7 +595,7 @@ static int store_id_of(const char *url, char id[33])
 }
 
 /* The operator's template with its placeholders filled (owned). */
-static char *store_url(const char *id, const char *os)
+static char *webstore_url(const char *id, const char *os)
 {
     const char *tpl = getenv(CHROME_STORE_ENV);
     if (!tpl || !*tpl)
@@ -659,13 +644,13 @@ int extensions_from_chrome_store(struct req *rq, struct resp *rs)
     if (!url || !*url)
         return err_field(&rq->err, "url", "is required (a Chrome Web Store extension URL)");
     char id[33];
-    if (store_id_of(url, id) != 0)
+    if (webstore_id_of(url, id) != 0)
         return err_field(&rq->err, "url",
                          "is not a Chrome Web Store extension URL "
                          "(https://chromewebstore.google.com/detail/<name>/<32-letter id>)");
     if (strcmp(os, "linux") != 0 && strcmp(os, "mac") != 0 && strcmp(os, "win") != 0)
         return err_field(&rq->err, "os", "must be one of win, mac, linux");
-    char *src = store_url(id, os);
+    char *src = webstore_url(id, os);
     char *body = NULL;
     size_t len = 0;
     struct err fe;

@@ -27,6 +27,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/fdio.h"
 #include "core/log.h"
 #include "core/multipart.h"
 #include "core/path.h"
@@ -270,12 +271,7 @@ int fs_read_file(struct req *rq, struct resp *rs)
     if (st.st_size <= (off_t)FS_INLINE_BYTES) {
         char *data = xmalloc((size_t)st.st_size + 1);
         size_t got = 0;
-        while (got < (size_t)st.st_size) {
-            ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
+        (void)!fdio_read_all(fd, data, (size_t)st.st_size, &got, FDIO_NO_DEADLINE);
         close(fd);
         resp_text(rs, 200, "application/octet-stream", data, got);
     } else {

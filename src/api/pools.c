@@ -240,7 +240,7 @@ static void unlease(const char *pool_id, const char *sid)
 
 /* ---- the session module: pool browsers that end on their own ---- */
 
-static void pool_ending(struct session_ctx *sc, const char *reason)
+static void on_pool_ending(struct session_ctx *sc, const char *reason)
 {
     (void)reason;
     const char *pool_id = jsonx_str(json_object_get(sc->doc, "pool"), "id");
@@ -251,7 +251,7 @@ static void pool_ending(struct session_ctx *sc, const char *reason)
 
 static const struct session_ext pools_ext = {
     .name = "pools",
-    .ending = pool_ending,
+    .ending = on_pool_ending,
 };
 
 /* ---- records ---- */

@@ -12,13 +12,13 @@
  */
 #include "api/process.h"
 
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "session/ext.h"
+#include "core/b64.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/limits.h"
@@ -89,11 +89,12 @@ static int call_close(struct req *rq, struct call *c, int rc)
 
 /* ---- parsing (domain/procreq) ---- */
 
-static json_t *b64_json(const char *p, size_t n)
+/* n bytes of p as a JSON string of their base64. */
+static json_t *base64_json(const char *p, size_t n)
 {
-    char *t = xmalloc(4 * ((n + 2) / 3) + 1);
-    int len = EVP_EncodeBlock((unsigned char *)t, (const unsigned char *)p, (int)n);
-    json_t *s = json_stringn(t, (size_t)(len > 0 ? len : 0));
+    size_t len = 0;
+    char *t = b64_encode(p, n, &len);
+    json_t *s = json_stringn(t, len);
     xfree(t);
     return s;
 }
@@ -210,9 +211,9 @@ static void exec_resume(struct req *rq, struct resp *rs)
         int ot, et;
         const char *o = proc_out(j->p, PROC_STDOUT, &ol, &ot);
         const char *er = proc_out(j->p, PROC_STDERR, &el, &et);
-        json_t *body =
-            json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64", b64_json(o, ol),
-                      "stderr_b64", b64_json(er, el), "duration_ms", (json_int_t)st.duration_ms);
+        json_t *body = json_pack("{s:i,s:o,s:o,s:I}", "exit_code", st.exit_code, "stdout_b64",
+                                 base64_json(o, ol), "stderr_b64", base64_json(er, el),
+                                 "duration_ms", (json_int_t)st.duration_ms);
         if (ot)
             json_object_set_new(body, "stdout_truncated", json_true());
         if (et)
@@ -298,7 +299,7 @@ int process_spawn(struct req *rq, struct resp *rs)
 }
 
 /* Opens the call and finds the process of params[1] in the session. */
-static int proc_open(struct req *rq, const char *operation, struct call *c, struct proc **p)
+static int open_proc(struct req *rq, const char *operation, struct call *c, struct proc **p)
 {
     *p = NULL;
     if (!procreq_is_uuid(rq->params[1]))
@@ -319,7 +320,7 @@ int process_status_get(struct req *rq, struct resp *rs)
     struct call c;
     struct proc *p;
     memset(&c, 0, sizeof c);
-    int rc = proc_open(rq, "process.status", &c, &p);
+    int rc = open_proc(rq, "process.status", &c, &p);
     if (rc == 0) {
         struct proc_status st;
         proc_status(p, &st);
@@ -341,7 +342,7 @@ int process_stdin_post(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.stdin", &c, &p);
+    int rc = open_proc(rq, "process.stdin", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     const char *d = rc ? NULL : json_string_value(json_object_get(body, "data_b64"));
@@ -370,7 +371,7 @@ int process_kill(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.kill", &c, &p);
+    int rc = open_proc(rq, "process.kill", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 1, &body);
     int sig = SIGTERM;
@@ -397,7 +398,7 @@ int process_resize(struct req *rq, struct resp *rs)
     struct proc *p;
     memset(&c, 0, sizeof c);
     json_t *body = NULL;
-    int rc = proc_open(rq, "process.resize", &c, &p);
+    int rc = open_proc(rq, "process.resize", &c, &p);
     if (rc == 0)
         rc = req_json_object(rq, 0, &body);
     int rows = 0, cols = 0;
@@ -454,7 +455,7 @@ static long ps_read(void *ctx, char *dst, size_t cap)
             return 0; /* parked until the process's next output */
         if (r > 0) {
             frame(s, json_pack("{s:s,s:o}", "stream", stream == PROC_STDERR ? "stderr" : "stdout",
-                               "data_b64", b64_json(chunk, n)));
+                               "data_b64", base64_json(chunk, n)));
         } else {
             frame(s, json_pack("{s:s,s:i}", "event", "exit", "exit_code", code));
             s->ended = 1;
@@ -486,7 +487,7 @@ int process_stream_get(struct req *rq, struct resp *rs)
     struct call c;
     struct proc *p;
     memset(&c, 0, sizeof c);
-    int rc = proc_open(rq, "process.stdout_stream", &c, &p);
+    int rc = open_proc(rq, "process.stdout_stream", &c, &p);
     if (rc == 0) {
         struct pstream *s = xcalloc(1, sizeof *s);
         pthread_mutex_init(&s->mu, NULL);

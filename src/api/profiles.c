@@ -21,6 +21,7 @@
 #include "api/profiles.h"
 #include "session/ext.h"
 #include "core/clock.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -389,16 +390,9 @@ int profiles_download(struct req *rq, struct resp *rs)
     }
     size_t len = (size_t)st.st_size, got = 0;
     char *buf = xmalloc(len ? len : 1);
-    while (got < len) {
-        ssize_t n = read(fd, buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    int rrc = fdio_read_all(fd, buf, len, &got, FDIO_NO_DEADLINE);
     close(fd);
-    if (got != len) {
+    if (rrc != 0 || got != len) {
         xfree(buf);
         return err_set(&rq->err, E_INTERNAL, "internal", "the archive of profile %s is truncated",
                        p.id);

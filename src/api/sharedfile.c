@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/fdio.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 
@@ -38,17 +39,12 @@ static int read_all(const char *path, void **out, size_t *len)
     }
     size_t size = (size_t)st.st_size, got = 0;
     char *buf = xmalloc(size ? size : 1);
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r <= 0) {
-            int err = r < 0 ? -errno : -EIO;
-            close(fd);
-            xfree(buf);
-            return err;
-        }
-        got += (size_t)r;
-    }
+    int err = fdio_read_all(fd, buf, size, &got, FDIO_NO_DEADLINE);
     close(fd);
+    if (err || got != size) {
+        xfree(buf);
+        return err ? err : -EIO;
+    }
     *out = buf;
     *len = size;
     return 0;
@@ -60,14 +56,7 @@ static int write_all(const char *path, const void *data, size_t len)
 {
     char *tmp = xasprintf("%s.tmp.%ld", path, (long)gettid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd < 0 ? -errno : 0;
-    for (size_t off = 0; rc == 0 && off < len;) {
-        ssize_t w = write(fd, (const char *)data + off, len - off);
-        if (w <= 0)
-            rc = w < 0 ? -errno : -EIO;
-        else
-            off += (size_t)w;
-    }
+    int rc = fd < 0 ? -errno : fdio_write_all(fd, data, len, FDIO_NO_DEADLINE);
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename(tmp, path) != 0)

@@ -149,7 +149,7 @@ static int each_element(const struct httpresp_head *h, const char *name,
     return 0;
 }
 
-static int token_eq(void *ctx, const char *s, size_t n)
+static int hdr_token_eq(void *ctx, const char *s, size_t n)
 {
     const char *token = ctx;
     return strlen(token) == n && strncasecmp(s, token, n) == 0;
@@ -157,7 +157,7 @@ static int token_eq(void *ctx, const char *s, size_t n)
 
 int httpresp_has_token(const struct httpresp_head *h, const char *name, const char *token)
 {
-    return each_element(h, name, token_eq, (void *)token);
+    return each_element(h, name, hdr_token_eq, (void *)token);
 }
 
 struct te_state {

@@ -216,7 +216,7 @@ struct ctx {
     struct err *e;
 };
 
-static void path_of(const struct ctx *c, const char *field, char *out, size_t cap)
+static void field_path_of(const struct ctx *c, const char *field, char *out, size_t cap)
 {
     if (c->prefix[0])
         snprintf(out, cap, "%s.%s", c->prefix, field);
@@ -227,7 +227,7 @@ static void path_of(const struct ctx *c, const char *field, char *out, size_t ca
 static int bad(const struct ctx *c, const char *field, const char *rule)
 {
     char p[160];
-    path_of(c, field, p, sizeof p);
+    field_path_of(c, field, p, sizeof p);
     return err_field(c->e, p, "%s", rule);
 }
 
@@ -454,7 +454,7 @@ static int parse_one(enum comp_op op, const json_t *b, const struct ctx *c, int 
         if (r && !json_is_null(r)) {
             struct ctx rc2 = *c;
             char pre[160];
-            path_of(c, "region", pre, sizeof pre);
+            field_path_of(c, "region", pre, sizeof pre);
             rc2.prefix = pre;
             if (!json_is_object(r))
                 return bad(c, "region", "must be an object {x, y, width, height}");

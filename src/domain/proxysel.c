@@ -124,7 +124,7 @@ static int same_project(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
-static void egress_proxy(struct proxysel_egress *out, const char *id)
+static void fill_egress_proxy(struct proxysel_egress *out, const char *id)
 {
     size_t n = strlen(id);
     out->kind = PROXYSEL_EGRESS_PROXY;
@@ -147,7 +147,7 @@ int proxysel_resolve(const struct proxysel *sel, int stealth, const char *projec
     case PROXYSEL_UNCHANGED:
     case PROXYSEL_DEFAULT:
         if (stealth && default_stealth_proxy_id && *default_stealth_proxy_id)
-            egress_proxy(out, default_stealth_proxy_id);
+            fill_egress_proxy(out, default_stealth_proxy_id);
         return 0;
     case PROXYSEL_ID:
         for (size_t i = 0; i < ncands; i++) {
@@ -155,7 +155,7 @@ int proxysel_resolve(const struct proxysel *sel, int stealth, const char *projec
                 continue;
             if (!same_project(cands[i].project_id, project_id))
                 break;
-            egress_proxy(out, cands[i].id);
+            fill_egress_proxy(out, cands[i].id);
             return 0;
         }
         return err_set(e, E_NOTFOUND, "proxy_not_found",
@@ -175,7 +175,7 @@ int proxysel_resolve(const struct proxysel *sel, int stealth, const char *projec
             }
         }
         if (here == 1) {
-            egress_proxy(out, hit->id);
+            fill_egress_proxy(out, hit->id);
             return 0;
         }
         if (here > 1)

@@ -89,9 +89,9 @@ int telcfg_category_default(const char *name)
 
 /* Field paths are bounded on purpose: a truncated path in an error message is
  * acceptable, an overflow is not. */
-static void path_fmt(char *buf, size_t cap, const char *fmt, ...)
+static void field_path_fmt(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void path_fmt(char *buf, size_t cap, const char *fmt, ...)
+static void field_path_fmt(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -99,12 +99,12 @@ static void path_fmt(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-static void path_key(char *buf, size_t cap, const char *path, const char *key)
+static void field_path_key(char *buf, size_t cap, const char *path, const char *key)
 {
     if (path == NULL || *path == '\0')
-        path_fmt(buf, cap, "%s", key);
+        field_path_fmt(buf, cap, "%s", key);
     else
-        path_fmt(buf, cap, "%s.%s", path, key);
+        field_path_fmt(buf, cap, "%s.%s", path, key);
 }
 
 static int is_ctx_pool(enum telcfg_ctx ctx)
@@ -125,7 +125,7 @@ static void check_cdp(const char *path, const json_t *v, struct err *e)
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        path_key(p, sizeof p, path, key);
+        field_path_key(p, sizeof p, path, key);
         if (strcmp(key, "excluded_methods") != 0) {
             (void)err_field(e, p, "unknown field (cdp has only excluded_methods)");
             continue;
@@ -139,7 +139,7 @@ static void check_cdp(const char *path, const json_t *v, struct err *e)
         json_array_foreach(val, i, m)
         {
             char pi[TELCFG_PATH_MAX + 24];
-            path_fmt(pi, sizeof pi, "%s[%zu]", p, i);
+            field_path_fmt(pi, sizeof pi, "%s[%zu]", p, i);
             if (!json_is_string(m))
                 (void)err_field(e, pi, "must be a string naming a BrowserCdpCommandMethod");
             else if (!telcfg_is_cdp_method(json_string_value(m)))
@@ -162,7 +162,7 @@ static void check_category(const char *path, const char *name, const json_t *v, 
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        path_key(p, sizeof p, path, key);
+        field_path_key(p, sizeof p, path, key);
         if (strcmp(key, "enabled") == 0) {
             if (!json_is_boolean(val))
                 (void)err_field(e, p, "must be a boolean");
@@ -187,7 +187,7 @@ static void check_categories(const char *path, const json_t *v, struct err *e)
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        path_key(p, sizeof p, path, key);
+        field_path_key(p, sizeof p, path, key);
         if (!telcfg_is_category(key))
             (void)err_field(e, p,
                             "unknown telemetry category (one of control, connection, system, "
@@ -210,7 +210,7 @@ static void check_destination(const char *path, const json_t *v, struct err *e)
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        path_key(p, sizeof p, path, key);
+        field_path_key(p, sizeof p, path, key);
         if (strcmp(key, "id") != 0 && strcmp(key, "name") != 0) {
             (void)err_field(e, p, "unknown field (a destination is selected by id or name)");
             continue;
@@ -236,7 +236,7 @@ static void check_export(const char *path, const json_t *v, int *has_dest, struc
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        path_key(p, sizeof p, path, key);
+        field_path_key(p, sizeof p, path, key);
         if (strcmp(key, "otlp") != 0) {
             (void)err_field(e, p, "unknown field (export has only otlp)");
             continue;
@@ -250,7 +250,7 @@ static void check_export(const char *path, const json_t *v, int *has_dest, struc
         const json_t *enabled = NULL;
         json_object_foreach(val, k2, v2)
         {
-            path_key(q, sizeof q, p, k2);
+            field_path_key(q, sizeof q, p, k2);
             if (strcmp(k2, "destination") == 0) {
                 *has_dest = 1;
                 check_destination(q, v2, e);
@@ -262,7 +262,7 @@ static void check_export(const char *path, const json_t *v, int *has_dest, struc
                 (void)err_field(e, q, "unknown field (otlp has destination and enabled)");
             }
         }
-        path_key(q, sizeof q, p, "enabled");
+        field_path_key(q, sizeof q, p, "enabled");
         if (*has_dest && json_is_false(enabled))
             (void)err_field(e, q, "enabled=false cannot be combined with a destination");
         if (!*has_dest && json_is_true(enabled))
@@ -287,23 +287,23 @@ int telcfg_validate(const char *path, const json_t *v, enum telcfg_ctx ctx, stru
     json_object_foreach((json_t *)v, key, val)
     {
         if (strcmp(key, "enabled") && strcmp(key, "browser") && strcmp(key, "export")) {
-            path_key(p, sizeof p, path, key);
+            field_path_key(p, sizeof p, path, key);
             (void)err_field(e, p, "unknown field (telemetry has enabled, browser and export)");
         }
     }
     if (enabled && !json_is_boolean(enabled)) {
-        path_key(p, sizeof p, path, "enabled");
+        field_path_key(p, sizeof p, path, "enabled");
         (void)err_field(e, p, "must be a boolean");
     }
     if (browser) {
-        path_key(p, sizeof p, path, "browser");
+        field_path_key(p, sizeof p, path, "browser");
         check_categories(p, browser, e);
         if (json_is_false(enabled) && json_is_object(browser) && json_object_size(browser) > 0)
             (void)err_field(e, p,
                             "enabled=false cannot be combined with browser category settings");
     }
     if (exp) {
-        path_key(p, sizeof p, path, "export");
+        field_path_key(p, sizeof p, path, "export");
         int has_dest = 0;
         if (is_ctx_pool(ctx)) {
             (void)err_field(e, p, "browser pools reject export");
@@ -316,7 +316,7 @@ int telcfg_validate(const char *path, const json_t *v, enum telcfg_ctx ctx, stru
             json_t *res = telcfg_resolve_create(v);
             if (res == NULL) {
                 char q[TELCFG_PATH_MAX];
-                path_key(q, sizeof q, p, "otlp.destination");
+                field_path_key(q, sizeof q, p, "otlp.destination");
                 (void)err_field(e, q, "a destination requires telemetry capture to be enabled");
             }
             json_decref(res);

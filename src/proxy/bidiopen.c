@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "core/clock.h"
+#include "core/fdio.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
@@ -96,25 +97,10 @@ static int first_frame(const char *buf, size_t len, size_t *frame_len, char **pa
     return 0;
 }
 
-/* Writes all of buf to the client socket (poll on EAGAIN), within 5 s. */
+/* Writes all of buf to the client socket, within 5 s. 0 or -1. */
 static int send_all(int fd, const char *buf, size_t len)
 {
-    int64_t deadline = clock_mono_us() / 1000 + 5000;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EINTR)
-            return -1;
-        int64_t left = deadline - clock_mono_us() / 1000;
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (left <= 0 || poll(&p, 1, (int)left) < 0)
-            return -1;
-    }
-    return 0;
+    return fdio_write_all(fd, buf, len, clock_mono_ms() + 5000) == 0 ? 0 : -1;
 }
 
 /* A server text frame (unmasked) carrying text. */

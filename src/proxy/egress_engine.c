@@ -40,7 +40,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/b64.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
@@ -567,16 +567,6 @@ static void reply(int fd, int status, const char *reason, const char *why)
         (void)write_all(fd, NULL, msg, (size_t)n);
 }
 
-static void b64(const char *in, char *out, size_t cap)
-{
-    size_t n = strlen(in);
-    if (4 * ((n + 2) / 3) + 1 > cap) {
-        out[0] = '\0';
-        return;
-    }
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
-}
-
 /* host:port as a request target (IPv6 bracketed). */
 static void authority(const char *host, int port, char *out, size_t cap)
 {
@@ -670,12 +660,13 @@ static char *upstream_head(const struct egress_upstream *up, const char *host, i
     char *head = xmalloc(cap);
     int n;
     if (up->userpass && *up->userpass) {
-        char enc[1400];
-        b64(up->userpass, enc, sizeof enc);
+        size_t elen = 0;
+        char *enc = b64_encode(up->userpass, strlen(up->userpass), &elen);
         n = snprintf(head, cap,
                      "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n",
                      auth, auth, enc);
-        OPENSSL_cleanse(enc, sizeof enc);
+        OPENSSL_cleanse(enc, elen);
+        xfree(enc);
     } else {
         n = snprintf(head, cap, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", auth, auth);
     }
@@ -715,7 +706,7 @@ static struct esess *find_locked(struct egress *eg, const char *id)
     return NULL;
 }
 
-static void sess_unref_locked(struct esess *s)
+static void esess_unref_locked(struct esess *s)
 {
     if (--s->refs > 0)
         return;
@@ -1126,7 +1117,7 @@ static void conn_end(struct worker *w, struct econn *c)
     int dfd = c->dfd;
     c->dfd = -1;
     c->s = NULL;
-    sess_unref_locked(s);
+    esess_unref_locked(s);
     if (--eg->nconns == 0)
         pthread_cond_broadcast(&eg->idle);
     pthread_mutex_unlock(&eg->mu);
@@ -1955,7 +1946,7 @@ static void close_locked(struct egress *eg, struct esess *s)
         if (c->dfd >= 0)
             shutdown(c->dfd, SHUT_RDWR);
     }
-    sess_unref_locked(s);
+    esess_unref_locked(s);
 }
 
 void egress_stop(struct egress *eg)

@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/netns.h"
 #include "core/crypto.h"
+#include "core/fdio.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
 
@@ -606,19 +607,11 @@ int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t
                           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
                           "Sec-WebSocket-Version: 13\r\n\r\n",
                           u.path, u.hostport, key);
-    size_t reqlen = strlen(req), off = 0;
-    while (off < reqlen) {
-        ssize_t n = send(s, req + off, reqlen - off, MSG_NOSIGNAL);
-        if (n > 0) {
-            off += (size_t)n;
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            rc = err_set(e, E_UNAVAIL, "unavailable", "browser handshake: %s", strerror(errno));
-            break;
-        } else if (wait_fd(s, POLLOUT, deadline) != 0) {
-            rc = err_set(e, E_UNAVAIL, "unavailable", "browser handshake timed out");
-            break;
-        }
-    }
+    int wrc = fdio_write_all(s, req, strlen(req), deadline / 1000);
+    if (wrc == -ETIMEDOUT)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "browser handshake timed out");
+    else if (wrc != 0)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "browser handshake: %s", strerror(-wrc));
     xfree(req);
 
     size_t cap = LIM_HEADER_BYTES + 4096, got = 0, head_len = 0;

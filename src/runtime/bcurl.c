@@ -12,6 +12,7 @@
 #include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 
 #define BCURL_SETUP_MS     5000 /* connect, create and attach the target */
 #define BCURL_CLEANUP_MS   2000
@@ -223,7 +224,6 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
     int64_t t0 = clock_mono_ms();
     int64_t deadline = t0 + r->timeout_ms;
     struct cdp_client *c = NULL;
-    json_t *res = NULL;
     char target[128] = "", sid[128] = "";
     int rc = cdp_client_open(ws_url, BCURL_SETUP_MS, &c, e);
     if (rc)
@@ -232,23 +232,10 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
      * carries Set-Cookie, which Fetch leaves out), and Page.navigate's
      * answer. */
     cdp_client_keep_events(c, "");
-    rc =
-        call(c, NULL, "Target.createTarget",
-             json_pack("{s:s,s:b}", "url", "about:blank", "hidden", 1), 1, BCURL_SETUP_MS, &res, e);
+    rc = cdp_page_create(c, "about:blank", 1, BCURL_SETUP_MS, target, sizeof target, e);
+    if (rc == 0)
+        rc = cdp_page_attach(c, target, BCURL_SETUP_MS, sid, sizeof sid, e);
     if (rc == 0) {
-        snprintf(target, sizeof target, "%s",
-                 jsonx_str(res, "targetId") ? jsonx_str(res, "targetId") : "");
-        json_decref(res);
-        res = NULL;
-        rc = call(c, NULL, "Target.attachToTarget",
-                  json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), 1, BCURL_SETUP_MS, &res,
-                  e);
-    }
-    if (rc == 0) {
-        snprintf(sid, sizeof sid, "%s",
-                 jsonx_str(res, "sessionId") ? jsonx_str(res, "sessionId") : "");
-        json_decref(res);
-        res = NULL;
         rc = call(c, sid, "Network.enable", json_object(), 1, BCURL_SETUP_MS, NULL, e);
         if (rc == 0)
             rc = call(c, sid, "Fetch.enable",

@@ -29,8 +29,10 @@
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
@@ -125,27 +127,13 @@ struct chromium {
 
 /* ---- small helpers ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Writes text to path (truncating). Returns 0 or -errno. */
 static int write_file(const char *path, const char *text, mode_t mode)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, text, strlen(text)) == 0 ? 0 : -errno;
+    int rc = fdio_write_all(fd, text, strlen(text), FDIO_NO_DEADLINE);
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     return rc;
@@ -220,7 +208,7 @@ unsigned long long chromium_proc_start_ticks(pid_t pid)
 }
 
 /* The state letter of /proc/PID/stat field 3, or 0 when unreadable. */
-static char proc_state(pid_t pid)
+static char pid_state(pid_t pid)
 {
     char path[64], buf[512];
     if (snprintf(path, sizeof path, "/proc/%d/stat", (int)pid) >= (int)sizeof path)
@@ -368,12 +356,10 @@ static pid_t spawn_run(struct spawn *s, struct err *e)
         return -1;
     }
     int msg[2];
-    ssize_t n;
-    do
-        n = read(rp[0], msg, sizeof msg);
-    while (n < 0 && errno == EINTR);
+    size_t n = 0;
+    (void)!fdio_read_all(rp[0], msg, sizeof msg, &n, FDIO_NO_DEADLINE);
     close(rp[0]);
-    if (n != (ssize_t)sizeof msg)
+    if (n != sizeof msg)
         return pid; /* EOF: exec succeeded */
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -421,19 +407,8 @@ static int chromium_major_version(const char *binary)
         if (pid > 0) {
             char buf[256];
             size_t used = 0;
-            int64_t deadline = clock_mono_us() + CR_PROBE_TIMEOUT_MS * 1000LL;
-            for (;;) {
-                int64_t left = (deadline - clock_mono_us()) / 1000;
-                struct pollfd p = {.fd = out[0], .events = POLLIN};
-                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-                    break;
-                ssize_t r = read(out[0], buf + used, sizeof buf - 1 - used);
-                if (r <= 0)
-                    break;
-                used += (size_t)r;
-                if (used == sizeof buf - 1)
-                    break;
-            }
+            (void)!fdio_read_all(out[0], buf, sizeof buf - 1, &used,
+                                 clock_mono_ms() + CR_PROBE_TIMEOUT_MS);
             buf[used] = '\0';
             (void)kill(-pid, SIGKILL);
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -607,13 +582,13 @@ static void cg_remove(struct chromium *c)
 
 /* ---- stderr drain ---- */
 
-static void log_append(struct chromium *c, const char *p, size_t n)
+static void chromium_log_append(struct chromium *c, const char *p, size_t n)
 {
     if (c->log_fd < 0 || c->log_written >= CR_LOG_MAX)
         return;
     if ((long long)n > CR_LOG_MAX - c->log_written)
         n = (size_t)(CR_LOG_MAX - c->log_written);
-    if (write_all(c->log_fd, p, n) == 0)
+    if (fdio_write_all(c->log_fd, p, n, FDIO_NO_DEADLINE) == 0)
         c->log_written += (long long)n;
 }
 
@@ -636,7 +611,7 @@ static void *drain_main(void *arg)
             continue;
         if (r <= 0)
             break;
-        log_append(c, buf, (size_t)r);
+        chromium_log_append(c, buf, (size_t)r);
     }
     return NULL;
 }
@@ -1055,7 +1030,7 @@ static int wait_devtools(struct chromium *c, int64_t deadline, int timeout_ms, c
                          c->reaped ? c->status : -1, tail);
             break;
         }
-        log_append(c, buf + used, (size_t)r);
+        chromium_log_append(c, buf + used, (size_t)r);
         used += (size_t)r;
         buf[used] = '\0';
         int got = parse_devtools(c, buf);
@@ -1251,30 +1226,6 @@ static void fit_pause(int ms)
         ;
 }
 
-/* The first page target's id into out; E_NOTFOUND while there is none. */
-static int fit_first_page(struct cdp_client *cc, int timeout_ms, char *out, size_t cap,
-                          struct err *e)
-{
-    json_t *res = NULL;
-    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, timeout_ms, &res, e);
-    if (rc)
-        return rc;
-    rc = E_NOTFOUND;
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
-    {
-        const char *type = jsonx_str(t, "type"), *id = jsonx_str(t, "targetId");
-        if (type && id && strcmp(type, "page") == 0) {
-            snprintf(out, cap, "%s", id);
-            rc = 0;
-            break;
-        }
-    }
-    json_decref(res);
-    return rc;
-}
-
 /* What is left of a deadline, at least 1 ms. */
 static int fit_left(int64_t deadline)
 {
@@ -1323,22 +1274,18 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
         return rc;
     /* The first page appears a moment after DevTools listens. */
     char target[128];
-    while ((rc = fit_first_page(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
+    while ((rc = cdp_page_first(cc, fit_left(deadline), target, sizeof target, e)) == E_NOTFOUND &&
            clock_mono_ms() < deadline)
         fit_pause(20);
     if (rc == E_NOTFOUND)
         rc = err_set(e, E_UNAVAIL, "unavailable", "the browser opened no page to size");
-    json_t *win = NULL, *att = NULL;
+    json_t *win = NULL;
+    char sid[128] = "";
     if (rc == 0)
         rc = fit_call(cc, NULL, "Browser.getWindowForTarget",
                       json_pack("{s:s}", "targetId", target), fit_left(deadline), &win, e);
     if (rc == 0)
-        rc = fit_call(cc, NULL, "Target.attachToTarget",
-                      json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), fit_left(deadline),
-                      &att, e);
-    const char *sid = jsonx_str(att, "sessionId");
-    if (rc == 0 && !sid)
-        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
+        rc = cdp_page_attach(cc, target, fit_left(deadline), sid, sizeof sid, e);
     /* The frame the browser keeps around the page (window bounds less the
      * page's viewport), then the window that many pixels larger than the
      * asked size, waited for until the page has taken it (a resize reaches
@@ -1388,13 +1335,12 @@ static int fit_headless(const char *ws_url, int width, int height, int timeout_m
         sets++;
         moved = 0;
     }
-    if (sid) {
+    if (sid[0]) {
         struct err ignore;
         err_init(&ignore);
         (void)!fit_call(cc, NULL, "Target.detachFromTarget", json_pack("{s:s}", "sessionId", sid),
                         fit_left(deadline), NULL, &ignore);
     }
-    json_decref(att);
     json_decref(win);
     cdp_client_close(cc);
     *frame_w = fw;
@@ -1562,7 +1508,7 @@ int chromium_kill_stale(pid_t pid, unsigned long long start_ticks)
     if (pfd < 0 && errno != ENOSYS)
         return 0;
     int killed = 0;
-    char st = proc_state(pid);
+    char st = pid_state(pid);
     if (chromium_proc_start_ticks(pid) == start_ticks && st != 'Z' && st != 'X' && st != 0) {
         (void)kill(-pid, SIGKILL); /* the group: browsers are group leaders */
 #ifdef SYS_pidfd_send_signal

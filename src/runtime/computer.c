@@ -7,10 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/b64.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/xcapture.h"
 #include "runtime/xinput.h"
 #include "telemetry/telemetry.h"
@@ -254,39 +256,13 @@ static int page_open(const char *ws_url, struct cpage *p, struct err *e)
     int rc = cdp_client_open(ws_url, CDP_MS, &p->cc, e);
     if (rc)
         return rc;
-    json_t *res = NULL;
-    if ((rc = call(p, "Target.getTargets", NULL, &res, e)) != 0) {
+    rc = cdp_page_attach_first(p->cc, CDP_MS, p->sid, sizeof p->sid, e);
+    if (rc == E_NOTFOUND)
+        rc = err_set(e, E_CONFLICT, "no_page", "the browser has no open page to act on");
+    if (rc) {
         cdp_client_close(p->cc);
-        return rc;
+        p->cc = NULL; /* page_acquire would probe a closed client next time */
     }
-    const char *target = NULL;
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
-    {
-        const char *type = jsonx_str(t, "type");
-        if (type && strcmp(type, "page") == 0) {
-            target = jsonx_str(t, "targetId");
-            break;
-        }
-    }
-    if (!target) {
-        json_decref(res);
-        cdp_client_close(p->cc);
-        return err_set(e, E_CONFLICT, "no_page", "the browser has no open page to act on");
-    }
-    json_t *att = NULL;
-    rc = call(p, "Target.attachToTarget", json_pack("{s:s,s:b}", "targetId", target, "flatten", 1),
-              &att, e);
-    json_decref(res);
-    if (rc == 0)
-        snprintf(p->sid, sizeof p->sid, "%s",
-                 jsonx_str(att, "sessionId") ? jsonx_str(att, "sessionId") : "");
-    json_decref(att);
-    if (rc == 0 && !p->sid[0])
-        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
-    if (rc)
-        cdp_client_close(p->cc);
     return rc;
 }
 
@@ -1156,11 +1132,9 @@ int computer_capture(const struct computer_target *t, const struct comp_action *
     if (rc == 0 && !b64)
         rc = err_set(e, E_INTERNAL, "internal", "the browser returned no screenshot");
     if (rc == 0) {
-        size_t n = strlen(b64);
-        unsigned char *out = xmalloc(n / 4 * 3 + 4);
-        size_t got = telem_base64_decode(b64, n, out);
-        if (got == (size_t)-1) {
-            xfree(out);
+        unsigned char *out = NULL;
+        size_t got = 0;
+        if (b64_decode(b64, strlen(b64), &out, &got) != 0) {
             rc = err_set(e, E_INTERNAL, "internal", "the browser's screenshot is not base64");
         } else {
             *png = (char *)out;

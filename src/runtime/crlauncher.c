@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 
@@ -114,16 +115,7 @@ static long read_file(const char *path, char *buf, size_t cap)
     if (fd < 0)
         return -1;
     size_t used = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + used, cap - 1 - used);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        used += (size_t)r;
-        if (used == cap - 1)
-            break;
-    }
+    (void)!fdio_read_all(fd, buf, cap - 1, &used, FDIO_NO_DEADLINE);
     close(fd);
     buf[used] = '\0';
     return (long)used;
@@ -162,13 +154,7 @@ static char *source_config(void)
     }
     char *out = xmalloc(FLAGS_MAX);
     size_t used = 0;
-    for (;;) {
-        ssize_t r = read(p[0], out + used, FLAGS_MAX - 1 - used);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || (used += (size_t)r) == FLAGS_MAX - 1)
-            break;
-    }
+    (void)!fdio_read_all(p[0], out, FLAGS_MAX - 1, &used, FDIO_NO_DEADLINE);
     close(p[0]);
     out[used] = '\0';
     int status = 0;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
 #include "runtime/extpack.h"
@@ -284,24 +285,15 @@ static int parent_of(int dfd, char *path, const char **leaf)
 
 static int write_all(void *ctx, const void *buf, size_t n, struct err *e)
 {
-    int fd = *(int *)ctx;
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        /* A full disk here is the session's own files (1 GiB): the
-         * client's extensions do not fit, not a fault of the server. */
-        if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
-            return err_set(e, E_INVALID, "bad_request",
-                           "the extensions do not fit in the space left for them: %s",
-                           strerror(errno));
-        if (w < 0)
-            return err_set(e, E_INTERNAL, "internal", "cannot write an extension file: %s",
-                           strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
+    int rc = fdio_write_all(*(int *)ctx, buf, n, FDIO_NO_DEADLINE);
+    /* A full disk here is the session's own files (1 GiB): the client's
+     * extensions do not fit, not a fault of the server. */
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        return err_set(e, E_INVALID, "bad_request",
+                       "the extensions do not fit in the space left for them: %s", strerror(-rc));
+    if (rc)
+        return err_set(e, E_INTERNAL, "internal", "cannot write an extension file: %s",
+                       strerror(-rc));
     return 0;
 }
 

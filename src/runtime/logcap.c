@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 
@@ -37,16 +38,8 @@ static void append(struct capped *c, const char *p, size_t n)
         return;
     size_t room = c->written < c->cap ? (size_t)(c->cap - c->written) : 0;
     size_t take = n < room ? n : room;
-    while (take) {
-        ssize_t w = write(c->file, p, take);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        p += w;
-        take -= (size_t)w;
-        c->written += w;
-    }
+    if (take && fdio_write_all(c->file, p, take, FDIO_NO_DEADLINE) == 0)
+        c->written += (long long)take;
     if (n > room) {
         (void)!write(c->file, LOGCAP_NOTICE, sizeof LOGCAP_NOTICE - 1);
         c->full = 1;

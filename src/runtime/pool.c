@@ -26,7 +26,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/pool_rules.h"
-#include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/sessmgr.h"
 
 #define TICK_MS_DEFAULT 200
@@ -726,60 +726,7 @@ enum pool_wait_state pool_waiter_finish(struct pool_waiter *w, char *sid)
 
 /* ---- Chromium helpers (DevTools) ---- */
 
-/* The first page's target id into out, and every target in *all (may be
- * NULL). E_NOTFOUND when the browser has no page. */
-static int cdp_first_page(struct cdp_client *cc, char *out, size_t cap, json_t **all, struct err *e)
-{
-    json_t *res = NULL;
-    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, CDP_TIMEOUT_MS, &res, e);
-    if (rc)
-        return rc;
-    json_t *infos = json_object_get(res, "targetInfos");
-    size_t i;
-    json_t *t;
-    rc = E_NOTFOUND;
-    json_array_foreach(infos, i, t)
-    {
-        const char *type = jsonx_str(t, "type");
-        if (type && strcmp(type, "page") == 0 && rc != 0) {
-            snprintf(out, cap, "%s", jsonx_str(t, "targetId"));
-            rc = 0;
-        }
-    }
-    if (all)
-        *all = json_incref(infos);
-    json_decref(res);
-    return rc;
-}
-
-/* Navigates target to url; wait: also wait until the navigation committed. */
-static void navigate(struct cdp_client *cc, const char *target, const char *url, int wait)
-{
-    struct err e;
-    err_init(&e);
-    json_t *res = NULL, *ignored = NULL;
-    json_t *p = json_pack("{s:s,s:b}", "targetId", target, "flatten", 1);
-    if (cdp_client_call(cc, NULL, "Target.attachToTarget", p, 1, CDP_TIMEOUT_MS, &res, &e) == 0) {
-        json_t *np = json_pack("{s:s}", "url", url);
-        if (cdp_client_call(cc, jsonx_str(res, "sessionId"), "Page.navigate", np, wait,
-                            CDP_TIMEOUT_MS, &ignored, &e) != 0)
-            log_debug("pool navigate %s: %s", url, e.message);
-        json_decref(np);
-    }
-    json_decref(p);
-    json_decref(res);
-    json_decref(ignored);
-}
-
 void pool_cdp_navigate(const char *ws, const char *url)
 {
-    struct err e;
-    err_init(&e);
-    struct cdp_client *cc;
-    char target[128];
-    if (cdp_client_open(ws, CDP_TIMEOUT_MS, &cc, &e) != 0)
-        return;
-    if (cdp_first_page(cc, target, sizeof target, NULL, &e) == 0)
-        navigate(cc, target, url, 0);
-    cdp_client_close(cc);
+    cdp_page_navigate_first(ws, url, CDP_TIMEOUT_MS);
 }

@@ -38,6 +38,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 
 #define CLEAN_TIMEOUT_MS 5000
 
@@ -81,19 +82,21 @@ static int call(struct cdp_client *cc, const char *sid, const char *method, json
     return rc;
 }
 
+/* A step of proxy/cdp_page, checked as call checks each: a failure is
+ * logged, naming the step. */
+static int checked(int rc, const struct err *e)
+{
+    if (rc != 0)
+        log_info("pool release: %s", e->message);
+    return rc;
+}
+
 /* Attaches to target (flat sessions); the session id into out. */
 static int attach(struct cdp_client *cc, const char *target, char *out, size_t cap)
 {
-    json_t *r = NULL;
-    int rc = call(cc, NULL, "Target.attachToTarget",
-                  json_pack("{s:s,s:b}", "targetId", target, "flatten", 1), &r);
-    const char *sid = jsonx_str(r, "sessionId");
-    if (rc == 0 && !sid)
-        rc = E_INTERNAL;
-    if (rc == 0)
-        snprintf(out, cap, "%s", sid);
-    json_decref(r);
-    return rc;
+    struct err e;
+    err_init(&e);
+    return checked(cdp_page_attach(cc, target, CLEAN_TIMEOUT_MS, out, cap, &e), &e);
 }
 
 static void add_frames(json_t *set, const json_t *tree)
@@ -137,24 +140,6 @@ static int page_origins(struct cdp_client *cc, const char *target, json_t *set)
         nanosleep(&ts, NULL);
         rc = page_origins_once(cc, target, set);
     }
-    return rc;
-}
-
-/* The page targets in Target.getTargets' answer (new reference) into *pages. */
-static int list_pages(struct cdp_client *cc, json_t **pages)
-{
-    json_t *r = NULL;
-    int rc = call(cc, NULL, "Target.getTargets", NULL, &r);
-    *pages = json_array();
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(r, "targetInfos"), i, t)
-    {
-        const char *type = jsonx_str(t, "type");
-        if (type && strcmp(type, "page") == 0)
-            json_array_append(*pages, t);
-    }
-    json_decref(r);
     return rc;
 }
 
@@ -285,7 +270,7 @@ int pool_cdp_clean(const char *ws, const char *start_url)
     json_t *origins = json_object(), *pages = NULL, *r = NULL;
     char keep[128] = "", ksid[128] = "";
     /* What the lease's tabs show and showed. */
-    int rc = list_pages(cc, &pages);
+    int rc = checked(cdp_page_list(cc, CLEAN_TIMEOUT_MS, &pages, &e), &e);
     size_t i;
     json_t *t;
     json_array_foreach(pages, i, t)
@@ -307,19 +292,16 @@ int pool_cdp_clean(const char *ws, const char *start_url)
     if (rc == 0 && json_object_size(origins) == 0 && json_array_size(pages) == 1) {
         snprintf(keep, sizeof keep, "%s", jsonx_str(json_array_get(pages, 0), "targetId"));
         json_array_clear(pages);
-    } else if (rc == 0 && (rc = call(cc, NULL, "Target.createTarget",
-                                     json_pack("{s:s}", "url", "about:blank"), &r)) == 0)
-        snprintf(keep, sizeof keep, "%s", jsonx_str(r, "targetId") ? jsonx_str(r, "targetId") : "");
-    json_decref(r);
-    r = NULL;
+    } else if (rc == 0) {
+        rc = checked(cdp_page_create(cc, "about:blank", 0, CLEAN_TIMEOUT_MS, keep, sizeof keep, &e),
+                     &e);
+    }
     json_array_foreach(pages, i, t)
     {
         if (rc == 0)
             rc = call(cc, NULL, "Target.closeTarget",
                       json_pack("{s:s}", "targetId", jsonx_str(t, "targetId")), NULL);
     }
-    if (rc == 0 && !keep[0])
-        rc = E_INTERNAL;
     if (rc == 0)
         rc = attach(cc, keep, ksid, sizeof ksid);
     const char *origin;
@@ -372,7 +354,7 @@ int pool_cdp_clean(const char *ws, const char *start_url)
         rc = E_INTERNAL;
     json_decref(pages);
     pages = NULL;
-    if (rc == 0 && (rc = list_pages(cc, &pages)) == 0 &&
+    if (rc == 0 && (rc = checked(cdp_page_list(cc, CLEAN_TIMEOUT_MS, &pages, &e), &e)) == 0 &&
         (json_array_size(pages) != 1 ||
          strcmp(jsonx_str(json_array_get(pages, 0), "targetId"), keep) != 0))
         rc = E_INTERNAL;

@@ -270,7 +270,7 @@ pid_t proc_host_pid(struct proc *p)
 /* Where an absolute path of the sandbox lies: 1 for the session's own files
  * (/tmp, /home: beneath sandbox_root), 2 for the read-only system (/usr and
  * its links), 0 for what the sandbox does not show. */
-static int path_place(const char *path)
+static int place_of_path(const char *path)
 {
     static const char *const own[] = {"/tmp", "/home"};
     static const char *const sys[] = {"/usr", "/bin", "/sbin", "/lib", "/lib64"};
@@ -302,7 +302,7 @@ static int sandbox_stat(const char *root, const char *path, struct stat *st)
 {
     if (strcmp(path, "/") == 0)
         return stat("/", st) == 0 ? 0 : -errno;
-    int place = path_place(path);
+    int place = place_of_path(path);
     if (place == 0)
         return -ENOENT;
     /* The system folders are looked at on the host: a ".." would climb out

@@ -15,11 +15,14 @@
 #include "runtime/child.h"
 #include "core/limits.h"
 #include "runtime/logcap.h"
+#include "core/b64.h"
 #include "core/clock.h"
+#include "core/fdio.h"
 #include "core/jsonx.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
 #include "telemetry/telemetry.h"
@@ -172,34 +175,9 @@ int rec_shooter_attach(struct rec_shooter *s, const char *ws_url, struct err *e)
     int rc = cdp_client_open(ws_url, CAPTURE_MS, &s->cc, e);
     if (rc)
         return rc;
-    json_t *res = NULL;
-    rc = cdp_client_call(s->cc, NULL, "Target.getTargets", NULL, 1, CAPTURE_MS, &res, e);
-    const char *target = NULL;
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(res, "targetInfos"), i, t)
-    {
-        const char *type = jsonx_str(t, "type");
-        if (type && strcmp(type, "page") == 0) {
-            target = jsonx_str(t, "targetId");
-            break;
-        }
-    }
-    json_t *att = NULL;
-    if (rc == 0 && !target)
+    rc = cdp_page_attach_first(s->cc, CAPTURE_MS, s->sid, sizeof s->sid, e);
+    if (rc == E_NOTFOUND)
         rc = err_set(e, E_CONFLICT, "no_page", "the browser has no open page");
-    if (rc == 0) {
-        json_t *p = json_pack("{s:s,s:b}", "targetId", target, "flatten", 1);
-        rc = cdp_client_call(s->cc, NULL, "Target.attachToTarget", p, 1, CAPTURE_MS, &att, e);
-        json_decref(p);
-    }
-    if (rc == 0)
-        snprintf(s->sid, sizeof s->sid, "%s",
-                 jsonx_str(att, "sessionId") ? jsonx_str(att, "sessionId") : "");
-    json_decref(att);
-    json_decref(res);
-    if (rc == 0 && !s->sid[0])
-        rc = err_set(e, E_INTERNAL, "internal", "the browser did not attach to its page");
     if (rc)
         rec_shooter_close(s);
     return rc;
@@ -219,9 +197,9 @@ unsigned char *rec_shooter_take(struct rec_shooter *s, const char *ws_url, int q
     unsigned char *out = NULL;
     size_t n = b64 ? strlen(b64) : 0;
     if (b64 && n / 4 * 3 <= CAPTURE_MAX_BYTES) {
-        out = xmalloc(n / 4 * 3 + 3);
-        *len = telem_base64_decode(b64, n, out);
-        if (*len == (size_t)-1 || *len == 0) {
+        if (b64_decode(b64, n, &out, len) != 0) {
+            out = NULL;
+        } else if (*len == 0) {
             xfree(out);
             out = NULL;
         }
@@ -296,9 +274,9 @@ int rec_cast_pump(struct rec_cast *c, int ms)
         const char *b64 = jsonx_str(params, "data");
         size_t n = b64 ? strlen(b64) : 0;
         if (m && strcmp(m, "Page.screencastFrame") == 0 && n && n / 4 * 3 <= CAPTURE_MAX_BYTES) {
-            unsigned char *img = xmalloc(n / 4 * 3 + 3);
-            size_t got = telem_base64_decode(b64, n, img);
-            if (got == (size_t)-1 || got == 0) {
+            unsigned char *img = NULL;
+            size_t got = 0;
+            if (b64_decode(b64, n, &img, &got) != 0 || got == 0) {
                 xfree(img);
             } else {
                 xfree(c->frame);
@@ -338,14 +316,8 @@ static int drain_out(struct recorder *r)
         return errno == EINTR || errno == EAGAIN ? 1 : -1;
     if (n == 0)
         return 0;
-    for (ssize_t off = 0; off < n;) {
-        ssize_t w = write(r->file_fd, buf + off, (size_t)(n - off));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        off += w;
-    }
+    if (fdio_write_all(r->file_fd, buf, (size_t)n, FDIO_NO_DEADLINE) != 0)
+        return -1;
     pthread_mutex_lock(&r->mu);
     r->bytes += n;
     if (r->bytes >= r->max_bytes)

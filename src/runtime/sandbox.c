@@ -821,7 +821,7 @@ int sandbox_cgroup_dirs(const struct sandbox *sb, const char **out, int cap)
  * writing end closed: bwrap reads it to the end. The descriptor is moved to
  * 10 or above, clear of the standard ones the launchers renumber. 0, or -1
  * with errno set. */
-static int seccomp_pipe(struct sandbox_exec *x, enum sysfilter_kind kind)
+static int filter_pipe(struct sandbox_exec *x, enum sysfilter_kind kind)
 {
     size_t len;
     const void *prog = sysfilter_program(kind, &len);
@@ -854,7 +854,7 @@ static int seccomp_pipe(struct sandbox_exec *x, enum sysfilter_kind kind)
 int sandbox_exec_browser(struct sandbox_exec *x, struct err *e)
 {
     x->browser = 1;
-    if (x->seccomp_fd >= 0 && seccomp_pipe(x, SYSFILTER_BROWSER) != 0)
+    if (x->seccomp_fd >= 0 && filter_pipe(x, SYSFILTER_BROWSER) != 0)
         return err_set(e, E_INTERNAL, "internal", "sandbox: the browser's seccomp program: %s",
                        strerror(errno));
     return 0;
@@ -892,7 +892,7 @@ int sandbox_exec_open(const struct sandbox *sb, const char *home, const char *po
             goto fail;
         x->cg_fds[x->ncg++] = fd;
     }
-    if (filtered && seccomp_pipe(x, SYSFILTER_SESSION) != 0)
+    if (filtered && filter_pipe(x, SYSFILTER_SESSION) != 0)
         goto fail;
     return 0;
 fail:;
@@ -1168,7 +1168,7 @@ int sandbox_memory_sample(const struct sandbox *sb, struct memp_sample *out)
 }
 
 /* A task's /proc number file (oom_score), or -1. */
-static long long proc_number(long pid, const char *file)
+static long long procfs_number(long pid, const char *file)
 {
     char p[64], buf[64];
     snprintf(p, sizeof p, "/proc/%ld/%s", pid, file);
@@ -1193,7 +1193,7 @@ int sandbox_kill_largest(struct sandbox *sb, struct sandbox_oom *victim)
         long pid = strtol(q, &end, 10);
         if (end == q)
             break;
-        long long score = pid > 1 ? proc_number(pid, "oom_score") : -1;
+        long long score = pid > 1 ? procfs_number(pid, "oom_score") : -1;
         if (score > best_score) {
             best_score = score;
             best = pid;

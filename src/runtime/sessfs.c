@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/limits.h"
 #include "core/path.h"
 #include "core/xalloc.h"
@@ -358,22 +359,6 @@ void sessfs_entries_free(struct sessfs_entry *v, size_t n)
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Opens rel for writing (truncated), creating it with mode when missing and
  * its parents when create_parents. */
 static int create_rel(struct sessfs *fs, const char *rel, mode_t mode, int create_parents)
@@ -420,7 +405,7 @@ static int write_as(struct sessfs *fs, const char *path, mode_t mode, const void
     int fd = create_rel(fs, rel, mode, 1);
     if (fd < 0)
         return fd;
-    rc = write_all(fd, data, len);
+    rc = fdio_write_all(fd, data, len, FDIO_NO_DEADLINE);
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     return rc;
@@ -444,7 +429,7 @@ static int copy_fd(int fd, int in_fd)
                 continue;
             return -errno;
         }
-        int rc = write_all(fd, chunk, (size_t)r);
+        int rc = fdio_write_all(fd, chunk, (size_t)r, FDIO_NO_DEADLINE);
         if (rc < 0)
             return rc;
     }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
 #include "runtime/child.h"
@@ -113,17 +114,7 @@ static int reap(pid_t pid)
  * helper failed: its exit status says why). */
 static void feed(int fd, const void *data, size_t len)
 {
-    const char *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
+    (void)!fdio_write_all(fd, data, len, FDIO_NO_DEADLINE);
 }
 
 int sesshelp_write(const struct sandbox *sb, const struct sessfs *fs, const char *path, mode_t mode,
@@ -152,18 +143,7 @@ int sesshelp_write_start(const struct sandbox *sb, const struct sessfs *fs, cons
 
 int sesshelp_write_chunk(struct sesshelp_writer *w, const void *data, size_t len)
 {
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(w->in, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -EPIPE;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return fdio_write_all(w->in, data, len, FDIO_NO_DEADLINE) == 0 ? 0 : -EPIPE;
 }
 
 int sesshelp_write_end(struct sesshelp_writer *w, int abort)
@@ -191,11 +171,7 @@ int sesshelp_unzip(const struct sandbox *sb, const struct sessfs *fs, const char
     close(in);
     char rep[SESSHELP_REPORT_BYTES + 1];
     size_t got = 0;
-    ssize_t n;
-    while (
-        got < SESSHELP_REPORT_BYTES &&
-        ((n = read(out, rep + got, SESSHELP_REPORT_BYTES - got)) > 0 || (n < 0 && errno == EINTR)))
-        got += n > 0 ? (size_t)n : 0;
+    (void)!fdio_read_all(out, rep, SESSHELP_REPORT_BYTES, &got, FDIO_NO_DEADLINE);
     rep[got] = '\0';
     close(out);
     int rc = reap(pid);
@@ -240,18 +216,7 @@ int sesshelp_zip_end(struct sesshelp_zip *z, int abort)
 static int out_stdout(void *ctx, const void *data, size_t n)
 {
     (void)ctx;
-    const char *p = data;
-    while (n) {
-        ssize_t w = write(1, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return fdio_write_all(1, data, n, FDIO_NO_DEADLINE);
 }
 
 /* Reads stdin whole, at most cap bytes (-E2BIG beyond). */
@@ -268,17 +233,15 @@ static int slurp(char **out, size_t *len, size_t cap)
             sz *= 2;
             b = xrealloc(b, sz);
         }
-        ssize_t n = read(0, b + have, sz - have);
-        if (n == 0)
-            break;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int er = -errno;
+        size_t n = 0;
+        int er = fdio_read_all(0, b + have, sz - have, &n, FDIO_NO_DEADLINE);
+        if (er < 0) {
             xfree(b);
             return er;
         }
-        have += (size_t)n;
+        have += n;
+        if (have < sz)
+            break; /* the end of stdin */
     }
     if (have > cap) {
         xfree(b);

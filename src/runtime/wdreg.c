@@ -74,7 +74,7 @@ void wdreg_put(struct wdreg *r, struct wdreg_sess *s)
 }
 
 /* Removes id from the registry; returns it with the registry's reference. */
-static struct wdreg_sess *sess_unlink(struct wdreg *r, const char *id)
+static struct wdreg_sess *reg_unlink(struct wdreg *r, const char *id)
 {
     pthread_mutex_lock(&r->lock);
     struct wdreg_sess **pp = &r->list;
@@ -192,7 +192,7 @@ void wdreg_session_ending(struct wdreg *r, const char *id, const char *user_data
 {
     char log[1300], pid[1300];
     paths_for(user_data_dir, log, pid, sizeof log);
-    struct wdreg_sess *s = sess_unlink(r, id);
+    struct wdreg_sess *s = reg_unlink(r, id);
     if (s) {
         pthread_mutex_lock(&s->lock);
         s->dead = 1;

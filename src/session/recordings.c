@@ -235,7 +235,7 @@ static int view_of(void *ctx, struct chromium *c)
 }
 
 /* recorder_opts.ws_lookup: the session's DevTools URL now. */
-static int ws_now(void *ctx, const char *sid, char *out, size_t cap)
+static int recording_ws_now(void *ctx, const char *sid, char *out, size_t cap)
 {
     struct live *l = sessmgr_get(((struct app *)ctx)->sessions, sid);
     int rc = l && live_ws_url(l, out, cap) == 0 ? 0 : -1;
@@ -305,7 +305,7 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
             .sb = bv.sb,
             .display = bv.display,
             .ws_url = ws,
-            .ws_lookup = ws_now,
+            .ws_lookup = recording_ws_now,
             .ws_ctx = app,
             .session_id = sid,
             .width = width,

@@ -26,6 +26,7 @@
 #include "domain/session_rules.h"
 #include "domain/spare_match.h"
 #include "proxy/cdp_client.h"
+#include "proxy/cdp_page.h"
 #include "runtime/admit.h"
 #include "runtime/chromium.h"
 #include "runtime/profile_archive.h"
@@ -516,11 +517,10 @@ int sess_restart(struct app *app, const struct session_rec *s, struct err *e)
  * session's: nothing is renamed, the row is inserted then (created_at the
  * hand-out time) and the started hooks run for the owner. Until then, a
  * marker file DATA/sessions/ID.spare holds its processes, so that a restart
- * after a crash ends them and removes its folders (spares_recover); the
+ * after a crash ends them and removes its folders (recover_spares); the
  * reaper covers the crash itself as for any session.
  */
 
-static void apply_navigate(const char *ws_url, const char *url);
 static void teardowns_wait(void);
 
 struct spare_item {
@@ -630,7 +630,7 @@ void sess_spares_stop(struct app *app)
 
 /* Ends the spares a previous run left (their marker files): processes that
  * outlived a watcher killed with the server, folders, the files' mount. */
-static void spares_recover(struct app *app)
+static void recover_spares(struct app *app)
 {
     char root[1200];
     sess_path(app, NULL, SESS_PATH_SESSIONS, root, sizeof root);
@@ -836,7 +836,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     if (l) {
         live_uptime_from_now(l);
         if (c.start_url[0] && live_ws_url(l, ws, sizeof ws) == 0)
-            apply_navigate(ws, c.start_url);
+            cdp_page_navigate_first(ws, c.start_url, CDP_CALL_TIMEOUT_MS);
         sessmgr_put(l);
     }
     char *marker = spare_marker(app, s->id);
@@ -1093,7 +1093,7 @@ void sess_recover(struct app *app)
      * only its own earlier runs, when it registers (sess_reap_node). */
     if (!store_shared(app->store))
         recover_rows(app, NULL);
-    spares_recover(app);
+    recover_spares(app);
     if (store_shared(app->store))
         remove_orphan_folders(app);
 }
@@ -1173,29 +1173,6 @@ static void recover_rows(struct app *app, const char *node)
 
 /* ---- update ---- */
 
-/* The first page target's id, over the browser's DevTools connection. */
-static int first_page(struct cdp_client *cc, char *out, size_t cap, struct err *e)
-{
-    json_t *res = NULL;
-    int rc = cdp_client_call(cc, NULL, "Target.getTargets", NULL, 1, CDP_CALL_TIMEOUT_MS, &res, e);
-    if (rc)
-        return rc;
-    json_t *infos = json_object_get(res, "targetInfos");
-    size_t i;
-    json_t *t;
-    rc = E_NOTFOUND;
-    json_array_foreach(infos, i, t)
-    {
-        if (strcmp(jsonx_str(t, "type") ? jsonx_str(t, "type") : "", "page") == 0) {
-            snprintf(out, cap, "%s", jsonx_str(t, "targetId"));
-            rc = 0;
-            break;
-        }
-    }
-    json_decref(res);
-    return rc;
-}
-
 /* Resizes the browser window over CDP (and the Xvfb screen when headful). */
 static int apply_resize(const char *ws_url, const struct viewport *vp, struct err *e)
 {
@@ -1205,7 +1182,7 @@ static int apply_resize(const char *ws_url, const struct viewport *vp, struct er
         return rc;
     char target[128];
     json_t *res = NULL;
-    if ((rc = first_page(cc, target, sizeof target, e)) == 0) {
+    if ((rc = cdp_page_first(cc, CDP_CALL_TIMEOUT_MS, target, sizeof target, e)) == 0) {
         json_t *p = json_pack("{s:s}", "targetId", target);
         rc = cdp_client_call(cc, NULL, "Browser.getWindowForTarget", p, 1, CDP_CALL_TIMEOUT_MS,
                              &res, e);
@@ -1224,35 +1201,6 @@ static int apply_resize(const char *ws_url, const struct viewport *vp, struct er
     json_decref(res);
     cdp_client_close(cc);
     return rc;
-}
-
-/* Navigates the first page to url without waiting for the load; failures are
- * dropped, as the interface document says. */
-static void apply_navigate(const char *ws_url, const char *url)
-{
-    struct err e;
-    err_init(&e);
-    struct cdp_client *cc;
-    if (cdp_client_open(ws_url, CDP_CALL_TIMEOUT_MS, &cc, &e) != 0)
-        return;
-    char target[128];
-    json_t *res = NULL;
-    if (first_page(cc, target, sizeof target, &e) == 0) {
-        json_t *p = json_pack("{s:s,s:b}", "targetId", target, "flatten", 1);
-        if (cdp_client_call(cc, NULL, "Target.attachToTarget", p, 1, CDP_CALL_TIMEOUT_MS, &res,
-                            &e) == 0) {
-            json_t *np = json_pack("{s:s}", "url", url);
-            json_t *ignored = NULL;
-            if (cdp_client_call(cc, jsonx_str(res, "sessionId"), "Page.navigate", np, 0, 0,
-                                &ignored, &e) != 0)
-                log_debug("navigate %s: %s", url, e.message);
-            json_decref(ignored);
-            json_decref(np);
-        }
-        json_decref(p);
-    }
-    json_decref(res);
-    cdp_client_close(cc);
 }
 
 struct screen_resize {
@@ -1328,7 +1276,7 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
     }
     /* A profile load restarted the browser: navigate the new one. */
     if (rc == 0 && sessrules_plan_has(plan, SESSACT_NAVIGATE) && live_ws_url(l, ws, sizeof ws) == 0)
-        apply_navigate(ws, plan->next.start_url);
+        cdp_page_navigate_first(ws, plan->next.start_url, CDP_CALL_TIMEOUT_MS);
     sessmgr_put(l);
     return rc;
 }

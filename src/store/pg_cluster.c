@@ -18,7 +18,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_cluster[] =
+const char pgx_schema_cluster[] =
     "ALTER TABLE sessions ADD COLUMN node_id " PG_TEXT " NOT NULL DEFAULT 'local';"
     "ALTER TABLE pools ADD COLUMN node_id " PG_TEXT " NOT NULL DEFAULT 'local';"
     "CREATE INDEX sessions_org_active ON sessions (org_id) WHERE status = 'active';"
@@ -47,7 +47,7 @@ static void node_row(const PGresult *r, int i, struct node_rec *n)
     n->running = pgx_i64(r, i, 7);
 }
 
-int pg_node_register(struct store *st_, struct node_rec *n)
+int pgx_node_register(struct store *st_, struct node_rec *n)
 {
     if (!n->id[0])
         crypto_new_id(n->id);
@@ -69,7 +69,7 @@ int pg_node_register(struct store *st_, struct node_rec *n)
     return ret;
 }
 
-int pg_node_heartbeat(struct store *st_, const char *id, int64_t running)
+int pgx_node_heartbeat(struct store *st_, const char *id, int64_t running)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -83,7 +83,7 @@ int pg_node_heartbeat(struct store *st_, const char *id, int64_t running)
     return ret;
 }
 
-int pg_node_get(struct store *st_, const char *id, struct node_rec *out)
+int pgx_node_get(struct store *st_, const char *id, struct node_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -96,7 +96,7 @@ int pg_node_get(struct store *st_, const char *id, struct node_rec *out)
     return ret;
 }
 
-int pg_node_list(struct store *st_, struct node_rec **rows, size_t *n)
+int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -130,8 +130,8 @@ int pg_node_list(struct store *st_, struct node_rec **rows, size_t *n)
     " WHERE $2 != '' AND y.node_id = d.id AND y.status = 'active' RETURNING y.id)"                 \
     " SELECT id FROM d ORDER BY id"
 
-int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
-                  size_t *n)
+int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
+                   size_t *n)
 {
     *dead = NULL;
     *n = 0;
@@ -176,7 +176,7 @@ int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (*
     return ret;
 }
 
-int pg_node_retire(struct store *st_, const char *id, const char *reason, const char *heir)
+int pgx_node_retire(struct store *st_, const char *id, const char *reason, const char *heir)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -213,7 +213,7 @@ static int lock_org(struct pgc *c, const char *org_id)
     return ret;
 }
 
-int pg_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools)
+int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -235,14 +235,14 @@ int pg_session_admit(struct store *st_, const struct session_rec *s, int64_t lim
             ret = E_LIMIT;
     }
     if (ret == 0)
-        ret = pg_session_insert_on(c, s);
+        ret = pgx_session_insert_on(c, s);
     ret = pgx_end(c, ret);
     pgx_put(p, c);
     return ret;
 }
 
-int pg_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, int64_t limit,
-                  int64_t *pools, int64_t *sessions)
+int pgx_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, int64_t limit,
+                   int64_t *pools, int64_t *sessions)
 {
     /* A pool leaving the active state only frees capacity: never refused. */
     int active = strcmp(pr->status, "active") == 0;
@@ -269,7 +269,7 @@ int pg_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, i
             ret = E_LIMIT;
     }
     if (ret == 0)
-        ret = is_update ? pg_pool_update_on(c, pr) : pg_pool_insert_on(c, pr);
+        ret = is_update ? pgx_pool_update_on(c, pr) : pgx_pool_insert_on(c, pr);
     ret = pgx_end(c, ret);
     pgx_put(p, c);
     return ret;
@@ -280,7 +280,7 @@ int pg_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, i
 /* PostgreSQL's largest field value (1 GiB). */
 #define PG_FIELD_MAX ((size_t)1 << 30)
 
-int pg_blob_put(struct store *st_, const char *key, const void *data, size_t len)
+int pgx_blob_put(struct store *st_, const char *key, const void *data, size_t len)
 {
     if (len >= PG_FIELD_MAX)
         return E_TOOBIG;
@@ -293,7 +293,7 @@ int pg_blob_put(struct store *st_, const char *key, const void *data, size_t len
     return ret;
 }
 
-int pg_blob_get(struct store *st_, const char *key, void **data, size_t *len)
+int pgx_blob_get(struct store *st_, const char *key, void **data, size_t *len)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -310,7 +310,7 @@ int pg_blob_get(struct store *st_, const char *key, void **data, size_t *len)
     return ret;
 }
 
-int pg_blob_delete(struct store *st_, const char *key)
+int pgx_blob_delete(struct store *st_, const char *key)
 {
     PGCONN(p, c);
     int ret = pgx_q(c, NULL, "DELETE FROM blobs WHERE key = $1", "s", key);
@@ -324,7 +324,7 @@ int pg_blob_delete(struct store *st_, const char *key)
  * from the migrations' single bigint: (this class, hashtext(key)). */
 #define EXCLUSIVE_CLASS "1650745208"
 
-int pg_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx)
+int pgx_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx)
 {
     PGCONN(p, c);
     int ret =

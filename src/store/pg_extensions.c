@@ -7,7 +7,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_extensions[] =
+const char pgx_schema_extensions[] =
     "CREATE TABLE extensions (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
     " project_id " PG_TEXT " NOT NULL, name " PG_TEXT " NOT NULL DEFAULT '',"
     " created_at bigint NOT NULL, size_bytes bigint NOT NULL,"
@@ -30,7 +30,7 @@ static void ext_row(const PGresult *r, int i, struct ext_rec *x)
     x->last_used_at = pgx_i64(r, i, 7);
 }
 
-int pg_ext_create(struct store *st_, struct ext_rec *x)
+int pgx_ext_create(struct store *st_, struct ext_rec *x)
 {
     PGCONN(p, c);
     crypto_new_id(x->id);
@@ -44,8 +44,8 @@ int pg_ext_create(struct store *st_, struct ext_rec *x)
     return ret;
 }
 
-int pg_ext_get(struct store *st_, const char *org_id, const char *project_id,
-               const char *id_or_name, struct ext_rec *out)
+int pgx_ext_get(struct store *st_, const char *org_id, const char *project_id,
+                const char *id_or_name, struct ext_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -61,8 +61,8 @@ int pg_ext_get(struct store *st_, const char *org_id, const char *project_id,
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_ext_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                const char *query, struct page *pg, struct ext_rec **rows, size_t *n)
+int pgx_ext_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                 const char *query, struct page *pg, struct ext_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -79,7 +79,7 @@ int pg_ext_list(struct store *st_, const char *org_id, const char *project_id, c
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_ext_count(struct store *st_, const char *org_id, int64_t *n)
+int pgx_ext_count(struct store *st_, const char *org_id, int64_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -92,7 +92,7 @@ int pg_ext_count(struct store *st_, const char *org_id, int64_t *n)
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_ext_touch(struct store *st_, const char *id, int64_t last_used_at)
+int pgx_ext_touch(struct store *st_, const char *id, int64_t last_used_at)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -104,7 +104,7 @@ int pg_ext_touch(struct store *st_, const char *id, int64_t last_used_at)
     return ret;
 }
 
-int pg_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
+int pgx_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
 {
     PGCONN(p, c);
     PGresult *r;

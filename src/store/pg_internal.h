@@ -1,7 +1,8 @@
 /*
  * Internals shared by the PostgreSQL backend's files (store_pg.c and one
  * pg_<resource>.c per resource). Not part of the store contract: callers use
- * store/store.h only.
+ * store/store.h only. Every name here carries pgx_: pg_ is libpq's and the
+ * server's own prefix.
  *
  * Every query is parameterized (PQexecParams with typed text parameters);
  * SQL text is only ever assembled from fixed fragments and placeholder
@@ -40,7 +41,7 @@ struct pg {
 };
 
 /* A named schema migration, applied once in array order, recorded by name. */
-struct pg_migration {
+struct pgx_migration {
     const char *name;
     const char *sql;
 };
@@ -125,141 +126,142 @@ int pgx_one(PGresult *r);
 #define PG_TEXT "text COLLATE \"C\""
 
 /* ---- schemas (one per resource file), listed in store_pg.c ---- */
-extern const char pg_schema_tenancy[];
-extern const char pg_schema_sessions[];
-extern const char pg_schema_profiles[];
-extern const char pg_schema_profiles_seq[];
-extern const char pg_schema_pools[];
-extern const char pg_schema_proxies[];
-extern const char pg_schema_telemetry[];
-extern const char pg_schema_extensions[];
-extern const char pg_schema_cluster[];
+extern const char pgx_schema_tenancy[];
+extern const char pgx_schema_sessions[];
+extern const char pgx_schema_profiles[];
+extern const char pgx_schema_profiles_seq[];
+extern const char pgx_schema_pools[];
+extern const char pgx_schema_proxies[];
+extern const char pgx_schema_telemetry[];
+extern const char pgx_schema_extensions[];
+extern const char pgx_schema_cluster[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
-int pg_meta_get(struct store *st_, const char *key, char *val, size_t cap);
-int pg_meta_init(struct store *st_, const char *key, const char *val, char *out, size_t cap);
-int pg_org_count(struct store *st_, int64_t *n);
-int pg_org_create(struct store *st_, struct org_rec *o, struct project_rec *p);
-int pg_org_get(struct store *st_, const char *id, struct org_rec *o);
-int pg_org_update(struct store *st_, const struct org_rec *o);
-int pg_plan_get(struct store *st_, const char *id, char **json);
-int pg_plan_put(struct store *st_, const char *id, const char *json);
-int pg_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx);
-int pg_project_create(struct store *st_, struct project_rec *p);
-int pg_project_get(struct store *st_, const char *org_id, const char *id_or_name,
-                   struct project_rec *out);
-int pg_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
-                    struct page *pg, struct project_rec **rows, size_t *n);
-int pg_project_update(struct store *st_, const struct project_rec *p);
-int pg_project_delete(struct store *st_, const char *org_id, const char *id);
-int pg_key_create(struct store *st_, struct apikey_rec *k);
-int pg_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out);
-int pg_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
-int pg_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
-                   struct org_rec *org);
-int pg_key_list(struct store *st_, const char *org_id, const struct name_filter *f, struct page *pg,
-                struct apikey_rec **rows, size_t *n);
-int pg_key_update(struct store *st_, const struct apikey_rec *k);
-int pg_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
-                  struct apikey_rec *fresh);
+int pgx_meta_get(struct store *st_, const char *key, char *val, size_t cap);
+int pgx_meta_init(struct store *st_, const char *key, const char *val, char *out, size_t cap);
+int pgx_org_count(struct store *st_, int64_t *n);
+int pgx_org_create(struct store *st_, struct org_rec *o, struct project_rec *p);
+int pgx_org_get(struct store *st_, const char *id, struct org_rec *o);
+int pgx_org_update(struct store *st_, const struct org_rec *o);
+int pgx_plan_get(struct store *st_, const char *id, char **json);
+int pgx_plan_put(struct store *st_, const char *id, const char *json);
+int pgx_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx);
+int pgx_project_create(struct store *st_, struct project_rec *p);
+int pgx_project_get(struct store *st_, const char *org_id, const char *id_or_name,
+                    struct project_rec *out);
+int pgx_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                     struct page *pg, struct project_rec **rows, size_t *n);
+int pgx_project_update(struct store *st_, const struct project_rec *p);
+int pgx_project_delete(struct store *st_, const char *org_id, const char *id);
+int pgx_key_create(struct store *st_, struct apikey_rec *k);
+int pgx_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out);
+int pgx_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
+int pgx_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
+                    struct org_rec *org);
+int pgx_key_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                 struct page *pg, struct apikey_rec **rows, size_t *n);
+int pgx_key_update(struct store *st_, const struct apikey_rec *k);
+int pgx_key_rotate(struct store *st_, const char *org_id, const char *old_id,
+                   int64_t old_expires_at, struct apikey_rec *fresh);
 
 /* ---- sessions (pg_sessions.c) ---- */
-/* The session columns, in the order pg_session_row reads them. */
+/* The session columns, in the order pgx_session_row reads them. */
 #define PG_SESSION_COLS                                                                            \
     "id, org_id, project_id, name, status, created_at, deleted_at, uptime_ms, usage_status,"       \
     " end_reason, pid, pid_start, xvfb_pid, xvfb_start, node_id, data"
-void pg_session_row(const PGresult *r, int i, struct session_rec *s);
+void pgx_session_row(const PGresult *r, int i, struct session_rec *s);
 /* session_insert on a given connection (inside the caller's transaction). */
-int pg_session_insert_on(struct pgc *c, const struct session_rec *r);
-int pg_session_insert(struct store *st_, const struct session_rec *r);
-int pg_session_get(struct store *st_, const char *org_id, const char *project_id,
-                   const char *id_or_name, int include_deleted, struct session_rec *out);
-int pg_session_list(struct store *st_, const char *org_id, const char *project_id,
-                    const struct session_filter *f, struct page *pg, struct session_rec **rows,
-                    size_t *n);
-int pg_session_update(struct store *st_, const struct session_rec *r);
-int pg_session_list_active(struct store *st_, struct session_rec **rows, size_t *n);
-int pg_session_list_node(struct store *st_, const char *node_id, struct session_rec **rows,
-                         size_t *n);
+int pgx_session_insert_on(struct pgc *c, const struct session_rec *r);
+int pgx_session_insert(struct store *st_, const struct session_rec *r);
+int pgx_session_get(struct store *st_, const char *org_id, const char *project_id,
+                    const char *id_or_name, int include_deleted, struct session_rec *out);
+int pgx_session_list(struct store *st_, const char *org_id, const char *project_id,
+                     const struct session_filter *f, struct page *pg, struct session_rec **rows,
+                     size_t *n);
+int pgx_session_update(struct store *st_, const struct session_rec *r);
+int pgx_session_list_active(struct store *st_, struct session_rec **rows, size_t *n);
+int pgx_session_list_node(struct store *st_, const char *node_id, struct session_rec **rows,
+                          size_t *n);
 
 /* ---- profiles (pg_profiles.c) ---- */
-int pg_profile_create(struct store *st_, struct profile_rec *p);
-int pg_profile_get(struct store *st_, const char *org_id, const char *project_id,
-                   const char *id_or_name, struct profile_rec *out);
-int pg_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out);
-int pg_profile_count(struct store *st_, const char *org_id, int64_t *n);
-int pg_profile_list(struct store *st_, const char *org_id, const char *project_id,
-                    const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
-                    size_t *n);
-int pg_profile_update(struct store *st_, const struct profile_rec *p);
-int pg_profile_touch(struct store *st_, const char *id, int64_t last_used_at, int64_t updated_at);
-int pg_profile_delete(struct store *st_, const char *org_id, const char *project_id,
-                      const char *id);
+int pgx_profile_create(struct store *st_, struct profile_rec *p);
+int pgx_profile_get(struct store *st_, const char *org_id, const char *project_id,
+                    const char *id_or_name, struct profile_rec *out);
+int pgx_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out);
+int pgx_profile_count(struct store *st_, const char *org_id, int64_t *n);
+int pgx_profile_list(struct store *st_, const char *org_id, const char *project_id,
+                     const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
+                     size_t *n);
+int pgx_profile_update(struct store *st_, const struct profile_rec *p);
+int pgx_profile_touch(struct store *st_, const char *id, int64_t last_used_at, int64_t updated_at);
+int pgx_profile_delete(struct store *st_, const char *org_id, const char *project_id,
+                       const char *id);
 
 /* ---- pools (pg_pools.c) ---- */
 /* pool_insert / pool_update on a given connection (inside the caller's
  * transaction). */
-int pg_pool_insert_on(struct pgc *c, const struct pool_rec *p);
-int pg_pool_update_on(struct pgc *c, const struct pool_rec *p);
-int pg_pool_insert(struct store *st_, const struct pool_rec *p);
-int pg_pool_get(struct store *st_, const char *org_id, const char *project_id,
-                const char *id_or_name, struct pool_rec *out);
-int pg_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                 const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
-int pg_pool_update(struct store *st_, const struct pool_rec *p);
-int pg_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
-int pg_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n);
+int pgx_pool_insert_on(struct pgc *c, const struct pool_rec *p);
+int pgx_pool_update_on(struct pgc *c, const struct pool_rec *p);
+int pgx_pool_insert(struct store *st_, const struct pool_rec *p);
+int pgx_pool_get(struct store *st_, const char *org_id, const char *project_id,
+                 const char *id_or_name, struct pool_rec *out);
+int pgx_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                  const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+int pgx_pool_update(struct store *st_, const struct pool_rec *p);
+int pgx_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
+int pgx_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n);
 
 /* ---- proxies (pg_proxies.c) ---- */
-int pg_proxy_insert(struct store *st_, const struct proxy_rec *r);
-int pg_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
-                 struct proxy_rec *out);
-int pg_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,
-                  size_t *n);
-int pg_proxy_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                  const char *query, struct page *pg, struct proxy_rec **rows, size_t *n);
-int pg_proxy_update(struct store *st_, const struct proxy_rec *r);
-int pg_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_proxy_insert(struct store *st_, const struct proxy_rec *r);
+int pgx_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
+                  struct proxy_rec *out);
+int pgx_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,
+                   size_t *n);
+int pgx_proxy_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                   const char *query, struct page *pg, struct proxy_rec **rows, size_t *n);
+int pgx_proxy_update(struct store *st_, const struct proxy_rec *r);
+int pgx_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
 /* ---- telemetry (pg_telemetry.c) ---- */
-int pg_telem_events_insert(struct store *st_, const char *session_id,
-                           const struct telem_event_rec *rows, size_t n);
-int pg_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,
-                         struct page *pg, struct telem_event_rec **rows, size_t *n);
-int pg_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
-int pg_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
-int pg_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d);
-int pg_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
-                     struct otlp_dest_rec *out);
-int pg_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
-                      struct otlp_dest_rec **rows, size_t *n);
-int pg_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
-int pg_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
+int pgx_telem_events_insert(struct store *st_, const char *session_id,
+                            const struct telem_event_rec *rows, size_t n);
+int pgx_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,
+                          struct page *pg, struct telem_event_rec **rows, size_t *n);
+int pgx_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
+int pgx_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
+int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d);
+int pgx_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
+                      struct otlp_dest_rec *out);
+int pgx_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
+                       struct otlp_dest_rec **rows, size_t *n);
+int pgx_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
+int pgx_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
 
 /* ---- extensions (pg_extensions.c) ---- */
-int pg_ext_create(struct store *st_, struct ext_rec *x);
-int pg_ext_get(struct store *st_, const char *org_id, const char *project_id,
-               const char *id_or_name, struct ext_rec *out);
-int pg_ext_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                const char *query, struct page *pg, struct ext_rec **rows, size_t *n);
-int pg_ext_count(struct store *st_, const char *org_id, int64_t *n);
-int pg_ext_touch(struct store *st_, const char *id, int64_t last_used_at);
-int pg_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_ext_create(struct store *st_, struct ext_rec *x);
+int pgx_ext_get(struct store *st_, const char *org_id, const char *project_id,
+                const char *id_or_name, struct ext_rec *out);
+int pgx_ext_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                 const char *query, struct page *pg, struct ext_rec **rows, size_t *n);
+int pgx_ext_count(struct store *st_, const char *org_id, int64_t *n);
+int pgx_ext_touch(struct store *st_, const char *id, int64_t last_used_at);
+int pgx_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
 /* ---- cluster (pg_cluster.c) ---- */
-int pg_node_register(struct store *st_, struct node_rec *n);
-int pg_node_heartbeat(struct store *st_, const char *id, int64_t running);
-int pg_node_get(struct store *st_, const char *id, struct node_rec *out);
-int pg_node_list(struct store *st_, struct node_rec **rows, size_t *n);
-int pg_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
-                  size_t *n);
-int pg_node_retire(struct store *st_, const char *id, const char *reason, const char *heir);
-int pg_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools);
-int pg_pool_admit(struct store *st_, const struct pool_rec *p, int is_update, int64_t limit,
-                  int64_t *pools, int64_t *sessions);
-int pg_blob_put(struct store *st_, const char *key, const void *data, size_t len);
-int pg_blob_get(struct store *st_, const char *key, void **data, size_t *len);
-int pg_blob_delete(struct store *st_, const char *key);
-int pg_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx);
+int pgx_node_register(struct store *st_, struct node_rec *n);
+int pgx_node_heartbeat(struct store *st_, const char *id, int64_t running);
+int pgx_node_get(struct store *st_, const char *id, struct node_rec *out);
+int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n);
+int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
+                   size_t *n);
+int pgx_node_retire(struct store *st_, const char *id, const char *reason, const char *heir);
+int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit,
+                      int64_t *pools);
+int pgx_pool_admit(struct store *st_, const struct pool_rec *p, int is_update, int64_t limit,
+                   int64_t *pools, int64_t *sessions);
+int pgx_blob_put(struct store *st_, const char *key, const void *data, size_t len);
+int pgx_blob_get(struct store *st_, const char *key, void **data, size_t *len);
+int pgx_blob_delete(struct store *st_, const char *key);
+int pgx_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx);
 
 #endif

@@ -6,7 +6,7 @@
 #include "store/pg_internal.h"
 
 /* node_id is added by the cluster migration (pg_cluster.c), as on SQLite. */
-const char pg_schema_pools[] =
+const char pgx_schema_pools[] =
     "CREATE TABLE pools (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
     " project_id " PG_TEXT " NOT NULL, name " PG_TEXT " NOT NULL DEFAULT '',"
     " status " PG_TEXT " NOT NULL, created_at bigint NOT NULL, config text NOT NULL);"
@@ -28,7 +28,7 @@ static void pool_row(const PGresult *r, int i, struct pool_rec *p)
     p->config = pgx_dup(r, i, 7, "{}");
 }
 
-int pg_pool_insert_on(struct pgc *c, const struct pool_rec *p)
+int pgx_pool_insert_on(struct pgc *c, const struct pool_rec *p)
 {
     return pgx_q(c, NULL,
                  "INSERT INTO pools (" POOL_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -36,7 +36,7 @@ int pg_pool_insert_on(struct pgc *c, const struct pool_rec *p)
                  p->node_id[0] ? p->node_id : "local", p->config);
 }
 
-int pg_pool_update_on(struct pgc *c, const struct pool_rec *p)
+int pgx_pool_update_on(struct pgc *c, const struct pool_rec *p)
 {
     PGresult *r;
     int ret = pgx_q(c, &r,
@@ -48,24 +48,24 @@ int pg_pool_update_on(struct pgc *c, const struct pool_rec *p)
     return ret;
 }
 
-int pg_pool_insert(struct store *st_, const struct pool_rec *pr)
+int pgx_pool_insert(struct store *st_, const struct pool_rec *pr)
 {
     PGCONN(p, c);
-    int ret = pg_pool_insert_on(c, pr);
+    int ret = pgx_pool_insert_on(c, pr);
     pgx_put(p, c);
     return ret;
 }
 
-int pg_pool_update(struct store *st_, const struct pool_rec *pr)
+int pgx_pool_update(struct store *st_, const struct pool_rec *pr)
 {
     PGCONN(p, c);
-    int ret = pg_pool_update_on(c, pr);
+    int ret = pgx_pool_update_on(c, pr);
     pgx_put(p, c);
     return ret;
 }
 
-int pg_pool_get(struct store *st_, const char *org_id, const char *project_id,
-                const char *id_or_name, struct pool_rec *out)
+int pgx_pool_get(struct store *st_, const char *org_id, const char *project_id,
+                 const char *id_or_name, struct pool_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -82,8 +82,8 @@ int pg_pool_get(struct store *st_, const char *org_id, const char *project_id,
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                 const char *query, struct page *pg, struct pool_rec **rows, size_t *n)
+int pgx_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                  const char *query, struct page *pg, struct pool_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -116,12 +116,12 @@ static int list_all(struct store *st_, const char *sql, const char *node_id, str
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n)
+int pgx_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n)
 {
     return list_all(st_, "SELECT " POOL_COLS " FROM pools WHERE status = 'active'", NULL, rows, n);
 }
 
-int pg_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n)
+int pgx_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n)
 {
     return list_all(st_,
                     "SELECT " POOL_COLS " FROM pools WHERE status = 'active' AND node_id = $1"

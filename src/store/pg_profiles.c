@@ -7,7 +7,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_profiles[] =
+const char pgx_schema_profiles[] =
     "CREATE TABLE profiles (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
     " project_id " PG_TEXT " NOT NULL, name " PG_TEXT " NOT NULL DEFAULT '',"
     " created_at bigint NOT NULL, updated_at bigint NOT NULL,"
@@ -17,7 +17,7 @@ const char pg_schema_profiles[] =
 
 /* Profiles made in the same millisecond list in the order they were made:
  * the ids are random, so they cannot break the tie (SQLite uses its rowid). */
-const char pg_schema_profiles_seq[] = "ALTER TABLE profiles ADD COLUMN seq bigserial;";
+const char pgx_schema_profiles_seq[] = "ALTER TABLE profiles ADD COLUMN seq bigserial;";
 
 #define PROFILE_COLS "id, org_id, project_id, name, created_at, updated_at, last_used_at"
 
@@ -32,7 +32,7 @@ static void profile_row(const PGresult *r, int i, struct profile_rec *p)
     p->last_used_at = pgx_i64(r, i, 6);
 }
 
-int pg_profile_create(struct store *st_, struct profile_rec *pr)
+int pgx_profile_create(struct store *st_, struct profile_rec *pr)
 {
     PGCONN(p, c);
     crypto_new_id(pr->id);
@@ -61,8 +61,8 @@ static int get1(struct store *st_, const char *sql, const char *fmt, const char 
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_profile_get(struct store *st_, const char *org_id, const char *project_id,
-                   const char *id_or_name, struct profile_rec *out)
+int pgx_profile_get(struct store *st_, const char *org_id, const char *project_id,
+                    const char *id_or_name, struct profile_rec *out)
 {
     return get1(st_,
                 "SELECT " PROFILE_COLS " FROM profiles WHERE org_id = $1 AND project_id = $2"
@@ -70,15 +70,15 @@ int pg_profile_get(struct store *st_, const char *org_id, const char *project_id
                 "sss", org_id, project_id, id_or_name, out);
 }
 
-int pg_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out)
+int pgx_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out)
 {
     return get1(st_, "SELECT " PROFILE_COLS " FROM profiles WHERE id = $1", "s", id, NULL, NULL,
                 out);
 }
 
-int pg_profile_list(struct store *st_, const char *org_id, const char *project_id,
-                    const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
-                    size_t *n)
+int pgx_profile_list(struct store *st_, const char *org_id, const char *project_id,
+                     const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
+                     size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -104,7 +104,7 @@ static int change1(PGresult *r, int ret)
     return ret;
 }
 
-int pg_profile_update(struct store *st_, const struct profile_rec *pr)
+int pgx_profile_update(struct store *st_, const struct profile_rec *pr)
 {
     PGCONN(p, c);
     PGresult *r = NULL;
@@ -116,7 +116,7 @@ int pg_profile_update(struct store *st_, const struct profile_rec *pr)
     return ret;
 }
 
-int pg_profile_touch(struct store *st_, const char *id, int64_t last_used_at, int64_t updated_at)
+int pgx_profile_touch(struct store *st_, const char *id, int64_t last_used_at, int64_t updated_at)
 {
     PGCONN(p, c);
     PGresult *r = NULL;
@@ -131,7 +131,8 @@ int pg_profile_touch(struct store *st_, const char *id, int64_t last_used_at, in
     return ret;
 }
 
-int pg_profile_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
+int pgx_profile_delete(struct store *st_, const char *org_id, const char *project_id,
+                       const char *id)
 {
     PGCONN(p, c);
     PGresult *r = NULL;
@@ -144,7 +145,7 @@ int pg_profile_delete(struct store *st_, const char *org_id, const char *project
     return ret;
 }
 
-int pg_profile_count(struct store *st_, const char *org_id, int64_t *n)
+int pgx_profile_count(struct store *st_, const char *org_id, int64_t *n)
 {
     PGCONN(p, c);
     PGresult *r;

@@ -5,7 +5,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_proxies[] =
+const char pgx_schema_proxies[] =
     "CREATE TABLE proxies (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
     " project_id " PG_TEXT " NOT NULL, name " PG_TEXT " NOT NULL DEFAULT '',"
     " type " PG_TEXT " NOT NULL, status " PG_TEXT " NOT NULL DEFAULT '',"
@@ -28,7 +28,7 @@ static void proxy_row(const PGresult *r, int i, struct proxy_rec *p)
     p->data = pgx_dup(r, i, 8, "{}");
 }
 
-int pg_proxy_insert(struct store *st_, const struct proxy_rec *pr)
+int pgx_proxy_insert(struct store *st_, const struct proxy_rec *pr)
 {
     PGCONN(p, c);
     int ret = pgx_q(c, NULL,
@@ -40,8 +40,8 @@ int pg_proxy_insert(struct store *st_, const struct proxy_rec *pr)
     return ret;
 }
 
-int pg_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
-                 struct proxy_rec *out)
+int pgx_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
+                  struct proxy_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -57,8 +57,8 @@ int pg_proxy_get(struct store *st_, const char *org_id, const char *project_id, 
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,
-                  size_t *n)
+int pgx_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,
+                   size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -74,8 +74,8 @@ int pg_proxy_find(struct store *st_, const char *org_id, const char *ref, struct
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_proxy_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                  const char *query, struct page *pg, struct proxy_rec **rows, size_t *n)
+int pgx_proxy_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
+                   const char *query, struct page *pg, struct proxy_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -99,7 +99,7 @@ static int touched(PGresult *r)
     return ret;
 }
 
-int pg_proxy_update(struct store *st_, const struct proxy_rec *pr)
+int pgx_proxy_update(struct store *st_, const struct proxy_rec *pr)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -114,7 +114,7 @@ int pg_proxy_update(struct store *st_, const struct proxy_rec *pr)
     return ret;
 }
 
-int pg_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
+int pgx_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
 {
     PGCONN(p, c);
     PGresult *r;

@@ -7,7 +7,7 @@
 #include "store/pg_internal.h"
 
 /* node_id is added by the cluster migration (pg_cluster.c), as on SQLite. */
-const char pg_schema_sessions[] =
+const char pgx_schema_sessions[] =
     "CREATE TABLE sessions (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
     " project_id " PG_TEXT " NOT NULL, name " PG_TEXT " NOT NULL DEFAULT '',"
     " status " PG_TEXT " NOT NULL, created_at bigint NOT NULL,"
@@ -20,7 +20,7 @@ const char pg_schema_sessions[] =
     " WHERE status = 'active' AND name != '';"
     "CREATE INDEX sessions_project ON sessions (org_id, project_id, created_at);";
 
-void pg_session_row(const PGresult *r, int i, struct session_rec *s)
+void pgx_session_row(const PGresult *r, int i, struct session_rec *s)
 {
     pgx_col(r, i, 0, s->id, sizeof s->id);
     pgx_col(r, i, 1, s->org_id, sizeof s->org_id);
@@ -40,7 +40,7 @@ void pg_session_row(const PGresult *r, int i, struct session_rec *s)
     s->data = pgx_dup(r, i, 15, "{}");
 }
 
-int pg_session_insert_on(struct pgc *c, const struct session_rec *r)
+int pgx_session_insert_on(struct pgc *c, const struct session_rec *r)
 {
     return pgx_q(c, NULL,
                  "INSERT INTO sessions (" PG_SESSION_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
@@ -52,16 +52,16 @@ int pg_session_insert_on(struct pgc *c, const struct session_rec *r)
                  r->data ? r->data : "{}");
 }
 
-int pg_session_insert(struct store *st_, const struct session_rec *r)
+int pgx_session_insert(struct store *st_, const struct session_rec *r)
 {
     PGCONN(p, c);
-    int ret = pg_session_insert_on(c, r);
+    int ret = pgx_session_insert_on(c, r);
     pgx_put(p, c);
     return ret;
 }
 
-int pg_session_get(struct store *st_, const char *org_id, const char *project_id,
-                   const char *id_or_name, int include_deleted, struct session_rec *out)
+int pgx_session_get(struct store *st_, const char *org_id, const char *project_id,
+                    const char *id_or_name, int include_deleted, struct session_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -72,16 +72,16 @@ int pg_session_get(struct store *st_, const char *org_id, const char *project_id
                     " AND ($4 != 0 OR status = 'active') ORDER BY id = $3 DESC LIMIT 1",
                     "sssi", org_id, project_id, id_or_name, (int64_t)include_deleted);
     if (ret == 0 && (ret = pgx_one(r)) == 0) {
-        pg_session_row(r, 0, out);
+        pgx_session_row(r, 0, out);
         PQclear(r);
     }
     pgx_put(p, c);
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_session_list(struct store *st_, const char *org_id, const char *project_id,
-                    const struct session_filter *f, struct page *pg, struct session_rec **rows,
-                    size_t *n)
+int pgx_session_list(struct store *st_, const char *org_id, const char *project_id,
+                     const struct session_filter *f, struct page *pg, struct session_rec **rows,
+                     size_t *n)
 {
     /* Tag filters: one placeholder pair per tag, so the statement text
      * depends on the count (placeholder numbers only, never values). A tag
@@ -119,12 +119,12 @@ int pg_session_list(struct store *st_, const char *org_id, const char *project_i
               tv[12], tv[13], tv[14], tv[15], tv[16], tv[17], tv[18], tv[19], tv[20], tv[21],
               tv[22], tv[23], tv[24], tv[25], tv[26], tv[27], tv[28], tv[29], tv[30], tv[31]);
     if (ret == 0)
-        PG_COLLECT(r, pg, rows, n, struct session_rec, pg_session_row);
+        PG_COLLECT(r, pg, rows, n, struct session_rec, pgx_session_row);
     pgx_put(p, c);
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_session_update(struct store *st_, const struct session_rec *s)
+int pgx_session_update(struct store *st_, const struct session_rec *s)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -148,7 +148,7 @@ static int list_all(struct store *st_, const char *sql, const char *node_id,
     PGresult *r;
     int ret = node_id ? pgx_q(c, &r, sql, "s", node_id) : pgx_q(c, &r, sql, "");
     if (ret == 0)
-        PG_ALL(r, rows, n, struct session_rec, pg_session_row);
+        PG_ALL(r, rows, n, struct session_rec, pgx_session_row);
     else {
         *rows = xcalloc(1, sizeof **rows);
         *n = 0;
@@ -157,14 +157,14 @@ static int list_all(struct store *st_, const char *sql, const char *node_id,
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_session_list_active(struct store *st_, struct session_rec **rows, size_t *n)
+int pgx_session_list_active(struct store *st_, struct session_rec **rows, size_t *n)
 {
     return list_all(st_, "SELECT " PG_SESSION_COLS " FROM sessions WHERE status = 'active'", NULL,
                     rows, n);
 }
 
-int pg_session_list_node(struct store *st_, const char *node_id, struct session_rec **rows,
-                         size_t *n)
+int pgx_session_list_node(struct store *st_, const char *node_id, struct session_rec **rows,
+                          size_t *n)
 {
     return list_all(st_,
                     "SELECT " PG_SESSION_COLS " FROM sessions WHERE status = 'active'"

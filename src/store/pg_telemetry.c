@@ -7,7 +7,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_telemetry[] =
+const char pgx_schema_telemetry[] =
     "CREATE TABLE telemetry_events (session_id " PG_TEXT " NOT NULL, seq bigint NOT NULL,"
     " ts bigint NOT NULL, category " PG_TEXT " NOT NULL, data text NOT NULL,"
     " PRIMARY KEY (session_id, seq));"
@@ -19,8 +19,8 @@ const char pg_schema_telemetry[] =
 
 /* ---- events ---- */
 
-int pg_telem_events_insert(struct store *st_, const char *session_id,
-                           const struct telem_event_rec *rows, size_t n)
+int pgx_telem_events_insert(struct store *st_, const char *session_id,
+                            const struct telem_event_rec *rows, size_t n)
 {
     PGCONN(p, c);
     int ret = pgx_begin(c);
@@ -47,8 +47,8 @@ static void event_row(const PGresult *r, int i, struct telem_event_rec *e)
     " AND ($3 = '' OR strpos($3, ',' || category || ',') > 0)"                                     \
     " AND ($4 = 0 OR ts >= $4) AND ($5 = 0 OR ts <= $5)"
 
-int pg_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,
-                         struct page *pg, struct telem_event_rec **rows, size_t *n)
+int pgx_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,
+                          struct page *pg, struct telem_event_rec **rows, size_t *n)
 {
     /* The categories as ",a,b," so one static statement filters any set. */
     char cats[256] = "";
@@ -75,7 +75,7 @@ int pg_telem_events_list(struct store *st_, const char *session_id, const struct
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out)
+int pgx_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -91,7 +91,7 @@ int pg_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted)
+int pgx_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -120,7 +120,7 @@ static void dest_row(const PGresult *r, int i, struct otlp_dest_rec *d)
     d->updated_at = pgx_i64(r, i, 6);
 }
 
-int pg_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d)
+int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d)
 {
     PGCONN(p, c);
     crypto_new_id(d->id);
@@ -134,8 +134,8 @@ int pg_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d)
     return ret;
 }
 
-int pg_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
-                     struct otlp_dest_rec *out)
+int pgx_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
+                      struct otlp_dest_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -151,8 +151,8 @@ int pg_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_na
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
-                      struct otlp_dest_rec **rows, size_t *n)
+int pgx_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
+                       struct otlp_dest_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -166,7 +166,7 @@ int pg_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d)
+int pgx_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -183,7 +183,7 @@ int pg_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d)
     return ret;
 }
 
-int pg_otlp_dest_delete(struct store *st_, const char *org_id, const char *id)
+int pgx_otlp_dest_delete(struct store *st_, const char *org_id, const char *id)
 {
     PGCONN(p, c);
     PGresult *r;

@@ -8,7 +8,7 @@
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
-const char pg_schema_tenancy[] =
+const char pgx_schema_tenancy[] =
     "CREATE TABLE meta (key " PG_TEXT " PRIMARY KEY, value text NOT NULL);"
     "CREATE TABLE plans (id " PG_TEXT " PRIMARY KEY, entitlements text NOT NULL);"
     "CREATE TABLE orgs (id " PG_TEXT " PRIMARY KEY, name " PG_TEXT " NOT NULL,"
@@ -28,7 +28,7 @@ const char pg_schema_tenancy[] =
 
 /* ---- meta ---- */
 
-int pg_meta_get(struct store *st_, const char *key, char *val, size_t cap)
+int pgx_meta_get(struct store *st_, const char *key, char *val, size_t cap)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -41,7 +41,7 @@ int pg_meta_get(struct store *st_, const char *key, char *val, size_t cap)
     return ret;
 }
 
-int pg_meta_init(struct store *st_, const char *key, const char *val, char *out, size_t cap)
+int pgx_meta_init(struct store *st_, const char *key, const char *val, char *out, size_t cap)
 {
     PGCONN(p, c);
     int ret = pgx_q(c, NULL, "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -49,7 +49,7 @@ int pg_meta_init(struct store *st_, const char *key, const char *val, char *out,
     pgx_put(p, c);
     if (ret)
         return E_INTERNAL;
-    return pg_meta_get(st_, key, out, cap);
+    return pgx_meta_get(st_, key, out, cap);
 }
 
 /* ---- orgs ---- */
@@ -73,7 +73,7 @@ static void org_row_at(const PGresult *r, int i, int base, struct org_rec *o)
     o->created_at = pgx_i64(r, i, base + 9);
 }
 
-int pg_org_count(struct store *st_, int64_t *n)
+int pgx_org_count(struct store *st_, int64_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -90,7 +90,7 @@ static const char SQL_PROJECT_INSERT[] =
     "INSERT INTO projects (id, org_id, name, status, created_at, updated_at)"
     " VALUES ($1, $2, $3, $4, $5, $6)";
 
-int pg_org_create(struct store *st_, struct org_rec *o, struct project_rec *pr)
+int pgx_org_create(struct store *st_, struct org_rec *o, struct project_rec *pr)
 {
     PGCONN(p, c);
     int64_t now = clock_now_ms();
@@ -117,7 +117,7 @@ int pg_org_create(struct store *st_, struct org_rec *o, struct project_rec *pr)
     return ret;
 }
 
-int pg_org_get(struct store *st_, const char *id, struct org_rec *o)
+int pgx_org_get(struct store *st_, const char *id, struct org_rec *o)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -130,7 +130,7 @@ int pg_org_get(struct store *st_, const char *id, struct org_rec *o)
     return ret;
 }
 
-int pg_org_update(struct store *st_, const struct org_rec *o)
+int pgx_org_update(struct store *st_, const struct org_rec *o)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -149,7 +149,7 @@ int pg_org_update(struct store *st_, const struct org_rec *o)
 
 /* ---- plans ---- */
 
-int pg_plan_get(struct store *st_, const char *id, char **json)
+int pgx_plan_get(struct store *st_, const char *id, char **json)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -162,7 +162,7 @@ int pg_plan_get(struct store *st_, const char *id, char **json)
     return ret;
 }
 
-int pg_plan_put(struct store *st_, const char *id, const char *json)
+int pgx_plan_put(struct store *st_, const char *id, const char *json)
 {
     PGCONN(p, c);
     int ret = pgx_q(c, NULL,
@@ -173,7 +173,7 @@ int pg_plan_put(struct store *st_, const char *id, const char *json)
     return ret;
 }
 
-int pg_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx)
+int pgx_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -202,7 +202,7 @@ static void project_row(const PGresult *r, int i, struct project_rec *pr)
     pr->updated_at = pgx_i64(r, i, 5);
 }
 
-int pg_project_create(struct store *st_, struct project_rec *pr)
+int pgx_project_create(struct store *st_, struct project_rec *pr)
 {
     PGCONN(p, c);
     crypto_new_id(pr->id);
@@ -215,8 +215,8 @@ int pg_project_create(struct store *st_, struct project_rec *pr)
     return ret;
 }
 
-int pg_project_get(struct store *st_, const char *org_id, const char *id_or_name,
-                   struct project_rec *out)
+int pgx_project_get(struct store *st_, const char *org_id, const char *id_or_name,
+                    struct project_rec *out)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -232,8 +232,8 @@ int pg_project_get(struct store *st_, const char *org_id, const char *id_or_name
     return ret;
 }
 
-int pg_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
-                    struct page *pg, struct project_rec **rows, size_t *n)
+int pgx_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                     struct page *pg, struct project_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -277,7 +277,7 @@ static const char SQL_MOVE_DEFAULT[] =
     " WHERE org_id = orgs.id AND status = 'active' ORDER BY created_at, id LIMIT 1), '')"
     " WHERE id = $1 AND default_project_id = $2";
 
-int pg_project_update(struct store *st_, const struct project_rec *pr)
+int pgx_project_update(struct store *st_, const struct project_rec *pr)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -304,7 +304,7 @@ int pg_project_update(struct store *st_, const struct project_rec *pr)
     return ret;
 }
 
-int pg_project_delete(struct store *st_, const char *org_id, const char *id)
+int pgx_project_delete(struct store *st_, const char *org_id, const char *id)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -362,7 +362,7 @@ static int key_insert(struct pgc *c, struct apikey_rec *k)
                  k->created_at, k->expires_at);
 }
 
-int pg_key_create(struct store *st_, struct apikey_rec *k)
+int pgx_key_create(struct store *st_, struct apikey_rec *k)
 {
     PGCONN(p, c);
     int ret = key_insert(c, k);
@@ -384,20 +384,21 @@ static int key_get1(struct store *st_, const char *sql, const char *a, const cha
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out)
+int pgx_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out)
 {
     return key_get1(st_, "SELECT " KEY_COLS " FROM api_keys WHERE org_id = $1 AND id = $2", org_id,
                     id, out);
 }
 
-int pg_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out)
+int pgx_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out)
 {
     return key_get1(st_, "SELECT " KEY_COLS " FROM api_keys WHERE key_hash = $1", hash, NULL, out);
 }
 
 /* Exact by construction: no cache, one read of the key and its org, so any
  * commit made anywhere before the call is seen. */
-int pg_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key, struct org_rec *org)
+int pgx_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
+                    struct org_rec *org)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -417,8 +418,8 @@ int pg_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key, 
     return ret ? (ret == E_NOTFOUND ? ret : E_INTERNAL) : 0;
 }
 
-int pg_key_list(struct store *st_, const char *org_id, const struct name_filter *f, struct page *pg,
-                struct apikey_rec **rows, size_t *n)
+int pgx_key_list(struct store *st_, const char *org_id, const struct name_filter *f,
+                 struct page *pg, struct apikey_rec **rows, size_t *n)
 {
     /* The ORDER BY comes from a fixed set (never from the request's text),
      * so the statement is one of six static strings. SQLite's NOCASE and
@@ -450,7 +451,7 @@ int pg_key_list(struct store *st_, const char *org_id, const struct name_filter 
     return ret ? E_INTERNAL : 0;
 }
 
-int pg_key_update(struct store *st_, const struct apikey_rec *k)
+int pgx_key_update(struct store *st_, const struct apikey_rec *k)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -464,8 +465,8 @@ int pg_key_update(struct store *st_, const struct apikey_rec *k)
     return ret;
 }
 
-int pg_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
-                  struct apikey_rec *fresh)
+int pgx_key_rotate(struct store *st_, const char *org_id, const char *old_id,
+                   int64_t old_expires_at, struct apikey_rec *fresh)
 {
     PGCONN(p, c);
     PGresult *r;

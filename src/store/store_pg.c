@@ -314,7 +314,7 @@ int pgx_one(PGresult *r)
 
 /* ---- lifecycle ---- */
 
-static void pg_close(struct store *st_)
+static void pgx_close(struct store *st_)
 {
     struct pg *p = (struct pg *)st_;
     while (p->idle) {
@@ -329,93 +329,93 @@ static void pg_close(struct store *st_)
     xfree(p);
 }
 
-static const struct store_ops pg_ops = {
+static const struct store_ops pgx_ops = {
     .name = "postgresql",
-    .close = pg_close,
-    .meta_get = pg_meta_get,
-    .meta_init = pg_meta_init,
-    .org_count = pg_org_count,
-    .org_create = pg_org_create,
-    .org_get = pg_org_get,
-    .org_update = pg_org_update,
-    .plan_get = pg_plan_get,
-    .plan_put = pg_plan_put,
-    .plan_each = pg_plan_each,
-    .project_create = pg_project_create,
-    .project_get = pg_project_get,
-    .project_list = pg_project_list,
-    .project_update = pg_project_update,
-    .project_delete = pg_project_delete,
-    .key_create = pg_key_create,
-    .key_get = pg_key_get,
-    .key_by_hash = pg_key_by_hash,
-    .auth_lookup = pg_auth_lookup,
-    .key_list = pg_key_list,
-    .key_update = pg_key_update,
-    .key_rotate = pg_key_rotate,
-    .session_insert = pg_session_insert,
-    .session_get = pg_session_get,
-    .session_list = pg_session_list,
-    .session_update = pg_session_update,
-    .session_list_active = pg_session_list_active,
-    .profile_create = pg_profile_create,
-    .profile_get = pg_profile_get,
-    .profile_get_by_id = pg_profile_get_by_id,
-    .profile_list = pg_profile_list,
-    .profile_count = pg_profile_count,
-    .profile_update = pg_profile_update,
-    .profile_touch = pg_profile_touch,
-    .profile_delete = pg_profile_delete,
-    .pool_insert = pg_pool_insert,
-    .pool_get = pg_pool_get,
-    .pool_list = pg_pool_list,
-    .pool_update = pg_pool_update,
-    .pool_list_active = pg_pool_list_active,
-    .proxy_insert = pg_proxy_insert,
-    .proxy_get = pg_proxy_get,
-    .proxy_find = pg_proxy_find,
-    .proxy_list = pg_proxy_list,
-    .proxy_update = pg_proxy_update,
-    .proxy_delete = pg_proxy_delete,
-    .telem_events_insert = pg_telem_events_insert,
-    .telem_events_list = pg_telem_events_list,
-    .telem_events_max_seq = pg_telem_events_max_seq,
-    .telem_events_purge = pg_telem_events_purge,
-    .otlp_dest_create = pg_otlp_dest_create,
-    .otlp_dest_get = pg_otlp_dest_get,
-    .otlp_dest_list = pg_otlp_dest_list,
-    .otlp_dest_update = pg_otlp_dest_update,
-    .otlp_dest_delete = pg_otlp_dest_delete,
-    .ext_create = pg_ext_create,
-    .ext_get = pg_ext_get,
-    .ext_list = pg_ext_list,
-    .ext_count = pg_ext_count,
-    .ext_touch = pg_ext_touch,
-    .ext_delete = pg_ext_delete,
-    .node_register = pg_node_register,
-    .node_heartbeat = pg_node_heartbeat,
-    .node_get = pg_node_get,
-    .node_list = pg_node_list,
-    .node_sweep = pg_node_sweep,
-    .node_retire = pg_node_retire,
-    .session_admit = pg_session_admit,
-    .pool_admit = pg_pool_admit,
-    .session_list_node = pg_session_list_node,
-    .pool_list_node = pg_pool_list_node,
-    .blob_put = pg_blob_put,
-    .blob_get = pg_blob_get,
-    .blob_delete = pg_blob_delete,
-    .run_exclusive = pg_run_exclusive,
+    .close = pgx_close,
+    .meta_get = pgx_meta_get,
+    .meta_init = pgx_meta_init,
+    .org_count = pgx_org_count,
+    .org_create = pgx_org_create,
+    .org_get = pgx_org_get,
+    .org_update = pgx_org_update,
+    .plan_get = pgx_plan_get,
+    .plan_put = pgx_plan_put,
+    .plan_each = pgx_plan_each,
+    .project_create = pgx_project_create,
+    .project_get = pgx_project_get,
+    .project_list = pgx_project_list,
+    .project_update = pgx_project_update,
+    .project_delete = pgx_project_delete,
+    .key_create = pgx_key_create,
+    .key_get = pgx_key_get,
+    .key_by_hash = pgx_key_by_hash,
+    .auth_lookup = pgx_auth_lookup,
+    .key_list = pgx_key_list,
+    .key_update = pgx_key_update,
+    .key_rotate = pgx_key_rotate,
+    .session_insert = pgx_session_insert,
+    .session_get = pgx_session_get,
+    .session_list = pgx_session_list,
+    .session_update = pgx_session_update,
+    .session_list_active = pgx_session_list_active,
+    .profile_create = pgx_profile_create,
+    .profile_get = pgx_profile_get,
+    .profile_get_by_id = pgx_profile_get_by_id,
+    .profile_list = pgx_profile_list,
+    .profile_count = pgx_profile_count,
+    .profile_update = pgx_profile_update,
+    .profile_touch = pgx_profile_touch,
+    .profile_delete = pgx_profile_delete,
+    .pool_insert = pgx_pool_insert,
+    .pool_get = pgx_pool_get,
+    .pool_list = pgx_pool_list,
+    .pool_update = pgx_pool_update,
+    .pool_list_active = pgx_pool_list_active,
+    .proxy_insert = pgx_proxy_insert,
+    .proxy_get = pgx_proxy_get,
+    .proxy_find = pgx_proxy_find,
+    .proxy_list = pgx_proxy_list,
+    .proxy_update = pgx_proxy_update,
+    .proxy_delete = pgx_proxy_delete,
+    .telem_events_insert = pgx_telem_events_insert,
+    .telem_events_list = pgx_telem_events_list,
+    .telem_events_max_seq = pgx_telem_events_max_seq,
+    .telem_events_purge = pgx_telem_events_purge,
+    .otlp_dest_create = pgx_otlp_dest_create,
+    .otlp_dest_get = pgx_otlp_dest_get,
+    .otlp_dest_list = pgx_otlp_dest_list,
+    .otlp_dest_update = pgx_otlp_dest_update,
+    .otlp_dest_delete = pgx_otlp_dest_delete,
+    .ext_create = pgx_ext_create,
+    .ext_get = pgx_ext_get,
+    .ext_list = pgx_ext_list,
+    .ext_count = pgx_ext_count,
+    .ext_touch = pgx_ext_touch,
+    .ext_delete = pgx_ext_delete,
+    .node_register = pgx_node_register,
+    .node_heartbeat = pgx_node_heartbeat,
+    .node_get = pgx_node_get,
+    .node_list = pgx_node_list,
+    .node_sweep = pgx_node_sweep,
+    .node_retire = pgx_node_retire,
+    .session_admit = pgx_session_admit,
+    .pool_admit = pgx_pool_admit,
+    .session_list_node = pgx_session_list_node,
+    .pool_list_node = pgx_pool_list_node,
+    .blob_put = pgx_blob_put,
+    .blob_get = pgx_blob_get,
+    .blob_delete = pgx_blob_delete,
+    .run_exclusive = pgx_run_exclusive,
 };
 
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history. */
-static const struct pg_migration migrations[] = {
-    {"0001_tenancy", pg_schema_tenancy},           {"0002_sessions", pg_schema_sessions},
-    {"0003_profiles", pg_schema_profiles},         {"0004_pools", pg_schema_pools},
-    {"0005_proxies", pg_schema_proxies},           {"0010_telemetry", pg_schema_telemetry},
-    {"0019_extensions", pg_schema_extensions},     {"0020_cluster", pg_schema_cluster},
-    {"0021_profiles_seq", pg_schema_profiles_seq},
+static const struct pgx_migration migrations[] = {
+    {"0001_tenancy", pgx_schema_tenancy},           {"0002_sessions", pgx_schema_sessions},
+    {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
+    {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
+    {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
+    {"0021_profiles_seq", pgx_schema_profiles_seq},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -489,19 +489,19 @@ int store_open_pg(const char *url, struct store **out, struct err *e)
 {
     *out = NULL;
     struct pg *p = xcalloc(1, sizeof *p);
-    p->base.ops = &pg_ops;
+    p->base.ops = &pgx_ops;
     p->url = xstrdup(url);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     struct pgc *c = pgx_get(p);
     if (!c) {
-        pg_close(&p->base);
+        pgx_close(&p->base);
         return err_set(e, E_INTERNAL, "internal", "cannot connect to the PostgreSQL store");
     }
     int ret = migrate(c, e);
     pgx_put(p, c);
     if (ret) {
-        pg_close(&p->base);
+        pgx_close(&p->base);
         return ret;
     }
     *out = &p->base;

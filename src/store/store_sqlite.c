@@ -328,7 +328,7 @@ static void sq_close(struct store *st_)
     xfree(s);
 }
 
-static const struct store_ops sqlite_ops = {
+static const struct store_ops sqx_ops = {
     .name = "sqlite",
     .close = sq_close,
     .meta_get = sq_meta_get,
@@ -459,7 +459,7 @@ int store_open_sqlite(const char *dir, struct store **out, struct err *e)
         return err_set(e, E_INTERNAL, "internal", "cannot create data folder %s: %s", dir,
                        strerror(errno));
     struct sq *s = xcalloc(1, sizeof *s);
-    s->base.ops = &sqlite_ops;
+    s->base.ops = &sqx_ops;
     s->path = xasprintf("%s/browserd.db", dir);
     pthread_mutex_init(&s->mu, NULL);
     struct conn *c;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "core/b64.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -415,10 +416,8 @@ static void body_reply(struct capture *c, json_t *d, const json_t *reply)
      * and other text over base64-encoded too); the transfer encoding is
      * undone first. A response without a type is judged by its bytes. */
     if (body && jsonx_bool(res, "base64Encoded", 0)) {
-        dec = xmalloc(len / 4 * 3 + 4);
-        size_t n = telem_base64_decode(body, len, dec);
-        if (n == (size_t)-1) {
-            xfree(dec);
+        size_t n = 0;
+        if (b64_decode(body, len, &dec, &n) != 0) {
             dec = NULL;
             body = NULL;
         } else {

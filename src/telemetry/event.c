@@ -104,46 +104,6 @@ int telem_bytes_are_text(const unsigned char *p, size_t n)
     return 1;
 }
 
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-size_t telem_base64_decode(const char *in, size_t len, unsigned char *out)
-{
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = in[i];
-        if (c == '=')
-            break;
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        int v = b64_value(c);
-        if (v < 0)
-            return (size_t)-1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    return o;
-}
-
 size_t telem_utf8_cut(const char *s, size_t len, size_t limit)
 {
     if (len <= limit)

@@ -177,10 +177,6 @@ int telem_mime_missing(const char *mime);
 /* 1 when n bytes look like text: valid UTF-8 (a sequence cut by the end is
  * allowed) without NUL bytes. */
 int telem_bytes_are_text(const unsigned char *p, size_t n);
-/* Decodes standard base64 (padding optional, whitespace ignored) into out
- * (room for at least len * 3 / 4 + 3 bytes). Returns the decoded length, or
- * (size_t)-1 on a character outside the alphabet. */
-size_t telem_base64_decode(const char *in, size_t len, unsigned char *out);
 /* The length of the longest prefix of s (len bytes) that is at most limit
  * bytes and does not split a UTF-8 sequence. */
 size_t telem_utf8_cut(const char *s, size_t len, size_t limit);

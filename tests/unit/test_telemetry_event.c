@@ -127,11 +127,6 @@ static void test_text_or_binary(void **state)
         if (telem_bytes_are_text((const unsigned char *)bytes[i].bytes, bytes[i].n) !=
             bytes[i].text)
             fail_msg("%s", bytes[i].name);
-    unsigned char out[32];
-    assert_int_equal(telem_base64_decode("YT0xJmI9Mg==", 12, out), 7);
-    assert_memory_equal(out, "a=1&b=2", 7);
-    assert_int_equal(telem_base64_decode("YT0x\nJmI9Mg", 11, out), 7);
-    assert_int_equal(telem_base64_decode("YT0*", 4, out), (size_t)-1);
 }
 
 static void test_event_json(void **state)
