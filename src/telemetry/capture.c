@@ -30,7 +30,6 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "proxy/ws.h"
-#include "telemetry/telemetry.h"
 
 #define CAP_PENDING   1024
 #define CAP_PAGES     64

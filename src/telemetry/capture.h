@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "telemetry/telemetry.h"
+#include "telemetry/event.h"
 
 struct capture;
 

@@ -1,4 +1,6 @@
 /* Pure pieces of telemetry: categories, body limits, event JSON, SSE frames. */
+#include "telemetry/event.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -6,7 +8,6 @@
 #include "core/clock.h"
 #include "core/xalloc.h"
 #include "domain/telemetry_cfg.h"
-#include "telemetry/telemetry.h"
 
 const char *telem_cat_name(enum telem_cat c)
 {

@@ -28,33 +28,7 @@
 #include "core/err.h"
 #include "store/store.h"
 
-/* Category bits, in telcfg_categories order (control first). */
-enum telem_cat {
-    TELEM_CONTROL,
-    TELEM_CONNECTION,
-    TELEM_SYSTEM,
-    TELEM_CAPTCHA,
-    TELEM_CONSOLE,
-    TELEM_NETWORK,
-    TELEM_PAGE,
-    TELEM_INTERACTION,
-    TELEM_SCREENSHOT,
-    TELEM_PLATFORM,
-    TELEM_NCATS
-};
-
-/* Categories captured from the browser's own CDP connection (capture.h). */
-#define TELEM_BROWSER_MASK                                                                         \
-    ((1u << TELEM_SYSTEM) | (1u << TELEM_CONSOLE) | (1u << TELEM_NETWORK) | (1u << TELEM_PAGE) |   \
-     (1u << TELEM_INTERACTION) | (1u << TELEM_SCREENSHOT))
-
-/* The category's name ("control", ...). */
-const char *telem_cat_name(enum telem_cat c);
-/* The category named name, or -1. */
-int telem_cat_parse(const char *name);
-/* The bit mask of the categories an active configuration cfg (may be NULL:
- * 0) captures. */
-unsigned telem_cfg_mask(const json_t *cfg);
+#include "telemetry/event.h"
 
 /* Operator settings. */
 struct telemetry_opts {
@@ -108,11 +82,6 @@ void telemetry_session_close(const char *session_id);
 
 /* Who produced an event (the SDK's BrowserEventSource) and whether its data
  * was cut to a size limit. */
-struct telem_src {
-    const char *kind;  /* "cdp", "kernel_api", "extension" or "local_process" */
-    const char *event; /* producer's own event name (e.g. a CDP method), may be NULL */
-    int truncated;
-};
 
 /* Records one event of type `type` when the session captures cat. data
  * (object, stolen; NULL = {}). src may be NULL (kind "kernel_api"). Returns
@@ -158,35 +127,5 @@ uint64_t telemetry_last_seq(const char *session_id);
 long telemetry_sub_read(struct telem_sub *s, char *buf, size_t cap);
 /* Detaches and frees (after it returns, wake is never called). NULL ok. */
 void telemetry_sub_free(struct telem_sub *s);
-
-/* ---- pure helpers (tested in tests/unit/test_telemetry_event.c) ---- */
-
-/* Network body limits of the interface document. */
-#define TELEM_BODY_STRUCTURED 8192u
-#define TELEM_BODY_TEXT       4096u
-
-/* How many bytes of a response body of MIME type mime (may carry
- * parameters, case-insensitive) are kept: TELEM_BODY_STRUCTURED for JSON,
- * XML and form data, TELEM_BODY_TEXT for other text, 0 for binary (the body
- * is excluded). */
-size_t telem_body_limit(const char *mime);
-/* 1 when a response names no media type (missing or empty): its body is
- * then judged by its bytes (telem_bytes_are_text) and kept as other text. A
- * declared type, application/octet-stream included, is taken at its word. */
-int telem_mime_missing(const char *mime);
-/* 1 when n bytes look like text: valid UTF-8 (a sequence cut by the end is
- * allowed) without NUL bytes. */
-int telem_bytes_are_text(const unsigned char *p, size_t n);
-/* The length of the longest prefix of s (len bytes) that is at most limit
- * bytes and does not split a UTF-8 sequence. */
-size_t telem_utf8_cut(const char *s, size_t len, size_t limit);
-/* The event object {type, category, ts (Unix us), session_id, source,
- * data, truncated?} (src may be NULL: kind "kernel_api"; data stolen, NULL
- * = {}). New reference. */
-json_t *telem_event_json(const char *session_id, enum telem_cat cat, const char *type,
-                         int64_t ts_us, const struct telem_src *src, json_t *data);
-/* One SSE frame for event text (JSON, len bytes) with sequence seq: owned,
- * *out_len bytes. */
-char *telem_sse_frame(uint64_t seq, const char *event, size_t len, size_t *out_len);
 
 #endif
