@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
+#include "domain/launch_settings.h"
 #include "domain/session_rules.h"
 #include "domain/telemetry_cfg.h"
 #include "proxy/cdp_client.h"
@@ -323,13 +324,12 @@ static void state_from(const struct session_rec *s, const json_t *d, struct sess
     st->tags = json_is_object(tags) ? json_incref(tags) : NULL;
     json_t *tel = json_object_get(d, "telemetry");
     st->telemetry = tel && !json_is_null(tel) ? json_incref(tel) : NULL;
-    json_t *vp = json_object_get(d, "viewport");
-    st->viewport.width = (int)json_integer_value(json_object_get(vp, "width"));
-    st->viewport.height = (int)json_integer_value(json_object_get(vp, "height"));
-    st->viewport.refresh_rate = (int)json_integer_value(json_object_get(vp, "refresh_rate"));
-    st->gpu = jsonx_bool(d, "gpu", 0);
-    st->stealth = jsonx_bool(d, "stealth", 0);
-    st->headless = jsonx_bool(d, "headless", 0);
+    struct launch_settings ls;
+    launch_settings_from_json(d, &ls);
+    st->viewport = ls.viewport;
+    st->gpu = ls.gpu;
+    st->stealth = ls.stealth;
+    st->headless = ls.headless;
     const char *mode = jsonx_str(json_object_get(d, "proxy"), "mode");
     st->proxy.kind = mode && strcmp(mode, "direct") == 0 ? PROXYSEL_DIRECT : PROXYSEL_DEFAULT;
     const char *su = jsonx_str(d, "start_url");

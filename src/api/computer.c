@@ -6,9 +6,9 @@
 #include "api/api.h"
 #include "session/ext.h"
 #include "core/clock.h"
-#include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
+#include "domain/launch_settings.h"
 #include "runtime/computer.h"
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
@@ -55,15 +55,10 @@ static int target_open(struct req *rq, const char *operation, struct target *t)
     int rc = api_live_session(rq, &t->rec, &t->live, t->ws, sizeof t->ws);
     if (rc)
         return rc;
-    json_t *d = json_loads(t->rec.data ? t->rec.data : "{}", 0, NULL);
-    json_t *vp = json_object_get(d, "viewport");
-    t->width = (int)json_integer_value(json_object_get(vp, "width"));
-    t->height = (int)json_integer_value(json_object_get(vp, "height"));
-    if (t->width <= 0 || t->height <= 0) {
-        t->width = 1920;
-        t->height = 1080;
-    }
-    json_decref(d);
+    struct launch_settings ls;
+    launch_settings_from_text(t->rec.data, &ls);
+    t->width = ls.viewport.width;
+    t->height = ls.viewport.height;
     t->rq = rq;
     t->ct.session_id = t->rec.id;
     t->ct.ws_url = t->ws;

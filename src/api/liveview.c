@@ -13,6 +13,7 @@
 #include "session/ext.h"
 #include "core/jsonx.h"
 #include "core/xalloc.h"
+#include "domain/launch_settings.h"
 #include "domain/replay_rules.h"
 #include "proxy/ws.h"
 #include "runtime/sessmgr.h"
@@ -184,7 +185,9 @@ int liveview_page(struct req *rq, struct resp *rs)
 
 static void lv_render(struct session_ctx *sc, json_t *record)
 {
-    if (jsonx_bool(sc->doc, "headless", 1) || sc->rec->deleted_at)
+    struct launch_settings ls;
+    launch_settings_from_json(sc->doc, &ls);
+    if (ls.headless || sc->rec->deleted_at)
         return;
     char mac[LIVEVIEW_MAC_HEX + 1];
     liveview_token_mac(sc->app->token_key, sizeof sc->app->token_key, sc->rec->org_id, sc->rec->id,

@@ -48,12 +48,6 @@ static struct pool_engine *engine(void)
     return __atomic_load_n(&P.eng, __ATOMIC_ACQUIRE);
 }
 
-static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
-{
-    json_t *v = json_object_get(cfg, k);
-    return json_is_integer(v) ? json_integer_value(v) : dflt;
-}
-
 /* ---- the Chromium launcher ---- */
 
 /* The POST /browsers body a pool browser is launched from: every launch
@@ -72,8 +66,9 @@ static json_t *spawn_body(const json_t *cfg)
         if (v && !(json_is_string(v) && json_string_length(v) == 0))
             json_object_set(b, copied[i], v);
     }
-    json_object_set_new(b, "timeout_seconds",
-                        json_integer(cfg_int(cfg, "timeout_seconds", POOLRULES_TIMEOUT_DEFAULT)));
+    struct poolrules_config pc;
+    poolrules_config_from_json(cfg, &pc);
+    json_object_set_new(b, "timeout_seconds", json_integer(pc.timeout_seconds));
     json_t *tel = json_object_get(cfg, "telemetry");
     if (json_is_object(tel))
         json_object_set_new(b, "telemetry",
@@ -135,9 +130,10 @@ static int pooled_clean(void *ctx, const struct pool_view *pool, const char *sid
     struct app *app = ctx;
     struct live *l = sessmgr_get(app->sessions, sid);
     char ws[512];
-    int clean = l && live_ws_url(l, ws, sizeof ws) == 0
-                    ? pool_cdp_clean(ws, jsonx_str(pool->config, "start_url"))
-                    : E_UNAVAIL;
+    struct poolrules_config pc;
+    poolrules_config_from_json(pool->config, &pc);
+    int clean =
+        l && live_ws_url(l, ws, sizeof ws) == 0 ? pool_cdp_clean(ws, pc.start_url) : E_UNAVAIL;
     struct session_rec s;
     if (clean == 0 && load_row(pool, sid, &s) == 0) {
         json_t *d = json_loads(s.data, 0, NULL);
@@ -211,7 +207,9 @@ static int apply_lease(const char *pool_id, const char *sid, const struct poolru
         err_set(e, rc, "conflict", "an active session named %s already exists", s.name);
     struct live *l = rc == 0 ? sessmgr_get(P.app->sessions, sid) : NULL;
     if (l) {
-        live_set_timeout(l, (int)cfg_int(p.config, "timeout_seconds", POOLRULES_TIMEOUT_DEFAULT));
+        struct poolrules_config pc;
+        poolrules_config_from_json(p.config, &pc);
+        live_set_timeout(l, (int)pc.timeout_seconds);
         char ws[512];
         if (lease->start_url[0] && live_ws_url(l, ws, sizeof ws) == 0)
             pool_cdp_navigate(ws, lease->start_url);
@@ -405,16 +403,17 @@ int pools_create(struct req *rq, struct resp *rs)
     struct pool_rec r;
     memset(&r, 0, sizeof r);
     crypto_new_id(r.id);
+    struct poolrules_config pc;
+    poolrules_config_from_json(cfg, &pc);
     if (rc == 0 && (rc = unsupported_config(rq, cfg)) == 0)
-        rc = check_capacity(rq, r.id, cfg_int(cfg, "size", 1));
+        rc = check_capacity(rq, r.id, pc.size);
     if (rc) {
         json_decref(cfg);
         return rc;
     }
     snprintf(r.org_id, sizeof r.org_id, "%s", a->org.id);
     snprintf(r.project_id, sizeof r.project_id, "%s", a->project.id);
-    const char *name = jsonx_str(cfg, "name");
-    snprintf(r.name, sizeof r.name, "%s", name ? name : "");
+    snprintf(r.name, sizeof r.name, "%s", pc.name);
     snprintf(r.status, sizeof r.status, "active");
     r.created_at = clock_now_ms();
     r.config = jsonx_dump(cfg);
@@ -539,7 +538,8 @@ int pools_update(struct req *rq, struct resp *rs)
     rc = live ? poolrules_plan_update(cur, body, &plan, &rq->err)
               : err_set(&rq->err, E_NOTFOUND, "not_found", "browser pool %s not found",
                         rq->params[0]);
-    long long old_size = cfg_int(cur, "size", 0);
+    struct poolrules_config old;
+    poolrules_config_from_json(cur, &old);
     json_decref(body);
     json_decref(cur);
     if (rc == 0)
@@ -548,8 +548,9 @@ int pools_update(struct req *rq, struct resp *rs)
     if (rc == 0 && plan.size_changed)
         resized = (rc = check_capacity(rq, r.id, plan.size)) == 0;
     if (rc == 0) {
-        const char *name = jsonx_str(plan.config, "name");
-        snprintf(r.name, sizeof r.name, "%s", name ? name : "");
+        struct poolrules_config next;
+        poolrules_config_from_json(plan.config, &next);
+        snprintf(r.name, sizeof r.name, "%s", next.name);
         xfree(r.config);
         r.config = jsonx_dump(plan.config);
         rc = write_pool(rq, &r, 1, resized);
@@ -561,7 +562,7 @@ int pools_update(struct req *rq, struct resp *rs)
                             plan.rebuild == POOLRULES_REBUILD_ALL_IDLE);
     if (rc) {
         /* Back to the stored size (no limit: it held before). */
-        if (resized && pool_capacity_set(engine(), r.org_id, r.id, old_size, -1, NULL, NULL) != 0)
+        if (resized && pool_capacity_set(engine(), r.org_id, r.id, old.size, -1, NULL, NULL) != 0)
             log_error("pool %s: could not restore its capacity", r.id);
         poolrules_plan_clear(&plan);
         pool_rec_clear(&r);

@@ -24,6 +24,7 @@
 #include "core/limits.h"
 #include "core/strvec.h"
 #include "core/xalloc.h"
+#include "domain/launch_settings.h"
 #include "domain/procreq.h"
 #include "runtime/proc.h"
 #include "runtime/procjobs.h"
@@ -59,9 +60,9 @@ static int call_open(struct req *rq, const char *operation, enum telem_cat cat, 
     if (!c->sb || !sandbox_root(c->sb))
         return err_set(&rq->err, E_UNAVAIL, "sandbox_required",
                        "needs the session sandbox: docs/sandbox.md");
-    json_t *d = json_loads(c->rec.data ? c->rec.data : "{}", 0, NULL);
-    c->headful = json_is_false(json_object_get(d, "headless"));
-    json_decref(d);
+    struct launch_settings ls;
+    launch_settings_from_text(c->rec.data, &ls);
+    c->headful = !ls.headless;
     return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "core/token.h"
 #include "core/xalloc.h"
 #include "domain/addrclass.h"
+#include "domain/launch_settings.h"
 #include "domain/netcfg.h"
 #include "domain/proxysel.h"
 #include "proxy/netguard.h"
@@ -717,8 +718,9 @@ static int ext_prepare(struct session_ctx *sc, struct err *e)
 {
     const struct session_rec *rec = sc->rec;
     struct proxies_handout h;
-    int rc = plan_resolve(rec->org_id, rec->project_id, sc->body, jsonx_bool(sc->doc, "stealth", 0),
-                          json_object_get(sc->doc, "network"), &h, e);
+    struct launch_settings ls;
+    launch_settings_from_json(sc->doc, &ls);
+    int rc = plan_resolve(rec->org_id, rec->project_id, sc->body, ls.stealth, ls.network, &h, e);
     if (rc)
         return rc;
     struct egress_top top;
@@ -824,7 +826,9 @@ static int ext_update(struct session_ctx *sc, const char *ws, struct err *e)
         doc_write_sel(sc->doc, &cur, NULL);
         return 0;
     }
-    if ((rc = sel_resolve(sc->rec, &next, jsonx_bool(sc->doc, "stealth", 0), &eg, e)))
+    struct launch_settings ls;
+    launch_settings_from_json(sc->doc, &ls);
+    if ((rc = sel_resolve(sc->rec, &next, ls.stealth, &eg, e)))
         return rc;
     {
         struct egress_top top;
@@ -860,9 +864,10 @@ static void ext_ending(struct session_ctx *sc, const char *reason)
 static int ext_handout_check(struct session_ctx *sc, void **state, struct err *e)
 {
     struct proxies_handout *h = xcalloc(1, sizeof *h);
-    int rc = proxies_handout_resolve(sc->rec->org_id, sc->rec->project_id, sc->body,
-                                     jsonx_bool(sc->doc, "stealth", 0),
-                                     json_object_get(sc->doc, "network"), h, e);
+    struct launch_settings ls;
+    launch_settings_from_json(sc->doc, &ls);
+    int rc = proxies_handout_resolve(sc->rec->org_id, sc->rec->project_id, sc->body, ls.stealth,
+                                     ls.network, h, e);
     if (rc) {
         proxies_handout_clear(h);
         xfree(h);

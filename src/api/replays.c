@@ -24,6 +24,7 @@
 #include "core/token.h"
 #include "core/log.h"
 #include "core/xalloc.h"
+#include "domain/launch_settings.h"
 #include "domain/replay_rules.h"
 #include "runtime/chromium.h"
 #include "runtime/recorder.h"
@@ -207,16 +208,9 @@ int replays_start(struct req *rq, struct resp *rs)
         return rc;
     sess_recordings_tidy(api_app(rq));
     live_touch(l);
-    json_t *d = json_loads(rec.data ? rec.data : "{}", 0, NULL);
-    json_t *vp = json_object_get(d, "viewport");
-    int w = (int)json_integer_value(json_object_get(vp, "width"));
-    int h = (int)json_integer_value(json_object_get(vp, "height"));
-    int gpu = jsonx_bool(d, "gpu", 0);
-    json_decref(d);
-    if (w <= 0 || h <= 0) {
-        w = 1920;
-        h = 1080;
-    }
+    struct launch_settings ls;
+    launch_settings_from_text(rec.data, &ls);
+    int w = ls.viewport.width, h = ls.viewport.height, gpu = ls.gpu;
     struct replay_opts o;
     json_t *record = NULL;
     char rid[CRYPTO_ID_LEN + 1];

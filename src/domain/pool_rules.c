@@ -468,3 +468,33 @@ int poolrules_validate_delete(const json_t *body, int *force, struct err *e)
         *force = json_is_true(f);
     return err_has_fields(e) ? E_INVALID : 0;
 }
+
+/* A string at key that fits cap (with its NUL) into out, else "". */
+static void config_str(const json_t *config, const char *key, char *out, size_t cap)
+{
+    const json_t *v = json_object_get(config, key);
+    out[0] = '\0';
+    if (json_is_string(v) && json_string_length(v) < cap)
+        memcpy(out, json_string_value(v), json_string_length(v) + 1);
+}
+
+void poolrules_config_from_json(const json_t *config, struct poolrules_config *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(config))
+        config = NULL;
+    const json_t *v = json_object_get(config, "size");
+    out->size = json_is_integer(v) && json_integer_value(v) >= 1 ? json_integer_value(v)
+                                                                 : POOLRULES_SIZE_DEFAULT;
+    v = json_object_get(config, "timeout_seconds");
+    out->timeout_seconds = json_is_integer(v) && json_integer_value(v) >= POOLRULES_TIMEOUT_MIN &&
+                                   json_integer_value(v) <= POOLRULES_TIMEOUT_MAX
+                               ? json_integer_value(v)
+                               : POOLRULES_TIMEOUT_DEFAULT;
+    v = json_object_get(config, "fill_rate_per_minute");
+    out->fill_rate_per_minute = json_is_number(v) && json_number_value(v) >= 0
+                                    ? json_number_value(v)
+                                    : POOLRULES_FILL_RATE_DEFAULT;
+    config_str(config, "name", out->name, sizeof out->name);
+    config_str(config, "start_url", out->start_url, sizeof out->start_url);
+}

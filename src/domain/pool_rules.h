@@ -32,6 +32,28 @@
 #define POOLRULES_NAME_MAX          255
 /* Not in either document: the longest acquire long-poll accepted. */
 #define POOLRULES_ACQUIRE_TIMEOUT_MAX 259200
+/* Read for a stored browser_pool_config without a usable size (a create
+ * requires one). */
+#define POOLRULES_SIZE_DEFAULT 1
+
+/* The values of a stored browser_pool_config that the pool engine and the
+ * handlers act on (the launch options in it are passed on to sess_spawn as a
+ * POST /browsers body and validated there). */
+struct poolrules_config {
+    long long size;              /* >= 1; POOLRULES_SIZE_DEFAULT */
+    long long timeout_seconds;   /* a leased browser's idle timeout; POOLRULES_TIMEOUT_DEFAULT */
+    double fill_rate_per_minute; /* >= 0, % of size per minute; POOLRULES_FILL_RATE_DEFAULT */
+    char name[POOLRULES_NAME_MAX + 1];           /* "" = none */
+    char start_url[POOLRULES_START_URL_MAX + 1]; /* "" = none */
+};
+
+/* Fills *out from a browser_pool_config (borrowed; NULL or a non-object
+ * gives every default). The configuration is the server's own, written by
+ * poolrules_validate_create or poolrules_plan_update; still, a value that is
+ * missing, of another type or outside the rule above (a configuration of an
+ * older shape) gives that field's default, and a string too long for its
+ * buffer is read as "". Never fails. */
+void poolrules_config_from_json(const json_t *config, struct poolrules_config *out);
 
 /*
  * Validates a POST /browser_pools body and returns in *config a new

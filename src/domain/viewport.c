@@ -60,9 +60,9 @@ int viewport_parse(const char *path, const json_t *v, int allow_force, struct vi
 
 void viewport_default(int gpu, struct viewport *out)
 {
-    out->width = 1920;
-    out->height = 1080;
-    out->refresh_rate = gpu ? 60 : 25;
+    out->width = VIEWPORT_DEFAULT_WIDTH;
+    out->height = VIEWPORT_DEFAULT_HEIGHT;
+    out->refresh_rate = viewport_refresh_for(out->width, out->height, gpu);
 }
 
 int viewport_refresh_for(int width, int height, int gpu)

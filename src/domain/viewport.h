@@ -25,7 +25,13 @@ struct viewport {
 int viewport_parse(const char *path, const json_t *v, int allow_force, struct viewport *out,
                    int *force, struct err *e) WUR;
 
-/* Image defaults: 1920x1080 at 25 Hz; GPU images 1920x1080 at 60 Hz. */
+/* The image's screen when a session asks for none (and when a stored record
+ * holds no usable viewport, launch_settings.h). */
+#define VIEWPORT_DEFAULT_WIDTH  1920
+#define VIEWPORT_DEFAULT_HEIGHT 1080
+
+/* Image defaults: VIEWPORT_DEFAULT_WIDTH x VIEWPORT_DEFAULT_HEIGHT at the rate
+ * viewport_refresh_for() gives it: 25 Hz; GPU images 60 Hz. */
 void viewport_default(int gpu, struct viewport *out);
 
 /* Refresh rate chosen when refresh_rate is omitted (higher resolutions get

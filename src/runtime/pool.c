@@ -55,7 +55,8 @@ struct pool {
     char id[32], org_id[32], project_id[32];
     char name[256];
     int64_t created_at;
-    json_t *config; /* browser_pool_config (owned) */
+    json_t *config;              /* browser_pool_config (owned) */
+    struct poolrules_config cfg; /* its values, read whenever config is set */
     struct pbrowser *browsers;
     struct pool_waiter *wq; /* FIFO */
     double credit;          /* browsers the fill rate allows to start now */
@@ -103,28 +104,18 @@ static void endlist_run(struct pool_engine *g, struct endlist *l, const char *re
 
 /* ---- configuration ---- */
 
-static long long cfg_int(const json_t *cfg, const char *k, long long dflt)
+static int64_t default_wait_ms(const struct poolrules_config *cfg)
 {
-    json_t *v = json_object_get(cfg, k);
-    return json_is_integer(v) ? json_integer_value(v) : dflt;
-}
-
-static double cfg_num(const json_t *cfg, const char *k, double dflt)
-{
-    json_t *v = json_object_get(cfg, k);
-    return json_is_number(v) ? json_number_value(v) : dflt;
-}
-
-static long long pool_size(const struct pool *p)
-{
-    return cfg_int(p->config, "size", 1);
+    double rate = cfg->fill_rate_per_minute;
+    /* 100 / rate minutes, in whole seconds as before */
+    return rate > 0 ? (int64_t)(6000.0 / rate) * 1000 : 0;
 }
 
 int64_t pool_default_wait_ms(const json_t *config)
 {
-    double rate = cfg_num(config, "fill_rate_per_minute", POOLRULES_FILL_RATE_DEFAULT);
-    /* 100 / rate minutes, in whole seconds as before */
-    return rate > 0 ? (int64_t)(6000.0 / rate) * 1000 : 0;
+    struct poolrules_config cfg;
+    poolrules_config_from_json(config, &cfg);
+    return default_wait_ms(&cfg);
 }
 
 /* ---- pools and their browsers (g->mu held) ---- */
@@ -254,7 +245,7 @@ static void serve_locked(struct pool_engine *g, struct pool *p)
 static void make_available_locked(struct pool_engine *g, struct pool *p, struct pbrowser *b,
                                   struct endlist *l)
 {
-    if (count_locked(p, -1) > pool_size(p)) {
+    if (count_locked(p, -1) > p->cfg.size) {
         endlist_add(l, b->sid);
         unlink_browser_locked(p, b);
     } else {
@@ -320,8 +311,8 @@ static void *filler(void *arg)
             if (p->deleted)
                 continue;
             serve_locked(g, p);
-            long long size = pool_size(p);
-            double rate = cfg_num(p->config, "fill_rate_per_minute", POOLRULES_FILL_RATE_DEFAULT);
+            long long size = p->cfg.size;
+            double rate = p->cfg.fill_rate_per_minute;
             int have = count_locked(p, -1);
             p->credit += (double)(now - p->last_tick_ms) / 60000.0 * rate / 100.0 * (double)size;
             p->last_tick_ms = now;
@@ -448,9 +439,10 @@ int pool_add(struct pool_engine *g, const char *id, const char *org_id, const ch
     snprintf(p->name, sizeof p->name, "%s", name ? name : "");
     p->created_at = created_at;
     p->config = config ? json_deep_copy(config) : json_object();
+    poolrules_config_from_json(p->config, &p->cfg);
     p->credit = 1.0; /* the first browser starts at once */
     p->last_tick_ms = g->now_ms();
-    long long size = pool_size(p);
+    long long size = p->cfg.size;
     pthread_mutex_lock(&g->mu);
     if (find_locked(g, id)) {
         pthread_mutex_unlock(&g->mu);
@@ -492,8 +484,9 @@ int pool_configure(struct pool_engine *g, const char *id, const char *name, cons
     }
     json_t *old = p->config;
     p->config = copy;
+    poolrules_config_from_json(p->config, &p->cfg);
     snprintf(p->name, sizeof p->name, "%s", name ? name : "");
-    long long size = pool_size(p);
+    long long size = p->cfg.size;
     if (discard_idle) {
         take_locked(p, 1u << PB_AVAILABLE, &l);
         p->credit = (double)l.n; /* rebuilt at once, not at the fill rate */
@@ -671,7 +664,7 @@ int pool_acquire(struct pool_engine *g, const char *id, int64_t wait_ms,
     if (!ops)
         wait_ms = 0;
     else if (wait_ms < 0)
-        wait_ms = pool_default_wait_ms(p->config);
+        wait_ms = default_wait_ms(&p->cfg);
     if (wait_ms <= 0) {
         pthread_mutex_unlock(&g->mu);
         return E_LIMIT;

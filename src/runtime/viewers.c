@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
+#include "domain/launch_settings.h"
 #include "proxy/ws.h"
 #include "runtime/chromium.h"
 #include "runtime/computer.h"
@@ -281,19 +282,13 @@ static void refresh_size(struct viewer *v)
 {
     struct session_rec rec;
     memset(&rec, 0, sizeof rec);
-    v->width = 1920;
-    v->height = 1080;
-    if (store_session_get(v->store, v->org, "", v->sid, 0, &rec) == 0) {
-        json_t *d = json_loads(rec.data ? rec.data : "{}", 0, NULL);
-        json_t *vp = json_object_get(d, "viewport");
-        int w = (int)json_integer_value(json_object_get(vp, "width"));
-        int h = (int)json_integer_value(json_object_get(vp, "height"));
-        if (w > 0 && h > 0) {
-            v->width = w;
-            v->height = h;
-        }
-        json_decref(d);
-    }
+    struct launch_settings ls;
+    /* A session that cannot be read: the default screen, as for a record
+     * without a viewport. */
+    launch_settings_from_text(
+        store_session_get(v->store, v->org, "", v->sid, 0, &rec) == 0 ? rec.data : NULL, &ls);
+    v->width = ls.viewport.width;
+    v->height = ls.viewport.height;
     session_rec_clear(&rec);
 }
 

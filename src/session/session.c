@@ -23,6 +23,7 @@
 #include "core/path.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
+#include "domain/launch_settings.h"
 #include "domain/session_rules.h"
 #include "domain/spare_match.h"
 #include "proxy/cdp_client.h"
@@ -110,17 +111,31 @@ static int unsupported_create_fields(struct err *e, const struct sessrules_creat
     return 0;
 }
 
-static long long memory_bytes(const char *m)
-{
-    long long gib = 0;
-    for (; *m >= '0' && *m <= '9'; m++)
-        gib = gib * 10 + (*m - '0');
-    return gib << 30;
-}
-
 static json_t *proxy_record(const struct proxysel *p)
 {
     return json_pack("{s:s}", "mode", p->kind == PROXYSEL_DIRECT ? "direct" : "default");
+}
+
+/* The launch options of a session's settings ls, for the browser whose
+ * profile folder is dir. *policy receives the chrome_policy as JSON text
+ * (owned, NULL when there is none), which o->policy_json points at until the
+ * caller frees it. A spawn and a restart launch alike from the same stored
+ * settings. */
+static void launch_opts(const struct app *app, const char *dir, const struct launch_settings *ls,
+                        char **policy, struct chromium_opts *o)
+{
+    *policy = ls->chrome_policy ? jsonx_dump(ls->chrome_policy) : NULL;
+    *o = (struct chromium_opts){
+        .binary = app->cfg.chromium,
+        .user_data_dir = dir,
+        .headless = ls->headless,
+        .stealth = ls->stealth,
+        .kiosk = ls->kiosk_mode,
+        .width = ls->viewport.width,
+        .height = ls->viewport.height,
+        .policy_json = *policy,
+        .memory_max_bytes = ls->memory_bytes,
+    };
 }
 
 /* The settings document stored with the session. */
@@ -288,21 +303,13 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
 
     char dir[1200];
     sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
-    char *policy =
-        c.chrome_policy && json_object_size(c.chrome_policy) ? jsonx_dump(c.chrome_policy) : NULL;
-    struct chromium_opts o = {
-        .binary = app->cfg.chromium,
-        .user_data_dir = dir,
-        .headless = c.headless,
-        .stealth = c.stealth,
-        .kiosk = c.kiosk_mode,
-        .width = c.viewport.width,
-        .height = c.viewport.height,
-        .policy_json = policy,
-        .start_url = c.start_url[0] ? c.start_url : NULL,
-        .memory_max_bytes = memory_bytes(c.memory),
-        .cancel = spare ? &spares_cancel : NULL,
-    };
+    struct launch_settings ls;
+    launch_settings_from_json(doc, &ls);
+    char *policy;
+    struct chromium_opts o;
+    launch_opts(app, dir, &ls, &policy, &o);
+    o.start_url = c.start_url[0] ? c.start_url : NULL;
+    o.cancel = spare ? &spares_cancel : NULL;
     struct session_ctx sc = {app, s, doc, body, dir, &o, ent};
     int64_t t_store, t_sandbox, t_files, t_modules;
     /* The admission (runtime/admit.h) and the name first: a create past its
@@ -398,7 +405,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         log_error("session %s: could not record the browser's pid", s->id);
     /* Pool browsers are not timed out while available: the pool sets the
      * timeout when it leases one. */
-    sessmgr_add(app->sessions, s->id, s->org_id, browser, pooled ? 0 : (int)c.timeout_seconds,
+    sessmgr_add(app->sessions, s->id, s->org_id, browser, pooled ? 0 : (int)ls.timeout_seconds,
                 pooled);
     log_info("session %s started (pid %d)%s", s->id, s->pid, pooled ? " for a pool" : "");
     json_decref(doc);
@@ -432,22 +439,13 @@ static int restart_browser(struct app *app, const struct session_rec *s, int rep
         return err_set(e, E_INTERNAL, "internal", "session %s has no settings", s->id);
     char dir[1200];
     sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
-    json_t *vp = json_object_get(d, "viewport");
-    json_t *pol = json_object_get(d, "chrome_policy");
-    char *policy = json_object_size(pol) ? jsonx_dump(pol) : NULL;
-    const char *egress = jsonx_str(d, "egress_url");
-    struct chromium_opts o = {
-        .binary = app->cfg.chromium,
-        .user_data_dir = dir,
-        .headless = jsonx_bool(d, "headless", 1),
-        .stealth = jsonx_bool(d, "stealth", 0),
-        .kiosk = jsonx_bool(d, "kiosk_mode", 0),
-        .width = (int)json_integer_value(json_object_get(vp, "width")),
-        .height = (int)json_integer_value(json_object_get(vp, "height")),
-        .policy_json = policy,
-        .proxy_server = egress,
-        .memory_max_bytes = memory_bytes(jsonx_str(d, "memory") ? jsonx_str(d, "memory") : "8"),
-    };
+    struct launch_settings ls;
+    launch_settings_from_json(d, &ls);
+    char *policy;
+    struct chromium_opts o;
+    launch_opts(app, dir, &ls, &policy, &o);
+    /* Written by the egress proxy's hook (api/proxies.c) when it started. */
+    o.proxy_server = jsonx_str(d, "egress_url");
     struct session_ctx lc = {app, s, d, NULL, dir, &o, NULL};
     for (const struct session_ext *const *x = session_ext_all(); *x; x++)
         if ((*x)->launching)

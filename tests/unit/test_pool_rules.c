@@ -564,13 +564,84 @@ static void release_delete_rules(void **state)
     }
 }
 
+/* poolrules_config_from_json: the values of a stored browser_pool_config,
+ * each one's default when missing, of another type or out of its rule. */
+static void config_values(void **state)
+{
+    (void)state;
+    char long_url[POOLRULES_START_URL_MAX + 20];
+    memset(long_url, 'a', sizeof long_url - 1);
+    long_url[sizeof long_url - 1] = '\0';
+    static const struct {
+        const char *name; /* the rule checked */
+        const char *config;
+        long long size, timeout;
+        double rate;
+        const char *pool_name, *start_url;
+    } t[] = {
+        {"no configuration: every default", NULL, 1, 600, 25, "", ""},
+        {"not an object: every default", "[]", 1, 600, 25, "", ""},
+        {"a create's defaults as stored",
+         "{\"size\":3,\"timeout_seconds\":600,\"fill_rate_per_minute\":25,"
+         "\"headless\":false,\"stealth\":false,\"kiosk_mode\":false}",
+         3, 600, 25, "", ""},
+        {"every field set",
+         "{\"size\":7,\"timeout_seconds\":259200,\"fill_rate_per_minute\":12.5,"
+         "\"name\":\"p1\",\"start_url\":\"https://a.test/\"}",
+         7, 259200, 12.5, "p1", "https://a.test/"},
+        {"fill_rate_per_minute 0 (no refill) is kept", "{\"fill_rate_per_minute\":0}", 1, 600, 0,
+         "", ""},
+        {"size missing: 1", "{\"timeout_seconds\":60}", 1, 60, 25, "", ""},
+        {"size a string: 1", "{\"size\":\"4\"}", 1, 600, 25, "", ""},
+        {"size a real: 1", "{\"size\":4.0}", 1, 600, 25, "", ""},
+        {"size 0: 1", "{\"size\":0}", 1, 600, 25, "", ""},
+        {"size negative: 1", "{\"size\":-3}", 1, 600, 25, "", ""},
+        {"timeout_seconds a string: 600", "{\"timeout_seconds\":\"60\"}", 1, 600, 25, "", ""},
+        {"timeout_seconds below 10: 600", "{\"timeout_seconds\":9}", 1, 600, 25, "", ""},
+        {"timeout_seconds above 259200: 600", "{\"timeout_seconds\":259201}", 1, 600, 25, "", ""},
+        {"fill_rate_per_minute an integer", "{\"fill_rate_per_minute\":50}", 1, 600, 50, "", ""},
+        {"fill_rate_per_minute negative: 25", "{\"fill_rate_per_minute\":-1}", 1, 600, 25, "", ""},
+        {"fill_rate_per_minute a string: 25", "{\"fill_rate_per_minute\":\"5\"}", 1, 600, 25, "",
+         ""},
+        {"fill_rate_per_minute a boolean: 25", "{\"fill_rate_per_minute\":true}", 1, 600, 25, "",
+         ""},
+        {"name a number: none", "{\"name\":5}", 1, 600, 25, "", ""},
+        {"start_url null: none", "{\"start_url\":null}", 1, 600, 25, "", ""},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        json_t *cfg = t[i].config ? parse(t[i].name, t[i].config) : NULL;
+        struct poolrules_config c;
+        memset(&c, 0xa5, sizeof c);
+        poolrules_config_from_json(cfg, &c);
+        if (c.size != t[i].size || c.timeout_seconds != t[i].timeout ||
+            c.fill_rate_per_minute != t[i].rate || strcmp(c.name, t[i].pool_name) != 0 ||
+            strcmp(c.start_url, t[i].start_url) != 0)
+            fail_msg("%s: size %lld timeout %lld rate %g name \"%s\" start_url \"%s\"", t[i].name,
+                     c.size, c.timeout_seconds, c.fill_rate_per_minute, c.name, c.start_url);
+        json_decref(cfg);
+    }
+    /* A string longer than its buffer reads as none, never cut short. */
+    json_t *cfg = json_pack("{s:s,s:s}", "start_url", long_url, "name", long_url);
+    struct poolrules_config c;
+    poolrules_config_from_json(cfg, &c);
+    assert_string_equal(c.start_url, "");
+    assert_string_equal(c.name, "");
+    json_decref(cfg);
+    /* The longest of each fits. */
+    cfg = json_pack("{s:s%,s:s%}", "start_url", long_url, (size_t)POOLRULES_START_URL_MAX, "name",
+                    long_url, (size_t)POOLRULES_NAME_MAX);
+    poolrules_config_from_json(cfg, &c);
+    assert_int_equal(strlen(c.start_url), POOLRULES_START_URL_MAX);
+    assert_int_equal(strlen(c.name), POOLRULES_NAME_MAX);
+    json_decref(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(create_rules),
-        cmocka_unit_test(update_rules),
-        cmocka_unit_test(acquire_rules),
-        cmocka_unit_test(release_delete_rules),
+        cmocka_unit_test(create_rules),  cmocka_unit_test(update_rules),
+        cmocka_unit_test(acquire_rules), cmocka_unit_test(release_delete_rules),
+        cmocka_unit_test(config_values),
     };
     return cmocka_run_group_tests_name("domain/pool_rules", tests, NULL, NULL);
 }
