@@ -49,6 +49,20 @@ for f in src/api/*.c; do
     bad=1
 done
 
+# No file circles: a module (x.c with x.h) never includes, through any chain
+# of headers, a module that includes it. tsort (coreutils) names a loop.
+loops=$(for f in $(find src -name '*.[ch]'); do
+    m=${f#src/}
+    m=${m%.?}
+    sed -n 's|^#include "\([^"]*\)\.h".*|\1|p' "$f" | while read -r dep; do
+        [ "$dep" = "$m" ] || echo "$m $dep"
+    done
+done | tsort 2>&1 >/dev/null)
+if [ -n "$loops" ]; then
+    echo "$loops" | sed 's|$|   <- the modules above include each other (a circle)|'
+    bad=1
+fi
+
 if [ "$bad" -ne 0 ]; then
     echo "layers: the includes above cross a layer (scripts/layers.sh, docs/README.md)"
     exit 1
