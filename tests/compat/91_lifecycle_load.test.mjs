@@ -231,8 +231,17 @@ export const tests = [
         // sessions are launched cold (a viewport no spare has), beside it.
         await waitFor(() => spareIds(s.dir).length >= 1, 'a spare ready', 120000, 100);
         const ids = [];
-        for (let i = 0; i < 2; i++) ids.push((await create(s, { viewport: { width: 1024, height: 768 } })).session_id);
+        const made = [];
+        for (let i = 0; i < 2; i++) made.push(await create(s, { viewport: { width: 1024, height: 768 } }));
+        ids.push(...made.map((b) => b.session_id));
         assert(mountsOf(s.dir).length > 0, 'the sessions have their mounts');
+        // The last session holds a gigabyte: its processes take longer to
+        // exit than the others', as a busy session's do.
+        eq(await inPage(made[1].cdp_ws_url, 'about:blank', () => {
+          window.keep = [];
+          for (let i = 0; i < 128; i++) { const b = new Uint8Array(8 << 20); for (let j = 0; j < b.length; j += 4096) b[j] = 1; window.keep.push(b); }
+          return window.keep.length;
+        }), 128, 'the last session filled a gigabyte');
         const w = watcherOf(s.proc.pid);
         assert(w, 'the server has its watcher (browserd-reaper)');
         let early = null;
