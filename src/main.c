@@ -541,10 +541,12 @@ static int start_crash_watcher(struct serve *sv)
      * server (nor its watcher, forked next); sessions' processes run at
      * CHILD_OOM_SCORE_ADJ. Needs CAP_SYS_RESOURCE: a server not run as root
      * keeps its score. */
-    if (set_oom_score_adj(SERVER_OOM_SCORE_ADJ) != 0 && geteuid() == 0)
+    int lowered = set_oom_score_adj(SERVER_OOM_SCORE_ADJ) == 0;
+    child_oom_floor_held(lowered);
+    if (!lowered && geteuid() == 0)
         log_warn("the server keeps its oom_score_adj (%s: lowering it takes CAP_SYS_RESOURCE); "
-                 "its sessions' processes still run at %d",
-                 strerror(errno), CHILD_OOM_SCORE_ADJ);
+                 "its sessions' processes still run at %d, their browsers' sandboxes at %d",
+                 strerror(errno), CHILD_OOM_SCORE_ADJ, CHILD_BROWSER_OOM_SCORE_ADJ);
     /* Before any thread: the watcher that ends our browsers if we die. */
     if (reaper_start(&e) != 0)
         log_warn("%s: browsers would outlive a crashed server", e.message);

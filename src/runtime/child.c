@@ -20,15 +20,38 @@ void child_reset_signals(void)
         (void)sigaction(sig, &dfl, NULL);
 }
 
-void child_oom_score_adj(void)
+static void oom_score_adj_write(const char *v, size_t n)
 {
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return;
+    (void)!write(fd, v, n);
+    close(fd);
+}
+
+void child_oom_score_adj(void)
+{
     static const char v[] = "1000";
     _Static_assert(CHILD_OOM_SCORE_ADJ == 1000, "the text above");
-    (void)!write(fd, v, sizeof v - 1);
-    close(fd);
+    oom_score_adj_write(v, sizeof v - 1);
+}
+
+/* Set once at start, before any thread or child (child_oom_floor_held). */
+static int oom_floor_held;
+
+void child_oom_floor_held(int held)
+{
+    oom_floor_held = held;
+}
+
+void child_oom_score_adj_browser(void)
+{
+    static const char v[] = "300";
+    _Static_assert(CHILD_BROWSER_OOM_SCORE_ADJ == 300, "the text above");
+    if (oom_floor_held)
+        child_oom_score_adj();
+    else
+        oom_score_adj_write(v, sizeof v - 1);
 }
 
 void child_cloexec_from(int from)

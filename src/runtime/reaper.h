@@ -7,8 +7,10 @@
  * server tells it, through a pipe, each process group it starts ("+PGID")
  * and each it has reaped ("-PGID"). When the pipe reaches end of file (every
  * copy of the server's end closed: the server is gone), the watcher sends
- * SIGKILL to the groups still listed, empties and removes the sandboxes'
- * cgroups still listed, and exits. The watcher runs in its own session, so a
+ * SIGKILL to the groups still listed, detaches the sessions' mounts still
+ * listed, then empties and removes the sandboxes' cgroups still listed (round
+ * after round, up to 2 minutes), and only then exits: nothing removes them
+ * after it. The watcher runs in its own session, so a
  * kill of the server's whole process group does not end it first. A server that stops cleanly
  * has reaped its groups already, so the watcher has nothing left to do.
  *
@@ -39,7 +41,7 @@ void reaper_watch_cgroup(const char *dir);
 void reaper_forget_cgroup(const char *dir);
 
 /* Lists / unlists a mount (a session's files, sandbox_root_create): at the
- * server's end the watcher detaches it (after the cgroups are empty) and
+ * server's end the watcher detaches it (before it empties any cgroup) and
  * removes the folder. Same guarantees as reaper_watch. */
 void reaper_watch_mount(const char *dir);
 void reaper_forget_mount(const char *dir);

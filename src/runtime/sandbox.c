@@ -915,7 +915,11 @@ void sandbox_exec_close(struct sandbox_exec *x)
 
 int sandbox_exec_enter(const struct sandbox_exec *x)
 {
-    child_oom_score_adj(); /* while still root: the lowest the session may set */
+    /* While still root: the lowest the session may set. */
+    if (x->browser)
+        child_oom_score_adj_browser();
+    else
+        child_oom_score_adj();
     for (int i = 0; i < x->ncg; i++)
         if (write(x->cg_fds[i], "0", 1) != 1)
             return SBX_STEP_CGROUP;
