@@ -29,8 +29,11 @@ struct spares {
     int target[SPARE_KINDS];
     void *ready[SPARE_KINDS][SPARES_MAX];
     int nready[SPARE_KINDS];
-    int64_t holdoff_until; /* monotonic ms: no launch before (room, failures) */
-    int backoff_ms;
+    int64_t holdoff_until; /* monotonic ms: no launch before (a session needs the room) */
+    /* Per kind: a kind whose launches fail (Xvfb not up in time on a busy
+     * host) waits alone; the other kinds keep filling. */
+    int64_t failed_until[SPARE_KINDS]; /* monotonic ms: no launch of the kind before */
+    int backoff_ms[SPARE_KINDS];
     uint64_t handed_out;
     int handing;           /* hand-outs in progress (spares_take .. spares_handout_done) */
     int64_t handing_until; /* monotonic ms: a hand-out that never says done stops holding */
@@ -62,13 +65,19 @@ static long long mem_available_mb(void)
     return kb < 0 ? -1 : kb / 1024;
 }
 
-/* The kind the filler launches next, or -1 when every kind is full. The
- * headful kind first: it is what {} asks for. */
-static int wanted_locked(struct spares *s)
+/* The kind the filler launches next, or -1 when every kind is full or
+ * waiting after its failures (*wait_ms: until the first of those may try
+ * again, else unchanged). The headful kind first: it is what {} asks for. */
+static int wanted_locked(struct spares *s, int64_t now, int64_t *wait_ms)
 {
-    for (int k = 0; k < SPARE_KINDS; k++)
-        if (s->nready[k] < s->target[k])
+    for (int k = 0; k < SPARE_KINDS; k++) {
+        if (s->nready[k] >= s->target[k])
+            continue;
+        if (now >= s->failed_until[k])
             return k;
+        if (s->failed_until[k] - now < *wait_ms)
+            *wait_ms = s->failed_until[k] - now;
+    }
     return -1;
 }
 
@@ -108,13 +117,15 @@ static void *fill(void *arg)
             if (s->stopping)
                 break;
         }
-        int k = wanted_locked(s);
+        int64_t wait = TICK_MS;
+        int k = wanted_locked(s, now, &wait);
         /* A replacement waits for the hand-out that took the spare: its
          * launch would compete with the rest of that create for the CPU. */
         int held = now < s->holdoff_until || (s->handing > 0 && now < s->handing_until);
         long long avail = k >= 0 && !held ? mem_available_mb() : 0;
         if (k < 0 || held || (avail >= 0 && avail < SPARES_MIN_AVAIL_MB)) {
-            int64_t wait = TICK_MS;
+            if (wait < 1)
+                wait = 1;
             if (s->handing > 0 && s->handing_until - now < wait)
                 wait = s->handing_until > now ? s->handing_until - now : 1;
             struct timespec ts = clock_deadline((int)wait);
@@ -128,15 +139,15 @@ static void *fill(void *arg)
         if ((rc != 0 || !item) && s->stopping)
             break; /* cancelled by the stop (sess_spares_stop) */
         if (rc != 0 || !item) {
-            s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_MIN_MS;
-            if (s->backoff_ms > BACKOFF_MAX_MS)
-                s->backoff_ms = BACKOFF_MAX_MS;
-            s->holdoff_until = clock_mono_ms() + s->backoff_ms;
+            s->backoff_ms[k] = s->backoff_ms[k] ? s->backoff_ms[k] * 2 : BACKOFF_MIN_MS;
+            if (s->backoff_ms[k] > BACKOFF_MAX_MS)
+                s->backoff_ms[k] = BACKOFF_MAX_MS;
+            s->failed_until[k] = clock_mono_ms() + s->backoff_ms[k];
             log_warn("spares: a %s spare could not be launched; next try in %d ms",
-                     spare_kind_name((enum spare_kind)k), s->backoff_ms);
+                     spare_kind_name((enum spare_kind)k), s->backoff_ms[k]);
             continue;
         }
-        s->backoff_ms = 0;
+        s->backoff_ms[k] = 0;
         if (s->stopping || s->nready[k] >= s->target[k]) {
             /* Stopping, or the target was met meanwhile (a put back). */
             pthread_mutex_unlock(&s->mu);
