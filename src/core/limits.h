@@ -60,6 +60,12 @@
  * one part (its Content-Disposition and Content-Type lines). */
 #define LIM_MULTIPART_PARTS        256
 #define LIM_MULTIPART_HEADER_BYTES (8u * 1024u)
+/* Blanks of transport padding after a delimiter's boundary (RFC 2046 sets
+ * no bound; a line with more is not a delimiter), and the bytes a streamed
+ * parse (multipart_stream_*) holds at once: a header block, or a part's
+ * data less its last bytes, which may begin a delimiter. */
+#define LIM_MULTIPART_PADDING 64
+#define LIM_MULTIPART_WINDOW  (64u * 1024u)
 /* browsers.fs (docs/fs.md): entries one list_files answers; entries and
  * unpacked bytes of one upload_zip (the session's 1 GiB tmpfs stops the rest);
  * download_dir_zip streams being zipped at once on this server (a thread
