@@ -218,6 +218,11 @@
 #define LIM_OTLP_SENDERS_PER_ORG 2
 #define LIM_OTLP_ORG_SHARE       4
 #define LIM_OTLP_DEST_SHARE      2
+/* OTLP destinations one organization may configure: each has its own
+ * export queue and retry state (docs/telemetry.md), so their number is a
+ * tenant's share of the exporter too. A create past it is a 409
+ * limit_exceeded (a stored count: deleting one helps, waiting does not). */
+#define LIM_OTLP_DESTS_PER_ORG 10
 /* Admission of sessions against the host (runtime/admit.h, docs/sandbox.md
  * "Tenant fairness: memory and pids"): the share of the server's memory and
  * pids budgets one organization may hold; the task ids left to the host and
