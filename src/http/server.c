@@ -707,13 +707,18 @@ static int pipe_orphan(struct ctx *cx)
     pthread_mutex_lock(&srv->jobs_mu);
     pthread_mutex_lock(&p->mu);
     int running = !p->done;
+    struct job *waiter = NULL;
     if (running) {
         p->gone = 1;
         pthread_cond_broadcast(&p->cv);
+        /* Read before the lock goes: a handler running now may return
+         * and free p (pipe_done) at once. A parked waiter cannot run
+         * meanwhile: it is under jobs_mu, held here. */
+        waiter = p->waiter;
     }
     pthread_mutex_unlock(&p->mu);
-    if (running && p->waiter)
-        job_unpark(srv, p->waiter);
+    if (waiter)
+        job_unpark(srv, waiter);
     pthread_mutex_unlock(&srv->jobs_mu);
     return running;
 }
