@@ -1550,8 +1550,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;
     }
-    if (cx->pipe)
-        pipe_discard_answer(cx); /* answered, but the client left before the body's end */
+    if (cx->pipe || (cx->rq.async_ctx && cx->rq.resume_fn == job_resume))
+        /* Answered, but the client left before the body's end, or before
+         * its resumed connection sent the answer of a blocking handler
+         * (libmicrohttpd then ends the exchange without the access
+         * handler, and the job holding the answer would leak). */
+        pipe_discard_answer(cx);
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)
