@@ -6,6 +6,7 @@
 // is a second organization. Outcomes are asserted by what was answered
 // while what was still outstanding, never by elapsed times.
 import { setMaxListeners } from 'node:events';
+import { chromium } from 'playwright-core';
 import { startServer, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
 
 const ADMIN = 'pauses-admin';
@@ -20,8 +21,8 @@ async function withServer(fn, env = {}) {
   } finally { await s.stop(); s.cleanup(); }
 }
 
-async function create(s) {
-  const r = await api(s, 'POST', '/browsers', { headless: true });
+async function create(s, extra = {}) {
+  const r = await api(s, 'POST', '/browsers', { headless: true, ...extra });
   eq(r.status, 200, `create: ${r.text}`);
   return r.json.session_id;
 }
@@ -33,16 +34,18 @@ async function remove(s, id) {
 
 export const tests = [
   {
-    name: 'issue 29.2: single press_key calls with long key holds, more than the server\'s blocking threads, on one session: the calls waiting for its input hold no thread, another org\'s blocking GET is answered before any of them and its POST /browsers before the running hold ends',
+    name: 'issue 29.2: single press_key calls with long key holds on two sessions, more than the server\'s blocking threads: neither the running holds nor the calls waiting for the input hold a thread; another org\'s blocking GET is answered before any of them and its POST /browsers before the holds end',
     timeout: 150000,
     fn: () => withServer(async (s, victim) => {
-      // Two blocking threads (BROWSERD_BLOCKING_THREADS), far fewer than
-      // the seven calls below: the running hold takes one. A server whose
-      // calls waited for the session's input on a thread (5 s each, one
-      // after the other) answers the victim only after the first of them
-      // gave up.
-      const vid = await create(victim);
-      const id = await create(s);
+      // Two blocking threads (BROWSERD_BLOCKING_THREADS), fewer than the
+      // two running holds and six waiting calls below. A server whose
+      // holds slept on their thread has none left for the victim until a
+      // hold ends; one whose waiting calls waited on a thread (5 s each,
+      // one after the other) answers the victim only after the first of
+      // them gave up.
+      // The victim's session outlives a starved wait (its idle timeout).
+      const vid = await create(victim, { timeout_seconds: 600 });
+      const ids = [await create(s), await create(s)];
       const ac = new AbortController();
       setMaxListeners(100, ac.signal);
       const calls = [];
@@ -50,20 +53,22 @@ export const tests = [
       try {
         // Six keys held 10 s each: 60 s, the most one call may ask for.
         const hold = { keys: ['a', 'b', 'c', 'd', 'e', 'f'], duration: 10000 };
-        for (let i = 0; i < 7; i++) {
-          const p = api(s, 'POST', `/browsers/${id}/computer/press_key`, hold, { signal: ac.signal });
-          calls.push(p.then((r) => { answered.push(r); return r; }, () => null));
+        for (let i = 0; i < 4; i++) {
+          for (const id of ids) {
+            const p = api(s, 'POST', `/browsers/${id}/computer/press_key`, hold, { signal: ac.signal });
+            calls.push(p.then((r) => { answered.push(r); return r; }, () => null));
+          }
         }
         // A round trip on the attacker's key: its calls above are in.
         eq((await api(s, 'GET', '/org/entitlements')).status, 200, 'entitlements');
         const list = await request(victim.base, 'GET', `/browsers/${vid}/fs/list_files?path=${encodeURIComponent('/tmp')}`, { key: victim.key });
         eq(list.status, 200, `the victim's list_files: ${list.text}`);
-        eq(answered.map((r) => r.status), [], 'the victim\'s blocking GET is answered before any of the attacker\'s calls (those waiting for the input hold no thread)');
+        eq(answered.map((r) => r.status), [], 'the victim\'s blocking GET is answered before any of the attacker\'s calls (neither the holds nor the calls waiting for the input hold a thread)');
         const made = await request(victim.base, 'POST', '/browsers', { key: victim.key, body: { headless: true } });
         eq(made.status, 200, `the victim's POST /browsers: ${made.text}`);
-        eq(answered.filter((r) => r.status === 200).length, 0, 'the running key hold is still outstanding when the victim is answered');
+        eq(answered.filter((r) => r.status === 200).length, 0, 'the running key holds are still outstanding when the victim is answered');
         await remove(victim, made.json.session_id);
-        // The calls that waited for the busy session give up: 429 session_busy.
+        // The calls that waited for a busy session give up: 429 session_busy.
         await waitFor(() => answered.length >= 6, 'the six waiting calls answered', 60000);
         for (const r of answered) {
           isError(r, 429, 'session_busy');
@@ -72,10 +77,44 @@ export const tests = [
       } finally {
         ac.abort();
         await Promise.all(calls);
-        await remove(s, id);
-        await remove(victim, vid);
+        // Ended with the server anyway: a failed removal here must not hide
+        // the assertion that failed above.
+        for (const [who, id] of [[s, ids[0]], [s, ids[1]], [victim, vid]]) await api(who, 'DELETE', `/browsers/${id}`).catch(() => null);
       }
     }, { BROWSERD_BLOCKING_THREADS: '2' }),
+  },
+  {
+    name: 'issue 29.2: a parked key hold is still a key hold, headless and headful: the hold keys go down first and up last, each key is down for its duration, the page sees the held modifier',
+    timeout: 120000,
+    fn: () => withServer(async (s) => {
+      for (const headless of [true, false]) {
+        const r = await api(s, 'POST', '/browsers', { headless });
+        eq(r.status, 200, `create: ${r.text}`);
+        const id = r.json.session_id;
+        const b = await chromium.connectOverCDP(r.json.cdp_ws_url);
+        try {
+          const page = b.contexts()[0].pages()[0];
+          await page.setContent('<script>window.log = []; for (const t of ["keydown", "keyup"]) ' +
+            'addEventListener(t, (e) => { if (!e.repeat) log.push([t, e.code, e.shiftKey, performance.now()]); });</script>');
+          await page.bringToFront();
+          const p = await api(s, 'POST', `/browsers/${id}/computer/press_key`, { keys: ['a', 'b'], duration: 1200, hold_keys: ['Shift'] });
+          eq(p.status, 200, `press_key (headless ${headless}): ${p.text}`);
+          const log = await waitFor(async () => {
+            const l = await page.evaluate('log');
+            return l.length >= 6 && l;
+          }, 'six key events', 10000);
+          eq(log.map((e) => `${e[0]}:${e[1]}`), ['keydown:ShiftLeft', 'keydown:KeyA', 'keyup:KeyA', 'keydown:KeyB', 'keyup:KeyB', 'keyup:ShiftLeft'], `the order (headless ${headless})`);
+          assert(log[1][2] && log[3][2], `Shift is held for the keys (headless ${headless}): ${JSON.stringify(log)}`);
+          for (const [down, up] of [[1, 2], [3, 4]]) {
+            const held = log[up][3] - log[down][3];
+            assert(held >= 1100, `${log[down][1]} was down ${held} ms, at least its 1200 ms duration (headless ${headless})`);
+          }
+        } finally {
+          await b.close();
+          await remove(s, id);
+        }
+      }
+    }),
   },
   {
     name: 'issue 29.7: an organization has at most 10 telemetry destinations (each an export queue): the 11th is a 409 limit_exceeded naming the rule, another organization is not counted, a delete makes room',
