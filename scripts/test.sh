@@ -49,7 +49,7 @@ run_build() {
     [ $fast -eq 1 ] && return
     # Under ThreadSanitizer: the suites whose server code runs on many threads.
     filter=""
-    case "$b" in *tsan*) filter='^(10_sessions|15_pools|40_egress|50_bidi|60_telemetry|70_sandbox|80_fs|81_process|82_extensions|83_replays|84_curl|85_computer_x|86_spares):' ;; esac
+    case "$b" in *tsan*) filter='^(10_sessions|15_pools|40_egress|50_bidi|60_telemetry|70_sandbox|80_fs|81_process|82_extensions|83_replays|84_curl|85_computer_x|86_spares|87_hostile_slowcalls|89_hostile_caps|94_streamed_uploads|95_stream_upload|96_hostile_pauses):' ;; esac
     BROWSERD_BIN="$b/browserd" TEST_DIR=tests/compat node tests/blackbox/run.mjs $filter >"$log" 2>&1
     rc=$?
     cat "$log"

@@ -108,33 +108,56 @@ static int body_of(struct req *rq, int none_ok, json_t **out)
     return req_json_object(rq, 0, out);
 }
 
+/* A call between its steps (rq->defer_ctx): it holds the session's input
+ * across its parked waits, but not a thread (http.h req_defer). A batch's
+ * actions, or one action of a single-action endpoint (`single`: its errors
+ * are not prefixed with an index, and cursor answers {ok}). */
+struct batch_call {
+    struct target t;
+    struct comp_action *acts;
+    size_t n;
+    struct computer_batch *run;
+    int single;
+};
+
+static int batch_step(struct req *rq, struct resp *rs);
+
+/* Runs bc's actions, parking its waits: the wait for the session's input
+ * and sleep actions (computer_batch_step). */
+static int batch_run(struct req *rq, struct resp *rs, struct batch_call *bc)
+{
+    bc->run = computer_batch_new(&bc->t.ct, bc->acts, bc->n);
+    rq->defer_ctx = bc;
+    return batch_step(rq, rs);
+}
+
 /* One single-action endpoint. */
 static int single(struct req *rq, struct resp *rs, enum comp_op op)
 {
-    struct target t;
-    int rc = target_open(rq, comp_operation_id(op), &t);
-    if (rc)
+    struct batch_call *bc = xcalloc(1, sizeof *bc);
+    int rc = target_open(rq, comp_operation_id(op), &bc->t);
+    if (rc) {
+        xfree(bc);
         return rc;
-    json_t *body = NULL;
-    struct comp_action a;
-    memset(&a, 0, sizeof a);
-    if ((rc = body_of(rq, 0, &body)) == 0)
-        rc = comp_parse(op, body, "", t.width, t.height, &a, &rq->err);
-    json_decref(body);
-    if (rc == 0) {
-        if (op == COMP_CLIP_WRITE)
-            rc = computer_clipboard_set(&t.ct, a.text, &rq->err);
-        else
-            rc = computer_act(&t.ct, &a, 1, NULL, &rq->err);
     }
-    comp_action_clear(&a);
+    json_t *body = NULL;
+    bc->acts = xcalloc(1, sizeof *bc->acts);
+    bc->n = 1;
+    bc->single = 1;
+    if ((rc = body_of(rq, 0, &body)) == 0)
+        rc = comp_parse(op, body, "", bc->t.width, bc->t.height, bc->acts, &rq->err);
+    json_decref(body);
+    if (rc == 0 && op != COMP_CLIP_WRITE)
+        return batch_run(rq, rs, bc);
     if (rc == 0) {
-        if (op == COMP_CURSOR)
-            resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
-        else
+        rc = computer_clipboard_set(&bc->t.ct, bc->acts[0].text, &rq->err);
+        if (rc == 0)
             resp_empty(rs, 200);
     }
-    return target_close(rq, &t, rc);
+    comp_batch_free(bc->acts, bc->n);
+    rc = target_close(rq, &bc->t, rc);
+    xfree(bc);
+    return rc;
 }
 
 int compapi_click(struct req *rq, struct resp *rs)
@@ -177,15 +200,6 @@ int compapi_clip_write(struct req *rq, struct resp *rs)
     return single(rq, rs, COMP_CLIP_WRITE);
 }
 
-/* A batch between its steps (rq->defer_ctx): it holds the session's
- * input across its sleeps, but not a thread (http.h req_defer). */
-struct batch_call {
-    struct target t;
-    struct comp_action *acts;
-    size_t n;
-    struct computer_batch *run;
-};
-
 static int batch_step(struct req *rq, struct resp *rs)
 {
     struct batch_call *bc = rq->defer_ctx;
@@ -194,7 +208,7 @@ static int batch_step(struct req *rq, struct resp *rs)
     int rc = computer_batch_step(bc->run, &pause, &failed, &rq->err);
     if (rc == COMPUTER_PAUSE)
         return req_defer(rq, rs, (unsigned)pause, batch_step);
-    if (rc != 0 && rc != E_LIMIT) {
+    if (rc != 0 && rc != E_LIMIT && !bc->single) {
         /* "actions[{i}] ({type}): {inner message}", keeping the class (a
          * session busy with another call is not an action's failure). */
         char inner[ERR_MSG_MAX], code[ERR_CODE_MAX];
@@ -204,9 +218,11 @@ static int batch_step(struct req *rq, struct resp *rs)
                       comp_operation_id(bc->acts[failed < bc->n ? failed : 0].op), inner);
     }
     computer_batch_free(bc->run);
-    comp_batch_free(bc->acts, bc->n);
-    if (rc == 0)
+    if (rc == 0 && bc->single && bc->acts[0].op == COMP_CURSOR)
+        resp_json(rs, 200, json_pack("{s:b}", "ok", 1));
+    else if (rc == 0)
         resp_empty(rs, 200);
+    comp_batch_free(bc->acts, bc->n);
     rc = target_close(rq, &bc->t, rc);
     rq->defer_ctx = NULL;
     xfree(bc);
@@ -231,9 +247,7 @@ int compapi_batch(struct req *rq, struct resp *rs)
         xfree(bc);
         return rc;
     }
-    bc->run = computer_batch_new(&bc->t.ct, bc->acts, bc->n);
-    rq->defer_ctx = bc;
-    return batch_step(rq, rs);
+    return batch_run(rq, rs, bc);
 }
 
 int compapi_screenshot_post(struct req *rq, struct resp *rs)

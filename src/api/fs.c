@@ -821,72 +821,224 @@ static int parse_form(struct req *rq, struct mp_form *f)
     return multipart_parse(req_header(rq, "Content-Type"), rq->body, rq->body_len, f, &rq->err);
 }
 
-int fs_upload(struct req *rq, struct resp *rs)
+/* An upload between its steps (rq->defer_ctx). Each file part is written,
+ * as it arrives, by a helper in the session's cgroups (as write_file's
+ * body) into a staged file of the session's own, /tmp/.upload-<tag>-<i>;
+ * once the whole form is read and its items check out, each staged file is
+ * renamed onto its dest_path (the session's files are one filesystem). A
+ * form that fails, or a client that leaves, leaves no staged file and
+ * changes no dest_path. Parts come in any order (the SDK's createForm), so
+ * a file may arrive before its dest_path. */
+struct fupload {
+    struct call c;
+    struct req *rq;
+    struct mp_stream *mp;
+    char *buf; /* LIM_HTTP_STREAM_BYTES */
+    char tag[17];
+    char *dest[LIM_MULTIPART_PARTS];             /* dest_path values (owned) */
+    unsigned char has_file[LIM_MULTIPART_PARTS]; /* 1: seen, 2: staged whole */
+    unsigned char has_dest[LIM_MULTIPART_PARTS];
+    unsigned used; /* highest index seen, plus one */
+    /* The part being read: a file while `writing`, else a dest_path. */
+    unsigned idx;
+    char text[PATH_MAX]; /* a dest_path's bytes */
+    size_t tlen;
+    int writing; /* w runs */
+    struct sesshelp_writer w;
+};
+
+static void staged_path(const struct fupload *u, unsigned i, char *out, size_t cap)
 {
-    struct mp_form f;
-    int rc = parse_form(rq, &f);
-    if (rc)
-        return rc;
-    /* Parts arrive in any order (the SDK's createForm): grouped by index. */
-    const struct mp_part *file[LIM_MULTIPART_PARTS] = {0}, *dest[LIM_MULTIPART_PARTS] = {0};
-    unsigned used = 0;
-    for (size_t i = 0; rc == 0 && i < f.n; i++) {
-        unsigned idx;
-        const char *field;
-        const struct mp_part *p = &f.parts[i];
-        if (strcmp(p->name, "file") == 0 || strcmp(p->name, "dest_path") == 0) {
-            idx = 0; /* the single-file shorthand */
-            field = p->name;
-        } else if (upload_field(p->name, &idx, &field) != 0) {
-            rc = err_set(&rq->err, E_INVALID, "bad_request", "invalid form field: %.200s", p->name);
-            break;
-        }
-        const struct mp_part **slot = strcmp(field, "file") == 0 ? &file[idx] : &dest[idx];
-        if (*slot)
-            rc = err_set(&rq->err, E_INVALID, "bad_request", "duplicate form field: %.200s",
-                         p->name);
-        *slot = p;
-        if (idx + 1 > used)
-            used = idx + 1;
+    snprintf(out, cap, "/tmp/.upload-%s-%u", u->tag, i);
+}
+
+static int up_begin(void *ctx, const struct mp_part *p, struct err *e)
+{
+    struct fupload *u = ctx;
+    unsigned idx;
+    const char *field;
+    if (strcmp(p->name, "file") == 0 || strcmp(p->name, "dest_path") == 0) {
+        idx = 0; /* the single-file shorthand */
+        field = strcmp(p->name, "file") == 0 ? "file" : "dest_path";
+    } else if (upload_field(p->name, &idx, &field) != 0) {
+        return err_set(e, E_INVALID, "bad_request", "invalid form field: %.200s", p->name);
     }
+    unsigned char *seen = strcmp(field, "file") == 0 ? &u->has_file[idx] : &u->has_dest[idx];
+    if (*seen)
+        return err_set(e, E_INVALID, "bad_request", "duplicate form field: %.200s", p->name);
+    *seen = 1;
+    if (idx + 1 > u->used)
+        u->used = idx + 1;
+    u->idx = idx;
+    u->tlen = 0;
+    if (strcmp(field, "file") != 0)
+        return 0;
+    char path[64];
+    staged_path(u, idx, path, sizeof path);
+    int rc = sesshelp_write_start(u->c.sb, &u->c.fs, path, 0644, &u->w);
+    if (rc < 0)
+        return err_set(e, E_INTERNAL, "internal", "starting the file's writer: %s", strerror(-rc));
+    u->writing = 1;
+    return 0;
+}
+
+static int up_data(void *ctx, const char *data, size_t len, struct err *e)
+{
+    struct fupload *u = ctx;
+    if (u->writing) {
+        if (sesshelp_write_chunk(&u->w, data, len) == 0)
+            return 0;
+        /* The writer failed: its end says why. */
+        u->writing = 0;
+        char path[64];
+        staged_path(u, u->idx, path, sizeof path);
+        int rc = sesshelp_write_end(&u->w, 0);
+        return fs_fail(u->rq, rc < 0 ? rc : -EPIPE, path, "staging folder not found");
+    }
+    if (len >= sizeof u->text - u->tlen)
+        return err_set(e, E_INVALID, "bad_request", "dest_path is too long (files[%u][dest_path])",
+                       u->idx);
+    memcpy(u->text + u->tlen, data, len);
+    u->tlen += len;
+    return 0;
+}
+
+static int up_end(void *ctx, struct err *e)
+{
+    struct fupload *u = ctx;
+    unsigned i = u->idx;
+    if (u->writing) {
+        u->writing = 0;
+        u->has_file[i] = 2;
+        int rc = sesshelp_write_end(&u->w, 0);
+        if (rc < 0) {
+            char path[64];
+            staged_path(u, i, path, sizeof path);
+            return fs_fail(u->rq, rc, path, "staging folder not found");
+        }
+        return 0;
+    }
+    if (u->tlen == 0 || u->text[0] != '/' || memchr(u->text, '\0', u->tlen) != NULL)
+        return err_set(e, E_INVALID, "bad_request",
+                       "dest_path must be an absolute path (files[%u][dest_path])", i);
+    u->dest[i] = xstrndup(u->text, u->tlen);
+    return 0;
+}
+
+/* Removes what the upload staged and frees it. */
+static int fupload_end(struct req *rq, struct resp *rs, struct fupload *u, int rc)
+{
+    (void)rs;
+    if (u->writing)
+        (void)sesshelp_write_end(&u->w, 1);
+    for (unsigned i = 0; i < u->used; i++) {
+        if (u->has_file[i]) {
+            char path[64];
+            staged_path(u, i, path, sizeof path);
+            int urc = sessfs_unlink(&u->c.fs, path);
+            if (urc < 0 && urc != -ENOENT)
+                log_warn("fs: an upload left its staged file in session %s: %s", u->c.rec.id,
+                         strerror(-urc));
+        }
+        xfree(u->dest[i]);
+    }
+    rc = call_close(rq, &u->c, rc);
+    multipart_stream_free(u->mp);
+    xfree(u->buf);
+    xfree(u);
+    rq->defer_ctx = NULL;
+    return rc;
+}
+
+/* The staged file i onto its dest_path: the folders above it are created
+ * (0755), and a file it replaces keeps its mode, as write_file does. */
+static int place(struct fupload *u, unsigned i)
+{
+    char staged[64], dir[PATH_MAX];
+    staged_path(u, i, staged, sizeof staged);
+    const char *dest = u->dest[i];
+    size_t dl = (size_t)(strrchr(dest, '/') - dest);
+    int rc = 0;
+    if (dl > 0) {
+        memcpy(dir, dest, dl);
+        dir[dl] = '\0';
+        rc = sessfs_mkdir(&u->c.fs, dir, 0755);
+    }
+    struct stat st;
+    if (rc == 0 && sessfs_stat(&u->c.fs, dest, &st) == 0 && S_ISREG(st.st_mode))
+        rc = sessfs_chmod(&u->c.fs, staged, st.st_mode);
+    if (rc == 0)
+        rc = sessfs_move(&u->c.fs, staged, dest);
+    return rc;
+}
+
+/* The form is read: pair its items, then place every file. */
+static int fupload_finish(struct req *rq, struct fupload *u)
+{
     size_t count = 0;
-    for (unsigned i = 0; rc == 0 && i < used; i++) {
-        if (!file[i] && !dest[i])
+    for (unsigned i = 0; i < u->used; i++) {
+        if (!u->has_file[i] && !u->has_dest[i])
             continue;
-        if (!file[i] || !dest[i])
-            rc = err_set(&rq->err, E_INVALID, "bad_request",
-                         "each item must include file and dest_path (files[%u])", i);
+        if (!u->has_file[i] || !u->has_dest[i])
+            return err_set(&rq->err, E_INVALID, "bad_request",
+                           "each item must include file and dest_path (files[%u])", i);
         count++;
     }
-    if (rc == 0 && count == 0)
-        rc = err_set(&rq->err, E_INVALID, "bad_request", "no files provided");
-    char **paths = xcalloc(used ? used : 1, sizeof *paths);
-    for (unsigned i = 0; rc == 0 && i < used; i++) {
-        if (!dest[i])
+    if (count == 0)
+        return err_set(&rq->err, E_INVALID, "bad_request", "no files provided");
+    for (unsigned i = 0; i < u->used; i++) {
+        if (u->has_file[i] != 2)
             continue;
-        paths[i] = part_text(dest[i]);
-        if (paths[i] == NULL || paths[i][0] != '/')
-            rc = err_set(&rq->err, E_INVALID, "bad_request",
-                         "dest_path must be an absolute path (files[%u][dest_path])", i);
+        int rc = place(u, i);
+        if (rc < 0)
+            return fs_fail(rq, rc, u->dest[i], "destination not found");
+        u->has_file[i] = 0; /* placed: nothing to remove */
     }
-    struct call c;
-    call_init(&c);
-    if (rc == 0 && (rc = call_open(rq, "fs.upload", 1, &c)) == 0) {
-        for (unsigned i = 0; rc == 0 && i < used; i++) {
-            if (!file[i])
-                continue;
-            int r = sesshelp_write(c.sb, &c.fs, paths[i], 0644, file[i]->data, file[i]->len);
-            if (r < 0)
-                rc = fs_fail(rq, r, paths[i], "destination not found");
-        }
-        if (rc == 0)
-            resp_empty(rs, 201);
-    }
-    for (unsigned i = 0; i < used; i++)
-        xfree(paths[i]);
-    xfree(paths);
-    multipart_free(&f);
-    return call_close(rq, &c, rc);
+    return 0;
+}
+
+/* Takes the body as it arrives into the form's parser; waits for more
+ * without a thread (req_defer_body). */
+static int fupload_step(struct req *rq, struct resp *rs)
+{
+    struct fupload *u = rq->defer_ctx;
+    long n;
+    int rc = 0;
+    while ((n = rq->stopping ? err_set(&rq->err, E_UNAVAIL, "unavailable",
+                                       "the server is stopping; retry the upload")
+                             : req_body_take(rq, u->buf, LIM_HTTP_STREAM_BYTES)) > 0)
+        if ((rc = multipart_stream_feed(u->mp, u->buf, (size_t)n, &rq->err)) != 0)
+            return fupload_end(rq, rs, u, rc);
+    if (n == HTTP_BODY_WAIT)
+        return req_defer_body(rq, rs, fupload_step);
+    if (n < 0)
+        return fupload_end(rq, rs, u, (int)n); /* cut short: rq->err says how */
+    if ((rc = multipart_stream_end(u->mp, &rq->err)) == 0 && (rc = fupload_finish(rq, u)) == 0)
+        resp_empty(rs, 201);
+    return fupload_end(rq, rs, u, rc);
+}
+
+/* The form streams (HTTP_ROUTE_STREAM): the transport and the parser hold
+ * a few hundred KiB of it whatever the files' sizes, the files' pages are
+ * the session's, and a slow client holds no thread. */
+int fs_upload(struct req *rq, struct resp *rs)
+{
+    struct fupload *u = xcalloc(1, sizeof *u);
+    u->rq = rq;
+    call_init(&u->c);
+    rq->defer_ctx = u;
+    struct mp_sink sink = {up_begin, up_data, up_end, u};
+    int rc = multipart_stream_new(req_header(rq, "Content-Type"), &sink, &u->mp, &rq->err);
+    if (rc == 0)
+        rc = call_open(rq, "fs.upload", 1, &u->c);
+    if (rc)
+        return fupload_end(rq, rs, u, rc);
+    unsigned char r[8];
+    crypto_random(r, sizeof r);
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(u->tag + 2 * i, 3, "%02x", r[i]);
+    u->buf = xmalloc(LIM_HTTP_STREAM_BYTES);
+    return fupload_step(rq, rs);
 }
 
 int fs_upload_zip(struct req *rq, struct resp *rs)

@@ -46,7 +46,7 @@ int fs_watch_stop(struct req *rq, struct resp *rs);
         {"GET", "/browsers/{id}/fs/download_dir_zip", fs_download_dir_zip, AUTH_KEY},              \
         {"GET", "/browsers/{id}/fs/downloads", fs_downloads, AUTH_KEY | HTTP_ROUTE_BLOCKING},      \
         {"POST", "/browsers/{id}/fs/upload", fs_upload,                                            \
-         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
+         AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING | HTTP_ROUTE_STREAM},                  \
         {"POST", "/browsers/{id}/fs/upload_zip", fs_upload_zip,                                    \
          AUTH_KEY | HTTP_ROUTE_UPLOAD | HTTP_ROUTE_BLOCKING},                                      \
         {"POST", "/browsers/{id}/fs/watch", fs_watch_start, AUTH_KEY},                             \

@@ -60,6 +60,12 @@
  * one part (its Content-Disposition and Content-Type lines). */
 #define LIM_MULTIPART_PARTS        256
 #define LIM_MULTIPART_HEADER_BYTES (8u * 1024u)
+/* Blanks of transport padding after a delimiter's boundary (RFC 2046 sets
+ * no bound; a line with more is not a delimiter), and the bytes a streamed
+ * parse (multipart_stream_*) holds at once: a header block, or a part's
+ * data less its last bytes, which may begin a delimiter. */
+#define LIM_MULTIPART_PADDING 64
+#define LIM_MULTIPART_WINDOW  (64u * 1024u)
 /* browsers.fs (docs/fs.md): entries one list_files answers; entries and
  * unpacked bytes of one upload_zip (the session's 1 GiB tmpfs stops the rest);
  * download_dir_zip streams being zipped at once on this server (a thread
@@ -212,6 +218,11 @@
 #define LIM_OTLP_SENDERS_PER_ORG 2
 #define LIM_OTLP_ORG_SHARE       4
 #define LIM_OTLP_DEST_SHARE      2
+/* OTLP destinations one organization may configure: each has its own
+ * export queue and retry state (docs/telemetry.md), so their number is a
+ * tenant's share of the exporter too. A create past it is a 409
+ * limit_exceeded (a stored count: deleting one helps, waiting does not). */
+#define LIM_OTLP_DESTS_PER_ORG 10
 /* Admission of sessions against the host (runtime/admit.h, docs/sandbox.md
  * "Tenant fairness: memory and pids"): the share of the server's memory and
  * pids budgets one organization may hold; the task ids left to the host and

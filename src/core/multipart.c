@@ -133,32 +133,62 @@ static int boundary_of(const char *ct, char *out, size_t cap, struct err *e)
     return 0;
 }
 
-/* True when a delimiter "--boundary" ending at body[at] is a real delimiter
+/* Whether a delimiter "--boundary" ending at body[at] is a real delimiter
  * line: followed by "--" (the closing one) or by optional transport padding
- * and CRLF. Anything else means the boundary text occurs inside a part. */
+ * (at most LIM_MULTIPART_PADDING blanks) and CRLF: 1. Anything else means
+ * the boundary text occurs inside a part: 0. -1 when the bytes up to len do
+ * not tell yet (more of a streamed body will); with `final` they are all
+ * there is, and that is 0. */
+static int delim_tail(const char *body, size_t len, size_t at, int final)
+{
+    int more = final ? 0 : -1;
+    if (at < len && body[at] == '-')
+        return len - at < 2 ? more : body[at + 1] == '-';
+    size_t pad = 0;
+    while (at < len && is_ws(body[at])) {
+        if (++pad > LIM_MULTIPART_PADDING)
+            return 0;
+        at++;
+    }
+    if (at == len)
+        return more;
+    if (body[at] != '\r')
+        return 0;
+    return at + 1 == len ? more : body[at + 1] == '\n';
+}
+
 static int delim_line_ok(const char *body, size_t len, size_t at)
 {
-    if (len - at >= 2 && body[at] == '-' && body[at + 1] == '-')
-        return 1;
-    while (at < len && is_ws(body[at]))
-        at++;
-    return len - at >= 2 && body[at] == '\r' && body[at + 1] == '\n';
+    return delim_tail(body, len, at, 1) == 1;
+}
+
+/* Looks for the next "\r\n--boundary" delimiter (dl, dlen bytes) at or
+ * after from: 1 with its offset in *at, -1 with *at when one may start there
+ * but its line is not all in the bytes yet (delim_tail), 0 when none. */
+static int find_delim_in(const char *body, size_t len, size_t from, const char *dl, size_t dlen,
+                         int final, size_t *at)
+{
+    while (from < len) {
+        const char *hit = memmem(body + from, len - from, dl, dlen);
+        if (hit == NULL)
+            return 0;
+        size_t h = (size_t)(hit - body);
+        int ok = delim_tail(body, len, h + dlen, final);
+        if (ok != 0) {
+            *at = h;
+            return ok;
+        }
+        from = h + 1;
+    }
+    return 0;
 }
 
 /* Offset of the next "\r\n--boundary" delimiter at or after from, or
  * (size_t)-1. */
 static size_t find_delim(const char *body, size_t len, size_t from, const char *dl, size_t dlen)
 {
-    while (from < len) {
-        const char *hit = memmem(body + from, len - from, dl, dlen);
-        if (hit == NULL)
-            return (size_t)-1;
-        size_t at = (size_t)(hit - body);
-        if (delim_line_ok(body, len, at + dlen))
-            return at;
-        from = at + 1;
-    }
-    return (size_t)-1;
+    size_t at;
+    return find_delim_in(body, len, from, dl, dlen, 1, &at) == 1 ? at : (size_t)-1;
 }
 
 /* Parses a Content-Disposition value: form-data with a name. */
@@ -193,9 +223,11 @@ static int parse_disposition(const char *v, size_t vl, struct mp_part *p, size_t
 }
 
 /* Parses the header lines of part idx starting at *pos (just after its
- * delimiter line) up to and including the blank line. */
+ * delimiter line) up to and including the blank line. `cut`: the bytes stop
+ * past LIM_MULTIPART_HEADER_BYTES without a blank line and more follow (a
+ * streamed body), so a line without its end is one past the cap. */
 static int parse_headers(const char *body, size_t len, size_t *pos, struct mp_part *p, size_t idx,
-                         struct err *e)
+                         int cut, struct err *e)
 {
     size_t i = *pos, start = *pos;
     int have_cd = 0;
@@ -203,8 +235,9 @@ static int parse_headers(const char *body, size_t len, size_t *pos, struct mp_pa
         const char *eol = memmem(body + i, len - i, "\r\n", 2);
         if (eol == NULL || (size_t)(eol - body) - start > LIM_MULTIPART_HEADER_BYTES)
             return err_set(e, E_INVALID, "bad_request",
-                           eol == NULL ? "multipart part %zu: headers do not end with a blank line"
-                                       : "multipart part %zu: headers exceed 8 KiB",
+                           eol == NULL && !cut
+                               ? "multipart part %zu: headers do not end with a blank line"
+                               : "multipart part %zu: headers exceed 8 KiB",
                            idx);
         size_t end = (size_t)(eol - body);
         if (end == i) {
@@ -310,7 +343,7 @@ int multipart_parse(const char *content_type, const char *body, size_t len, stru
         }
         struct mp_part *p = &out->parts[out->n++];
         memset(p, 0, sizeof *p);
-        rc = parse_headers(body, len, &pos, p, out->n - 1, e);
+        rc = parse_headers(body, len, &pos, p, out->n - 1, 0, e);
         if (rc < 0)
             break;
         /* The CRLF before "--boundary" belongs to the delimiter, so an
@@ -346,4 +379,223 @@ void multipart_free(struct mp_form *f)
     xfree(f->parts);
     f->parts = NULL;
     f->n = 0;
+}
+
+/* ---- streamed ---- */
+
+/* Where a streamed parse is: before the first delimiter (START: the body
+ * may open with it; PREAMBLE: looking for it), just past an accepted
+ * "--boundary" (AFTER), in a part's header block (HEADERS) or its data
+ * (DATA), past the closing delimiter (DONE: the epilogue is dropped), or
+ * stopped by a failure (FAILED). */
+enum mps_state { MPS_START, MPS_PREAMBLE, MPS_AFTER, MPS_HEADERS, MPS_DATA, MPS_DONE, MPS_FAILED };
+
+/* The window holds what may still be a delimiter or a header block: at most
+ * a header block's cap, or a delimiter with its padding. */
+_Static_assert(LIM_MULTIPART_WINDOW >
+                   LIM_MULTIPART_HEADER_BYTES + MP_BOUNDARY_MAX + LIM_MULTIPART_PADDING + 8,
+               "the multipart window holds a whole header block and a whole delimiter");
+
+struct mp_stream {
+    struct mp_sink sink;
+    enum mps_state st;
+    int rc; /* FAILED's code */
+    char boundary[MP_BOUNDARY_MAX + 1];
+    char dl[MP_BOUNDARY_MAX + 5]; /* "\r\n--boundary" */
+    size_t dlen;
+    size_t nparts;       /* parts begun */
+    struct mp_part part; /* the current part's names */
+    char *win;           /* LIM_MULTIPART_WINDOW bytes not yet taken */
+    size_t n;
+};
+
+int multipart_stream_new(const char *content_type, const struct mp_sink *sink,
+                         struct mp_stream **out, struct err *e)
+{
+    *out = NULL;
+    char boundary[MP_BOUNDARY_MAX + 1];
+    int rc = boundary_of(content_type, boundary, sizeof boundary, e);
+    if (rc < 0)
+        return rc;
+    struct mp_stream *s = xcalloc(1, sizeof *s);
+    s->sink = *sink;
+    s->st = MPS_START;
+    size_t blen = strlen(boundary);
+    memcpy(s->boundary, boundary, blen + 1);
+    memcpy(s->dl, "\r\n--", 4);
+    memcpy(s->dl + 4, boundary, blen);
+    s->dlen = blen + 4;
+    s->win = xmalloc(LIM_MULTIPART_WINDOW);
+    *out = s;
+    return 0;
+}
+
+static int mps_fail(struct mp_stream *s, int rc)
+{
+    s->st = MPS_FAILED;
+    s->rc = rc;
+    return rc;
+}
+
+static void mps_take(struct mp_stream *s, size_t k)
+{
+    memmove(s->win, s->win + k, s->n - k);
+    s->n -= k;
+}
+
+/* Takes what the window's bytes decide, calling the sink. Returns 0 when it
+ * needs more bytes (or, `final`, when the bytes are all taken), or the
+ * failure. */
+static int mps_step(struct mp_stream *s, int final, struct err *e)
+{
+    for (;;) {
+        const char *b = s->win;
+        size_t n = s->n, at;
+        int r, rc;
+        switch (s->st) {
+        case MPS_START: {
+            /* The body may open with "--boundary", without its CRLF. */
+            size_t want = s->dlen - 2;
+            if (memcmp(b, s->dl + 2, n < want ? n : want) != 0 || (n < want && final)) {
+                s->st = MPS_PREAMBLE;
+                continue;
+            }
+            if (n < want || (r = delim_tail(b, n, want, final)) < 0)
+                return 0;
+            if (r == 0) {
+                s->st = MPS_PREAMBLE;
+                continue;
+            }
+            mps_take(s, want);
+            s->st = MPS_AFTER;
+            continue;
+        }
+        case MPS_PREAMBLE:
+            r = find_delim_in(b, n, 0, s->dl, s->dlen, final, &at);
+            if (r == 1) {
+                mps_take(s, at + s->dlen);
+                s->st = MPS_AFTER;
+                continue;
+            }
+            if (r < 0)
+                mps_take(s, at);
+            else if (n >= s->dlen)
+                mps_take(s, n - (s->dlen - 1));
+            return 0;
+        case MPS_AFTER: {
+            /* delim_tail accepted what follows: "--" or padding and CRLF. */
+            if (b[0] == '-') {
+                s->st = MPS_DONE;
+                s->n = 0;
+                return 0;
+            }
+            size_t i = 0;
+            while (is_ws(b[i]))
+                i++;
+            mps_take(s, i + 2);
+            if (s->nparts == LIM_MULTIPART_PARTS)
+                return mps_fail(s, err_set(e, E_INVALID, "bad_request",
+                                           "multipart body has more than %d parts",
+                                           LIM_MULTIPART_PARTS));
+            s->nparts++;
+            s->st = MPS_HEADERS;
+            continue;
+        }
+        case MPS_HEADERS: {
+            /* The block up to and including its blank line, parsed whole as
+             * the buffered parser does; past the cap it cannot end well. */
+            size_t blk = 0;
+            const char *t;
+            if (n >= 2 && b[0] == '\r' && b[1] == '\n')
+                blk = 2;
+            else if ((t = memmem(b, n, "\r\n\r\n", 4)) != NULL)
+                blk = (size_t)(t - b) + 4;
+            if (blk == 0 && !final && n <= LIM_MULTIPART_HEADER_BYTES + 2)
+                return 0;
+            size_t pos = 0;
+            part_clear(&s->part);
+            rc = parse_headers(b, blk ? blk : n, &pos, &s->part, s->nparts - 1, blk == 0 && !final,
+                               e);
+            if (rc < 0)
+                return mps_fail(s, rc);
+            if ((rc = s->sink.part_begin(s->sink.ctx, &s->part, e)) != 0)
+                return mps_fail(s, rc);
+            mps_take(s, pos);
+            s->st = MPS_DATA;
+            continue;
+        }
+        case MPS_DATA: {
+            /* Bytes that cannot be the start of a delimiter are the part's. */
+            r = find_delim_in(b, n, 0, s->dl, s->dlen, final, &at);
+            size_t data = r != 0 ? at : n >= s->dlen ? n - (s->dlen - 1) : 0;
+            if (r == 0 && final)
+                return 0; /* the part never ends: multipart_stream_end says so */
+            if (data > 0 && (rc = s->sink.part_data(s->sink.ctx, b, data, e)) != 0)
+                return mps_fail(s, rc);
+            if (r != 1) {
+                mps_take(s, data);
+                return 0;
+            }
+            if ((rc = s->sink.part_end(s->sink.ctx, e)) != 0)
+                return mps_fail(s, rc);
+            mps_take(s, at + s->dlen);
+            s->st = MPS_AFTER;
+            continue;
+        }
+        case MPS_DONE:
+            s->n = 0;
+            return 0;
+        case MPS_FAILED:
+            return s->rc;
+        }
+    }
+}
+
+int multipart_stream_feed(struct mp_stream *s, const char *data, size_t len, struct err *e)
+{
+    while (len > 0 && s->st != MPS_DONE && s->st != MPS_FAILED) {
+        size_t k = LIM_MULTIPART_WINDOW - s->n;
+        if (k > len)
+            k = len;
+        memcpy(s->win + s->n, data, k);
+        s->n += k;
+        data += k;
+        len -= k;
+        int rc = mps_step(s, 0, e);
+        if (rc)
+            return rc;
+        if (s->n == LIM_MULTIPART_WINDOW) /* the assertion above rules it out */
+            return mps_fail(s, err_set(e, E_INTERNAL, "internal", "multipart window full"));
+    }
+    return s->st == MPS_FAILED ? s->rc : 0;
+}
+
+int multipart_stream_end(struct mp_stream *s, struct err *e)
+{
+    int rc = mps_step(s, 1, e);
+    if (rc)
+        return rc;
+    switch (s->st) {
+    case MPS_DONE:
+        return 0;
+    case MPS_DATA:
+        return mps_fail(s, err_set(e, E_INVALID, "bad_request",
+                                   "multipart part %zu is not followed by a delimiter: the body "
+                                   "must end with '--%s--'",
+                                   s->nparts - 1, s->boundary));
+    default:
+        return mps_fail(s, err_set(e, E_INVALID, "bad_request",
+                                   "multipart body has no delimiter line '--%s' (boundary from "
+                                   "Content-Type)",
+                                   s->boundary));
+    }
+}
+
+void multipart_stream_free(struct mp_stream *s)
+{
+    if (s == NULL)
+        return;
+    part_clear(&s->part);
+    xfree(s->win);
+    xfree(s);
 }

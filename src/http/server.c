@@ -707,13 +707,18 @@ static int pipe_orphan(struct ctx *cx)
     pthread_mutex_lock(&srv->jobs_mu);
     pthread_mutex_lock(&p->mu);
     int running = !p->done;
+    struct job *waiter = NULL;
     if (running) {
         p->gone = 1;
         pthread_cond_broadcast(&p->cv);
+        /* Read before the lock goes: a handler running now may return
+         * and free p (pipe_done) at once. A parked waiter cannot run
+         * meanwhile: it is under jobs_mu, held here. */
+        waiter = p->waiter;
     }
     pthread_mutex_unlock(&p->mu);
-    if (running && p->waiter)
-        job_unpark(srv, p->waiter);
+    if (waiter)
+        job_unpark(srv, waiter);
     pthread_mutex_unlock(&srv->jobs_mu);
     return running;
 }
@@ -1545,8 +1550,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;
     }
-    if (cx->pipe)
-        pipe_discard_answer(cx); /* answered, but the client left before the body's end */
+    if (cx->pipe || (cx->rq.async_ctx && cx->rq.resume_fn == job_resume))
+        /* Answered, but the client left before the body's end, or before
+         * its resumed connection sent the answer of a blocking handler
+         * (libmicrohttpd then ends the exchange without the access
+         * handler, and the job holding the answer would leak). */
+        pipe_discard_answer(cx);
     if (cx->rq.done_fn)
         cx->rq.done_fn(&cx->rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (cx->upgrade.fn && !cx->upgrade.done && cx->upgrade.cancel)

@@ -915,7 +915,15 @@ struct computer_batch {
     int started;          /* the display or page was acquired */
     int64_t lock_wait_ms; /* until when it waits for the input (monotonic) */
     int64_t deadline_ms;  /* the batch's end: COMPUTER_BATCH_MAX_MS after it took the input */
-    int64_t wake_ms;      /* a sleep action's end, 0 = none */
+    int64_t wake_ms;      /* a sleep action's or a key hold's end, 0 = none */
+    /* A press whose keys are held longer than a slice (press_parks): its
+     * holds are parked like sleeps, and this is where it is. */
+    int pk;                           /* the key being pressed; -1: the press has not begun */
+    int pk_down;                      /* that key is down, its hold running */
+    int pmods, kmods;                 /* headless: modifiers of the hold keys, and with the key's */
+    int hold_added[COMP_MAX_KEYS][6]; /* headful: Shift added for the hold keys */
+    int key_added[1][6];              /* and for the key */
+    struct xcall xc;                  /* headful: Shift held, across the pauses */
 };
 
 struct computer_batch *computer_batch_new(const struct computer_target *t,
@@ -927,7 +935,101 @@ struct computer_batch *computer_batch_new(const struct computer_target *t,
     b->n = n;
     b->s = state_get(t->session_id);
     b->lock_wait_ms = clock_mono_ms() + LIM_COMPUTER_LOCK_WAIT_MS;
+    b->pk = -1;
     return b;
+}
+
+/* A press (press_key, or a batch's) whose keys are each held longer than a
+ * slice: each hold is a parked pause, as a sleep action is, so that a
+ * call holding keys for seconds holds no thread meanwhile. */
+static int press_parks(const struct comp_action *a)
+{
+    return a->op == COMP_PRESS && a->duration_ms > NAP_SLICE_MS;
+}
+
+/* Presses (down) or releases the press's hold keys. */
+static int press_hold(struct computer_batch *b, const struct comp_action *a, int down,
+                      struct err *e)
+{
+    if (b->t->display >= 0)
+        return x_hold(&b->xc, a->hold, a->nhold, down, b->hold_added, e);
+    return hold(&b->s->page, a->hold, a->nhold, down, &b->pmods, e);
+}
+
+/* Key b->pk of the press down, or up (tap's two halves; released in full
+ * even after a failure, so that nothing stays down). */
+static int press_key(struct computer_batch *b, const struct comp_action *a, int down, struct err *e)
+{
+    const struct comp_combo *c = &a->keys[b->pk];
+    if (b->t->display >= 0) {
+        int rc = x_hold(&b->xc, c, 1, down, b->key_added, e);
+        return rc == 0 && down ? xin_sync(b->xc.x, e) : rc;
+    }
+    int rc = 0;
+    if (down) {
+        b->kmods = b->pmods;
+        for (int i = 0; rc == 0 && i < c->n; i++) {
+            b->kmods |= c->keys[i].modifier;
+            rc = key_event(&b->s->page, &c->keys[i], 1, b->kmods, e);
+        }
+        return rc;
+    }
+    for (int k = c->n - 1; k >= 0; k--) {
+        int r2 = key_event(&b->s->page, &c->keys[k], 0, b->kmods, e);
+        b->kmods &= ~c->keys[k].modifier;
+        rc = rc ? rc : r2;
+    }
+    return rc;
+}
+
+/* Ends a press stopped mid-way (a failure, a client that left): its keys
+ * are released. */
+static void press_abort(struct computer_batch *b)
+{
+    if (b->pk < 0 || b->i >= b->n)
+        return;
+    const struct comp_action *a = &b->acts[b->i];
+    struct err ignore;
+    err_init(&ignore);
+    if (b->pk_down && b->pk < a->nkeys)
+        (void)press_key(b, a, 0, &ignore);
+    (void)press_hold(b, a, 0, &ignore);
+    b->pk = -1;
+    b->pk_down = 0;
+}
+
+/* Runs a press_parks press on from where it is: COMPUTER_PAUSE while a key
+ * is held (*pause_ms), 0 once its keys are up, or an error. */
+static int press_run(struct computer_batch *b, const struct comp_action *a, int *pause_ms,
+                     struct err *e)
+{
+    int rc;
+    if (b->pk < 0) {
+        if (b->t->display >= 0)
+            x_page_ready(b->s, b->t->ws_url);
+        b->pmods = 0;
+        memset(b->hold_added, 0, sizeof b->hold_added);
+        b->pk = 0;
+        if ((rc = press_hold(b, a, 1, e)) != 0)
+            return rc;
+    }
+    if (b->pk < a->nkeys) {
+        if (clock_mono_ms() + a->duration_ms > b->deadline_ms)
+            return err_set(e, E_INVALID, "bad_request",
+                           "the call would run longer than %d ms and was stopped",
+                           COMPUTER_BATCH_MAX_MS);
+        memset(b->key_added, 0, sizeof b->key_added);
+        b->pk_down = 1;
+        if ((rc = press_key(b, a, 1, e)) != 0)
+            return rc;
+        b->wake_ms = clock_mono_ms() + a->duration_ms;
+        *pause_ms =
+            a->duration_ms < COMPUTER_PAUSE_SLICE_MS ? a->duration_ms : COMPUTER_PAUSE_SLICE_MS;
+        return COMPUTER_PAUSE;
+    }
+    rc = press_hold(b, a, 0, e);
+    b->pk = -1;
+    return rc;
 }
 
 /* Ends the batch's hold of the session (rc: how it ended). */
@@ -948,6 +1050,8 @@ void computer_batch_free(struct computer_batch *b)
 {
     if (!b)
         return;
+    if (b->locked)
+        press_abort(b);
     batch_release(b, 0);
     state_put(b->s);
     xfree(b);
@@ -988,7 +1092,14 @@ int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed,
         }
         if (rc == 0) {
             b->wake_ms = 0;
-            b->i++;
+            if (b->pk >= 0) {
+                /* A key's hold ended: up, and the press goes on. */
+                b->pk_down = 0;
+                rc = press_key(b, &b->acts[b->i], 0, e);
+                b->pk++;
+            } else {
+                b->i++;
+            }
         }
     }
     struct xcall xc = {s, s->xin, 0};
@@ -1002,6 +1113,20 @@ int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed,
         if ((rc = cancelled(s, e)) != 0)
             break;
         enum comp_op op = a->op;
+        if (press_parks(a)) {
+            b->xc.s = s;
+            b->xc.x = s->xin;
+            if ((rc = press_run(b, a, pause_ms, e)) == COMPUTER_PAUSE) {
+                *failed = b->i;
+                return rc;
+            }
+            if (rc == 0 && headful)
+                rc = xin_sync(s->xin, e);
+            if (rc)
+                break;
+            b->i++;
+            continue;
+        }
         if (op == COMP_SLEEP && a->duration_ms > NAP_SLICE_MS) {
             if (clock_mono_ms() + a->duration_ms > b->deadline_ms) {
                 rc = err_set(e, E_INVALID, "bad_request",
@@ -1027,6 +1152,8 @@ int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed,
         b->i++;
     }
     *failed = b->i;
+    if (rc)
+        press_abort(b);
     batch_release(b, rc);
     return rc;
 }

@@ -50,9 +50,9 @@ struct computer_target {
 };
 
 /* Runs n actions in order (see computer_run), on the X display when the
- * target has one. Pauses (sleep actions, waits for the session's input) are
- * taken on the calling thread: see computer_batch_step for a call that
- * does not hold its thread through them. */
+ * target has one. Pauses (sleep actions, key holds, waits for the session's
+ * input) are taken on the calling thread: see computer_batch_step for a
+ * call that does not hold its thread through them. */
 int computer_act(const struct computer_target *t, const struct comp_action *acts, size_t n,
                  size_t *failed, struct err *e) WUR;
 
@@ -73,9 +73,12 @@ struct computer_batch;
 struct computer_batch *computer_batch_new(const struct computer_target *t,
                                           const struct comp_action *acts, size_t n);
 /* Runs the batch on from where it stopped: 0 once every action ran,
- * COMPUTER_PAUSE when it waits (*pause_ms, then call again), or an error
- * as computer_act's with *failed the action's index. After 0 or an error
- * the session's input is released. */
+ * COMPUTER_PAUSE when it waits (*pause_ms, then call again: for the
+ * session's input, in a sleep action, or while a press holds a key longer
+ * than a slice), or an error as computer_act's with *failed the action's
+ * index. After 0 or an error the session's input is released, and no key
+ * of a press stays down. Other pauses within a gesture (smooth moves, drag
+ * and typing delays) are taken within the step. */
 int computer_batch_step(struct computer_batch *b, int *pause_ms, size_t *failed, struct err *e) WUR;
 /* Releases the session's input if the batch still holds it (it was
  * abandoned mid-way) and frees it. NULL is a no-op. */

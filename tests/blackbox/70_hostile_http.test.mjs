@@ -137,12 +137,13 @@ export const tests = [
       const conns = [];
       // An upload's head with Expect: 100-continue: "100 Continue" means
       // the server admitted it and waits for the body, which never comes.
-      // A multipart upload (fs/upload) is buffered; write_file streams its
-      // body and takes none of the budget (94_streamed_uploads).
+      // A zip upload (fs/upload_zip) is buffered; write_file and fs/upload
+      // stream their bodies and take none of the budget
+      // (94_streamed_uploads, 95_stream_upload).
       const open = async (key) => {
         const c = rawConn(s.port);
         conns.push(c);
-        c.sock.write(`POST /browsers/victim/fs/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+        c.sock.write(`POST /browsers/victim/fs/upload_zip HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
           `Content-Length: ${64 * MiB}\r\nExpect: 100-continue\r\n\r\n`);
         await waitFor(() => /^HTTP\/1\.1 100 /.test(c.got) || complete(c), 'an answer to the head');
         return c;

@@ -203,6 +203,274 @@ static void binary_data_with_nul_bytes(void **state)
     multipart_free(&f);
 }
 
+/* ---- the streamed parser (multipart_stream_*) ---- */
+
+/* A sink that renders what it is told as render() does. */
+struct rsink {
+    char out[8192];
+    size_t n;
+    int in_part;
+};
+
+static void rput(struct rsink *r, const char *data, size_t len)
+{
+    if (len > sizeof r->out - 1 - r->n)
+        fail_msg("rendered parts overflow");
+    memcpy(r->out + r->n, data, len);
+    r->n += len;
+    r->out[r->n] = '\0';
+}
+
+static int r_begin(void *ctx, const struct mp_part *p, struct err *e)
+{
+    (void)e;
+    struct rsink *r = ctx;
+    char head[512];
+    int k = snprintf(head, sizeof head, "%s[%s](%s)=", p->name, p->filename ? p->filename : "-",
+                     p->content_type ? p->content_type : "-");
+    assert_false(r->in_part);
+    assert_null(p->data);
+    r->in_part = 1;
+    rput(r, head, (size_t)k);
+    return 0;
+}
+
+static int r_data(void *ctx, const char *data, size_t len, struct err *e)
+{
+    (void)e;
+    struct rsink *r = ctx;
+    assert_true(r->in_part);
+    assert_true(len > 0);
+    rput(r, data, len);
+    return 0;
+}
+
+static int r_end(void *ctx, struct err *e)
+{
+    (void)e;
+    struct rsink *r = ctx;
+    assert_true(r->in_part);
+    r->in_part = 0;
+    rput(r, ";", 1);
+    return 0;
+}
+
+/* Streams body in pieces: the first `split` bytes, then the rest in pieces
+ * of `step` bytes (0: at once). Returns the parse's code; r holds the parts
+ * and e the failure. */
+static int stream(const char *ct, const char *body, size_t len, size_t split, size_t step,
+                  struct rsink *r, struct err *e)
+{
+    memset(r, 0, sizeof *r);
+    err_init(e);
+    struct mp_sink sink = {r_begin, r_data, r_end, r};
+    struct mp_stream *s;
+    int rc = multipart_stream_new(ct, &sink, &s, e);
+    if (rc)
+        return rc;
+    rc = multipart_stream_feed(s, body, split, e);
+    for (size_t at = split; rc == 0 && at < len;) {
+        size_t k = step == 0 || step > len - at ? len - at : step;
+        rc = multipart_stream_feed(s, body + at, k, e);
+        at += k;
+    }
+    if (rc == 0)
+        rc = multipart_stream_end(s, e);
+    multipart_stream_free(s);
+    return rc;
+}
+
+/* Every case of the table, its body split at every byte, and fed one byte
+ * at a time: the same parts, or the same failure, as multipart_parse. */
+static void stream_table_every_split(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const struct mcase *c = &cases[i];
+        size_t len = strlen(c->body);
+        for (size_t split = 0; split <= len + 1; split++) {
+            struct rsink r;
+            struct err e;
+            int rc = split <= len ? stream(c->ct, c->body, len, split, 0, &r, &e)
+                                  : stream(c->ct, c->body, len, 0, 1, &r, &e);
+            if (c->rc == 0) {
+                if (rc != 0)
+                    fail_msg("%s (split %zu): failed: %s", c->name, split, e.message);
+                if (strcmp(r.out, c->want) != 0)
+                    fail_msg("%s (split %zu): got %s, want %s", c->name, split, r.out, c->want);
+            } else {
+                if (rc != E_INVALID)
+                    fail_msg("%s (split %zu): rc %d, want E_INVALID", c->name, split, rc);
+                if (strncmp(e.message, c->want, strlen(c->want)) != 0)
+                    fail_msg("%s (split %zu): message '%s', want '%s...'", c->name, split,
+                             e.message, c->want);
+            }
+        }
+    }
+}
+
+/* A large part's runs, checked against the bytes sent. */
+struct rbig {
+    size_t got;
+    const char *want;
+    int parts, ended;
+};
+
+static int big_begin(void *ctx, const struct mp_part *p, struct err *e)
+{
+    (void)p;
+    (void)e;
+    ((struct rbig *)ctx)->parts++;
+    return 0;
+}
+
+static int big_data(void *ctx, const char *data, size_t len, struct err *e)
+{
+    (void)e;
+    struct rbig *b = ctx;
+    assert_true(len > 0);
+    assert_memory_equal(data, b->want + b->got, len);
+    b->got += len;
+    return 0;
+}
+
+static int big_end(void *ctx, struct err *e)
+{
+    (void)e;
+    ((struct rbig *)ctx)->ended++;
+    return 0;
+}
+
+/* A part far larger than the parser's window arrives whole, in runs, with
+ * the boundary's own text and CRLFs inside it, whatever the piece size. */
+static void stream_large_part_in_pieces(void **state)
+{
+    (void)state;
+    size_t dlen = 3 * LIM_MULTIPART_WINDOW + 123;
+    char *data = xmalloc(dlen);
+    for (size_t i = 0; i < dlen; i++)
+        data[i] = "ab\r\n--XyZ-"[i % 10];
+    static const char head[] =
+        "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f\"\r\n\r\n";
+    static const char tail[] = "\r\n--XyZ--\r\n";
+    size_t hl = sizeof head - 1, len = hl + dlen + sizeof tail - 1;
+    char *body = xmalloc(len);
+    memcpy(body, head, hl);
+    memcpy(body + hl, data, dlen);
+    memcpy(body + hl + dlen, tail, sizeof tail - 1);
+    static const size_t steps[] = {1, 7, 4096, LIM_MULTIPART_WINDOW - 1, LIM_MULTIPART_WINDOW + 3,
+                                   0};
+    for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+        struct rbig b = {0, data, 0, 0};
+        struct err e;
+        err_init(&e);
+        struct mp_sink sink = {big_begin, big_data, big_end, &b};
+        struct mp_stream *s;
+        assert_int_equal(multipart_stream_new(CT, &sink, &s, &e), 0);
+        int rc = 0;
+        for (size_t at = 0; rc == 0 && at < len;) {
+            size_t n = steps[k] == 0 || steps[k] > len - at ? len - at : steps[k];
+            rc = multipart_stream_feed(s, body + at, n, &e);
+            at += n;
+        }
+        if (rc == 0)
+            rc = multipart_stream_end(s, &e);
+        multipart_stream_free(s);
+        if (rc != 0)
+            fail_msg("step %zu: %s", steps[k], e.message);
+        assert_int_equal(b.parts, 1);
+        assert_int_equal(b.ended, 1);
+        assert_int_equal(b.got, dlen);
+    }
+    xfree(body);
+    xfree(data);
+}
+
+/* A delimiter's transport padding is bounded the same in both parsers:
+ * past LIM_MULTIPART_PADDING blanks the line is data. */
+static void padding_past_the_cap_is_data(void **state)
+{
+    (void)state;
+    char body[512];
+    char pad[LIM_MULTIPART_PADDING + 2];
+    memset(pad, ' ', sizeof pad - 1);
+    pad[sizeof pad - 1] = '\0';
+    snprintf(body, sizeof body,
+             "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--XyZ%s\r\n--XyZ--", pad);
+    struct mp_form f;
+    struct err e;
+    err_init(&e);
+    assert_int_equal(multipart_parse(CT, body, strlen(body), &f, &e), 0);
+    assert_int_equal(f.n, 1);
+    assert_int_equal(f.parts[0].len, 1 + 2 + 5 + strlen(pad));
+    multipart_free(&f);
+    struct rsink r;
+    assert_int_equal(stream(CT, body, strlen(body), 0, 1, &r, &e), 0);
+    char want[512];
+    snprintf(want, sizeof want, "a[-](-)=x\r\n--XyZ%s;", pad);
+    assert_string_equal(r.out, want);
+    pad[LIM_MULTIPART_PADDING] = '\0'; /* at the cap: a delimiter */
+    snprintf(body, sizeof body,
+             "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--XyZ%s\r\n", pad);
+    snprintf(body + strlen(body), sizeof body - strlen(body),
+             "Content-Disposition: form-data; name=b\r\n\r\ny\r\n--XyZ--");
+    assert_int_equal(stream(CT, body, strlen(body), 0, 1, &r, &e), 0);
+    assert_string_equal(r.out, "a[-](-)=x;b[-](-)=y;");
+}
+
+/* A sink's failure stops the parse with its code; a header block past the
+ * cap is refused before its end arrives; more than LIM_MULTIPART_PARTS
+ * parts are refused as the buffered parser refuses them. */
+static int refuse_b(void *ctx, const struct mp_part *p, struct err *e)
+{
+    (void)ctx;
+    if (strcmp(p->name, "b") == 0)
+        return err_set(e, E_INVALID, "bad_request", "no b");
+    return 0;
+}
+
+static void stream_failures(void **state)
+{
+    (void)state;
+    struct rsink r;
+    struct err e;
+    const char *b = "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n"
+                    "--XyZ\r\nContent-Disposition: form-data; name=b\r\n\r\n2\r\n--XyZ--";
+    struct mp_sink sink = {refuse_b, r_data, r_end, &r};
+    memset(&r, 0, sizeof r);
+    r.in_part = 1; /* r_data and r_end expect a part */
+    struct mp_stream *s;
+    err_init(&e);
+    assert_int_equal(multipart_stream_new(CT, &sink, &s, &e), 0);
+    assert_int_equal(multipart_stream_feed(s, b, strlen(b), &e), E_INVALID);
+    assert_string_equal(e.message, "no b");
+    assert_int_equal(multipart_stream_feed(s, "x", 1, &e), E_INVALID);
+    assert_int_equal(multipart_stream_end(s, &e), E_INVALID);
+    multipart_stream_free(s);
+
+    /* Header bytes past the cap, with no end in sight: refused at once. */
+    size_t hl = LIM_MULTIPART_HEADER_BYTES + 64;
+    char *h = xmalloc(hl);
+    memcpy(h, "--XyZ\r\nX-Long: ", 15);
+    memset(h + 15, 'a', hl - 15);
+    err_init(&e);
+    memset(&r, 0, sizeof r);
+    sink = (struct mp_sink){r_begin, r_data, r_end, &r};
+    assert_int_equal(multipart_stream_new(CT, &sink, &s, &e), 0);
+    assert_int_equal(multipart_stream_feed(s, h, hl, &e), E_INVALID);
+    assert_non_null(strstr(e.message, "headers exceed 8 KiB"));
+    multipart_stream_free(s);
+    xfree(h);
+
+    size_t len;
+    char *many = many_parts(LIM_MULTIPART_PARTS + 1, &len);
+    assert_int_equal(stream(CT, many, len, 0, 4096, &r, &e), E_INVALID);
+    assert_non_null(strstr(e.message, "more than 256 parts"));
+    xfree(many);
+    assert_int_equal(stream("text/plain", "", 0, 0, 0, &r, &e), E_INVALID);
+    assert_non_null(strstr(e.message, "Content-Type must be multipart/form-data"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +478,10 @@ int main(void)
         cmocka_unit_test(part_count_is_capped),
         cmocka_unit_test(find_returns_the_first_of_a_name),
         cmocka_unit_test(binary_data_with_nul_bytes),
+        cmocka_unit_test(stream_table_every_split),
+        cmocka_unit_test(stream_large_part_in_pieces),
+        cmocka_unit_test(padding_past_the_cap_is_data),
+        cmocka_unit_test(stream_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
