@@ -90,6 +90,7 @@ int api_not_implemented(struct req *rq, struct resp *rs)
 
 const struct route api_routes[] = {
     {"GET", "/org/entitlements", org_get_entitlements, ORG},
+    {"GET", "/auth/context", org_auth_context, KEY},
 
     {"POST", "/org/projects", org_project_create, ORGADM},
     {"GET", "/org/projects", org_project_list, ORGADM},
