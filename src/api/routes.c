@@ -132,6 +132,12 @@ const struct route api_routes[] = {
     {"GET", "/org/telemetry/destinations/{id}", telemetry_dest_get, ORG},
     {"PATCH", "/org/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
     {"DELETE", "/org/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
+    /* The service's own paths (SDK 0.91+), same handlers; {id} is an id or a name. */
+    {"POST", "/telemetry/destinations", telemetry_dest_create, ORGADM},
+    {"GET", "/telemetry/destinations", telemetry_dest_list, ORG},
+    {"GET", "/telemetry/destinations/{id}", telemetry_dest_get, ORG},
+    {"PATCH", "/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
+    {"DELETE", "/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
     /* routes: telemetry */
     {"POST", "/browsers/{id}/computer/batch", compapi_batch, SLOW},
     {"POST", "/browsers/{id}/computer/screenshot", compapi_screenshot_post, SLOW},
