@@ -32,6 +32,12 @@ if (results.sdk !== SDK_VERSION)
 
 // Methods outside the resource tree that the tests exercise (the generic client calls).
 const EXTRA = { 'client.get': { http: 'GET', path: '/org/entitlements', label: "client.get('/org/entitlements')" } };
+// Newer clients' calls the pinned client makes only through its generic methods (tests/compat/sdk/newer.mjs).
+for (const [verb, path] of [['GET', '/auth/context'], ['POST', '/telemetry/destinations'], ['GET', '/telemetry/destinations'],
+  ['GET', '/telemetry/destinations/{id_or_name}'], ['PATCH', '/telemetry/destinations/{id_or_name}'], ['DELETE', '/telemetry/destinations/{id_or_name}']]) {
+  const label = `client.${verb.toLowerCase()}('${path}')`;
+  EXTRA[label] = { http: verb, path, label };
+}
 const rows = sdkMethods().map((m) => ({ ...m, label: m.name }));
 for (const [name, x] of Object.entries(EXTRA)) if (results.methods[name]) rows.unshift({ name, ...x });
 

@@ -39,19 +39,47 @@ static int unauthorized(struct req *rq, const char *why)
     return err_set(&rq->err, E_UNAUTH, "unauthorized", "%s", why);
 }
 
+/* The value of header name, or NULL when absent or empty. */
+static const char *nonempty_header(struct req *rq, const char *name)
+{
+    const char *h = req_header(rq, name);
+    return h && *h ? h : NULL;
+}
+
+/* Finds the active project an X-Kernel-Project(-Id) header names, by id or
+ * by name (store project_get), into out. */
+static int named_project(struct req *rq, struct store *st, const char *org_id, const char *header,
+                         const char *ref, struct project_rec *out)
+{
+    if (store_project_get(st, org_id, ref, out) != 0 || strcmp(out->status, "active") != 0)
+        return err_set(&rq->err, E_NOTFOUND, "project_not_found",
+                       "project %s not found (unknown or archived; from %s)", ref, header);
+    return 0;
+}
+
+/* Selects the request's project: the API key's own project, else the one
+ * X-Kernel-Project-Id or X-Kernel-Project names (newer clients send the
+ * latter; each takes an id or a name, and when both are sent they must name
+ * the same project), else the organization's default project. */
 static int select_project(struct req *rq, struct auth *a, struct store *st)
 {
-    const char *hdr = req_header(rq, "X-Kernel-Project-Id");
-    if (hdr && !*hdr)
-        hdr = NULL;
+    const char *hdr = nonempty_header(rq, "X-Kernel-Project-Id");
+    const char *hdr2 = nonempty_header(rq, "X-Kernel-Project");
     if (!a->org.projects_enabled)
-        hdr = NULL; /* one implicit project: the header has nothing to select */
-    struct project_rec named;
-    if (hdr) {
-        if (store_project_get(st, a->org.id, hdr, &named) != 0 ||
-            strcmp(named.status, "active") != 0)
-            return err_set(&rq->err, E_NOTFOUND, "project_not_found",
-                           "project %s not found (unknown or archived)", hdr);
+        hdr = hdr2 = NULL; /* one implicit project: the headers have nothing to select */
+    struct project_rec named, named2;
+    int rc;
+    if (hdr && (rc = named_project(rq, st, a->org.id, "X-Kernel-Project-Id", hdr, &named)))
+        return rc;
+    if (hdr2 && (rc = named_project(rq, st, a->org.id, "X-Kernel-Project", hdr2, &named2)))
+        return rc;
+    if (hdr && hdr2 && strcmp(named.id, named2.id) != 0)
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "X-Kernel-Project (%s) and X-Kernel-Project-Id (%s) name different projects",
+                       hdr2, hdr);
+    if (!hdr && hdr2) {
+        hdr = hdr2;
+        named = named2;
     }
     if (a->key.project_id[0]) {
         if (hdr && strcmp(named.id, a->key.project_id) != 0)
@@ -72,7 +100,7 @@ static int select_project(struct req *rq, struct auth *a, struct store *st)
         return 0;
     return err_set(&rq->err, E_NOTFOUND, "project_not_found",
                    "the organization's default project is archived; name a project with "
-                   "X-Kernel-Project-Id");
+                   "X-Kernel-Project or X-Kernel-Project-Id");
 }
 
 /* Prefix of a session's own URL (its Browser record's base_url). */

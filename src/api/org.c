@@ -1,4 +1,4 @@
-/* /org/entitlements, /org/projects and /org/api_keys. */
+/* /org/entitlements, /org/projects, /org/api_keys and /auth/context. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +16,31 @@ int org_get_entitlements(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     resp_text(rs, 200, "application/json", text, strlen(text));
+    return 0;
+}
+
+/* {project_id} when id is set, else {}: the service omits the field of an
+ * organization-wide scope. */
+static json_t *scope(const char *id)
+{
+    return id[0] ? json_pack("{s:s}", "project_id", id) : json_object();
+}
+
+/* The caller is always an API key here (the route takes no other
+ * credential): method and source api_key, the key as credential and
+ * principal. credential_scope is the key's own project (none for an
+ * organization-wide key); effective_scope is the project this request acts
+ * on, the one X-Kernel-Project(-Id) selected or else the organization's
+ * default, because every project-scoped call made the same way lands there. */
+int org_auth_context(struct req *rq, struct resp *rs)
+{
+    const struct auth *a = api_auth(rq);
+    resp_json(rs, 200,
+              json_pack("{s:{s:s,s:s,s:s},s:{s:o,s:o},s:{s:s},s:{s:s,s:s}}", "authentication",
+                        "method", "api_key", "source", "api_key", "credential_id", a->key.id,
+                        "authorization", "credential_scope", scope(a->key.project_id),
+                        "effective_scope", scope(a->project.id), "organization", "id", a->org.id,
+                        "principal", "id", a->key.id, "type", "api_key"));
     return 0;
 }
 

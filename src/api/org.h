@@ -1,4 +1,5 @@
-/* Handlers of /org/entitlements, /org/projects and /org/api_keys (route table in routes.c). */
+/* Handlers of /org/entitlements, /org/projects, /org/api_keys and /auth/context (route table
+ * in routes.c). */
 #ifndef BD_API_ORG_H
 #define BD_API_ORG_H
 
@@ -17,6 +18,9 @@ int org_key_update(struct req *rq, struct resp *rs);
 int org_key_delete(struct req *rq, struct resp *rs);
 int org_key_list(struct req *rq, struct resp *rs);
 int org_key_rotate(struct req *rq, struct resp *rs);
+/* GET /auth/context: who the caller is, from the API key it used and the
+ * project the request acts on (KERNEL_API_NEWER.md 1.4). */
+int org_auth_context(struct req *rq, struct resp *rs);
 
 /* Endpoints of the public API that this server does not serve yet: 501. */
 int api_not_implemented(struct req *rq, struct resp *rs);

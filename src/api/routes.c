@@ -41,9 +41,10 @@ int api_not_implemented(struct req *rq, struct resp *rs)
         {"/credential_providers", "credential providers"},
         {"/org/credential_providers", "credential providers"},
         {"/search", "search"},
-        {"/org/audit_logs", "audit logs"},
         {"/audit-logs", "audit logs"},
-        {"/org/config", "config registry"},
+        {"/config-registry", "config registry"},
+        {"/vaults", "vaults"},
+        {"/vault-provider-configs", "vault provider configs"},
         {"/org/limits", "organization limits"},
         {"/org/projects", "project limits"},
     };
@@ -89,6 +90,7 @@ int api_not_implemented(struct req *rq, struct resp *rs)
 
 const struct route api_routes[] = {
     {"GET", "/org/entitlements", org_get_entitlements, ORG},
+    {"GET", "/auth/context", org_auth_context, KEY},
 
     {"POST", "/org/projects", org_project_create, ORGADM},
     {"GET", "/org/projects", org_project_list, ORGADM},
@@ -130,6 +132,12 @@ const struct route api_routes[] = {
     {"GET", "/org/telemetry/destinations/{id}", telemetry_dest_get, ORG},
     {"PATCH", "/org/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
     {"DELETE", "/org/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
+    /* The service's own paths (SDK 0.91+), same handlers; {id} is an id or a name. */
+    {"POST", "/telemetry/destinations", telemetry_dest_create, ORGADM},
+    {"GET", "/telemetry/destinations", telemetry_dest_list, ORG},
+    {"GET", "/telemetry/destinations/{id}", telemetry_dest_get, ORG},
+    {"PATCH", "/telemetry/destinations/{id}", telemetry_dest_update, ORGADM},
+    {"DELETE", "/telemetry/destinations/{id}", telemetry_dest_delete, ORGADM},
     /* routes: telemetry */
     {"POST", "/browsers/{id}/computer/batch", compapi_batch, SLOW},
     {"POST", "/browsers/{id}/computer/screenshot", compapi_screenshot_post, SLOW},
@@ -191,15 +199,20 @@ const struct route api_routes[] = {
     NI("/credentials/*"),
     NI("/credential_providers"),
     NI("/credential_providers/*"),
+    NI("/search"),
     NI("/search/*"),
-    NI("/org/audit_logs"),
     NI("/audit-logs"),
     NI("/audit-logs/*"),
     NI("/org/credential_providers"),
     NI("/org/credential_providers/*"),
     NI("/org/limits"),
     NI("/org/projects/{id}/limits"),
-    NI("/org/config/*"),
+    NI("/config-registry"),
+    NI("/config-registry/*"),
+    NI("/vaults"),
+    NI("/vaults/*"),
+    NI("/vault-provider-configs"),
+    NI("/vault-provider-configs/*"),
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
