@@ -18,6 +18,7 @@
 #include "api/webdriver.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
+#include "api/health.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -200,6 +201,9 @@ const struct route api_routes[] = {
     NI("/org/limits"),
     NI("/org/projects/{id}/limits"),
     NI("/org/config/*"),
+    /* routes: health (no key; docs/operator.md "Health and readiness") */
+    {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_QUIET},
+    {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_QUIET},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

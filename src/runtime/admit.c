@@ -70,6 +70,15 @@ long long admit_host_memory(void)
     return total;
 }
 
+long long admit_host_available(void)
+{
+    char buf[4096];
+    if (path_read_small("/proc/meminfo", buf, sizeof buf) <= 0)
+        return -1;
+    const char *p = strstr(buf, "MemAvailable:");
+    return p ? strtoll(p + 13, NULL, 10) * 1024 : -1;
+}
+
 long long admit_host_pid_max(void)
 {
     char buf[64];

@@ -1,0 +1,72 @@
+// Issue 37.1: GET /health (liveness) and GET /ready (readiness), the probes of
+// load balancers and supervisors (docs/operator.md, "Health and readiness").
+// Neither needs a key; /ready answers 503 naming each reason the server
+// cannot take a new session. No Chromium: BROWSERD_SPARES=0 (lib.mjs).
+import { startServer, request, assert, eq, isError, waitFor } from './lib.mjs';
+
+// Runs fn(server) on a fresh server, stopped and removed afterwards.
+async function withServer(opts, fn) {
+  const s = await startServer(opts);
+  try {
+    await fn(s);
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+}
+
+// The reasons a 503 of /ready names: its details' codes.
+const reasons = (res) => (res.json && Array.isArray(res.json.details) ? res.json.details.map((d) => d.code) : []);
+
+export const tests = [
+  {
+    name: 'issue 37.1: GET /health answers 200 {"status":"ok"} without a key, and with a wrong one',
+    fn: () => withServer({}, async (s) => {
+      const res = await request(s.base, 'GET', '/health');
+      eq(res.status, 200, `status of ${res.text}`);
+      assert(/^application\/json/.test(res.headers['content-type'] || ''), `content-type ${res.headers['content-type']}`);
+      eq(res.json, { status: 'ok' }, 'body');
+      const bad = await request(s.base, 'GET', '/health', { key: 'bd_not_a_key' });
+      eq(bad.status, 200, 'a wrong key changes nothing');
+      eq((await request(s.base, 'POST', '/health')).status, 405, 'POST /health');
+    }),
+  },
+  {
+    name: 'issue 37.1: GET /ready answers 200 {"status":"ready"} without a key on a fresh server',
+    fn: () => withServer({}, async (s) => {
+      const res = await request(s.base, 'GET', '/ready');
+      eq(res.status, 200, `status of ${res.text}`);
+      eq(res.json, { status: 'ready' }, 'body');
+    }),
+  },
+  {
+    name: 'issue 37.1: GET /ready answers 503 not_ready naming "capacity" when not even one default session fits the admission budget, without a tenant name or a host path',
+    // 24 GiB * 0.01 is a budget of a few hundred MiB: a default session
+    // (8 GiB of memory limit, runtime/admit.c) does not fit.
+    fn: () => withServer({ env: { BROWSERD_MEMORY_OVERCOMMIT: '0.01' } }, async (s) => {
+      const res = await request(s.base, 'GET', '/ready');
+      isError(res, 503, 'not_ready');
+      assert(reasons(res).includes('capacity'), `reasons ${JSON.stringify(reasons(res))}: ${res.text}`);
+      assert(/capacity/.test(res.json.message), `message names the reason: ${res.json.message}`);
+      eq(res.headers['retry-after'], '10', 'Retry-After of a reason that passes');
+      assert(!res.text.includes(s.dir), `no data folder in ${res.text}`);
+      assert(!/"default"|\/tmp\/|\/root\//.test(res.text), `no tenant name or host path in ${res.text}`);
+      // The same verdict a create gets: a default session is refused (the
+      // organization's share, 75% of the budget, is checked first: 429).
+      const create = await request(s.base, 'POST', '/browsers', { key: s.key, body: {} });
+      assert([429, 503].includes(create.status), `a default create is refused: ${create.status} ${create.text}`);
+      // /health is about liveness only.
+      eq((await request(s.base, 'GET', '/health')).status, 200, '/health stays 200');
+    }),
+  },
+  {
+    name: 'issue 37.1: /health and /ready are left out of the access log (logged at debug level), other requests stay in it',
+    fn: () => withServer({}, async (s) => {
+      eq((await request(s.base, 'GET', '/health')).status, 200, '/health');
+      eq((await request(s.base, 'GET', '/ready')).status, 200, '/ready');
+      eq((await request(s.base, 'GET', '/org/entitlements', { key: s.key })).status, 200, 'entitlements');
+      await waitFor(() => /access GET \/org\/entitlements 200/.test(s.log), 'the access line of a request');
+      assert(!/access GET \/(health|ready) /.test(s.log), `probes in the access log:\n${s.log}`);
+    }),
+  },
+];
