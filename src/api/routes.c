@@ -202,8 +202,8 @@ const struct route api_routes[] = {
     NI("/org/projects/{id}/limits"),
     NI("/org/config/*"),
     /* routes: health (no key; docs/operator.md "Health and readiness") */
-    {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_QUIET},
-    {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_QUIET},
+    {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_PROBE},
+    {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_PROBE},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

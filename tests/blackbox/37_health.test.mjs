@@ -70,3 +70,34 @@ export const tests = [
     }),
   },
 ];
+
+tests.push({
+  name: 'issue 37.1: on a shared PostgreSQL store, GET /ready answers 503 naming "store" once the database is gone (the last heartbeat failed), then "fenced"',
+  fn: async () => {
+    const { startCluster, startPg } = await import('../cluster/lib.mjs');
+    const pg = await startPg();
+    let c;
+    try {
+      // A short lease: a heartbeat every 200 ms, fenced after 1 s without the database.
+      c = await startCluster({ nodes: 1, pg, env: { BROWSERD_NODE_LEASE_MS: '1000' } });
+      c.expectLoss();
+      const node = c.nodes[0];
+      const ok = await request(node.base, 'GET', '/ready');
+      eq(ok.status, 200, `ready with its database: ${ok.text}`);
+      await pg.stop();
+      const seen = new Set();
+      await waitFor(async () => {
+        const res = await request(node.base, 'GET', '/ready');
+        if (res.status === 503) {
+          isError(res, 503, 'not_ready');
+          for (const r of reasons(res)) seen.add(r);
+        }
+        return seen.has('store') && seen.has('fenced');
+      }, 'GET /ready to name the store, then the fence', 30000, 50);
+      eq((await request(node.base, 'GET', '/health')).status, 200, '/health stays 200 without the database');
+    } finally {
+      if (c) await c.stop({ keepPg: true }).catch(() => {});
+      await pg.stop();
+    }
+  },
+});
