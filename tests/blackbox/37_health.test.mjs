@@ -2,6 +2,8 @@
 // load balancers and supervisors (docs/operator.md, "Health and readiness").
 // Neither needs a key; /ready answers 503 naming each reason the server
 // cannot take a new session. No Chromium: BROWSERD_SPARES=0 (lib.mjs).
+import http from 'node:http';
+import net from 'node:net';
 import { startServer, request, assert, eq, isError, waitFor } from './lib.mjs';
 
 // Runs fn(server) on a fresh server, stopped and removed afterwards.
@@ -98,6 +100,47 @@ tests.push({
     } finally {
       if (c) await c.stop({ keepPg: true }).catch(() => {});
       await pg.stop();
+    }
+  },
+});
+
+tests.push({
+  name: 'issue 37.1: once the server received SIGTERM, GET /ready on a kept-alive connection answers 503 naming "stopping" while a request in flight holds the stop',
+  fn: async () => {
+    // A proxy that takes the connection and never answers: POST
+    // /proxies/{id}/check stays in flight (up to its 10 s timeout), and the
+    // stop waits for it before the HTTP daemon closes.
+    const held = new Set();
+    let got = false;
+    const hang = net.createServer((sock) => { held.add(sock); sock.on('data', () => { got = true; }); sock.on('error', () => {}); });
+    await new Promise((r) => hang.listen(0, '127.0.0.1', r));
+    const hp = `127.0.0.1:${hang.address().port}`;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const s = await startServer({ args: ['--allow-loopback', hp] });
+    try {
+      const p = await request(s.base, 'POST', '/proxies', { key: s.key, body: { type: 'custom', config: { host: '127.0.0.1', port: hang.address().port } } });
+      eq(p.status, 200, `create proxy: ${p.text}`);
+      eq((await request(s.base, 'GET', '/ready', { agent })).status, 200, 'ready before the signal');
+      const check = request(s.base, 'POST', `/proxies/${p.json.id}/check`, { key: s.key, body: { url: 'http://example.test/' } }).catch((e) => e);
+      await waitFor(() => got, 'the check to reach the proxy');
+      const exited = new Promise((r) => s.proc.once('exit', r));
+      process.kill(s.proc.pid, 'SIGTERM');
+      const res = await waitFor(async () => {
+        const r = await request(s.base, 'GET', '/ready', { agent });
+        return r.status === 503 ? r : null;
+      }, '/ready to answer 503 on the kept-alive connection', 8000, 20);
+      isError(res, 503, 'not_ready');
+      assert(reasons(res).includes('stopping'), `reasons ${JSON.stringify(reasons(res))}: ${res.text}`);
+      eq(res.headers['retry-after'], undefined, 'no Retry-After: a stopping server does not come back by itself');
+      for (const sock of held) sock.destroy();
+      await check;
+      await exited;
+    } finally {
+      agent.destroy();
+      for (const sock of held) sock.destroy();
+      hang.close();
+      await s.stop();
+      s.cleanup();
     }
   },
 });
