@@ -28,6 +28,8 @@ int ready_get(struct req *rq, struct resp *rs)
         .pids_budget = -1,
         .session_memory = launch_memory_bytes(SESSRULES_MEMORY_DEFAULT),
         .session_pids = SANDBOX_PIDS_MAX,
+        .tasks_used = admit_host_tasks(),
+        .tasks_max = admit_host_pid_max() > 0 ? admit_host_pid_max() : -1,
         .memory_available = admit_host_available(),
         .memory_floor = (long long)SPARES_MIN_AVAIL_MB << 20,
     };

@@ -58,6 +58,13 @@ int ready_check(const struct ready_facts *f, struct err *e)
                    f->memory_available >> 20, f->memory_floor >> 20);
         add_reason(list, sizeof list, "memory");
     }
+    if (f->tasks_max >= 0 && f->tasks_used >= 0 && f->tasks_max - f->tasks_used < f->session_pids) {
+        err_detail(e, "pids",
+                   "the host runs %lld tasks of its %lld task ids, fewer free than the %lld a "
+                   "session may take",
+                   f->tasks_used, f->tasks_max, f->session_pids);
+        add_reason(list, sizeof list, "pids");
+    }
     if (e->ndetails == before)
         return 0;
     /* Fenced passes too (the node registers again at once), but not on a

@@ -22,6 +22,9 @@ struct ready_facts {
     long long pids_budget, pids_held;
     /* What one session with the default settings reserves. */
     long long session_memory, session_pids;
+    /* The host's tasks now and its kernel.pid_max (-1: unknown, not
+     * checked). */
+    long long tasks_used, tasks_max;
     /* The host's MemAvailable in bytes (-1: unknown, not checked) and the
      * floor below which no new browser should start. */
     long long memory_available, memory_floor;
@@ -31,9 +34,10 @@ struct ready_facts {
  * 503 `not_ready` Error record whose message lists the reasons and which
  * has one detail per reason, its code one of "stopping", "fenced", "store",
  * "capacity" (the admission books cannot take a default session, memory or
- * pids) and "memory" (the host's available memory is below the floor).
+ * pids), "memory" (the host's available memory is below the floor) and
+ * "pids" (the host has fewer free task ids than a session's pids limit).
  * Counts and sizes only: no organization, no path. e->retry_after is set
- * when every reason is one that passes (capacity, memory, store). */
+ * when every reason is one that passes (capacity, memory, pids, store). */
 int ready_check(const struct ready_facts *f, struct err *e) WUR;
 
 #endif

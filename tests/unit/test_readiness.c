@@ -24,6 +24,8 @@ static struct ready_facts roomy(void)
         .pids_budget = 28672,
         .session_memory = 8 * GIB,
         .session_pids = 1024,
+        .tasks_used = 600,
+        .tasks_max = 32768,
         .memory_available = 20 * GIB,
         .memory_floor = 1024 * MIB,
     };
@@ -37,7 +39,7 @@ struct ready_case {
     int retry_after;     /* expected e.retry_after */
 };
 
-static struct ready_case cases[16];
+static struct ready_case cases[24];
 static size_t ncases;
 
 static void add(const char *name, struct ready_facts f, const char *reasons, int retry_after)
@@ -52,7 +54,7 @@ static void build_cases(void)
 
     f = roomy();
     f.memory_budget = f.pids_budget = -1;
-    f.memory_available = -1;
+    f.memory_available = f.tasks_used = f.tasks_max = -1;
     add("ready: no sandbox (no books) and MemAvailable unknown check nothing", f, "", 0);
 
     f = roomy();
@@ -82,6 +84,14 @@ static void build_cases(void)
     add("memory: MemAvailable below the floor", f, "memory", 10);
 
     f = roomy();
+    f.tasks_used = f.tasks_max - 1024;
+    add("ready: exactly a session's pids limit of task ids free", f, "", 0);
+
+    f = roomy();
+    f.tasks_used = f.tasks_max - 1023;
+    add("pids: fewer free task ids than a session's pids limit", f, "pids", 10);
+
+    f = roomy();
     f.stopping = 1;
     add("stopping: the server received SIGTERM; no Retry-After", f, "stopping", 0);
 
@@ -97,7 +107,9 @@ static void build_cases(void)
     f.stopping = f.fenced = f.store_failing = 1;
     f.memory_held = f.memory_budget;
     f.memory_available = 0;
-    add("every reason at once, in a fixed order", f, "stopping fenced store capacity memory", 0);
+    f.tasks_used = f.tasks_max;
+    add("every reason at once, in a fixed order", f, "stopping fenced store capacity memory pids",
+        0);
 }
 
 static void test_cases(void **state)
