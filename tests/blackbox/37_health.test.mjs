@@ -98,7 +98,7 @@ tests.push({
       }, 'GET /ready to name the store, then the fence', 30000, 50);
       eq((await request(node.base, 'GET', '/health')).status, 200, '/health stays 200 without the database');
     } finally {
-      if (c) await c.stop({ keepPg: true }).catch(() => {});
+      if (c) await c.stop({ keepPg: true });
       await pg.stop();
     }
   },
