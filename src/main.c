@@ -976,6 +976,7 @@ static int cmd_serve(int argc, char **argv)
                  c->threads);
         int sig = 0;
         sigwait(&sv.signals, &sig);
+        __atomic_store_n(&sv.app.stopping, 1, __ATOMIC_RELAXED);
         log_info("received %s: finishing in-flight requests",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
     } else {

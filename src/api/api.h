@@ -40,7 +40,8 @@ int api_session_url_rewrite(const char *path, char *out, size_t cap);
 void api_cleanup(struct req *rq);
 /* http_config.route_hook (cluster_route.c): on a shared store, forwards a
  * request that needs a live browser or pool to the node running it; -1 to
- * serve it here. */
+ * serve it here. A node that is not serving answers 503 node_unavailable,
+ * except on a probe route (HTTP_ROUTE_PROBE: /health, /ready). */
 int api_route_hook(struct req *rq, struct resp *rs, unsigned flags);
 /* On a shared store, when session_id (of org) runs (or, ended, ran) on
  * another node that is live, forwards rq there (a WebSocket upgrade when

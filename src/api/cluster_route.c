@@ -55,9 +55,8 @@ static int forward_to(struct req *rq, struct resp *rs, const char *node, int end
 
 int api_route_hook(struct req *rq, struct resp *rs, unsigned flags)
 {
-    (void)flags;
     struct app *app = api_app(rq);
-    if (!store_shared(app->store))
+    if (!store_shared(app->store) || (flags & HTTP_ROUTE_PROBE))
         return -1;
     if (!app->node || !node_serving(app->node))
         return err_set(&rq->err, E_UNAVAIL, "node_unavailable",

@@ -18,6 +18,7 @@
 #include "api/webdriver.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
+#include "api/health.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -213,6 +214,9 @@ const struct route api_routes[] = {
     NI("/vaults/*"),
     NI("/vault-provider-configs"),
     NI("/vault-provider-configs/*"),
+    /* routes: health (no key; docs/operator.md "Health and readiness") */
+    {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_PROBE},
+    {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_PROBE},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

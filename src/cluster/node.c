@@ -26,6 +26,7 @@ struct node {
     int serving;        /* registered and not fenced */
     char id[STORE_ID];  /* the current registration */
     int64_t last_ok_ms; /* monotonic time of the last successful heartbeat */
+    int hb_failed;      /* the last heartbeat could not reach the store */
     struct node_rec cache[NODE_CACHE];
     size_t ncache;
     int64_t cache_at_ms; /* monotonic; 0 = never loaded */
@@ -44,6 +45,7 @@ static int do_register(struct node *n)
     pthread_mutex_lock(&n->mu);
     memcpy(n->id, r.id, sizeof n->id);
     n->serving = 1;
+    n->hb_failed = 0;
     n->last_ok_ms = clock_mono_ms();
     n->cache_at_ms = 0;
     pthread_mutex_unlock(&n->mu);
@@ -83,6 +85,9 @@ static void tick(struct node *n)
     }
     int64_t running = n->o.hooks.running ? n->o.hooks.running(n->o.hooks.ctx) : 0;
     int rc = store_node_heartbeat(n->o.store, id, running);
+    pthread_mutex_lock(&n->mu);
+    n->hb_failed = rc != 0 && rc != E_NOTFOUND;
+    pthread_mutex_unlock(&n->mu);
     if (rc == E_NOTFOUND) {
         fence(n, "declared dead by the cluster");
         return;
@@ -239,6 +244,16 @@ int node_serving(struct node *n)
     int s = n->serving;
     pthread_mutex_unlock(&n->mu);
     return s;
+}
+
+int node_store_failing(struct node *n)
+{
+    if (!n)
+        return 0;
+    pthread_mutex_lock(&n->mu);
+    int f = n->hb_failed;
+    pthread_mutex_unlock(&n->mu);
+    return f;
 }
 
 /* Reloads the live nodes when the cache is older than a fifth of the

@@ -72,6 +72,9 @@ void node_stop(struct node *n);
 void node_id(struct node *n, char out[STORE_ID]);
 /* 1 while this node is registered and may take work (always 1 for NULL). */
 int node_serving(struct node *n);
+/* 1 when this node's last heartbeat could not reach the store (the last
+ * result of the periodic check: asks nothing of the store); 0 for NULL. */
+int node_store_failing(struct node *n);
 
 /*
  * Where the browser of a row owned by node_id runs:

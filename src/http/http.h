@@ -131,6 +131,12 @@ struct route {
  * another node), or the request has no body, the body is buffered as on
  * any upload route and req_body_read reads it from rq->body. */
 #define HTTP_ROUTE_STREAM (1u << 18)
+/* A route flag: a probe that load balancers and supervisors call every few
+ * seconds (GET /health, /ready). Its requests are logged at debug level
+ * only, so that the access log keeps what clients did; the route hook lets
+ * it through to its handler whatever the node's state (the handler says
+ * what the state is). */
+#define HTTP_ROUTE_PROBE (1u << 19)
 
 /* The next bytes of a streamed body (HTTP_ROUTE_STREAM), waiting for them:
  * > 0 bytes copied into buf, 0 at the end of the body, or E_TOOBIG (past

@@ -1543,9 +1543,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     int64_t us = clock_mono_us() - cx->rq.start_us;
     char method[64], path[1024]; /* the client's bytes: escaped (log_escape) */
-    log_info("access %s %s %d %lldus%s", log_escape(cx->rq.method, method, sizeof method),
-             log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
-             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    int quiet = cx->rq.route && (cx->rq.route->flags & HTTP_ROUTE_PROBE);
+    log_msg(quiet ? LOG_DEBUG : LOG_INFO, "access %s %s %d %lldus%s",
+            log_escape(cx->rq.method, method, sizeof method),
+            log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     if (cx->pipe && pipe_orphan(cx)) {
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;

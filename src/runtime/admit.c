@@ -70,6 +70,24 @@ long long admit_host_memory(void)
     return total;
 }
 
+long long admit_host_available(void)
+{
+    char buf[4096];
+    if (path_read_small("/proc/meminfo", buf, sizeof buf) <= 0)
+        return -1;
+    const char *p = strstr(buf, "MemAvailable:");
+    return p ? strtoll(p + 13, NULL, 10) * 1024 : -1;
+}
+
+long long admit_host_tasks(void)
+{
+    char buf[128];
+    if (path_read_small("/proc/loadavg", buf, sizeof buf) <= 0)
+        return -1;
+    const char *slash = strchr(buf, '/'); /* "0.00 0.01 0.05 1/234 5678" */
+    return slash ? strtoll(slash + 1, NULL, 10) : -1;
+}
+
 long long admit_host_pid_max(void)
 {
     char buf[64];

@@ -31,6 +31,12 @@ struct admit_budget {
 /* The host's memory: MemTotal, or the limit of the server's own memory
  * cgroup when it is lower (a container). 0 when unknown. */
 long long admit_host_memory(void);
+/* The host's MemAvailable in bytes (one read of /proc/meminfo, no lock),
+ * or -1 when it cannot be read. */
+long long admit_host_available(void);
+/* The tasks (threads) the host runs now, from /proc/loadavg (one small read,
+ * no lock), or -1 when it cannot be read. */
+long long admit_host_tasks(void);
 /* The host's kernel.pid_max, or 0 when unknown. */
 long long admit_host_pid_max(void);
 /* The budget from the host's figures: memory * overcommit, and pid_max less

@@ -53,6 +53,7 @@ struct app {
     struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
     struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */
     unsigned char token_key[32];
+    int stopping; /* set once the server received SIGTERM or SIGINT; __atomic */
 
     /* The engines of the handlers, made and stopped by main.c's table. */
     struct procjobs *procjobs;      /* parked exec/playwright requests (runtime/procjobs.h) */
