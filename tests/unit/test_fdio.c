@@ -129,14 +129,14 @@ struct writer {
     int fd;
     const unsigned char *data;
     int rc;
-    volatile int done;
+    int done; /* set by the writer, read by the test's thread: atomic */
 };
 
 static void *writer_run(void *arg)
 {
     struct writer *w = arg;
     w->rc = fdio_write_all(w->fd, w->data, BIG, FDIO_NO_DEADLINE);
-    w->done = 1;
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -164,7 +164,7 @@ static void eintr_does_not_cut_the_write(void **state)
     unsigned char *got = xmalloc(BIG);
     size_t have = 0;
     while (have < BIG) {
-        if (!w.done)
+        if (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE))
             pthread_kill(th, SIGUSR1);
         size_t n = 0;
         size_t step = BIG - have < 4096 ? BIG - have : 4096;
