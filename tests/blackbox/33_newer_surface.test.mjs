@@ -2,26 +2,13 @@
 // 1.2-1.4) that needs no new subsystem: its paths we do not serve answer 501
 // (never 404), GET /auth/context, the X-Kernel-Project header, projects by
 // name and OTLP destinations at /telemetry/destinations. No Chromium.
-import { startServer, request, assert, eq, isError } from './lib.mjs';
+import { request, assert, eq, isError, withServer, ok2xx } from './lib.mjs';
 
 const ADMIN = 'admin-token-for-tests';
 // A loopback collector port the operator opens (no session exports to it here).
 const OTLP = 'http://127.0.0.1:4318/v1/logs';
 
-async function withServer(fn) {
-  const s = await startServer({ args: ['--admin-token', ADMIN, '--allow-loopback', '127.0.0.1:4318'] });
-  try {
-    await fn(s);
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
-}
-
-function ok2xx(r, what) {
-  assert(r.status >= 200 && r.status < 300, `${what}: ${r.status} ${r.text}`);
-  return r.json;
-}
+const server = (fn) => withServer({ args: ['--admin-token', ADMIN, '--allow-loopback', '127.0.0.1:4318'] }, fn);
 
 // A project-scoped API key of project p (made with the org key s.key).
 async function projectKey(s, p) {
@@ -76,7 +63,7 @@ const NOT_SERVED = [
 export const tests = [
   {
     name: 'issue 33.1: every path of the service we do not serve answers 501 with an Error record naming its feature (never 404), 401 without a key',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       for (const [method, path, feature] of NOT_SERVED) {
         const body = method === 'GET' || method === 'DELETE' ? undefined : {};
         try {
@@ -91,7 +78,7 @@ export const tests = [
   },
   {
     name: 'issue 33.1: /org/config/* and /org/audit_logs are not the service\'s paths: 404 like any unknown path',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       for (const [method, path] of [['GET', '/org/audit_logs'], ['GET', '/org/config/sites'],
         ['POST', '/org/config/sites'], ['DELETE', '/org/config/sites/x']]) {
         const r = await request(s.base, method, path, { key: s.key, body: method === 'POST' ? {} : undefined });
@@ -101,7 +88,7 @@ export const tests = [
   },
   {
     name: 'issue 33.2: GET /auth/context names the method, source, key, its scope and the effective project, organization and principal',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       const ent = ok2xx(await request(s.base, 'GET', '/org/api_keys', { key: s.key }), 'list keys');
       const orgKeyId = ent.find((k) => k.project_id === null).id;
       const def = ok2xx(await request(s.base, 'GET', '/org/projects/default', { key: s.key }), 'default project');
@@ -131,7 +118,7 @@ export const tests = [
   },
   {
     name: 'issue 33.3: X-Kernel-Project selects a project by name or id beside X-Kernel-Project-Id; unknown -> 404, the two disagreeing -> 400',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       const web = ok2xx(await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'web' } }), 'create project');
       const inWeb = ok2xx(await request(s.base, 'POST', '/profiles', { key: s.key, headers: { 'X-Kernel-Project': 'web' }, body: { name: 'p-by-name' } }), 'profile by project name');
       ok2xx(await request(s.base, 'POST', '/profiles', { key: s.key, headers: { 'X-Kernel-Project': web.id }, body: { name: 'p-by-id' } }), 'profile by project id');
@@ -149,7 +136,7 @@ export const tests = [
   },
   {
     name: 'issue 33.3: /org/projects/{id_or_name}: a project is read, renamed and deleted by its name as by its id',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       const p = ok2xx(await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'named' } }), 'create');
       eq(ok2xx(await request(s.base, 'GET', '/org/projects/named', { key: s.key }), 'get by name').id, p.id, 'get by name');
       eq(ok2xx(await request(s.base, 'PATCH', '/org/projects/named', { key: s.key, body: { name: 'renamed' } }), 'patch by name').id, p.id, 'patch by name');
@@ -161,7 +148,7 @@ export const tests = [
   },
   {
     name: 'issue 33.3: OTLP destinations at /telemetry/destinations[/{id_or_name}], the same records as /org/telemetry/destinations',
-    fn: () => withServer(async (s) => {
+    fn: () => server(async (s) => {
       const d = ok2xx(await request(s.base, 'POST', '/telemetry/destinations', { key: s.key, body: { name: 'collector', endpoint: OTLP } }), 'create');
       eq(d.name, 'collector', 'name');
       const list = ok2xx(await request(s.base, 'GET', '/telemetry/destinations', { key: s.key }), 'list');

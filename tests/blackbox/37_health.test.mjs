@@ -4,18 +4,7 @@
 // cannot take a new session. No Chromium: BROWSERD_SPARES=0 (lib.mjs).
 import http from 'node:http';
 import net from 'node:net';
-import { startServer, request, assert, eq, isError, waitFor } from './lib.mjs';
-
-// Runs fn(server) on a fresh server, stopped and removed afterwards.
-async function withServer(opts, fn) {
-  const s = await startServer(opts);
-  try {
-    await fn(s);
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
-}
+import { startServer, request, assert, eq, isError, waitFor, withServer } from './lib.mjs';
 
 // The reasons a 503 of /ready names: its details' codes.
 const reasons = (res) => (res.json && Array.isArray(res.json.details) ? res.json.details.map((d) => d.code) : []);

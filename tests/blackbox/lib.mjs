@@ -251,3 +251,34 @@ export function memKiB(pid) {
   const get = (k) => Number((new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st) || [])[1]);
   return { rss: get('VmRSS'), hwm: get('VmHWM') };
 }
+
+// Runs fn(server) on a fresh server (startServer's options), stopped and
+// removed afterwards whatever fn does.
+export async function withServer(opts, fn) {
+  const s = await startServer(opts);
+  try {
+    await fn(s);
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+}
+
+// The JSON of a 2xx answer; any other status fails, naming what was asked.
+export function ok2xx(r, what) {
+  assert(r.status >= 200 && r.status < 300, `${what}: ${r.status} ${r.text}`);
+  return r.json;
+}
+
+// A headless session of server s (its key), body fields added; its id.
+export async function createSession(s, extra = {}, key = s.key) {
+  const r = await request(s.base, 'POST', '/browsers', { key, body: { headless: true, ...extra } });
+  eq(r.status, 200, `create: ${r.text}`);
+  return r.json.session_id;
+}
+
+// Deletes session id of server s (its key); 200 or 204.
+export async function deleteSession(s, id, key = s.key) {
+  const r = await request(s.base, 'DELETE', `/browsers/${id}`, { key });
+  assert(r.status === 200 || r.status === 204, `delete ${id}: ${r.status} ${r.text}`);
+}

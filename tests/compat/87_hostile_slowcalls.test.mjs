@@ -6,7 +6,7 @@
 // never elapsed times.
 import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { startServer, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, isError, waitFor, createSession, deleteSession } from '../blackbox/lib.mjs';
 
 const ADMIN = 'slow-admin';
 const MiB = 1024 * 1024;
@@ -32,16 +32,8 @@ function threadsOf(s) {
   return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${s.proc.pid}/status`, 'utf8'))[1]);
 }
 
-async function create(s) {
-  const r = await api(s, 'POST', '/browsers', { headless: true });
-  eq(r.status, 200, `create: ${r.text}`);
-  return r.json.session_id;
-}
-
-async function remove(s, id) {
-  const r = await api(s, 'DELETE', `/browsers/${id}`);
-  assert(r.status === 200 || r.status === 204, `delete ${id}: ${r.status} ${r.text}`);
-}
+const create = (s) => createSession(s);
+const remove = deleteSession;
 
 export const tests = [
   {

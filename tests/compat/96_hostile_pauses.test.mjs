@@ -7,7 +7,7 @@
 // while what was still outstanding, never by elapsed times.
 import { setMaxListeners } from 'node:events';
 import { chromium } from 'playwright-core';
-import { startServer, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, isError, waitFor, newOrg, createSession, deleteSession } from '../blackbox/lib.mjs';
 
 const ADMIN = 'pauses-admin';
 const api = (s, method, path, body, extra = {}) => request(s.base, method, path, { key: s.key, body, ...extra });
@@ -21,16 +21,8 @@ async function withServer(fn, env = {}) {
   } finally { await s.stop(); s.cleanup(); }
 }
 
-async function create(s, extra = {}) {
-  const r = await api(s, 'POST', '/browsers', { headless: true, ...extra });
-  eq(r.status, 200, `create: ${r.text}`);
-  return r.json.session_id;
-}
-
-async function remove(s, id) {
-  const r = await api(s, 'DELETE', `/browsers/${id}`);
-  assert(r.status === 200 || r.status === 204, `delete ${id}: ${r.status} ${r.text}`);
-}
+const create = (s, extra) => createSession(s, extra);
+const remove = deleteSession;
 
 export const tests = [
   {
