@@ -19,6 +19,7 @@
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/health.h"
+#include "api/mcp.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -214,6 +215,10 @@ const struct route api_routes[] = {
     NI("/vaults/*"),
     NI("/vault-provider-configs"),
     NI("/vault-provider-configs/*"),
+    /* routes: mcp (the MCP endpoint, docs/mcp.md; its tools act on browsers) */
+    {"POST", "/mcp", mcp_post, SLOW},
+    {"DELETE", "/mcp", mcp_delete, SLOW},
+    {"GET", "/mcp", mcp_get, KEY},
     /* routes: health (no key; docs/operator.md "Health and readiness") */
     {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_PROBE},
     {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_PROBE},

@@ -242,4 +242,19 @@
 #define LIM_ADMIT_RETRY_AFTER_S       10
 #define LIM_HOST_MEMORY_RESERVE_BYTES (2LL * 1024 * 1024 * 1024)
 
+/* The MCP endpoint (/mcp, api/mcp.c, docs/mcp.md): MCP sessions the server
+ * keeps at once, and one organization's share of them (past it, 429 with
+ * Retry-After: one tenant never fills the table); an MCP session unused this
+ * long ends with its browser (the browser is created with this
+ * timeout_seconds, so it also ends by itself); how long a call waits for an
+ * earlier call of the same MCP session (calls on one session run one at a
+ * time) before 429; the text of one accessibility snapshot; the JSON-RPC
+ * request body is LIM_BODY_BYTES as any other. */
+#define LIM_MCP_SESSIONS         256
+#define LIM_MCP_SESSIONS_PER_ORG 16
+#define LIM_MCP_IDLE_SECONDS     600
+#define LIM_MCP_BUSY_WAIT_MS     30000
+#define LIM_MCP_SNAPSHOT_BYTES   (256u * 1024u)
+#define LIM_MCP_RETRY_AFTER_S    10
+
 #endif
