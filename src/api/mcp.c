@@ -26,6 +26,7 @@
 #include "core/limits.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
+#include "domain/entitlements.h"
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
 #include "runtime/mcpreg.h"
@@ -744,9 +745,24 @@ static void sweep(struct req *rq)
 
 static int initialize(struct req *rq, struct resp *rs, const json_t *id, const json_t *params)
 {
-    char sid[MCPREG_ID_MAX];
-    int rc = mcpreg_open(api_auth(rq)->org.id, sid, &rq->err);
+    /* An MCP session counts against the org's browsers from its start: the
+     * browsers it may still start (live ones and pools' sizes taken) bound
+     * the MCP sessions waiting for their first tool call. */
+    const json_t *ent;
+    int rc = api_entitlements(rq, &ent);
     if (rc)
+        return rc;
+    struct app *app = api_app(rq);
+    const char *org = api_auth(rq)->org.id;
+    int64_t lim;
+    long long room = -1;
+    if (ent_limit(ent, "max_concurrent_browsers", &lim)) {
+        room = (long long)lim - sessmgr_count(app->sessions, org) -
+               sessmgr_pool_capacity(app->sessions, org);
+        room = room > 0 ? room : 0;
+    }
+    char sid[MCPREG_ID_MAX];
+    if ((rc = mcpreg_open(org, room, sid, &rq->err)))
         return rc;
     const char *asked = jsonx_str(params, "protocolVersion");
     const char *v = versions[0];

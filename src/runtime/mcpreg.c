@@ -34,17 +34,28 @@ static struct slot *find(const char *org, const char *id)
     return NULL;
 }
 
-int mcpreg_open(const char *org, char *id, struct err *e)
+int mcpreg_open(const char *org, long long room, char *id, struct err *e)
 {
     pthread_once(&freed_once, freed_init);
     pthread_mutex_lock(&lock);
     size_t mine = 0;
+    long long pending = 0;
     struct slot *free_slot = NULL;
     for (size_t i = 0; i < LIM_MCP_SESSIONS; i++) {
         if (!slots[i].used && !free_slot)
             free_slot = &slots[i];
-        if (slots[i].used && strcmp(slots[i].e.org, org) == 0)
+        if (slots[i].used && strcmp(slots[i].e.org, org) == 0) {
             mine++;
+            pending += !slots[i].e.session_id[0];
+        }
+    }
+    if (room >= 0 && pending >= room) {
+        pthread_mutex_unlock(&lock);
+        e->retry_after = LIM_MCP_RETRY_AFTER_S;
+        return err_set(e, E_LIMIT, "rate_limited",
+                       "limits.max_concurrent_browsers reached for this organization: its "
+                       "browsers and its %lld MCP sessions waiting for theirs take every one",
+                       pending);
     }
     if (mine >= LIM_MCP_SESSIONS_PER_ORG || !free_slot) {
         pthread_mutex_unlock(&lock);

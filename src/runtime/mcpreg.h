@@ -36,9 +36,11 @@ struct mcpreg_entry {
 };
 
 /* Opens an MCP session for org: its id into id (MCPREG_ID_MAX bytes). E_LIMIT
- * (429, retry_after set) when org already holds LIM_MCP_SESSIONS_PER_ORG or
- * the table is full. */
-int mcpreg_open(const char *org, char *id, struct err *e) WUR;
+ * (429, retry_after set) when org already holds LIM_MCP_SESSIONS_PER_ORG,
+ * the table is full, or org's MCP sessions that have no browser yet would
+ * pass room (the browsers the organization may still start; negative: no
+ * bound): an MCP session counts against the org's sessions from its start. */
+int mcpreg_open(const char *org, long long room, char *id, struct err *e) WUR;
 
 /* Takes the MCP session id of org for one call, waiting up to
  * LIM_MCP_BUSY_WAIT_MS for a call that holds it, and copies it into *out.

@@ -10,7 +10,8 @@ import { withServer, startSite, request, newOrg, assert, eq, waitFor } from '../
 const PAGE = `<!doctype html><title>mcp task</title>
 <button id="b" onclick="document.getElementById('out').textContent='clicked'">Press me</button>
 <label>Name <input id="name"></label>
-<p id="out">waiting</p>`;
+<p id="out">waiting</p>
+<script>addEventListener('keydown', (e) => { document.title = 'key ' + e.key; });</script>`;
 
 async function connect(s, key) {
   const client = new Client({ name: 'browserd-test', version: '1.0.0' });
@@ -29,7 +30,7 @@ const activeSessions = async (s, key) => {
 
 export const tests = [
   {
-    name: 'issue 37.6: an MCP client navigates, snapshots a ref, clicks and types by ref, evaluates, takes a screenshot; DELETE /mcp ends its browser; another org cannot use the MCP session',
+    name: 'issue 37.6: an MCP client navigates, snapshots a ref, clicks and types by ref, presses a key, evaluates, uses tabs and files, takes a screenshot; DELETE /mcp ends its browser; another org cannot use the MCP session',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(PAGE); });
@@ -62,6 +63,29 @@ export const tests = [
 
           const thrown = await client.callTool({ name: 'evaluate', arguments: { expression: 'throw new Error("boom")' } });
           assert(thrown.isError === true && /boom/.test(text(thrown)), `a tool failure is isError: ${JSON.stringify(thrown)}`);
+
+          const key = await client.callTool({ name: 'press_key', arguments: { key: 'Escape' } });
+          assert(!key.isError, `press_key: ${text(key)}`);
+          eq(text(await client.callTool({ name: 'evaluate', arguments: { expression: 'document.title' } })), '"key Escape"', 'the page saw the key');
+
+          // Tabs: a new one is selected, listed, and closed; the first is selected again.
+          const opened = await client.callTool({ name: 'tabs', arguments: { action: 'new', url: 'about:blank' } });
+          const tabs = text(opened).trim().split('\n');
+          eq(tabs.length, 2, `two tabs: ${text(opened)}`);
+          const sel = tabs.find((l) => l.endsWith('(selected)'));
+          assert(!opened.isError && / about:blank \(selected\)$/.test(sel), `the new tab is selected: ${text(opened)}`);
+          eq(text(await client.callTool({ name: 'evaluate', arguments: { expression: 'location.href' } })), '"about:blank"', 'tools act on the selected tab');
+          const closed = await client.callTool({ name: 'tabs', arguments: { action: 'close', index: Number(sel.split(':')[0]) } });
+          assert(!closed.isError && /^0: .*127\.0\.0\.1.* \(selected\)\n$/.test(text(closed)), `tabs close: ${text(closed)}`);
+          const badTab = await client.callTool({ name: 'tabs', arguments: { action: 'select', index: 5 } });
+          assert(badTab.isError === true && /index/.test(text(badTab)), `a tab that is not there: ${text(badTab)}`);
+
+          // Files through the session's file system.
+          const w = await client.callTool({ name: 'files', arguments: { action: 'write', path: '/tmp/mcp.txt', content: 'from mcp' } });
+          assert(!w.isError, `files write: ${text(w)}`);
+          eq(text(await client.callTool({ name: 'files', arguments: { action: 'read', path: '/tmp/mcp.txt' } })), 'from mcp', 'files read');
+          const lv = await client.callTool({ name: 'live_view_url', arguments: {} });
+          assert(lv.isError === true && /headless/.test(text(lv)), `a headless browser has no live view: ${text(lv)}`);
 
           const shot = await client.callTool({ name: 'screenshot', arguments: {} });
           const img = shot.content.find((c) => c.type === 'image');
@@ -98,12 +122,12 @@ export const tests = [
     },
   },
   {
-    name: 'issue 37.6: MCP sessions per organization are capped (429 with Retry-After); GET /mcp is 405; a call without Mcp-Session-Id is 400',
+    name: 'issue 37.6: MCP sessions per organization are capped and count against limits.max_concurrent_browsers (429 with Retry-After); GET /mcp is 405; a call without Mcp-Session-Id is 400',
     timeout: 30000,
     fn: async () => {
-      await withServer({}, async (s) => {
-        const init = () => request(s.base, 'POST', '/mcp', {
-          key: s.key,
+      await withServer({ args: ['--admin-token', 'adm'] }, async (s) => {
+        const init = (key = s.key) => request(s.base, 'POST', '/mcp', {
+          key,
           headers: { accept: 'application/json, text/event-stream' },
           body: { jsonrpc: '2.0', id: 1, method: 'initialize',
             params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } },
@@ -127,6 +151,12 @@ export const tests = [
         const noid = await request(s.base, 'POST', '/mcp', { key: s.key, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
         eq(noid.status, 400, `no Mcp-Session-Id: ${noid.text}`);
         eq((await request(s.base, 'POST', '/mcp', { body: { jsonrpc: '2.0', id: 3, method: 'ping' } })).status, 401, 'no key');
+        // An MCP session counts against the org's browsers from its start.
+        const tiny = await newOrg(s, 'adm', { name: 'tiny', overrides: { limits: { max_concurrent_browsers: 2 } } });
+        for (let i = 0; i < 2; i++) eq((await init(tiny.key)).status, 200, `initialize ${i} within the org's browsers`);
+        const third = await init(tiny.key);
+        eq(third.status, 429, `a third MCP session past max_concurrent_browsers 2: ${third.text}`);
+        assert(/max_concurrent_browsers/.test(third.text), `names the limit: ${third.text}`);
       });
     },
   },
