@@ -506,6 +506,35 @@ static json_t *t_evaluate(struct call *c, const json_t *args)
     return r;
 }
 
+/* Closes page target id and waits (at most MCP_CDP_MS) for DevTools to
+ * report it destroyed: Target.closeTarget answers before the target leaves
+ * Target.getTargets, and the list the tool answers must not show it. */
+static int close_tab(struct call *c, const char *id, struct err *e)
+{
+    cdp_client_keep_events(c->cdp, "Target.targetDestroyed");
+    json_t *p = json_pack("{s:b}", "discover", 1);
+    int rc = cdp_client_call(c->cdp, NULL, "Target.setDiscoverTargets", p, 1, MCP_CDP_MS, NULL, e);
+    json_decref(p);
+    p = json_pack("{s:s}", "targetId", id);
+    if (rc == 0)
+        rc = cdp_client_call(c->cdp, NULL, "Target.closeTarget", p, 1, MCP_CDP_MS, NULL, e);
+    json_decref(p);
+    int64_t until = clock_mono_ms() + MCP_CDP_MS;
+    while (rc == 0) {
+        int64_t left = until - clock_mono_ms();
+        json_t *ev = NULL;
+        if (left <= 0 || cdp_client_event(c->cdp, (int)left, &ev, e) != 0)
+            break; /* closed, only not reported in time: the list may still show it */
+        const char *gone = jsonx_str(json_object_get(ev, "params"), "targetId");
+        int done = gone && strcmp(gone, id) == 0;
+        json_decref(ev);
+        if (done)
+            break;
+    }
+    cdp_client_keep_events(c->cdp, NULL);
+    return rc;
+}
+
 static json_t *t_tabs(struct call *c, const json_t *args)
 {
     const char *action = jsonx_str(args, "action");
@@ -547,13 +576,10 @@ static json_t *t_tabs(struct call *c, const json_t *args)
             else
                 snprintf(c->ent.target, sizeof c->ent.target, "%s", id);
         } else {
-            json_t *p = json_pack("{s:s}", "targetId", id);
-            if (cdp_client_call(c->cdp, NULL, "Target.closeTarget", p, 1, MCP_CDP_MS, NULL, &e) !=
-                0)
+            if (close_tab(c, id, &e) != 0)
                 r = tool_error("cannot close tab %lld: %s", (long long)i, e.message);
             else if (strcmp(c->ent.target, id) == 0)
                 c->ent.target[0] = '\0';
-            json_decref(p);
             json_decref(pages);
             if (!r && cdp_page_list(c->cdp, MCP_CDP_MS, &pages, &e) != 0)
                 return tool_error("cannot list the tabs: %s", e.message);
@@ -814,6 +840,11 @@ int mcp_post(struct req *rq, struct resp *rs)
     json_t *msg;
     struct err e;
     err_init(&e);
+    if (!rq->body_len) {
+        resp_json(rs, 400,
+                  rpc_error(NULL, RPC_REQUEST, "the body must be one JSON-RPC 2.0 message"));
+        return 0;
+    }
     if (jsonx_parse(rq->body, rq->body_len, LIM_BODY_BYTES, &msg, &e) != 0) {
         resp_json(rs, 400, rpc_error(NULL, RPC_PARSE, e.message));
         return 0;
@@ -830,8 +861,17 @@ int mcp_post(struct req *rq, struct resp *rs)
     const char *method = jsonx_str(msg, "method");
     const json_t *params = json_object_get(msg, "params");
     const char *mcp_id = req_header(rq, "Mcp-Session-Id");
+    const char *version = jsonx_str(msg, "jsonrpc");
     int rc = 0;
-    if (!method || !id || json_is_null(id)) {
+    if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id)) {
+        resp_json(rs, 400, rpc_error(NULL, RPC_REQUEST, "id: must be a string or an integer"));
+    } else if (!version || strcmp(version, "2.0") != 0) {
+        resp_json(rs, 400, rpc_error(id, RPC_REQUEST, "jsonrpc: must be \"2.0\""));
+    } else if (!method && !json_object_get(msg, "result") && !json_object_get(msg, "error")) {
+        resp_json(
+            rs, 400,
+            rpc_error(id, RPC_REQUEST, "method: required (or result or error, for a response)"));
+    } else if (!method || !id || json_is_null(id)) {
         /* A notification or a response: accepted, nothing to answer. */
         resp_empty(rs, 202);
     } else if (strcmp(method, "initialize") == 0) {

@@ -122,7 +122,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 37.6: MCP sessions per organization are capped and count against limits.max_concurrent_browsers (429 with Retry-After); GET /mcp is 405; a call without Mcp-Session-Id is 400',
+    name: 'issue 37.6: MCP sessions per organization are capped and count against limits.max_concurrent_browsers (429 with Retry-After); GET /mcp is 405; a call without Mcp-Session-Id is 400; malformed messages are JSON-RPC errors',
     timeout: 30000,
     fn: async () => {
       await withServer({ args: ['--admin-token', 'adm'] }, async (s) => {
@@ -151,6 +151,11 @@ export const tests = [
         const noid = await request(s.base, 'POST', '/mcp', { key: s.key, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
         eq(noid.status, 400, `no Mcp-Session-Id: ${noid.text}`);
         eq((await request(s.base, 'POST', '/mcp', { body: { jsonrpc: '2.0', id: 3, method: 'ping' } })).status, 401, 'no key');
+        // Protocol errors are JSON-RPC errors: malformed JSON, a batch, an id that is an object.
+        for (const [raw, code] of [['{', -32700], ['[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600], ['{"jsonrpc":"2.0","id":{},"method":"ping"}', -32600]]) {
+          const r = await request(s.base, 'POST', '/mcp', { key: s.key, raw, headers: { 'content-type': 'application/json' } });
+          eq([r.status, r.json?.error?.code], [400, code], `${raw}: ${r.text}`);
+        }
         // An MCP session counts against the org's browsers from its start.
         const tiny = await newOrg(s, 'adm', { name: 'tiny', overrides: { limits: { max_concurrent_browsers: 2 } } });
         for (let i = 0; i < 2; i++) eq((await init(tiny.key)).status, 200, `initialize ${i} within the org's browsers`);
