@@ -788,7 +788,7 @@ static int initialize(struct req *rq, struct resp *rs, const json_t *id, const j
         room = room > 0 ? room : 0;
     }
     char sid[MCPREG_ID_MAX];
-    if ((rc = mcpreg_open(org, room, sid, &rq->err)))
+    if ((rc = mcpreg_open(org, api_auth(rq)->project.id, room, sid, &rq->err)))
         return rc;
     const char *asked = jsonx_str(params, "protocolVersion");
     const char *v = versions[0];
@@ -822,7 +822,8 @@ static int tools_call(struct req *rq, struct resp *rs, const json_t *id, const j
         return 0;
     }
     struct call c = {.rq = rq};
-    int rc = mcpreg_acquire(api_auth(rq)->org.id, mcp_id, &c.ent, &rq->err);
+    int rc =
+        mcpreg_acquire(api_auth(rq)->org.id, api_auth(rq)->project.id, mcp_id, &c.ent, &rq->err);
     if (rc)
         return rc;
     json_t *empty = json_object();
@@ -880,7 +881,7 @@ int mcp_post(struct req *rq, struct resp *rs)
         resp_json(
             rs, 400,
             rpc_error(id, RPC_REQUEST, "Mcp-Session-Id: required (the id initialize answered)"));
-    } else if (mcpreg_touch(api_auth(rq)->org.id, mcp_id) != 0) {
+    } else if (mcpreg_touch(api_auth(rq)->org.id, api_auth(rq)->project.id, mcp_id) != 0) {
         /* Ended, timed out, or another organization's: the client starts again. */
         resp_json(rs, 404, rpc_error(id, RPC_REQUEST, "Mcp-Session-Id: no such MCP session"));
     } else if (strcmp(method, "ping") == 0) {
@@ -902,7 +903,7 @@ int mcp_delete(struct req *rq, struct resp *rs)
     if (!mcp_id)
         return err_field(&rq->err, "Mcp-Session-Id", "required (the id initialize answered)");
     struct mcpreg_entry ent;
-    int rc = mcpreg_close(api_auth(rq)->org.id, mcp_id, &ent, &rq->err);
+    int rc = mcpreg_close(api_auth(rq)->org.id, api_auth(rq)->project.id, mcp_id, &ent, &rq->err);
     if (rc)
         return rc;
     if (ent.session_id[0]) {

@@ -26,15 +26,16 @@ static void freed_init(void)
     clock_cond_init(&freed);
 }
 
-static struct slot *find(const char *org, const char *id)
+static struct slot *find(const char *org, const char *project, const char *id)
 {
     for (size_t i = 0; i < LIM_MCP_SESSIONS; i++)
-        if (slots[i].used && strcmp(slots[i].e.id, id) == 0 && strcmp(slots[i].e.org, org) == 0)
+        if (slots[i].used && strcmp(slots[i].e.id, id) == 0 && strcmp(slots[i].e.org, org) == 0 &&
+            strcmp(slots[i].e.project, project) == 0)
             return &slots[i];
     return NULL;
 }
 
-int mcpreg_open(const char *org, long long room, char *id, struct err *e)
+int mcpreg_open(const char *org, const char *project, long long room, char *id, struct err *e)
 {
     pthread_once(&freed_once, freed_init);
     pthread_mutex_lock(&lock);
@@ -74,6 +75,7 @@ int mcpreg_open(const char *org, long long room, char *id, struct err *e)
     crypto_new_id(raw);
     snprintf(free_slot->e.id, sizeof free_slot->e.id, "mcp_%s", raw);
     snprintf(free_slot->e.org, sizeof free_slot->e.org, "%s", org);
+    snprintf(free_slot->e.project, sizeof free_slot->e.project, "%s", project);
     free_slot->e.last_used_ms = clock_mono_ms();
     snprintf(id, MCPREG_ID_MAX, "%s", free_slot->e.id);
     pthread_mutex_unlock(&lock);
@@ -81,12 +83,13 @@ int mcpreg_open(const char *org, long long room, char *id, struct err *e)
 }
 
 /* Finds id of org and waits until no call holds it; with the lock held. */
-static int take(const char *org, const char *id, struct slot **out, struct err *e)
+static int take(const char *org, const char *project, const char *id, struct slot **out,
+                struct err *e)
 {
     pthread_once(&freed_once, freed_init);
     struct timespec until = clock_deadline(LIM_MCP_BUSY_WAIT_MS);
     for (;;) {
-        struct slot *s = find(org, id);
+        struct slot *s = find(org, project, id);
         if (!s)
             return err_set(e, E_NOTFOUND, "not_found", "MCP session not found (ended or unknown)");
         if (!s->busy) {
@@ -101,11 +104,12 @@ static int take(const char *org, const char *id, struct slot **out, struct err *
     }
 }
 
-int mcpreg_acquire(const char *org, const char *id, struct mcpreg_entry *out, struct err *e)
+int mcpreg_acquire(const char *org, const char *project, const char *id, struct mcpreg_entry *out,
+                   struct err *e)
 {
     pthread_mutex_lock(&lock);
     struct slot *s;
-    int rc = take(org, id, &s, e);
+    int rc = take(org, project, id, &s, e);
     if (rc == 0) {
         s->busy = 1;
         *out = s->e;
@@ -117,7 +121,7 @@ int mcpreg_acquire(const char *org, const char *id, struct mcpreg_entry *out, st
 void mcpreg_release(const struct mcpreg_entry *in)
 {
     pthread_mutex_lock(&lock);
-    struct slot *s = find(in->org, in->id);
+    struct slot *s = find(in->org, in->project, in->id);
     if (s) {
         snprintf(s->e.session_id, sizeof s->e.session_id, "%s", in->session_id);
         snprintf(s->e.target, sizeof s->e.target, "%s", in->target);
@@ -128,11 +132,12 @@ void mcpreg_release(const struct mcpreg_entry *in)
     pthread_mutex_unlock(&lock);
 }
 
-int mcpreg_close(const char *org, const char *id, struct mcpreg_entry *out, struct err *e)
+int mcpreg_close(const char *org, const char *project, const char *id, struct mcpreg_entry *out,
+                 struct err *e)
 {
     pthread_mutex_lock(&lock);
     struct slot *s;
-    int rc = take(org, id, &s, e);
+    int rc = take(org, project, id, &s, e);
     if (rc == 0) {
         *out = s->e;
         memset(s, 0, sizeof *s);
@@ -157,10 +162,10 @@ size_t mcpreg_expire(int64_t now_ms, int64_t idle_ms, struct mcpreg_entry *out, 
     return n;
 }
 
-int mcpreg_touch(const char *org, const char *id)
+int mcpreg_touch(const char *org, const char *project, const char *id)
 {
     pthread_mutex_lock(&lock);
-    struct slot *s = find(org, id);
+    struct slot *s = find(org, project, id);
     if (s)
         s->e.last_used_ms = clock_mono_ms();
     pthread_mutex_unlock(&lock);

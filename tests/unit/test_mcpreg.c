@@ -29,7 +29,7 @@ static void open_ok(const char *org, long long room, char *id)
 {
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_open(org, room, id, &e), 0);
+    assert_int_equal(mcpreg_open(org, "", room, id, &e), 0);
 }
 
 /* "MCP sessions per org capped (a limit in src/core/limits.h; 429)": past
@@ -43,7 +43,7 @@ static void per_org_cap(void **state)
         open_ok("o1", -1, id);
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_open("o1", -1, id, &e), E_LIMIT);
+    assert_int_equal(mcpreg_open("o1", "", -1, id, &e), E_LIMIT);
     assert_int_equal(e.retry_after, LIM_MCP_RETRY_AFTER_S);
     assert_int_equal(mcpreg_count("o1"), LIM_MCP_SESSIONS_PER_ORG);
     open_ok("o2", -1, id);
@@ -62,7 +62,7 @@ static void table_full(void **state)
     }
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_open("late", -1, id, &e), E_LIMIT);
+    assert_int_equal(mcpreg_open("late", "", -1, id, &e), E_LIMIT);
     assert_int_equal(e.retry_after, LIM_MCP_RETRY_AFTER_S);
 }
 
@@ -76,12 +76,12 @@ static void counts_against_browsers(void **state)
     open_ok("o", 1, a);
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_open("o", 1, b, &e), E_LIMIT);
+    assert_int_equal(mcpreg_open("o", "", 1, b, &e), E_LIMIT);
     assert_non_null(strstr(e.message, "max_concurrent_browsers"));
     err_init(&e);
-    assert_int_equal(mcpreg_open("o", 0, b, &e), E_LIMIT);
+    assert_int_equal(mcpreg_open("o", "", 0, b, &e), E_LIMIT);
     struct mcpreg_entry ent;
-    assert_int_equal(mcpreg_acquire("o", a, &ent, &e), 0);
+    assert_int_equal(mcpreg_acquire("o", "", a, &ent, &e), 0);
     snprintf(ent.session_id, sizeof ent.session_id, "browser1");
     mcpreg_release(&ent);
     open_ok("o", 1, b);
@@ -97,14 +97,34 @@ static void other_org_not_found(void **state)
     struct mcpreg_entry ent;
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_touch("o2", id), E_NOTFOUND);
-    assert_int_equal(mcpreg_acquire("o2", id, &ent, &e), E_NOTFOUND);
-    assert_int_equal(mcpreg_close("o2", id, &ent, &e), E_NOTFOUND);
-    assert_int_equal(mcpreg_touch("o1", "mcp_unknown"), E_NOTFOUND);
-    assert_int_equal(mcpreg_touch("o1", id), 0);
-    assert_int_equal(mcpreg_close("o1", id, &ent, &e), 0);
+    assert_int_equal(mcpreg_touch("o2", "", id), E_NOTFOUND);
+    assert_int_equal(mcpreg_acquire("o2", "", id, &ent, &e), E_NOTFOUND);
+    assert_int_equal(mcpreg_close("o2", "", id, &ent, &e), E_NOTFOUND);
+    assert_int_equal(mcpreg_touch("o1", "", "mcp_unknown"), E_NOTFOUND);
+    assert_int_equal(mcpreg_touch("o1", "", id), 0);
+    assert_int_equal(mcpreg_close("o1", "", id, &ent, &e), 0);
     assert_string_equal(ent.id, id);
-    assert_int_equal(mcpreg_touch("o1", id), E_NOTFOUND);
+    assert_int_equal(mcpreg_touch("o1", "", id), E_NOTFOUND);
+}
+
+/* A project's browsers are not another project's: an MCP session opened
+ * with a project's key is not found with another project's key, nor with
+ * an org-wide one, of the same organization. */
+static void other_project_not_found(void **state)
+{
+    (void)state;
+    char id[MCPREG_ID_MAX];
+    struct err e;
+    err_init(&e);
+    assert_int_equal(mcpreg_open("o", "p1", -1, id, &e), 0);
+    struct mcpreg_entry ent;
+    assert_int_equal(mcpreg_touch("o", "p2", id), E_NOTFOUND);
+    assert_int_equal(mcpreg_touch("o", "", id), E_NOTFOUND);
+    assert_int_equal(mcpreg_acquire("o", "p2", id, &ent, &e), E_NOTFOUND);
+    assert_int_equal(mcpreg_acquire("o", "p1", id, &ent, &e), 0);
+    assert_string_equal(ent.project, "p1");
+    mcpreg_release(&ent);
+    assert_int_equal(mcpreg_close("o", "p1", id, &ent, &e), 0);
 }
 
 /* What a call stores on release (its browser, its tab) the next call of
@@ -117,12 +137,12 @@ static void release_keeps_state(void **state)
     struct mcpreg_entry ent;
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_acquire("o", id, &ent, &e), 0);
+    assert_int_equal(mcpreg_acquire("o", "", id, &ent, &e), 0);
     assert_string_equal(ent.session_id, "");
     snprintf(ent.session_id, sizeof ent.session_id, "s1");
     snprintf(ent.target, sizeof ent.target, "t1");
     mcpreg_release(&ent);
-    assert_int_equal(mcpreg_acquire("o", id, &ent, &e), 0);
+    assert_int_equal(mcpreg_acquire("o", "", id, &ent, &e), 0);
     assert_string_equal(ent.session_id, "s1");
     assert_string_equal(ent.target, "t1");
     mcpreg_release(&ent);
@@ -139,7 +159,7 @@ static void *acquire_thread(void *arg)
     struct waiter *w = arg;
     struct err e;
     err_init(&e);
-    w->rc = mcpreg_acquire("o", w->id, &w->ent, &e);
+    w->rc = mcpreg_acquire("o", "", w->id, &w->ent, &e);
     return NULL;
 }
 
@@ -153,7 +173,7 @@ static void calls_run_one_at_a_time(void **state)
     struct mcpreg_entry ent;
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_acquire("o", w.id, &ent, &e), 0);
+    assert_int_equal(mcpreg_acquire("o", "", w.id, &ent, &e), 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, acquire_thread, &w), 0);
     snprintf(ent.session_id, sizeof ent.session_id, "first");
@@ -175,11 +195,11 @@ static void expire_idle(void **state)
     struct mcpreg_entry ent, out[4];
     struct err e;
     err_init(&e);
-    assert_int_equal(mcpreg_acquire("o", b, &ent, &e), 0);
+    assert_int_equal(mcpreg_acquire("o", "", b, &ent, &e), 0);
     assert_int_equal(mcpreg_expire(clock_mono_ms(), 60000, out, 4), 0);
     assert_int_equal(mcpreg_expire(clock_mono_ms() + 120000, 60000, out, 4), 1);
     assert_string_equal(out[0].id, a);
-    assert_int_equal(mcpreg_touch("o", a), E_NOTFOUND);
+    assert_int_equal(mcpreg_touch("o", "", a), E_NOTFOUND);
     mcpreg_release(&ent);
     assert_int_equal(mcpreg_count("o"), 1);
 }
@@ -191,6 +211,7 @@ int main(void)
         cmocka_unit_test_setup(table_full, empty),
         cmocka_unit_test_setup(counts_against_browsers, empty),
         cmocka_unit_test_setup(other_org_not_found, empty),
+        cmocka_unit_test_setup(other_project_not_found, empty),
         cmocka_unit_test_setup(release_keeps_state, empty),
         cmocka_unit_test_setup(calls_run_one_at_a_time, empty),
         cmocka_unit_test_setup(expire_idle, empty),
