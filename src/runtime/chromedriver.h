@@ -53,6 +53,10 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
 /* The session's BiDi WebSocket, "ws://127.0.0.1:PORT/PREFIX/session/ID";
  * owned by d. */
 const char *chromedriver_bidi_url(const struct chromedriver *d);
+/* The WebDriver session's HTTP path on the driver, "/PREFIX/session/ID"
+ * (classic commands are this plus "/url", ...; the port is the BiDi URL's);
+ * owned by d. */
+const char *chromedriver_session_path(const struct chromedriver *d);
 /* The WebDriver session id; owned by d. */
 const char *chromedriver_session_id(const struct chromedriver *d);
 /* The capabilities ChromeDriver returned for the session (borrowed). */

@@ -35,6 +35,7 @@ struct wdreg_sess;
 struct wdreg_view {
     char url[512];        /* the driver's BiDi WebSocket */
     char session_id[128]; /* the WebDriver session the driver made */
+    char path[192];       /* its HTTP path on the driver (classic WebDriver) */
     json_t *caps;         /* its capabilities (deep copy; the caller's) */
 };
 
