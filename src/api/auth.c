@@ -248,9 +248,36 @@ static int authorize(struct req *rq, unsigned flags)
  * session record itself (PATCH, DELETE) is charged to the organization
  * only: a session whose share is full can still be ended, which also stops
  * its calls. */
+/* A request under a classic WebDriver URL (/browser/wd/{token}/...,
+ * api/wdclassic.h) is charged to the token's organization and the session
+ * it names, like a keyed request: its signed token is verified here, before
+ * it waits for a blocking thread. */
+static int wd_token_authorize(struct req *rq)
+{
+    struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, rq->params[0], "webdriver",
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    size_t n = strlen(c.org);
+    if (n >= sizeof((struct org_rec *)0)->id)
+        return unauthorized(rq, "the token names no organization");
+    struct auth *a = xcalloc(1, sizeof *a);
+    rq->auth = a;
+    memcpy(a->org.id, c.org, n + 1);
+    rq->tenant = a->org.id;
+    if (rq->nparams >= 2)
+        rq->tenant_session = rq->params[1];
+    return 0;
+}
+
 int api_authorize(struct req *rq, unsigned flags)
 {
     rq->tenant_session = NULL; /* never a previous request's on this connection */
+    if (!rq->via_session_url && rq->route && rq->nparams >= 1 &&
+        strncmp(rq->route->pattern, "/browser/wd/{token}/", 20) == 0)
+        return wd_token_authorize(rq);
     int rc = authorize(rq, flags);
     struct auth *a = rq->auth;
     if (rc == 0 && a && a->org.id[0]) {

@@ -49,15 +49,15 @@ static int wd_error(struct resp *rs, int status, const char *error, const char *
 }
 
 /* A browserd failure (rq->err) as a WebDriver error: its status (429 keeps
- * Retry-After), error "session not created" while creating, else by status. */
+ * Retry-After); "invalid argument" for bad input, else "session not
+ * created" while creating, else by status. */
 static int wd_from_err(struct req *rq, struct resp *rs, int rc, int creating)
 {
     int status = http_status_for(rc);
-    const char *error = creating        ? "session not created"
-                        : status == 404 ? "invalid session id"
-                        : status == 400 ? "invalid argument"
-                        : status == 413 ? "invalid argument"
-                                        : "unknown error";
+    const char *error = status == 400 || status == 413 ? "invalid argument"
+                        : creating                     ? "session not created"
+                        : status == 404                ? "invalid session id"
+                                                       : "unknown error";
     if ((status == 429 || status == 503) && rq->err.retry_after > 0)
         resp_header(rs, "Retry-After", "%d", rq->err.retry_after);
     return wd_error(rs, status, error, "%s", rq->err.message[0] ? rq->err.message : "failed");
@@ -320,11 +320,32 @@ static const char *tail_of(const struct req *rq)
     return slash ? slash : "";
 }
 
+/* 1 when a command's path tail stays inside the session's URL on the
+ * driver: no "." or ".." segment, no empty segment, no encoded dot, slash
+ * or backslash (the driver serves other endpoints beside the session's:
+ * creating sessions that launch browsers, shutting down). */
+static int tail_ok(const char *tail)
+{
+    if (strstr(tail, "//") || strchr(tail, '\\') || strcasestr(tail, "%2e") ||
+        strcasestr(tail, "%2f") || strcasestr(tail, "%5c"))
+        return 0;
+    for (const char *p = tail; (p = strchr(p, '/')) != NULL;) {
+        p++;
+        size_t n = strcspn(p, "/");
+        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 /* Relays a command of the live session id (or forwards it to the node
  * running it); 404 invalid session id when it does not run. */
 static int command(struct req *rq, struct resp *rs, const char *org, const char *id)
 {
     struct app *app = api_app(rq);
+    if (!tail_ok(tail_of(rq)))
+        return wd_error(rs, 404, "unknown command", "no WebDriver command %s %.200s", rq->method,
+                        tail_of(rq));
     struct live *l = sessmgr_get(app->sessions, id);
     if (!l) {
         int rc = api_cluster_forward(rq, rs, org, id, 0);

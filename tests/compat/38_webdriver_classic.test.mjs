@@ -5,7 +5,7 @@
 // through browserd:options, and another organization's key refused.
 import { Builder, By, until as seUntil } from 'selenium-webdriver';
 import { remote, attach } from 'webdriverio';
-import { request, assert, eq, waitFor, startSite, withServer, newOrg, createSession, deleteSession } from '../blackbox/lib.mjs';
+import { request, assert, eq, waitFor, startSite, withServer, newOrg, createSession, deleteSession, rawConn } from '../blackbox/lib.mjs';
 
 const PAGE = `<title>wd page</title>
 <button id="btn" onclick="document.getElementById('out').textContent='clicked'">go</button>
@@ -153,6 +153,38 @@ export const tests = [
         eq(await state(s, id), 'active', 'the session is untouched');
         eq(await d.getCurrentUrl(), 'about:blank', 'its owner still drives it');
       } finally { await d.quit(); }
+    }),
+  },
+  {
+    name: 'issue 38: hostile input on the grid: bad browserd:options are 400 invalid argument naming the field, a command path leaving the session (..) is refused, a new session past the org\'s browser limit is 429 with Retry-After',
+    timeout: 60000,
+    fn: () => withServer({ args: ['--admin-token', 'adm'] }, async (s) => {
+      const { key } = await newOrg(s, 'adm', { name: 'tiny', overrides: { limits: { max_concurrent_browsers: 1 } } });
+      const create = (caps) => request(s.base, 'POST', '/session', { key, body: { capabilities: { alwaysMatch: caps } } });
+      let r = await create({ 'browserd:options': { headless: 'yes' } });
+      eq(r.status, 400, r.text);
+      eq(r.json.value.error, 'invalid argument');
+      assert(/headless/.test(r.json.value.message), r.json.value.message);
+      r = await create({ browserName: 'firefox' });
+      eq(r.json.value.error, 'session not created', r.text);
+      r = await create({ 'browserd:options': { headless: true } });
+      eq(r.status, 200, r.text);
+      const id = r.json.value.sessionId;
+      for (const tail of ['/../../status', '/x/../../../session']) {
+        // Sent as is (a URL object would resolve the dots first).
+        const c = rawConn(s.port);
+        await c.connected;
+        c.sock.write(`GET /session/${id}${tail} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`);
+        await c.closed;
+        assert(/^HTTP\/1\.1 404 /.test(c.got), `${tail}: ${c.got}`);
+        assert(c.got.includes('"error":"unknown command"'), c.got);
+      }
+      const more = await create({ 'browserd:options': { headless: true } });
+      eq(more.status, 429, more.text);
+      assert(Number(more.headers['retry-after']) > 0, 'Retry-After');
+      eq(more.json.value.error, 'session not created');
+      eq((await request(s.base, 'DELETE', `/session/${id}`, { key })).status, 200);
+      eq(await state(s, id, key), 'deleted');
     }),
   },
 ];
