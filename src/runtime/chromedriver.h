@@ -2,7 +2,7 @@
  * chromedriver: one ChromeDriver process per browser session, attached to the
  * session's already running Chromium through its DevTools address, holding
  * one WebDriver session created with webSocketUrl: true. Its BiDi WebSocket
- * is what webdriver_ws_url relays to (api/webdriver.c, docs/webdriver-bidi.md).
+ * is what webdriver_ws_url relays to (api/webdriver.c, docs/webdriver.md).
  *
  * The driver runs in its own session and process group, listens on a free
  * 127.0.0.1 port under a random URL prefix (so that a foreign ChromeDriver

@@ -1,6 +1,6 @@
 /*
  * wdreg: the registry of the sessions' ChromeDrivers behind WebDriver BiDi
- * (docs/webdriver-bidi.md). A session is registered when its browser starts;
+ * (docs/webdriver.md). A session is registered when its browser starts;
  * its driver (runtime/chromedriver.h) is started lazily by the first BiDi
  * connection (wdreg_ensure) and stopped when the session ends.
  *
