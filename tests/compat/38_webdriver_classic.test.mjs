@@ -4,6 +4,7 @@
 // through the API (its webdriver_url), a session acquired from a pool
 // through browserd:options, and another organization's key refused.
 import { Builder, By, until as seUntil } from 'selenium-webdriver';
+import LogInspector from 'selenium-webdriver/bidi/logInspector.js';
 import { remote, attach } from 'webdriverio';
 import { request, assert, eq, waitFor, startSite, withServer, newOrg, createSession, deleteSession, rawConn } from '../blackbox/lib.mjs';
 
@@ -19,10 +20,10 @@ const api = (s, method, path, body, key = s.key) => request(s.base, method, path
 const until = (fn, what, ms = 20000) => waitFor(fn, what, ms, 100);
 
 // A Selenium driver on server s's grid, the key in the URL's user info.
-function selenium(s, key, opts = {}, path = '/wd/hub') {
+function selenium(s, key, opts = {}, path = '/wd/hub', caps = {}) {
   return new Builder()
     .usingServer(`http://${key}@127.0.0.1:${s.port}${path}`)
-    .withCapabilities({ browserName: 'chrome', 'browserd:options': { headless: true, ...opts } })
+    .withCapabilities({ browserName: 'chrome', 'browserd:options': { headless: true, ...opts }, ...caps })
     .build();
 }
 
@@ -34,17 +35,24 @@ async function state(s, id, key = s.key) {
 
 export const tests = [
   {
-    name: 'issue 38: selenium-webdriver through /wd/hub (key in the URL user info) creates a browserd session, finds and clicks an element on a loopback page, screenshots, quits (the session ends)',
+    name: 'issue 38: selenium-webdriver through /wd/hub (key in the URL user info) creates a browserd session, finds and clicks an element on a loopback page, screenshots, gets BiDi log events on webSocketUrl, quits (the session ends)',
     timeout: 90000,
     fn: async () => { const w = await site(); try { await withServer({ args: w.allow }, async (s) => {
       const st = await request(s.base, 'GET', '/wd/hub/status', {});
       eq(st.status, 200, st.text);
       eq(st.json.value.ready, true);
-      const d = await selenium(s, s.key);
+      const d = await selenium(s, s.key, {}, '/wd/hub', { webSocketUrl: true });
       let id;
       try {
         id = (await d.getSession()).getId();
         eq(await state(s, id), 'active', 'the WebDriver session is a browserd session');
+        // BiDi beside classic: webSocketUrl is the session's webdriver_ws_url; log events.
+        const rec = (await api(s, 'GET', `/browsers/${id}`)).json;
+        const wsu = (await d.getCapabilities()).get('webSocketUrl');
+        eq(new URL(wsu).pathname, new URL(rec.webdriver_ws_url).pathname, `webSocketUrl ${wsu}`);
+        const logs = [];
+        const inspector = await LogInspector(d);
+        await inspector.onConsoleEntry((e) => logs.push(e.text));
         const caps = await d.getCapabilities();
         assert(/^ws:\/\/127\.0\.0\.1:\d+\/browser\/cdp\?jwt=/.test(caps.get('se:cdp')), `se:cdp ${caps.get('se:cdp')}`);
         assert(!JSON.stringify(caps).includes(s.dir), 'no host path in the capabilities');
@@ -54,6 +62,9 @@ export const tests = [
         await d.wait(seUntil.elementTextIs(d.findElement(By.id('out')), 'clicked'), 10000);
         const png = Buffer.from(await d.takeScreenshot(), 'base64');
         eq(png.subarray(1, 4).toString(), 'PNG', 'a PNG screenshot');
+        await d.executeScript("console.log('from the page')");
+        await until(() => logs.includes('from the page'), `a BiDi log event (got ${JSON.stringify(logs)})`);
+        await inspector.close();
       } finally { await d.quit(); }
       eq(await state(s, id), 'deleted', 'quit ended the browserd session');
       // Its commands are refused now, in WebDriver's error format.
