@@ -174,9 +174,9 @@ static int relay(struct req *rq, struct resp *rs, struct live *l, const char *id
     struct httpc_resp r;
     struct err e;
     err_init(&e);
-    live_touch(l);
+    live_client_attached(l); /* a command in flight keeps the session from idling out */
     rc = httpc_exchange(fd, &hr, &r, &e);
-    live_touch(l);
+    live_client_detached(l);
     xfree(target);
     if (rc == E_TOOBIG)
         return wd_error(rs, 500, "unknown error", "the driver's answer is larger than %u bytes",
@@ -278,10 +278,9 @@ int wdc_new_session(struct req *rq, struct resp *rs)
         rc = pools_acquire_now(rq, pool, sid, sizeof sid);
         if (rc == 0)
             rc = store_session_get(app->store, a->org.id, a->project.id, sid, 0, &rec);
-        const char *pid = rc == 0 ? NULL : "";
         if (rc == 0) {
             json_t *d = json_loads(rec.data, 0, NULL);
-            pid = jsonx_str(json_object_get(d, "pool"), "id");
+            const char *pid = jsonx_str(json_object_get(d, "pool"), "id");
             snprintf(pool_id, sizeof pool_id, "%s", pid ? pid : "");
             json_decref(d);
         }
@@ -365,10 +364,20 @@ int wdc_command(struct req *rq, struct resp *rs)
     memset(&rec, 0, sizeof rec);
     if (store_session_get(app->store, a->org.id, a->project.id, id, 0, &rec) != 0)
         return no_session(rs, id);
-    int rc = 0;
-    if (strcmp(rq->method, "DELETE") == 0 && !tail_of(rq)[0]) {
+    int rc = -1;
+    int ending = strcmp(rq->method, "DELETE") == 0 && !tail_of(rq)[0];
+    if (ending) {
+        struct live *l = sessmgr_get(app->sessions, rec.id);
+        if (!l) /* another node runs it: it ends it there */
+            rc = api_cluster_forward(rq, rs, a->org.id, rec.id, 0);
+        sessmgr_put(l);
+    }
+    if (rc != -1) {
+        /* forwarded */
+    } else if (ending) {
         /* The end of the WebDriver session is the end of the browser
          * session, or its release to the pool it was acquired from. */
+        rc = 0;
         json_t *d = json_loads(rec.data, 0, NULL);
         const char *pool = jsonx_str(json_object_get(d, "pool"), "id");
         if (!pool || pools_release_browser(pool, rec.id) != 0)
