@@ -19,6 +19,7 @@
 
 #include "api/pools.h"
 #include "api/webdriver.h"
+#include "session/ext.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
@@ -174,6 +175,11 @@ static int relay(struct req *rq, struct resp *rs, struct live *l, const char *id
     struct httpc_resp r;
     struct err e;
     err_init(&e);
+    /* Counted with the session's commands (telemetry), as a BiDi message is;
+     * no method name: the event names are CDP's (domain/telemetry_cfg). */
+    for (const struct session_ext *const *x = session_ext_all(); *x; x++)
+        if ((*x)->cdp_message)
+            (*x)->cdp_message(id, rq, NULL, rq->body_len);
     live_client_attached(l); /* a command in flight keeps the session from idling out */
     rc = httpc_exchange(fd, &hr, &r, &e);
     live_client_detached(l);
