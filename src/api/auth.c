@@ -242,12 +242,6 @@ static int authorize(struct req *rq, unsigned flags)
     return select_project(rq, a, app->store);
 }
 
-/* Authenticates (which sets rq->tenant, the key's organization), then names
- * the session a request under /browsers/{id}/ is charged to for its share of
- * the server's slow-call threads (http/fairshare.h). The
- * session record itself (PATCH, DELETE) is charged to the organization
- * only: a session whose share is full can still be ended, which also stops
- * its calls. */
 /* A request under a classic WebDriver URL (/browser/wd/{token}/...,
  * api/wdclassic.h) is charged to the token's organization and the session
  * it names, like a keyed request: its signed token is verified here, before
@@ -272,6 +266,13 @@ static int wd_token_authorize(struct req *rq)
     return 0;
 }
 
+/* Authenticates (which sets rq->tenant, the key's organization), then names
+ * the session a request under /browsers/{id}/ (or a WebDriver command,
+ * /session/{id}/ and /wd/hub/session/{id}/) is charged to for its share of
+ * the server's slow-call threads (http/fairshare.h). The
+ * session record itself (PATCH, DELETE) is charged to the organization
+ * only: a session whose share is full can still be ended, which also stops
+ * its calls. */
 int api_authorize(struct req *rq, unsigned flags)
 {
     rq->tenant_session = NULL; /* never a previous request's on this connection */

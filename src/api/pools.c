@@ -793,6 +793,8 @@ int pools_acquire_now(struct req *rq, const char *pool, char *sid, size_t cap)
     struct poolrules_lease lease = {.acquire_timeout_seconds = 0};
     struct pool_waiter *w = NULL;
     char got[POOL_SID_MAX];
+    if (!engine())
+        return err_set(&rq->err, E_UNAVAIL, "unavailable", "browser pools are not running");
     rc = pool_acquire(engine(), pool_id, 0, NULL, NULL, got, &w);
     pool_waiter_finish(w, NULL);
     if (rc == E_NOTFOUND)
