@@ -21,6 +21,10 @@
 #define AUTH_ORG_ADMIN  4u /* with AUTH_KEY: an organization-scoped key is required */
 #define AUTH_NO_PROJECT 8u /* with AUTH_KEY: the project header is not consulted */
 
+/* with AUTH_KEY: the key may also come as HTTP Basic credentials (WebDriver
+ * clients send a URL's user info so) */
+#define AUTH_BASIC 16u
+
 /* What authentication established for a request (rq->auth). */
 struct auth {
     struct org_rec org;
@@ -124,6 +128,10 @@ int api_shared_delete(struct app *app, const char *path);
 
 /* "ws[s]://PUBLIC" + path + "?jwt=" + token, from the public URL (owned). */
 char *api_public_ws_url(const struct app *app, const char *path, const char *token);
+/* api_public_ws_url of path with a fresh token for session s and audience
+ * aud ("cdp", "webdriver"), as the Browser record's URLs are (owned). */
+char *api_signed_url(const struct app *app, const struct session_rec *s, const char *aud,
+                     const char *path);
 /* The Browser record of a session (new reference). */
 json_t *browsers_render(struct app *app, const struct session_rec *s);
 struct live;

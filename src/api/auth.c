@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "core/b64.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -159,6 +160,43 @@ static int session_url_authorize(struct req *rq, unsigned flags)
     return 0;
 }
 
+/* The API key of "Authorization: Basic base64(CREDENTIALS)", as WebDriver
+ * clients send a URL's user info (http://KEY@host/wd/hub) or their user and
+ * key options: CREDENTIALS "user:KEY" gives KEY; "KEY:" and "KEY" give KEY.
+ * Copied into buf (cap bytes); NULL when absent or malformed. */
+static const char *basic_key(struct req *rq, char *buf, size_t cap)
+{
+    const char *h = req_header(rq, "Authorization");
+    if (!h || strncasecmp(h, "Basic ", 6) != 0)
+        return NULL;
+    h += 6;
+    while (*h == ' ')
+        h++;
+    size_t n = strlen(h);
+    unsigned char *raw = NULL;
+    size_t len = 0;
+    if (n == 0 || n > 2 * LIM_TOKEN_BYTES || b64_decode(h, n, &raw, &len) != 0)
+        return NULL;
+    const char *cred = (const char *)raw;
+    const char *colon = memchr(raw, ':', len);
+    const char *k = cred;
+    size_t klen = len;
+    if (colon && colon[1]) {
+        k = colon + 1;
+        klen = len - (size_t)(k - cred);
+    } else if (colon) {
+        klen = (size_t)(colon - cred);
+    }
+    const char *out = NULL;
+    if (klen > 0 && klen < cap && !memchr(k, '\0', klen)) {
+        memcpy(buf, k, klen);
+        buf[klen] = '\0';
+        out = buf;
+    }
+    xfree(raw);
+    return out;
+}
+
 static int authorize(struct req *rq, unsigned flags)
 {
     struct app *app = api_app(rq);
@@ -176,9 +214,14 @@ static int authorize(struct req *rq, unsigned flags)
     }
     if (!(flags & AUTH_KEY))
         return 0;
+    char basic[LIM_TOKEN_BYTES + 1];
     const char *t = bearer(rq);
+    if (!t && (flags & AUTH_BASIC))
+        t = basic_key(rq, basic, sizeof basic);
     if (!t)
-        return unauthorized(rq, "missing or malformed Authorization: Bearer header");
+        return unauthorized(rq, flags & AUTH_BASIC
+                                    ? "missing or malformed Authorization: Bearer or Basic header"
+                                    : "missing or malformed Authorization: Bearer header");
     char hash[CRYPTO_SHA256_HEX];
     crypto_sha256_hex(t, strlen(t), hash);
     struct auth *a = xcalloc(1, sizeof *a);
@@ -199,8 +242,33 @@ static int authorize(struct req *rq, unsigned flags)
     return select_project(rq, a, app->store);
 }
 
+/* A request under a classic WebDriver URL (/browser/wd/{token}/...,
+ * api/wdclassic.h) is charged to the token's organization and the session
+ * it names, like a keyed request: its signed token is verified here, before
+ * it waits for a blocking thread. */
+static int wd_token_authorize(struct req *rq)
+{
+    struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, rq->params[0], "webdriver",
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    size_t n = strlen(c.org);
+    if (n >= sizeof((struct org_rec *)0)->id)
+        return unauthorized(rq, "the token names no organization");
+    struct auth *a = xcalloc(1, sizeof *a);
+    rq->auth = a;
+    memcpy(a->org.id, c.org, n + 1);
+    rq->tenant = a->org.id;
+    if (rq->nparams >= 2)
+        rq->tenant_session = rq->params[1];
+    return 0;
+}
+
 /* Authenticates (which sets rq->tenant, the key's organization), then names
- * the session a request under /browsers/{id}/ is charged to for its share of
+ * the session a request under /browsers/{id}/ (or a WebDriver command,
+ * /session/{id}/ and /wd/hub/session/{id}/) is charged to for its share of
  * the server's slow-call threads (http/fairshare.h). The
  * session record itself (PATCH, DELETE) is charged to the organization
  * only: a session whose share is full can still be ended, which also stops
@@ -208,11 +276,16 @@ static int authorize(struct req *rq, unsigned flags)
 int api_authorize(struct req *rq, unsigned flags)
 {
     rq->tenant_session = NULL; /* never a previous request's on this connection */
+    if (!rq->via_session_url && rq->route && rq->nparams >= 1 &&
+        strncmp(rq->route->pattern, "/browser/wd/{token}/", 20) == 0)
+        return wd_token_authorize(rq);
     int rc = authorize(rq, flags);
     struct auth *a = rq->auth;
     if (rc == 0 && a && a->org.id[0]) {
         const char *pat = rq->route ? rq->route->pattern : "";
-        if (rq->nparams >= 1 && strncmp(pat, "/browsers/{id}/", 15) == 0)
+        if (rq->nparams >= 1 &&
+            (strncmp(pat, "/browsers/{id}/", 15) == 0 || strncmp(pat, "/session/{id}/", 14) == 0 ||
+             strncmp(pat, "/wd/hub/session/{id}/", 21) == 0))
             rq->tenant_session = rq->params[0];
     }
     return rc;

@@ -94,6 +94,36 @@ static json_t *signed_url(const struct app *app, const struct session_rec *s, co
     return v;
 }
 
+char *api_signed_url(const struct app *app, const struct session_rec *s, const char *aud,
+                     const char *path)
+{
+    json_t *v = signed_url(app, s, aud, path);
+    char *url = xstrdup(json_string_value(v));
+    json_decref(v);
+    return url;
+}
+
+/* Classic WebDriver's base URL for the session (api/wdclassic.h):
+ * "http[s]://PUBLIC/browser/wd/TOKEN", the token of webdriver_ws_url in the
+ * path, where clients append /session/ID/... */
+static json_t *webdriver_url(const struct app *app, const struct session_rec *s)
+{
+    json_t *ws = signed_url(app, s, "webdriver", "/browser/webdriver");
+    const char *u = json_string_value(ws);
+    const char *tok = strstr(u, "?jwt=");
+    const char *pub = app->cfg.public_url;
+    size_t n = strlen(pub);
+    while (n && pub[n - 1] == '/')
+        n--;
+    const char *scheme =
+        strncmp(pub, "https://", 8) == 0 || strncmp(pub, "http://", 7) == 0 ? "" : "http://";
+    char *url = xasprintf("%s%.*s/browser/wd/%s", scheme, (int)n, pub, tok ? tok + 5 : "");
+    json_decref(ws);
+    json_t *v = json_string(url);
+    xfree(url);
+    return v;
+}
+
 /* The Browser record of the interface document. */
 static json_t *render_session(struct app *app, const struct session_rec *s)
 {
@@ -108,6 +138,7 @@ static json_t *render_session(struct app *app, const struct session_rec *s)
     json_object_set_new(r, "cdp_ws_url", signed_url(app, s, "cdp", "/browser/cdp"));
     json_object_set_new(r, "webdriver_ws_url",
                         signed_url(app, s, "webdriver", "/browser/webdriver"));
+    json_object_set_new(r, "webdriver_url", webdriver_url(app, s));
     /* The session's own API (api_session_url_rewrite), authorized by the
      * jwt of cdp_ws_url, which the official client takes from there. */
     if (strcmp(s->status, "active") == 0) {

@@ -772,6 +772,60 @@ int pools_release(struct req *rq, struct resp *rs)
     return 0;
 }
 
+/* ---- classic WebDriver (api/wdclassic.c) ---- */
+
+int pools_acquire_now(struct req *rq, const char *pool, char *sid, size_t cap)
+{
+    struct auth *a = api_auth(rq);
+    int rc = api_require_feature(rq, "browser_pools");
+    if (rc)
+        return rc;
+    struct pool_rec r;
+    memset(&r, 0, sizeof r);
+    rc = store_pool_get(api_app(rq)->store, a->org.id, a->project.id, pool, &r);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser pool %s not found", pool);
+    if (rc)
+        return rc;
+    char pool_id[sizeof r.id];
+    snprintf(pool_id, sizeof pool_id, "%s", r.id);
+    pool_rec_clear(&r);
+    struct poolrules_lease lease = {.acquire_timeout_seconds = 0};
+    struct pool_waiter *w = NULL;
+    char got[POOL_SID_MAX];
+    if (!engine())
+        return err_set(&rq->err, E_UNAVAIL, "unavailable", "browser pools are not running");
+    rc = pool_acquire(engine(), pool_id, 0, NULL, NULL, got, &w);
+    pool_waiter_finish(w, NULL);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser pool %s not found", pool);
+    if (rc == E_LIMIT) {
+        rq->err.retry_after = 1;
+        return err_set(&rq->err, rc, "rate_limited", "browser pool %s has no browser available",
+                       pool);
+    }
+    if (rc)
+        return err_set(&rq->err, rc, "internal", "browser pool %s: acquire failed", pool);
+    json_t *rec = NULL;
+    rc = apply_lease(pool_id, got, &lease, &rec, &rq->err);
+    json_decref(rec);
+    if (rc == E_INTERNAL) {
+        if (pool_release(engine(), pool_id, got, 0) != 0)
+            log_debug("pool %s: browser %s already gone", pool_id, got);
+    } else if (rc) {
+        unlease(pool_id, got);
+    }
+    if (rc == 0)
+        snprintf(sid, cap, "%s", got);
+    return rc;
+}
+
+int pools_release_browser(const char *pool_id, const char *sid)
+{
+    struct pool_engine *g = engine();
+    return g ? pool_release(g, pool_id, sid, 1) : E_NOTFOUND;
+}
+
 /* ---- lifecycle ---- */
 
 /* Adds the active pools (of node, or all when NULL) that the engine does

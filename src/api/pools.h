@@ -14,6 +14,14 @@ int pools_delete(struct req *rq, struct resp *rs);
 int pools_acquire(struct req *rq, struct resp *rs);
 int pools_release(struct req *rq, struct resp *rs);
 int pools_flush(struct req *rq, struct resp *rs);
+/* Classic WebDriver (api/wdclassic.c): acquires a browser of the key's pool
+ * named pool (id or name) without waiting, its lease applied as an acquire
+ * without a body; its id into sid. 404 for an unknown pool, 429 when none is
+ * available, 403 without the feature. */
+int pools_acquire_now(struct req *rq, const char *pool, char *sid, size_t cap) WUR;
+/* Releases browser sid, acquired from pool_id, with reuse (as POST
+ * /browser_pools/{id}/release does). E_NOTFOUND when it is not acquired. */
+int pools_release_browser(const char *pool_id, const char *sid) WUR;
 /* Registers the pools' session module (before recovery). */
 void pools_init(struct app *app);
 /* Creates the engine, restores stored pools and starts the filler (after the session

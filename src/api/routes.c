@@ -16,6 +16,7 @@
 #include "api/pools.h"
 #include "api/telemetry.h"
 #include "api/webdriver.h"
+#include "api/wdclassic.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/health.h"
@@ -163,6 +164,26 @@ const struct route api_routes[] = {
     {"PATCH", "/browsers/{id}/curl/raw", curl_raw, SLOW},
     {"DELETE", "/browsers/{id}/curl/raw", curl_raw, SLOW},
     {"GET", "/browser/webdriver", webdriver_upgrade, AUTH_NONE},
+#define WD  (SLOW | AUTH_BASIC)
+#define WDT (AUTH_NONE | HTTP_ROUTE_BLOCKING)
+    {"GET", "/status", wdc_status, AUTH_NONE},
+    {"GET", "/wd/hub/status", wdc_status, AUTH_NONE},
+    {"POST", "/session", wdc_new_session, WD},
+    {"POST", "/wd/hub/session", wdc_new_session, WD},
+    {"DELETE", "/session/{id}", wdc_command, WD},
+    {"DELETE", "/wd/hub/session/{id}", wdc_command, WD},
+    {"GET", "/session/{id}/*", wdc_command, WD},
+    {"POST", "/session/{id}/*", wdc_command, WD},
+    {"DELETE", "/session/{id}/*", wdc_command, WD},
+    {"GET", "/wd/hub/session/{id}/*", wdc_command, WD},
+    {"POST", "/wd/hub/session/{id}/*", wdc_command, WD},
+    {"DELETE", "/wd/hub/session/{id}/*", wdc_command, WD},
+    {"GET", "/browser/wd/{token}/status", wdc_status, AUTH_NONE},
+    {"POST", "/browser/wd/{token}/session", wdc_token_new_session, WDT},
+    {"DELETE", "/browser/wd/{token}/session/{id}", wdc_token_command, WDT},
+    {"GET", "/browser/wd/{token}/session/{id}/*", wdc_token_command, WDT},
+    {"POST", "/browser/wd/{token}/session/{id}/*", wdc_token_command, WDT},
+    {"DELETE", "/browser/wd/{token}/session/{id}/*", wdc_token_command, WDT},
     /* routes: webdriver */
     NI("/browsers/{id}/*"),
     {"POST", "/browser_pools", pools_create, KEY},

@@ -262,6 +262,26 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
     return 0;
 }
 
+int webdriver_driver(struct app *app, struct live *l, const char *session_id, struct wdreg_view *v,
+                     struct err *e)
+{
+    memset(v, 0, sizeof *v);
+    char ws[512], debugger[64];
+    struct wdreg_sess *s = wdreg_get(app->drivers, session_id);
+    if (!s || live_ws_url(l, ws, sizeof ws) != 0 ||
+        debugger_of(ws, debugger, sizeof debugger) != 0) {
+        if (s)
+            wdreg_put(app->drivers, s);
+        return err_set(e, E_NOTFOUND, "not_found", "browser session %s not found or ended",
+                       session_id);
+    }
+    struct sandbox *sb = live_sandbox_ref(l);
+    int rc = wdreg_ensure(s, debugger, sb, 0, v, e);
+    sandbox_unref(sb);
+    wdreg_put(app->drivers, s);
+    return rc;
+}
+
 /* ---- module life ---- */
 
 void webdriver_init(struct app *app)

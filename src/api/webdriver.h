@@ -6,7 +6,7 @@
  * WebSockets, after their opening exchange (proxy/bidiopen.h), are relayed to that driver's
  * BiDi socket by the CDP relay engine. The client's first session.new is
  * answered here with the driver's session (the driver already made it).
- * See docs/webdriver-bidi.md.
+ * See docs/webdriver.md.
  */
 #ifndef BD_API_WEBDRIVER_H
 #define BD_API_WEBDRIVER_H
@@ -24,5 +24,15 @@ void webdriver_init(struct app *app);
  * when the session is deleted or ended, 400 without a WebSocket upgrade, 503
  * when the driver cannot start; otherwise 101 and the relay. */
 int webdriver_upgrade(struct req *rq, struct resp *rs);
+
+struct live;
+struct wdreg_view;
+/* The driver of live session session_id (l: a reference the caller holds),
+ * started or restarted as a BiDi connection would (runtime/wdreg.h): fills v
+ * (v->caps is the caller's). E_NOTFOUND for an ended session, E_UNAVAIL when
+ * the driver cannot start. Blocks up to the driver's start (seconds). For
+ * classic WebDriver (api/wdclassic.h). */
+int webdriver_driver(struct app *app, struct live *l, const char *session_id, struct wdreg_view *v,
+                     struct err *e) WUR;
 
 #endif

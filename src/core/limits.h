@@ -43,6 +43,14 @@
 #define LIM_BIDI_FIRST_MESSAGE_BYTES (1u << 20)
 /* chromedriver's HTTP replies (status, new session) read by the server. */
 #define LIM_DRIVER_REPLY_BYTES (1u << 20)
+/* Classic WebDriver (api/wdclassic.c): a command's body relayed to a
+ * session's chromedriver, and the driver's answer relayed back (a full-page
+ * screenshot in base64 is several MiB). */
+#define LIM_WD_COMMAND_BYTES (4u << 20)
+#define LIM_WD_REPLY_BYTES   (32u << 20)
+/* The longest a relayed WebDriver command may take (an element wait, an
+ * async script, a page load under the session's own timeouts). */
+#define LIM_WD_COMMAND_MS (120 * 1000)
 /* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
  * size, so that one session cannot fill the host's disk. */
 #define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)

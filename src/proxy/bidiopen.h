@@ -1,6 +1,6 @@
 /*
  * bidiopen: the opening exchange of a WebDriver BiDi client connection
- * (docs/webdriver-bidi.md). The ChromeDriver behind a session already made
+ * (docs/webdriver.md). The ChromeDriver behind a session already made
  * its WebDriver session, and would refuse a second one: a thread per new
  * connection waits for the client's first message; a session.new is
  * answered here with the driver's session, anything else goes on to the

@@ -42,6 +42,7 @@ struct chromedriver {
     char debugger[64]; /* "127.0.0.1:PORT" */
     char *session_id;
     char *bidi_url;
+    char *session_path; /* PREFIX/session/ID: the session's classic WebDriver commands */
     json_t *caps;
     struct sandbox *sb; /* NULL, or a reference */
     int netns;          /* core/netns id of sb's namespace, or 0 */
@@ -223,6 +224,7 @@ void chromedriver_free(struct chromedriver *d)
     chromedriver_stop(d, 0);
     xfree(d->session_id);
     xfree(d->bidi_url);
+    xfree(d->session_path);
     json_decref(d->caps);
     sandbox_unref(d->sb);
     xfree(d);
@@ -312,6 +314,7 @@ static int new_session(struct chromedriver *d, int64_t deadline, struct err *e)
     else
         d->bidi_url = xstrdup(ws);
     d->session_id = xstrdup(sid);
+    d->session_path = xasprintf("%s/session/%s", d->prefix, sid);
     d->caps = json_incref(caps);
     json_decref(r);
     return 0;
@@ -435,6 +438,11 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
 const char *chromedriver_bidi_url(const struct chromedriver *d)
 {
     return d->bidi_url;
+}
+
+const char *chromedriver_session_path(const struct chromedriver *d)
+{
+    return d->session_path;
 }
 
 const char *chromedriver_session_id(const struct chromedriver *d)

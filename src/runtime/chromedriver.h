@@ -2,7 +2,7 @@
  * chromedriver: one ChromeDriver process per browser session, attached to the
  * session's already running Chromium through its DevTools address, holding
  * one WebDriver session created with webSocketUrl: true. Its BiDi WebSocket
- * is what webdriver_ws_url relays to (api/webdriver.c, docs/webdriver-bidi.md).
+ * is what webdriver_ws_url relays to (api/webdriver.c, docs/webdriver.md).
  *
  * The driver runs in its own session and process group, listens on a free
  * 127.0.0.1 port under a random URL prefix (so that a foreign ChromeDriver
@@ -53,6 +53,10 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
 /* The session's BiDi WebSocket, "ws://127.0.0.1:PORT/PREFIX/session/ID";
  * owned by d. */
 const char *chromedriver_bidi_url(const struct chromedriver *d);
+/* The WebDriver session's HTTP path on the driver, "/PREFIX/session/ID"
+ * (classic commands are this plus "/url", ...; the port is the BiDi URL's);
+ * owned by d. */
+const char *chromedriver_session_path(const struct chromedriver *d);
 /* The WebDriver session id; owned by d. */
 const char *chromedriver_session_id(const struct chromedriver *d);
 /* The capabilities ChromeDriver returned for the session (borrowed). */

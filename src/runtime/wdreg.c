@@ -167,6 +167,7 @@ int wdreg_ensure(struct wdreg_sess *s, const char *debugger, struct sandbox *sb,
     }
     snprintf(v->url, sizeof v->url, "%s", chromedriver_bidi_url(s->drv));
     snprintf(v->session_id, sizeof v->session_id, "%s", chromedriver_session_id(s->drv));
+    snprintf(v->path, sizeof v->path, "%s", chromedriver_session_path(s->drv));
     v->caps = json_deep_copy(chromedriver_capabilities(s->drv));
 out:
     pthread_mutex_unlock(&s->lock);

@@ -1,6 +1,6 @@
 /*
  * wdreg: the registry of the sessions' ChromeDrivers behind WebDriver BiDi
- * (docs/webdriver-bidi.md). A session is registered when its browser starts;
+ * (docs/webdriver.md). A session is registered when its browser starts;
  * its driver (runtime/chromedriver.h) is started lazily by the first BiDi
  * connection (wdreg_ensure) and stopped when the session ends.
  *
@@ -35,6 +35,7 @@ struct wdreg_sess;
 struct wdreg_view {
     char url[512];        /* the driver's BiDi WebSocket */
     char session_id[128]; /* the WebDriver session the driver made */
+    char path[192];       /* its HTTP path on the driver (classic WebDriver) */
     json_t *caps;         /* its capabilities (deep copy; the caller's) */
 };
 

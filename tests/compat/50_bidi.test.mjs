@@ -197,7 +197,7 @@ export const tests = [
         const t2 = await c2.send('browsingContext.getTree');
         // Same browser, same tab. (ChromeDriver 156 navigates a page to
         // about:blank when it creates a BiDi session on a running browser:
-        // docs/webdriver-bidi.md, limitations; the URL is not checked.)
+        // docs/webdriver.md, limitations; the URL is not checked.)
         assert(t2.contexts.some((x) => x.context === tree.contexts[0].context), `same tab: ${JSON.stringify(t2)}`);
       } finally { await c2.close(); w.close(); }
       const r = await api(s, 'GET', `/browsers/${b.session_id}`);
