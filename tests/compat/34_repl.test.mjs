@@ -71,11 +71,20 @@ export const tests = [
     },
   },
   {
-    name: 'issue 34 REPL: a timeout kills the process (repl_terminated, next call a new repl_id, state gone), reset:true starts afresh; bad fields are 400 naming them, a body over 8 MiB 413, a second call while one runs 409',
+    name: 'issue 34 REPL: a timeout kills the process (repl_terminated, next call a new repl_id, state gone), reset:true starts afresh; bad fields are 400 naming them, a body over 8 MiB 413, a second call while one runs 409; also on the session base_url with its token',
     timeout: 90000,
     fn: () => withServer({}, async (s) => {
       sandboxed(s);
-      const id = await createSession(s);
+      const created = await request(s.base, 'POST', '/browsers', { key: s.key, body: { headless: true } });
+      eq(created.status, 200, created.text);
+      const id = created.json.session_id;
+      // Also on the session's base_url with its token (no API key).
+      const jwt = new URL(created.json.cdp_ws_url).searchParams.get('jwt');
+      let viaUrl = await request(s.base, 'POST', `${new URL(created.json.base_url).pathname}/repl?jwt=${encodeURIComponent(jwt)}`, { body: { code: 'repl.write("via base_url")' } });
+      eq(viaUrl.status, 200, `base_url: ${viaUrl.text}`);
+      eq(viaUrl.json.content[0].text, 'via base_url', viaUrl.text);
+      viaUrl = await request(s.base, 'POST', `${new URL(created.json.base_url).pathname}/repl`, { body: { code: '1' } });
+      eq(viaUrl.status, 401, `base_url without the token: ${viaUrl.text}`);
       for (const [body, field] of [[{}, 'code'], [{ code: '' }, 'code'], [{ code: 1 }, 'code'], [{ code: 'x', timeout_sec: 301 }, 'timeout_sec'],
         [{ code: 'x', timeout_sec: 0 }, 'timeout_sec'], [{ code: 'x', reset: 'yes' }, 'reset']]) {
         const r = await repl(s, id, body);
