@@ -26,7 +26,8 @@ let current = null; // the execution in progress: {textBytes}
 const realStderr = process.stderr.write.bind(process.stderr);
 
 function sendFrame(obj) {
-  const body = Buffer.from(JSON.stringify(obj), 'utf8');
+  // Lone surrogates would make JSON the server refuses: replaced (U+FFFD).
+  const body = Buffer.from(JSON.stringify(obj, (k, v) => (typeof v === 'string' ? v.toWellFormed() : v)), 'utf8');
   const head = Buffer.alloc(4);
   head.writeUInt32BE(body.length, 0);
   const all = Buffer.concat([head, body]);

@@ -71,7 +71,7 @@ int replframe_next(const char *p, size_t n, size_t max, size_t *used, json_t **m
     if (n - 4 < len)
         return 0;
     json_error_t je;
-    json_t *m = json_loadb(p + 4, len, 0, &je);
+    json_t *m = json_loadb(p + 4, len, JSON_ALLOW_NUL, &je);
     if (!m || !json_is_object(m)) {
         json_decref(m);
         err_set(e, E_INTERNAL, "internal", "REPL protocol: a frame is not a JSON object");

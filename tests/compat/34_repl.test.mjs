@@ -63,6 +63,9 @@ export const tests = [
             eq(im.mime_type, 'image/png', 'a PNG');
             assert(Buffer.from(im.data_b64, 'base64').subarray(1, 4).toString() === 'PNG', 'PNG bytes');
           }
+          r = await ok(s, id, { code: 'console.log("nul\\u0000 lone\\ud800 é")' });
+          eq(r.json.success, true, `a NUL and a lone surrogate in output: ${r.text}`);
+          eq(text(r, 'stdout'), 'nul\u0000 lone\ufffd é\n', 'kept (the surrogate replaced)');
           r = await ok(s, id, { code: 'repl.write("x".repeat(300 * 1024))' });
           eq(r.json.content_truncated, true, 'text past 256 KiB is flagged');
           eq(text(r, 'write').length, 256 * 1024, 'and cut at 256 KiB');
