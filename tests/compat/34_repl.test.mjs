@@ -74,7 +74,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 34 REPL: a timeout kills the process (repl_terminated, next call a new repl_id, state gone), reset:true starts afresh; bad fields are 400 naming them, a body over 8 MiB 413, a second call while one runs 409; also on the session base_url with its token',
+    name: 'issue 34 REPL: a timeout kills the process (repl_terminated, next call a new repl_id, state gone), reset:true starts afresh; bad fields are 400 naming them, a body over 8 MiB 413, a second call while one runs 409; also on the session base_url with its token; deleting the session answers a running call',
     timeout: 90000,
     fn: () => withServer({}, async (s) => {
       sandboxed(s);
@@ -98,14 +98,21 @@ export const tests = [
       eq(r.status, 413, `a body over 8 MiB: ${r.text.slice(0, 200)}`);
       r = await ok(s, id, { code: 'var kept = 5' });
       const first = r.json.repl_id;
-      const slow = repl(s, id, { code: 'for (;;) {}', timeout_sec: 3 });
-      // The second call is refused while the first runs (it runs for 3 s).
-      let busy;
-      for (let i = 0; i < 50 && !busy; i++) {
-        const b = await repl(s, id, { code: 'repl.write(1)' });
-        if (b.status === 409) busy = b;
+      // A second call is refused while the first runs (for 5 s): asked
+      // until one is refused or the first has ended. The first may itself
+      // lose the race to a probe (then it is the one refused): again.
+      let busy, slow;
+      for (let round = 0; round < 5 && !busy; round++) {
+        let settled = false;
+        slow = repl(s, id, { code: 'for (;;) {}', timeout_sec: 5 }).finally(() => { settled = true; });
+        while (!busy && !settled) {
+          const b = await repl(s, id, { code: 'repl.write(1)' });
+          if (b.status === 409) busy = b;
+        }
+        if (!busy) eq((await slow).status, 409, 'the first call ended without a refused probe only when it was refused itself');
       }
       assert(busy, 'a concurrent call is 409');
+      assert(/one at a time/.test(busy.text), busy.text);
       r = await slow;
       eq(r.status, 200, r.text);
       eq(r.json.success, false, r.text);
@@ -126,6 +133,15 @@ export const tests = [
       r = await ok(s, id, { code: 'repl.write("alive")' });
       eq(text(r, 'write'), 'alive', 'and the next call works');
       isError(await repl(s, 'nosuchsession', { code: '1' }), 404);
+      // Deleting the session ends a running execution (its timeout is 300 s,
+      // past this test's own): the call is answered, the REPL terminated.
+      const running = repl(s, id, { code: 'repl.write("started"); for (;;) {}', timeout_sec: 300 });
+      await new Promise((res) => setTimeout(res, 500));
+      const del = await request(s.base, 'DELETE', `/browsers/${id}`, { key: s.key });
+      assert(del.status === 200 || del.status === 204, `delete: ${del.status}`);
+      r = await running;
+      assert(r.status === 200 ? r.json.repl_terminated === true : r.status === 409 || r.status === 404, `the running call is answered: ${r.status} ${r.text}`);
+      isError(await repl(s, id, { code: '1' }), 409);
     }),
   },
   {
