@@ -330,10 +330,45 @@ async function accessibilitySnapshot() {
     .map((n) => ({ role: n.role?.value ?? '', name: n.name?.value ?? '', backendNodeId: n.backendDOMNodeId }));
 }
 
+// uploadFile(selector, paths): files the browser sees (the session's /tmp
+// and /home) set on a file input.
+async function uploadFile(selector, paths) {
+  const { root } = await cdp('DOM.getDocument', { depth: 0 });
+  const { nodeId } = await cdp('DOM.querySelector', { nodeId: root.nodeId, selector: String(selector) });
+  if (!nodeId) throw new Error(`no element matches ${selector}`);
+  await cdp('DOM.setFileInputFiles', { nodeId, files: [].concat(paths).map(String) });
+}
+
+// waitForNetworkIdle: no new resource entry in the page for idleMs.
+async function waitForNetworkIdle({ idleMs = 500, timeoutMs = 30000 } = {}) {
+  const end = Date.now() + timeoutMs;
+  let last = -1;
+  let since = Date.now();
+  for (;;) {
+    const n = await js("performance.getEntriesByType('resource').length").catch(() => -1);
+    if (n !== last) {
+      last = n;
+      since = Date.now();
+    } else if (Date.now() - since >= idleMs) return;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for the network to idle`);
+    await sleep(100);
+  }
+}
+
+// iframeTarget(urlPart): the CDP session of an out-of-process frame whose
+// URL contains urlPart (for cdp's third argument).
+async function iframeTarget(urlPart) {
+  const { targetInfos } = await rawSend('Target.getTargets');
+  const t = targetInfos.find((x) => x.type === 'iframe' && x.url.includes(String(urlPart)));
+  if (!t) throw new Error(`no out-of-process frame with ${urlPart} in its URL`);
+  const { sessionId } = await rawSend('Target.attachToTarget', { targetId: t.targetId, flatten: true });
+  return sessionId;
+}
+
 const helpers = {
   cdp, drainEvents, waitForEvent, gotoUrl, pageInfo, accessibilitySnapshot, click, typeText,
   fillInput, pressKey, scroll, captureScreenshot, listTabs, currentTab, switchTab, newTab, closeTab,
-  waitMs, waitForLoad, waitForElement, js,
+  waitMs, waitForLoad, waitForElement, waitForNetworkIdle, js, uploadFile, iframeTarget,
 };
 const HELP = {
   cdp: 'cdp(method, params?, sessionId?) -> result: a DevTools call on the current tab (sessionId null: the browser)',
@@ -356,7 +391,10 @@ const HELP = {
   waitMs: 'waitMs(ms)',
   waitForLoad: 'waitForLoad(timeoutMs?)',
   waitForElement: 'waitForElement(selector, {timeoutMs}?)',
+  waitForNetworkIdle: 'waitForNetworkIdle({idleMs, timeoutMs}?): no new resource loaded for idleMs',
   js: 'js(expression) -> value: evaluated in the page, promises awaited',
+  uploadFile: 'uploadFile(selector, paths): sets files the browser sees (/tmp, /home) on a file input',
+  iframeTarget: 'iframeTarget(urlPart) -> sessionId of an out-of-process frame, for cdp()',
   'repl.write': 'repl.write(...values): output on the "write" channel',
   'repl.emitImage': 'repl.emitImage({path} | Buffer): an image in the answer',
 };

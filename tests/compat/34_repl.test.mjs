@@ -20,12 +20,13 @@ const sandboxed = (s) => assert(/sandbox: on/.test(s.log), `the server runs sess
 
 export const tests = [
   {
-    name: 'issue 34 REPL: top-level declarations persist across calls, output only through repl.write and the console, an exception or syntax error is success:false with the state kept; gotoUrl drives a loopback page (pageInfo title) and repl.emitImage returns a screenshot',
+    name: 'issue 34 REPL: top-level declarations persist across calls, output only through repl.write and the console, an exception or syntax error is success:false with the state kept; gotoUrl drives a loopback page (pageInfo title; click, typeText, pressKey, accessibilitySnapshot, tabs, repl.help) and repl.emitImage returns a screenshot',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
         res.writeHead(200, { 'content-type': 'text/html' });
-        res.end('<!doctype html><title>repl-page-34</title><p id=p>hello</p>');
+        res.end('<!doctype html><title>repl-page-34</title><p id=p>hello</p><input id=i>'
+          + '<button id=b onclick="document.getElementById(\'p\').textContent=\'clicked:\'+document.getElementById(\'i\').value">go</button>');
       });
       try {
         await withServer({ args: site.allow }, async (s) => {
@@ -55,6 +56,14 @@ export const tests = [
           eq(text(r, 'write'), '2 function true', `state kept, playwright-core importable, CDP_ENDPOINT: ${r.text}`);
           r = await ok(s, id, { code: `const info = await gotoUrl(${JSON.stringify(`${site.url}/p`)}); repl.write((await pageInfo()).title, await js("document.getElementById('p').textContent"))` });
           eq(text(r, 'write'), 'repl-page-34 hello', `the page driven: ${r.text}`);
+          r = await ok(s, id, { code: `await click('#i'); await typeText('abc'); await pressKey('Backspace'); await click('#b');
+            const ax = await accessibilitySnapshot();
+            const t0 = await currentTab(); const t1 = await newTab(${JSON.stringify(`${site.url}/second`)}); const tabs = await listTabs(); await switchTab(t0.id);
+            repl.write([await js("document.getElementById('p').textContent"), ax.some((n) => n.role === 'button' && n.name === 'go' && n.backendNodeId > 0), tabs.length, t1.id !== t0.id, (await currentTab()).id === t0.id].join(','));
+            repl.help('gotoUrl')` });
+          eq(r.json.success, true, r.text);
+          assert(text(r, 'write').startsWith('clicked:ab,true,2,true,truegotoUrl: '), `click, typeText, pressKey, the accessibility tree, tabs (then help): ${r.text}`);
+          assert(/gotoUrl\(url/.test(text(r, 'write')), `repl.help: ${r.text}`);
           r = await ok(s, id, { code: 'const shot = await captureScreenshot("/tmp/shot.png"); repl.emitImage({ path: "/tmp/shot.png" }); repl.emitImage(shot)' });
           eq(r.json.success, true, r.text);
           const images = r.json.content.filter((c) => c.type === 'image');
