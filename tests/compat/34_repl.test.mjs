@@ -139,6 +139,10 @@ export const tests = [
       eq(text(r, 'write'), 'undefined', 'reset dropped the state');
       r = await ok(s, id, { code: 'process.exit(3)' });
       eq(r.json.repl_terminated, true, `a crash ends the REPL: ${r.text}`);
+      assert(/exited \(status 3\)/.test(r.json.error), r.json.error);
+      r = await ok(s, id, { code: 'process.kill(process.pid, "SIGKILL")' });
+      eq(r.json.repl_terminated, true, `a killed REPL (as by the out-of-memory killer): ${r.text}`);
+      assert(/killed/.test(r.json.error), r.json.error);
       r = await ok(s, id, { code: 'repl.write("alive")' });
       eq(text(r, 'write'), 'alive', 'and the next call works');
       isError(await repl(s, 'nosuchsession', { code: '1' }), 404);
