@@ -8,6 +8,7 @@
 #include "api/extensions.h"
 #include "api/fs.h"
 #include "api/process.h"
+#include "api/repl.h"
 #include "api/replays.h"
 #include "api/logs.h"
 #include "api/org.h"
@@ -155,6 +156,7 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/read", compapi_clip_read, SLOW},
     {"POST", "/browsers/{id}/computer/clipboard/write", compapi_clip_write, SLOW},
     /* routes: computer */
+    {"POST", "/browsers/{id}/repl", repl_post, SLOW},
     FS_ROUTES PROCESS_ROUTES REPLAYS_ROUTES EXTENSIONS_ROUTES{"GET", "/browsers/{id}/logs/stream",
                                                               logs_stream_get, KEY},
     {"POST", "/browsers/{id}/curl", curl_post, SLOW},

@@ -140,6 +140,21 @@
 /* playwright.execute: timeout_sec bounds and the runner's stdout/stderr kept. */
 #define LIM_PW_TIMEOUT_MAX_S 300
 #define LIM_PW_OUTPUT_BYTES  (1u * 1024u * 1024u)
+/* The Browser REPL (docs/repl.md): timeout_sec's default and maximum; the
+ * text of one call's answer (beyond it content_truncated); one frame from
+ * the REPL process (a full-HD screenshot's base64 fits); the images of one
+ * call and all their bytes together (beyond them dropped, content_truncated).
+ * A call holds at most about FRAME + IMAGE_BYTES_ALL, on one of the
+ * LIM_HTTP_BLOCKING_THREADS. */
+#define LIM_REPL_TIMEOUT_S       60
+#define LIM_REPL_TIMEOUT_MAX_S   300
+#define LIM_REPL_TEXT_BYTES      (256u * 1024u)
+#define LIM_REPL_FRAME_BYTES     (8u * 1024u * 1024u)
+#define LIM_REPL_IMAGES          16
+#define LIM_REPL_IMAGE_BYTES_ALL (16u * 1024u * 1024u)
+/* REPL calls running at once for one organization (each holds a blocking
+ * thread up to its timeout_sec): past it, 429. */
+#define LIM_REPL_RUNNING_PER_ORG 8
 /* Replays (docs/replays.md): one recording's file and duration (also the
  * default duration when max_duration_in_seconds is omitted), recordings
  * encoding at once on this host (libx264 costs a fraction of a core each),

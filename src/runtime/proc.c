@@ -513,8 +513,12 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
 
     /* The child's ends: [0] stdin, [1] stdout, [2] stderr, [3] result. */
     int cfd[4] = {-1, -1, -1, -1};
+    int chan[2] = {-1, -1}; /* the caller's ends (s->channel) */
     int ok = 1;
-    if (s->tty) {
+    if (s->tty && s->channel) {
+        ok = 0;
+        errno = EINVAL;
+    } else if (s->tty) {
         int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
         ok = m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0;
         char name[64];
@@ -557,23 +561,32 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
         }
         if (ok) {
             cfd[0] = pi[0];
-            p->in_fd = pi[1];
+            if (s->channel)
+                chan[0] = pi[1];
+            else
+                p->in_fd = pi[1];
             cfd[1] = po[1];
             p->out_fd = po[0];
             cfd[2] = pe[1];
             p->err_fd = pe[0];
         }
     }
-    if (ok && s->result_fd) {
+    if (ok && (s->result_fd || s->channel)) {
         int pr[2];
         ok = pipe2(pr, O_CLOEXEC) == 0;
         if (ok) {
             cfd[3] = pr[1];
-            p->res_fd = pr[0];
+            if (s->channel)
+                chan[1] = pr[0];
+            else
+                p->res_fd = pr[0];
         }
     }
     if (!ok) {
         int er = errno;
+        for (int i = 0; i < 2; i++)
+            if (chan[i] >= 0)
+                close(chan[i]);
         for (int i = 0; i < 4; i++)
             if (cfd[i] >= 0 && (i == 0 || cfd[i] != cfd[i - 1]))
                 close(cfd[i]);
@@ -588,7 +601,7 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
     struct strvec av = {0};
     if (rc == 0) {
         if (x.seccomp_fd >= 0)
-            x.seccomp_at = s->result_fd ? 4 : 3; /* after child_run's 0-3 */
+            x.seccomp_at = s->result_fd || s->channel ? 4 : 3; /* after child_run's 0-3 */
         struct argv_ctx a = {&av, s->as_root, cwd, 0, 0};
         sandbox_bwrap_argv(&x, NULL, NULL, s->extra_ro, s->argv[0], push_arg, &a);
         for (size_t i = 1; s->argv[i]; i++)
@@ -632,9 +645,16 @@ int proc_start(const struct proc_spec *s, struct proc **out, struct err *e)
         rc = err_set(e, E_INTERNAL, "internal", "failed to start process: fork: %s",
                      strerror(fork_errno));
     if (rc) {
+        for (int i = 0; i < 2; i++)
+            if (chan[i] >= 0)
+                close(chan[i]);
         p->refs = 1;
         proc_put(p);
         return rc;
+    }
+    if (s->channel) {
+        s->channel[0] = chan[0];
+        s->channel[1] = chan[1];
     }
     reaper_watch(pid);
     if (p->in_fd >= 0)

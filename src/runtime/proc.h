@@ -56,7 +56,12 @@ struct proc_spec {
     const char *display;    /* ":0" for a headful session's X server, or NULL */
     const char *const *extra_ro; /* host paths bound read-only at the same place; may be NULL */
     int result_fd;               /* also capture what the process writes to its descriptor 3 */
-    const char *stdin_data;      /* written to stdin then closed (copied); NULL: stdin stays open */
+    /* When non-NULL, the caller talks to the process itself: channel[0]
+     * gets the write end of its stdin, channel[1] the read end of its
+     * descriptor 3 (both close-on-exec, the caller's to close); the
+     * process's thread touches neither (stdin_data and result_fd unused). */
+    int *channel;
+    const char *stdin_data; /* written to stdin then closed (copied); NULL: stdin stays open */
     size_t stdin_len;
     /* Called once when the process has exited and its output is drained
      * (the process's thread). */

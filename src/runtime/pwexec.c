@@ -62,6 +62,17 @@ const char *pwexec_dir(void)
     return dir_path[0] ? dir_path : NULL;
 }
 
+void pwexec_local_url(const char *ws, char *out, size_t cap)
+{
+    /* ws://nsN@127.0.0.1:PORT/... -> ws://127.0.0.1:PORT/... */
+    const char *at = strchr(ws, '@');
+    const char *scheme_end = strstr(ws, "://");
+    if (at && scheme_end && at > scheme_end)
+        snprintf(out, cap, "%.*s%s", (int)(scheme_end + 3 - ws), ws, at + 1);
+    else
+        snprintf(out, cap, "%s", ws);
+}
+
 int pwexec_start(const struct sandbox *sb, struct sessmgr *sessions, const char *session_id,
                  const char *ws, const char *code, int timeout_s,
                  void (*on_exit)(void *ctx, struct proc *p), void *ctx, struct proc **out,
@@ -73,14 +84,8 @@ int pwexec_start(const struct sandbox *sb, struct sessmgr *sessions, const char 
         return err_set(e, E_UNAVAIL, "unavailable",
                        "failed to start playwright daemon: runtime-js/ with its packages not "
                        "found (run scripts/deps.sh, or set BROWSERD_RUNTIME_JS)");
-    /* ws://nsN@127.0.0.1:PORT/... -> ws://127.0.0.1:PORT/... */
     char url[1024];
-    const char *at = strchr(ws, '@');
-    const char *scheme_end = strstr(ws, "://");
-    if (at && scheme_end && at > scheme_end)
-        snprintf(url, sizeof url, "%.*s%s", (int)(scheme_end + 3 - ws), ws, at + 1);
-    else
-        snprintf(url, sizeof url, "%s", ws);
+    pwexec_local_url(ws, url, sizeof url);
     char runner[PATH_MAX + 32];
     snprintf(runner, sizeof runner, "%s/runner.mjs", dir);
     const char *argv[] = {PWEXEC_NODE, runner, url, NULL};

@@ -15,6 +15,7 @@
 #define BD_RUNTIME_PWEXEC_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 #include "core/err.h"
 #include "runtime/proc.h"
@@ -26,6 +27,10 @@
  * packages installed (node_modules/playwright-core and esbuild). NULL when
  * neither exists (the call then answers 503). Found once, borrowed. */
 const char *pwexec_dir(void);
+
+/* The DevTools URL as seen inside the session's namespace: ws with its
+ * "nsN@" tag dropped, in out (cap bytes). */
+void pwexec_local_url(const char *ws, char *out, size_t cap);
 
 /* Starts the runner for code against the DevTools endpoint ws (the
  * browser's internal URL; a "nsN@" namespace tag is dropped: the runner is
