@@ -70,6 +70,8 @@ static const char usage[] =
     "                            [--override PATH=JSON ...]\n"
     "  browserd admin key create --org ORG_ID [--project PROJECT_ID] [--name NAME]   (prints the "
     "key)\n"
+    "  browserd --routes      (prints every route served, METHOD PATTERN a line; the routes\n"
+    "                          answered 501 not implemented are left out)\n"
     "  browserd --help | browserd version\n"
     "\n"
     "Every serve flag has an environment variable: BROWSERD_LISTEN (default 127.0.0.1:8080),\n"
@@ -870,6 +872,7 @@ static int start_http(struct serve *sv)
         .body_share = (size_t)sv->share_mb << 20,
         .blocking_threads = (unsigned)sv->blockers,
         .buffer_streams = store_shared(sv->app.store),
+        .metrics = 1,
     };
     struct err e;
     err_init(&e);
@@ -1238,6 +1241,14 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("browserd %s\n", BROWSERD_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "--routes") == 0) {
+        /* The route table as docs/openapi.yaml must describe it
+         * (tests/blackbox/37_openapi.test.mjs compares the two). */
+        for (size_t i = 0; i < api_nroutes; i++)
+            if (api_routes[i].fn != api_not_implemented)
+                printf("%s %s\n", api_routes[i].method, api_routes[i].pattern);
         return 0;
     }
     if (strcmp(argv[1], "serve") == 0)

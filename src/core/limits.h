@@ -242,4 +242,13 @@
 #define LIM_ADMIT_RETRY_AFTER_S       10
 #define LIM_HOST_MEMORY_RESERVE_BYTES (2LL * 1024 * 1024 * 1024)
 
+/* Metrics (core/metrics.h, GET /metrics): the routes whose requests are
+ * counted one by one (the route table's size is far below it; requests of
+ * routes past it count as unmatched), the longest line of the exposition,
+ * and the whole text's cap (a few hundred routes' histograms take well
+ * under 1 MiB). */
+#define LIM_METRICS_ROUTES     1024
+#define LIM_METRICS_LINE_BYTES 1024
+#define LIM_METRICS_TEXT_BYTES (4u * 1024 * 1024)
+
 #endif
