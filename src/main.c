@@ -70,8 +70,8 @@ static const char usage[] =
     "                            [--override PATH=JSON ...]\n"
     "  browserd admin key create --org ORG_ID [--project PROJECT_ID] [--name NAME]   (prints the "
     "key)\n"
-    "  browserd --routes      (prints every route served, METHOD PATTERN a line; the routes\n"
-    "                          answered 501 not implemented are left out)\n"
+    "  browserd --routes      (prints every route served, a line each: METHOD PATTERN AUTH,\n"
+    "                          AUTH none, key or admin; routes answered 501 are left out)\n"
     "  browserd --help | browserd version\n"
     "\n"
     "Every serve flag has an environment variable: BROWSERD_LISTEN (default 127.0.0.1:8080),\n"
@@ -1246,9 +1246,12 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "--routes") == 0) {
         /* The route table as docs/openapi.yaml must describe it
          * (tests/blackbox/37_openapi.test.mjs compares the two). */
-        for (size_t i = 0; i < api_nroutes; i++)
+        for (size_t i = 0; i < api_nroutes; i++) {
+            unsigned f = api_routes[i].flags;
             if (api_routes[i].fn != api_not_implemented)
-                printf("%s %s\n", api_routes[i].method, api_routes[i].pattern);
+                printf("%s %s %s\n", api_routes[i].method, api_routes[i].pattern,
+                       (f & AUTH_ADMIN) ? "admin" : (f & AUTH_KEY) ? "key" : "none");
+        }
         return 0;
     }
     if (strcmp(argv[1], "serve") == 0)

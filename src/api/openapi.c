@@ -1,4 +1,4 @@
-/* GET /openapi.yaml, /spec.yaml: see openapi.h.
+/* GET /openapi.yaml, /spec.yaml, /openapi.json: see openapi.h.
  *
  * The document is docs/openapi.yaml, assembled into this object's read-only
  * data with .incbin (no generator, no new build tool; the Makefile makes
@@ -25,10 +25,10 @@ extern const char openapi_doc[], openapi_doc_end[];
 
 int openapi_get(struct req *rq, struct resp *rs)
 {
-    (void)rq;
     size_t n = (size_t)(openapi_doc_end - openapi_doc);
     char *text = xmalloc(n + 1);
     memcpy(text, openapi_doc, n + 1);
-    resp_text(rs, 200, "application/yaml; charset=utf-8", text, n);
+    int json = strcmp(rq->path, "/openapi.json") == 0;
+    resp_text(rs, 200, json ? "application/json" : "application/yaml; charset=utf-8", text, n);
     return 0;
 }

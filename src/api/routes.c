@@ -225,6 +225,7 @@ const struct route api_routes[] = {
     {"GET", "/metrics", scrape_get, AUTH_ADMIN},
     {"GET", "/openapi.yaml", openapi_get, AUTH_NONE},
     {"GET", "/spec.yaml", openapi_get, AUTH_NONE},
+    {"GET", "/openapi.json", openapi_get, AUTH_NONE},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
