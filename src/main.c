@@ -1250,7 +1250,9 @@ int main(int argc, char **argv)
             unsigned f = api_routes[i].flags;
             if (api_routes[i].fn != api_not_implemented)
                 printf("%s %s %s\n", api_routes[i].method, api_routes[i].pattern,
-                       (f & AUTH_ADMIN) ? "admin" : (f & AUTH_KEY) ? "key" : "none");
+                       (f & AUTH_ADMIN) ? "admin"
+                       : (f & AUTH_KEY) ? "key"
+                                        : "none");
         }
         return 0;
     }
