@@ -86,4 +86,19 @@ export const tests = [
       for (const x of [org && org.org_id, org && org.id].filter(Boolean)) assert(!t2.includes(x), 'the org id is no label');
     }),
   },
+  {
+    name: 'issue 37.2: BROWSERD_METRICS_LISTEN serves GET /metrics on an address of its own without the admin token (a bare port is on 127.0.0.1); the main address still asks for the token; nothing else is served there',
+    fn: () => withServer({ args: ['--admin-token', ADMIN], env: { BROWSERD_METRICS_LISTEN: '0' } }, async (s) => {
+      let port;
+      await waitFor(() => (port = (/metrics listening on 127\.0\.0\.1:(\d+)/.exec(s.log) || [])[1]), 'the metrics listener on 127.0.0.1');
+      const base = `http://127.0.0.1:${port}`;
+      const res = await request(base, 'GET', '/metrics');
+      eq(res.status, 200, `metrics listener: ${res.text.slice(0, 200)}`);
+      promtool(res.text);
+      assert(/^browserd_sessions\{state="starting"\} 0$/m.test(res.text), 'the same families');
+      eq((await request(base, 'GET', '/browsers', { key: s.key })).status, 404, 'the API is not served there');
+      eq((await request(base, 'GET', '/health')).status, 404, 'nor the probes');
+      isError(await request(s.base, 'GET', '/metrics'), 401, 'unauthorized');
+    }),
+  },
 ];
