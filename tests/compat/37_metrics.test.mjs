@@ -101,4 +101,31 @@ export const tests = [
       isError(await request(s.base, 'GET', '/metrics'), 401, 'unauthorized');
     }),
   },
+  {
+    name: 'issue 37.2: a pool shows in the pool gauges summed (size, available, acquired, waiters) and an acquire counts as a create by path pool; no pool id is a label',
+    timeout: 120000,
+    fn: () => withServer({ args: ['--admin-token', ADMIN] }, async (s) => {
+      const api = (method, path, body) => request(s.base, method, path, { key: s.key, body });
+      const p = await api('POST', '/browser_pools', { name: 'metrics-pool', size: 2, headless: true, fill_rate_per_minute: 6000 });
+      eq(p.status, 200, `create pool: ${p.text}`);
+      let m;
+      await waitFor(async () => {
+        m = parse(await metrics(s));
+        return v(m, 'browserd_pool_browsers{state="available"}') === 2;
+      }, 'two pool browsers available', 60000, 200);
+      eq(v(m, 'browserd_pool_size'), 2, 'the configured size');
+      eq(v(m, 'browserd_pool_waiters'), 0, 'no waiter');
+      const a = await api('POST', `/browser_pools/${p.json.id}/acquire`, {});
+      eq(a.status, 200, `acquire: ${a.text}`);
+      const t = await metrics(s);
+      promtool(t);
+      m = parse(t);
+      eq(v(m, 'browserd_session_creates_total{path="pool",outcome="ok"}'), 1, 'one create by path pool');
+      eq(v(m, 'browserd_session_create_duration_seconds_count{path="pool"}'), 1, 'its latency observed');
+      eq(v(m, 'browserd_pool_browsers{state="acquired"}'), 1, 'one acquired');
+      eq(v(m, 'browserd_http_requests_total{method="POST",route="/browser_pools/{id}/acquire",code="2xx"}'), 1, 'the acquire under its pattern');
+      assert(!t.includes(p.json.id) && !t.includes('metrics-pool') && !t.includes(a.json.session_id), 'no pool or session id, no pool name');
+      eq((await api('DELETE', `/browser_pools/${p.json.id}`, { force: true })).status, 204, 'pool deleted');
+    }),
+  },
 ];
