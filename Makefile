@@ -58,6 +58,9 @@ $(BUILD)/bench/egress: bench/egress.c $(BUILD)/libbrowserd.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS)
 
+# The OpenAPI document is assembled into this object (.incbin, api/openapi.c).
+$(BUILD)/src/api/openapi.o: docs/openapi.yaml
+
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
 
 deps:

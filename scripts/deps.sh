@@ -7,8 +7,10 @@ bubblewrap curl libarchive-dev ffmpeg libpq-dev libxcb1-dev libxcb-xtest0-dev li
 zlib1g-dev libseccomp-dev"
 # For `make test` only: a throwaway PostgreSQL server for the cluster suites,
 # Firefox for the live view page's cross-browser test, and stress-ng for the
-# lifecycle suites that run under a background load (issue 30).
-[ "${1:-}" = "--tests" ] && PKGS="$PKGS postgresql-15 firefox-esr stress-ng"
+# lifecycle suites that run under a background load (issue 30), and
+# prometheus for its promtool: tests/compat/37_metrics parses GET /metrics
+# with a real Prometheus parser (`promtool check metrics`), not our own.
+[ "${1:-}" = "--tests" ] && PKGS="$PKGS postgresql-15 firefox-esr stress-ng prometheus"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -40,6 +40,7 @@
 #include "cluster/forward.h"
 #include "cluster/node.h"
 #include "api/process.h"
+#include "api/scrape.h"
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/telemetry.h"
@@ -70,6 +71,8 @@ static const char usage[] =
     "                            [--override PATH=JSON ...]\n"
     "  browserd admin key create --org ORG_ID [--project PROJECT_ID] [--name NAME]   (prints the "
     "key)\n"
+    "  browserd --routes      (prints every route served, a line each: METHOD PATTERN AUTH,\n"
+    "                          AUTH none, key or admin; routes answered 501 are left out)\n"
     "  browserd --help | browserd version\n"
     "\n"
     "Every serve flag has an environment variable: BROWSERD_LISTEN (default 127.0.0.1:8080),\n"
@@ -103,6 +106,8 @@ static const char usage[] =
     "BROWSERD_HEAD_TIMEOUT_SECONDS (default 10), BROWSERD_BODY_BUDGET_MB (request bodies held\n"
     "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160),\n"
     "BROWSERD_BLOCKING_THREADS (threads for slow handlers such as launches, default 64).\n"
+    "BROWSERD_METRICS_LISTEN (PORT or HOST:PORT; a bare port is on 127.0.0.1): GET /metrics\n"
+    "there without the admin token (on the main address it needs the token; docs/operator.md).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -387,6 +392,12 @@ struct serve {
     struct sessmgr_hooks hooks;
     struct http_config hc;
     struct http_server *srv;
+    /* BROWSERD_METRICS_LISTEN: GET /metrics without the admin token on an
+     * address of its own (docs/operator.md "Metrics"); port -1 = none. */
+    char metrics_host[256];
+    int metrics_port;
+    struct http_config mhc;
+    struct http_server *msrv;
 };
 
 /* Reads serve's flags and variables into sv. 0, or the exit status (2) after
@@ -434,6 +445,20 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
     if (parse_listen(listen, c->listen_host, sizeof c->listen_host, &c->listen_port) != 0) {
         fprintf(stderr, "browserd serve: --listen must be HOST:PORT, got %s\n", listen);
         return 2;
+    }
+    /* A bare port is on the loopback: the metrics show the server's load to
+     * whoever reaches them, so another interface is the operator's choice. */
+    const char *mlisten = env_or("BROWSERD_METRICS_LISTEN", "");
+    char mbuf[300];
+    sv->metrics_port = -1;
+    if (*mlisten) {
+        snprintf(mbuf, sizeof mbuf, "%s%s", strchr(mlisten, ':') ? "" : "127.0.0.1:", mlisten);
+        if (parse_listen(mbuf, sv->metrics_host, sizeof sv->metrics_host, &sv->metrics_port) != 0) {
+            fprintf(stderr,
+                    "browserd serve: BROWSERD_METRICS_LISTEN must be PORT or HOST:PORT, got %s\n",
+                    mlisten);
+            return 2;
+        }
     }
     if (strcmp(region, "us-east") != 0 && strcmp(region, "eu-west") != 0 &&
         strcmp(region, "ap-southeast") != 0) {
@@ -870,6 +895,7 @@ static int start_http(struct serve *sv)
         .body_share = (size_t)sv->share_mb << 20,
         .blocking_threads = (unsigned)sv->blockers,
         .buffer_streams = store_shared(sv->app.store),
+        .metrics = 1,
     };
     struct err e;
     err_init(&e);
@@ -881,6 +907,41 @@ static int start_http(struct serve *sv)
 }
 
 /* No new connections; requests in flight and upgraded connections go on. */
+/* The metrics listener (BROWSERD_METRICS_LISTEN): one route, no key, one
+ * thread; its requests are not counted in the metrics it serves. */
+static const struct route metrics_routes[] = {
+    {"GET", "/metrics", scrape_get, 0},
+};
+
+static int start_metrics_http(struct serve *sv)
+{
+    if (sv->metrics_port < 0)
+        return 0;
+    sv->mhc = (struct http_config){
+        .host = sv->metrics_host,
+        .port = sv->metrics_port,
+        .threads = 1,
+        .routes = metrics_routes,
+        .nroutes = sizeof metrics_routes / sizeof metrics_routes[0],
+        .app = &sv->app,
+    };
+    struct err e;
+    err_init(&e);
+    if (http_start(&sv->mhc, &sv->msrv, &e) != 0) {
+        log_error("metrics listener: %s", e.message);
+        return 1;
+    }
+    log_info("metrics listening on %s:%d", sv->metrics_host, http_port(sv->msrv));
+    return 0;
+}
+
+static void stop_metrics_http(struct serve *sv)
+{
+    if (sv->msrv)
+        http_stop(sv->msrv);
+    sv->msrv = NULL;
+}
+
 static void quiesce_http(struct serve *sv)
 {
     http_quiesce(sv->srv);
@@ -940,6 +1001,7 @@ static const struct engine engines[] = {
     {"recovery", .init = recover_sessions},
     {"fs watches", .stop = stop_fs_watches},
     {"http", .start = start_http, .drain = quiesce_http, .stop = stop_http},
+    {"metrics listener", .start = start_metrics_http, .stop = stop_metrics_http},
     {"parked requests", .drain = answer_parked},
     {"cluster", .start = check_cluster},
 };
@@ -1238,6 +1300,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("browserd %s\n", BROWSERD_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "--routes") == 0) {
+        /* The route table as docs/openapi.yaml must describe it
+         * (tests/blackbox/37_openapi.test.mjs compares the two). */
+        for (size_t i = 0; i < api_nroutes; i++) {
+            unsigned f = api_routes[i].flags;
+            if (api_routes[i].fn != api_not_implemented)
+                printf("%s %s %s\n", api_routes[i].method, api_routes[i].pattern,
+                       (f & AUTH_ADMIN) ? "admin"
+                       : (f & AUTH_KEY) ? "key"
+                                        : "none");
+        }
         return 0;
     }
     if (strcmp(argv[1], "serve") == 0)

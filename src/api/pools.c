@@ -14,6 +14,7 @@
  * A waiting acquire is parked with req_suspend (it holds no HTTP thread);
  * its engine waiter resumes the request when it is settled.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 #include "domain/pool_rules.h"
@@ -46,6 +48,15 @@ static struct {
 static struct pool_engine *engine(void)
 {
     return __atomic_load_n(&P.eng, __ATOMIC_ACQUIRE);
+}
+
+int pools_totals(struct pool_totals *t)
+{
+    struct pool_engine *g = engine();
+    if (!g)
+        return -ESRCH;
+    pool_engine_totals(g, t);
+    return 0;
 }
 
 /* ---- the Chromium launcher ---- */
@@ -660,6 +671,7 @@ static int hand_over(struct req *rq, struct resp *rs, struct acquire *a, const c
         unlease(a->pool_id, sid);
         a->handed_back = 1;
     }
+    metrics_create(METRICS_CREATE_POOL, rc == 0, clock_mono_us() - rq->start_us);
     if (rc)
         return rc;
     resp_json(rs, 200, rec);

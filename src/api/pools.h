@@ -38,5 +38,9 @@ void pools_fence(void);
 /* Stops the filler and frees the engine (after the HTTP server, whose parked acquires
  * hold engine waiters, and before the session manager). */
 void pools_stop(void);
+/* The running engine's pools summed (GET /metrics): 0 with t filled, or
+ * -ESRCH when no engine runs (before pools_start, after pools_stop). */
+struct pool_totals;
+int pools_totals(struct pool_totals *t) __attribute__((warn_unused_result));
 
 #endif

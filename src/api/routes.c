@@ -22,6 +22,8 @@
 #include "api/proxies.h"
 #include "api/health.h"
 #include "api/mcp.h"
+#include "api/openapi.h"
+#include "api/scrape.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -245,6 +247,13 @@ const struct route api_routes[] = {
     /* routes: health (no key; docs/operator.md "Health and readiness") */
     {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_PROBE},
     {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_PROBE},
+    /* routes: metrics and the OpenAPI document (docs/operator.md "Metrics";
+     * docs/openapi.yaml, checked against this table by
+     * tests/blackbox/37_openapi.test.mjs) */
+    {"GET", "/metrics", scrape_get, AUTH_ADMIN},
+    {"GET", "/openapi.yaml", openapi_get, AUTH_NONE},
+    {"GET", "/spec.yaml", openapi_get, AUTH_NONE},
+    {"GET", "/openapi.json", openapi_get, AUTH_NONE},
 };
 
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];

@@ -280,4 +280,13 @@
 #define LIM_MCP_SNAPSHOT_BYTES   (256u * 1024u)
 #define LIM_MCP_RETRY_AFTER_S    10
 
+/* Metrics (core/metrics.h, GET /metrics): the routes whose requests are
+ * counted one by one (the route table's size is far below it; requests of
+ * routes past it count as unmatched), the longest line of the exposition,
+ * and the whole text's cap (a few hundred routes' histograms take well
+ * under 1 MiB). */
+#define LIM_METRICS_ROUTES     1024
+#define LIM_METRICS_LINE_BYTES 1024
+#define LIM_METRICS_TEXT_BYTES (4u * 1024 * 1024)
+
 #endif

@@ -197,6 +197,10 @@ struct http_config {
     /* HTTP_ROUTE_STREAM bodies are buffered like other uploads (a cluster
      * node may forward the request whole: route_hook). */
     int buffer_streams;
+    /* Requests answered count in core/metrics (by route index and status
+     * class): set for the process's one served table (main.c), not for a
+     * test's or a second server's. */
+    int metrics;
 };
 /* conns_per_ip: no limit per client address. */
 #define HTTP_NO_LIMIT 0xffffffffu

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "http/guard.h"
 #include "http/fairshare.h"
@@ -1548,6 +1549,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             log_escape(cx->rq.method, method, sizeof method),
             log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    if (srv->cfg.metrics)
+        metrics_http(cx->rq.route ? (size_t)(cx->rq.route - srv->cfg.routes) : METRICS_NO_ROUTE,
+                     cx->rq.status, us);
     if (cx->pipe && pipe_orphan(cx)) {
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;
@@ -1676,6 +1680,16 @@ int http_start(const struct http_config *cfg, struct http_server **out, struct e
         hc->body_share = LIM_HTTP_BODY_TENANT_BYTES;
     if (hc->body_share > hc->body_budget)
         hc->body_share = hc->body_budget;
+    if (hc->metrics) {
+        /* The labels outlive the server: a scrape may read them at any time. */
+        const char **methods = xcalloc(hc->nroutes + 1, sizeof *methods);
+        const char **patterns = xcalloc(hc->nroutes + 1, sizeof *patterns);
+        for (size_t i = 0; i < hc->nroutes; i++) {
+            methods[i] = hc->routes[i].method;
+            patterns[i] = hc->routes[i].pattern;
+        }
+        metrics_http_routes(hc->nroutes, methods, patterns);
+    }
     pthread_mutex_init(&srv->streams_mu, NULL);
     pthread_mutex_init(&srv->jobs_mu, NULL);
     pthread_cond_init(&srv->jobs_cv, NULL);

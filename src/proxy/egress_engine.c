@@ -56,6 +56,7 @@
 #include "core/b64.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "domain/addrclass.h"
@@ -1173,6 +1174,14 @@ static ssize_t side_recv(struct econn *c, int fd, void *buf, size_t n)
     return recv(fd, buf, n, 0);
 }
 
+/* n payload bytes moved one way: the session's count and the server's
+ * (browserd_egress_bytes_total). */
+static void count_bytes(struct dir *d, uint64_t n)
+{
+    __atomic_add_fetch(d->count, n, __ATOMIC_RELAXED);
+    metrics_add(METRICS_EGRESS_BYTES, n);
+}
+
 /* Sends what is left of d->pre; the first d->skip bytes (our own answer
  * head) are not counted as payload. The bytes sent, or <= 0 as send. */
 static ssize_t send_pre(struct econn *c, struct dir *d)
@@ -1181,8 +1190,7 @@ static ssize_t send_pre(struct econn *c, struct dir *d)
     if (n > 0) {
         size_t from = d->preoff, to = d->preoff + (size_t)n;
         if (to > d->skip)
-            __atomic_add_fetch(d->count, (uint64_t)(to - (from > d->skip ? from : d->skip)),
-                               __ATOMIC_RELAXED);
+            count_bytes(d, (uint64_t)(to - (from > d->skip ? from : d->skip)));
         d->preoff = to;
     }
     return n;
@@ -1201,7 +1209,7 @@ static int pump(struct econn *c, struct dir *d)
             n = splice(d->pr, NULL, d->to, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 d->inpipe -= (size_t)n;
-                __atomic_add_fetch(d->count, (uint64_t)n, __ATOMIC_RELAXED);
+                count_bytes(d, (uint64_t)n);
                 continue;
             }
         } else if (d->eof) {
@@ -1257,7 +1265,7 @@ static int pump_copy(struct econn *c, struct dir *d)
             n = side_send(c, d->to, d->cbuf + d->coff, d->clen - d->coff);
             if (n > 0) {
                 d->coff += (size_t)n;
-                __atomic_add_fetch(d->count, (uint64_t)n, __ATOMIC_RELAXED);
+                count_bytes(d, (uint64_t)n);
                 continue;
             }
         } else if (d->eof) {

@@ -46,6 +46,7 @@
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "proxy/ws.h"
 
@@ -164,6 +165,7 @@ static ssize_t side_recv_cb(wslay_event_context_ptr ws, uint8_t *buf, size_t len
     size_t want = s->budget < RELAY_RBUF ? s->budget : RELAY_RBUF;
     ssize_t n = recv(s->fd, rbuf, want, 0);
     if (n > 0) {
+        metrics_add(METRICS_RELAY_BYTES, (uint64_t)n);
         if ((size_t)n < want)
             s->drained = 1;
         s->budget -= (size_t)n;

@@ -520,6 +520,24 @@ int pool_leased(struct pool_engine *g, const char *id)
     return n;
 }
 
+void pool_engine_totals(struct pool_engine *g, struct pool_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    pthread_mutex_lock(&g->mu);
+    for (struct pool *p = g->pools; p; p = p->next) {
+        if (p->deleted)
+            continue;
+        t->size += p->cfg.size;
+        for (const struct pbrowser *b = p->browsers; b; b = b->next) {
+            t->available += b->state == PB_AVAILABLE;
+            t->acquired += b->state == PB_ACQUIRED;
+        }
+        for (const struct pool_waiter *w = p->wq; w; w = w->next)
+            t->waiters++;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 int pool_delete(struct pool_engine *g, const char *id)
 {
     struct endlist l = {0};

@@ -136,6 +136,13 @@ int pool_configure(struct pool_engine *g, const char *id, const char *name, cons
                    int discard_idle) WUR;
 /* The number of acquired browsers of pool id (0 if unknown). */
 int pool_leased(struct pool_engine *g, const char *id);
+/* The engine's pools summed (GET /metrics): their configured sizes, their
+ * available and acquired browsers, their queued waiters. Takes the engine
+ * lock for one walk of the pools, as pool_get does. */
+struct pool_totals {
+    long long size, available, acquired, waiters;
+};
+void pool_engine_totals(struct pool_engine *g, struct pool_totals *t);
 /* Deletes pool id: ends every browser it holds (acquired ones too: the
  * caller refused with pool_leased unless forced), settles its waiters with
  * POOL_WAIT_DELETED and drops its capacity. E_NOTFOUND if unknown. */

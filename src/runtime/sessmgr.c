@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "domain/mem_pressure.h"
 #include "proxy/cdp_client.h"
@@ -586,6 +587,7 @@ static void *supervise(void *arg)
             if (kills > l->oom_seen && noom < 64) {
                 snprintf(ooms[noom].id, sizeof ooms[noom].id, "%s", l->id);
                 ooms[noom++].kills = kills - l->oom_seen;
+                metrics_add(METRICS_OOM_KILLS, (uint64_t)(kills - l->oom_seen));
                 l->oom_seen = kills;
             }
             if (npress < 16 && relieve_pressure(l, sb, &press[npress].victim))

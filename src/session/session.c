@@ -20,6 +20,7 @@
 #include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/path.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
@@ -860,15 +861,20 @@ int sess_create(struct app *app, const char *org_id, const char *project_id, con
                 const json_t *body, struct session_rec *out, struct err *e)
 {
     int served = 0;
+    int64_t start = clock_mono_us();
+    metrics_creating(1);
     int rc = from_spare(app, org_id, project_id, ent, body, out, &served, e);
-    if (served)
-        return rc;
-    rc = sess_spawn(app, org_id, project_id, ent, body, NULL, 0, out, e);
-    /* The host had no room: spares are the first thing given up. */
-    if (rc == E_UNAVAIL && spares_give_up(app->spares)) {
-        err_init(e);
+    if (!served) {
         rc = sess_spawn(app, org_id, project_id, ent, body, NULL, 0, out, e);
+        /* The host had no room: spares are the first thing given up. */
+        if (rc == E_UNAVAIL && spares_give_up(app->spares)) {
+            err_init(e);
+            rc = sess_spawn(app, org_id, project_id, ent, body, NULL, 0, out, e);
+        }
     }
+    metrics_creating(-1);
+    metrics_create(served ? METRICS_CREATE_SPARE : METRICS_CREATE_COLD, rc == 0,
+                   clock_mono_us() - start);
     return rc;
 }
 
@@ -1164,6 +1170,7 @@ static void recover_rows(struct app *app, const char *node)
         json_decref(doc);
         session_rec_clear(s);
     }
+    metrics_add(METRICS_ORPHANS_REAPED, n);
     if (n)
         log_info("recovery: ended %zu session(s) of the previous run", n);
     xfree(rows);

@@ -29,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
@@ -195,7 +197,9 @@ static int pgx_vq(struct pgc *c, PGresult **out, int binary, const char *sql, co
             formats[n] = 1;
         }
     }
+    int64_t start = clock_mono_us();
     PGresult *r = PQexecParams(c->db, sql, n, types, vals, lens, formats, binary);
+    metrics_store_query(clock_mono_us() - start);
     ExecStatusType s = PQresultStatus(r);
     if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
         if (out)

@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/xalloc.h"
 #include "store/sqlite_internal.h"
 
@@ -132,6 +133,7 @@ static void sqx_bindv(sqlite3_stmt *st, const char *fmt, va_list ap)
 /* Prepares, binds and steps once. Returns SQLITE_ROW, SQLITE_DONE, or -1. */
 int sqx_q(struct conn *c, sqlite3_stmt **out, const char *sql, const char *fmt, ...)
 {
+    int64_t start = clock_mono_us();
     sqlite3_stmt *st = sqx_prep(c, sql);
     if (!st)
         return -1;
@@ -140,6 +142,7 @@ int sqx_q(struct conn *c, sqlite3_stmt **out, const char *sql, const char *fmt, 
     sqx_bindv(st, fmt, ap);
     va_end(ap);
     int rc = sqlite3_step(st);
+    metrics_store_query(clock_mono_us() - start);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         if (rc == SQLITE_CONSTRAINT) {
             sqlite3_reset(st);
