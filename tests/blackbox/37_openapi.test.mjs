@@ -11,7 +11,9 @@ import { readFileSync } from 'node:fs';
 import { BIN, withServer, request, assert, eq } from './lib.mjs';
 
 const SOURCE = new URL('../../docs/openapi.yaml', import.meta.url);
-const norm = (p) => p.replace(/\{[^}]*\}/g, '{}');
+// A route's trailing /* (any further segments: the WebDriver relay) is
+// documented as one path parameter, {command}.
+const norm = (p) => p.replace(/\/\*$/, '/{}').replace(/\{[^}]*\}/g, '{}');
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 // The binary's routes: [{method, pattern, auth}] (auth none, key or admin).
