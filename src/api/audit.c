@@ -16,6 +16,7 @@
 #include "api/api.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/crypto.h"
 #include "core/jsonx.h"
 #include "core/xalloc.h"
 #include "telemetry/audit.h"
@@ -100,6 +101,7 @@ void api_audit_completed(struct req *rq, int64_t duration_us)
     r.client_ip = field(req_client_ip(rq, ip, sizeof ip));
     r.user_agent = field(req_header(rq, "User-Agent"));
     r.user_id = field(user);
+    r.domain = field(req_header(rq, "Host"));
     audit_submit(app->audit, &r);
 }
 
@@ -139,6 +141,23 @@ static void add_methods(struct qargs *qa, const char *name, const char *v, char 
     }
 }
 
+/* Adds each comma-separated user id of v to the set ",a,b,". */
+static void add_users(struct qargs *qa, const char *v)
+{
+    while (*v && !qa->bad) {
+        size_t n = strcspn(v, ","), len = strlen(qa->users);
+        if (n && len + n + 3 > sizeof qa->users) {
+            qa->bad =
+                err_set(&qa->rq->err, E_INVALID, "bad_request",
+                        "search_user_id: at most %zu bytes of user ids", sizeof qa->users - 3);
+            return;
+        }
+        if (n)
+            snprintf(qa->users + len, sizeof qa->users - len, "%s%.*s,", len ? "" : ",", (int)n, v);
+        v += n + (v[n] == ',');
+    }
+}
+
 static void each_arg(void *ctx, const char *k, const char *v)
 {
     struct qargs *qa = ctx;
@@ -146,18 +165,8 @@ static void each_arg(void *ctx, const char *k, const char *v)
         add_methods(qa, "method", v, qa->methods, sizeof qa->methods);
     else if (strcmp(k, "exclude_method") == 0 || strcmp(k, "exclude_method[]") == 0)
         add_methods(qa, "exclude_method", v, qa->excluded, sizeof qa->excluded);
-    else if (strcmp(k, "search_user_id") == 0 || strcmp(k, "search_user_id[]") == 0) {
-        size_t len = strlen(qa->users);
-        if (!*v || strchr(v, ','))
-            return;
-        if (len + strlen(v) + 3 > sizeof qa->users) {
-            qa->bad =
-                err_set(&qa->rq->err, E_INVALID, "bad_request",
-                        "search_user_id: at most %zu bytes of user ids", sizeof qa->users - 3);
-            return;
-        }
-        snprintf(qa->users + len, sizeof qa->users - len, "%s%s,", len ? "" : ",", v);
-    }
+    else if (strcmp(k, "search_user_id") == 0 || strcmp(k, "search_user_id[]") == 0)
+        add_users(qa, v);
 }
 
 /* The time argument name (RFC 3339) into *ms. */
@@ -262,8 +271,8 @@ static json_t *entry_json(const struct audit_rec *r)
     json_object_set_new(o, "client_ip", json_string(r->client_ip));
     json_object_set_new(o, "user_agent", json_string(r->user_agent));
     json_object_set_new(o, "user_id", json_string(r->user_id));
-    json_object_set_new(o, "email", json_null());
-    json_object_set_new(o, "domain", json_null());
+    json_object_set_new(o, "email", json_string("")); /* no users, keys only */
+    json_object_set_new(o, "domain", json_string(r->domain ? r->domain : ""));
     json_object_set_new(o, "auth_strategy", json_string(r->auth_strategy));
     json_object_set_new(o, "service", json_string(r->service));
     return o;
@@ -304,6 +313,12 @@ static int list_org(struct req *rq, struct resp *rs, const char *org)
 
 int audit_list(struct req *rq, struct resp *rs)
 {
+    int64_t start = 0, end = 0;
+    if (time_arg(rq, "start", &start) == 0 && time_arg(rq, "end", &end) == 0 &&
+        end - start > LIM_AUDIT_LIST_WINDOW_MS)
+        return err_set(&rq->err, E_INVALID, "bad_request",
+                       "end - start: at most 30 days (export longer ranges with"
+                       " /audit-logs/export/chunk)");
     return list_org(rq, rs, api_auth(rq)->org.id);
 }
 
@@ -342,8 +357,8 @@ static int gzip_bytes(const char *text, size_t len, char **out, size_t *outlen)
 int audit_export_chunk(struct req *rq, struct resp *rs)
 {
     const char *fmt = req_query(rq, "format");
-    int gz = fmt && strcmp(fmt, "jsonl.gz") == 0;
-    if (fmt && !gz && strcmp(fmt, "jsonl") != 0)
+    int gz = !fmt || strcmp(fmt, "jsonl.gz") == 0;
+    if (!gz && strcmp(fmt, "jsonl") != 0)
         return err_set(&rq->err, E_INVALID, "bad_request", "format must be jsonl or jsonl.gz");
     struct qargs qa;
     struct audit_query q;
@@ -352,7 +367,6 @@ int audit_export_chunk(struct req *rq, struct resp *rs)
     int rc = parse_query(rq, &qa, &q, search, sizeof search, &limit, LIM_AUDIT_CHUNK, 1000);
     if (rc || (rc = cursor_arg(rq, "cursor", &q.after_ts, &q.after_id)))
         return rc;
-    q.asc = 1;
     struct page pg = {.limit = limit};
     struct audit_rec *rows = NULL;
     size_t n = 0;
@@ -374,22 +388,26 @@ int audit_export_chunk(struct req *rq, struct resp *rs)
         resp_header(rs, "X-Next-Cursor", "%lld.%lld", (long long)rows[n - 1].ts,
                     (long long)rows[n - 1].id);
     resp_header(rs, "X-Has-More", "%s", pg.has_more ? "true" : "false");
+    resp_header(rs, "X-Row-Count", "%zu", n);
     free_rows(rows, n);
     if (rc) {
         buf_free(&b);
         return err_set(&rq->err, E_INTERNAL, "internal", "the export chunk is too large");
     }
-    if (!gz) {
-        char *text = b.p ? b.p : xstrdup("");
-        resp_text(rs, 200, "application/x-ndjson", text, b.len);
-        return 0;
+    char *body = NULL;
+    size_t len = b.len;
+    if (gz) {
+        rc = gzip_bytes(b.p ? b.p : "", b.len, &body, &len);
+        buf_free(&b);
+        if (rc)
+            return err_set(&rq->err, E_INTERNAL, "internal", "gzip compression failed");
+    } else {
+        body = b.p ? b.p : xstrdup(""); /* b's bytes, taken */
     }
-    char *z = NULL;
-    size_t zlen = 0;
-    rc = gzip_bytes(b.p ? b.p : "", b.len, &z, &zlen);
-    buf_free(&b);
-    if (rc)
-        return err_set(&rq->err, E_INTERNAL, "internal", "gzip compression failed");
-    resp_text(rs, 200, "application/gzip", z, zlen);
+    /* The official client's download checks every chunk against it. */
+    char sum[CRYPTO_SHA256_HEX];
+    crypto_sha256_hex(body, len, sum);
+    resp_header(rs, "X-Content-Sha256", "%s", sum);
+    resp_text(rs, 200, gz ? "application/gzip" : "application/x-ndjson", body, len);
     return 0;
 }

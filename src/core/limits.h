@@ -254,9 +254,11 @@
 /* Bytes of a stored path or user agent (the client's bytes; longer ones are
  * cut). */
 #define LIM_AUDIT_FIELD_BYTES 1024u
-/* Entries of one GET /audit-logs page (limit) and of one export chunk. */
-#define LIM_AUDIT_PAGE  1000u
-#define LIM_AUDIT_CHUNK 10000u
+/* Entries of one GET /audit-logs page (limit; the service's 100) and of one
+ * export chunk; the longest window of a page's query (the service's 30 days). */
+#define LIM_AUDIT_PAGE           100u
+#define LIM_AUDIT_CHUNK          10000u
+#define LIM_AUDIT_LIST_WINDOW_MS (30LL * 86400 * 1000)
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)

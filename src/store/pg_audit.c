@@ -10,7 +10,7 @@ const char pgx_schema_audit[] =
     " path text NOT NULL, route text NOT NULL, status integer NOT NULL,"
     " duration_ms bigint NOT NULL, client_ip " PG_TEXT " NOT NULL, user_agent text NOT NULL,"
     " user_id " PG_TEXT " NOT NULL, auth_strategy " PG_TEXT " NOT NULL,"
-    " service " PG_TEXT " NOT NULL);"
+    " service " PG_TEXT " NOT NULL, domain text NOT NULL);"
     "CREATE INDEX audit_logs_org_ts ON audit_logs (org_id, ts, id);"
     "CREATE INDEX audit_logs_ts ON audit_logs (ts);";
 
@@ -26,13 +26,14 @@ int pgx_audit_insert(struct store *st_, struct audit_rec *rows, size_t n)
     for (size_t i = 0; ret == 0 && i < n; i++) {
         struct audit_rec *r = &rows[i];
         PGresult *res;
-        ret = pgx_q(c, &res,
-                    "INSERT INTO audit_logs (org_id, ts, method, path, route, status, duration_ms,"
-                    " client_ip, user_agent, user_id, auth_strategy, service) VALUES ($1, $2, $3,"
-                    " $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
-                    "sisssiisssss", r->org_id, r->ts, r->method, nz(r->path), nz(r->route),
-                    (int64_t)r->status, r->duration_ms, nz(r->client_ip), nz(r->user_agent),
-                    nz(r->user_id), r->auth_strategy, r->service);
+        ret =
+            pgx_q(c, &res,
+                  "INSERT INTO audit_logs (org_id, ts, method, path, route, status, duration_ms,"
+                  " client_ip, user_agent, user_id, auth_strategy, service, domain) VALUES ($1, $2,"
+                  " $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+                  "sisssiissssss", r->org_id, r->ts, r->method, nz(r->path), nz(r->route),
+                  (int64_t)r->status, r->duration_ms, nz(r->client_ip), nz(r->user_agent),
+                  nz(r->user_id), r->auth_strategy, r->service, nz(r->domain));
         if (ret == 0) {
             r->id = pgx_i64(res, 0, 0);
             PQclear(res);
@@ -57,6 +58,7 @@ static void audit_row(const PGresult *res, int i, struct audit_rec *r)
     r->user_id = pgx_dup(res, i, 9, "");
     pgx_col(res, i, 10, r->auth_strategy, sizeof r->auth_strategy);
     pgx_col(res, i, 11, r->service, sizeof r->service);
+    r->domain = pgx_dup(res, i, 12, "");
 }
 
 /* $1 org, $2 start, $3 end, $4 methods, $5 excluded methods, $6 service, $7
@@ -64,14 +66,15 @@ static void audit_row(const PGresult *res, int i, struct audit_rec *r)
  * cursor id, $12 limit (as the SQLite backend's statement). */
 #define AUDIT_SELECT                                                                               \
     "SELECT id, ts, method, path, route, status, duration_ms, client_ip, user_agent, user_id,"     \
-    " auth_strategy, service FROM audit_logs WHERE org_id = $1 AND ts >= $2 AND ts < $3"           \
+    " auth_strategy, service, domain FROM audit_logs WHERE org_id = $1 AND ts >= $2 AND ts < $3"   \
     " AND ($4 = '' OR strpos($4, ',' || method || ',') > 0)"                                       \
     " AND ($5 = '' OR strpos($5, ',' || method || ',') = 0)"                                       \
     " AND ($6 = '' OR service = $6) AND ($7 = '' OR auth_strategy = $7)"                           \
-    " AND ($8 = '' OR strpos(lower(path), $8) > 0 OR strpos(lower(route), $8) > 0"                 \
-    " OR strpos(lower(user_agent), $8) > 0 OR strpos(lower(client_ip), $8) > 0"                    \
-    " OR strpos(lower(user_id), $8) > 0)"                                                          \
-    " AND ($9 = '' OR strpos($9, ',' || user_id || ',') > 0)"
+    " AND (($8 = '' AND $9 = '') OR ($8 != '' AND (strpos(lower(path), $8) > 0"                    \
+    " OR strpos(lower(route), $8) > 0 OR strpos(lower(user_agent), $8) > 0"                        \
+    " OR strpos(lower(client_ip), $8) > 0 OR strpos(lower(user_id), $8) > 0"                       \
+    " OR strpos(status::text, $8) > 0))"                                                           \
+    " OR ($9 != '' AND strpos($9, ',' || user_id || ',') > 0))"
 
 int pgx_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
                    struct page *pg, struct audit_rec **rows, size_t *n)

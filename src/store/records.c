@@ -40,7 +40,8 @@ void audit_rec_clear(struct audit_rec *r)
     xfree(r->client_ip);
     xfree(r->user_agent);
     xfree(r->user_id);
-    r->path = r->route = r->client_ip = r->user_agent = r->user_id = NULL;
+    xfree(r->domain);
+    r->path = r->route = r->client_ip = r->user_agent = r->user_id = r->domain = NULL;
 }
 
 void otlp_dest_rec_clear(struct otlp_dest_rec *d)

@@ -172,6 +172,7 @@ struct audit_rec {
     int status;
     int64_t duration_ms;
     char *path, *route, *client_ip, *user_agent, *user_id;
+    char *domain; /* the request's Host */
 };
 void audit_rec_clear(struct audit_rec *r);
 /* What an audit log list selects, within one organization. Lists are the
@@ -181,8 +182,9 @@ struct audit_query {
     int64_t start_ms, end_ms; /* start <= ts < end */
     const char *methods, *exclude_methods, *user_ids;
     const char *service, *auth_strategy; /* "" = any */
-    const char *search;                  /* "" = any: a case-insensitive substring of the
-                                            path, route, user agent, client ip or user id */
+    const char *search; /* "" = any: a case-insensitive substring of the path, route,
+                           user agent, client ip, user id or status; an entry of one of
+                           user_ids matches too (OR) */
     int64_t after_ts, after_id;
     int asc; /* oldest first (exports); else newest first */
 };

@@ -45,7 +45,7 @@ static struct auditq_slot *slot_of(struct auditq *q, const char *org, size_t *in
 
 static void clear_strings(struct audit_rec *r)
 {
-    r->path = r->route = r->client_ip = r->user_agent = r->user_id = NULL;
+    r->path = r->route = r->client_ip = r->user_agent = r->user_id = r->domain = NULL;
 }
 
 int auditq_push(struct auditq *q, struct audit_rec *r)

@@ -3,6 +3,7 @@
 // written off the request path. No Chromium: profiles and proxies are the
 // changes, and BROWSERD_SPARES=0 (lib.mjs).
 import { gunzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import http from 'node:http';
@@ -58,6 +59,8 @@ export const tests = [
         eq(e.user_id, kid, 'user_id is the key id');
         eq(e.auth_strategy, 'api_key', 'auth_strategy');
         eq(e.service, 'profiles', 'service');
+        eq(e.domain, `127.0.0.1:${s.port}`, 'domain: the request\'s host');
+        eq(e.email, '', 'email: none (keys, no users)');
         assert(!JSON.stringify(e).includes(s.key), 'no key in an entry');
       }
     }),
@@ -110,12 +113,18 @@ export const tests = [
       eq((await only('&search=PROFILES/')).map((e) => e.method), ['DELETE'], 'search (case-insensitive, in the path)');
       eq((await only('&auth_strategy=session_token')).length, 0, 'auth_strategy');
       eq((await only('&auth_strategy=api_key')).length, 3, 'auth_strategy');
+      eq((await only('&search=204')).map((e) => e.method), ['DELETE'], 'search matches the status');
+      const kid = await keyId(s, s.key);
+      eq((await only(`&search=proxies&search_user_id=${kid},other`)).length, 3, 'search_user_id ORs the key into the search');
+      eq((await only('&search=proxies&search_user_id=other')).map((e) => e.path), ['/proxies'], 'search_user_id of nobody');
       const bad = [
         ['/audit-logs', 'start'],
         [`/audit-logs?start=2026-01-01T00:00:00Z`, 'end'],
         [`/audit-logs?start=yesterday&end=2026-01-01T00:00:00Z`, 'start'],
         [`/audit-logs?start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z`, 'end'],
         [`/audit-logs?${WINDOW()}&method=FETCH`, 'method'],
+        ['/audit-logs?start=2026-01-01T00:00:00Z&end=2026-03-01T00:00:00Z', '30 days'],
+        [`/audit-logs?${WINDOW()}&limit=101`, 'limit'],
         [`/audit-logs?${WINDOW()}&auth_strategy=cookie`, 'auth_strategy'],
         [`/audit-logs?${WINDOW()}&limit=0`, 'limit'],
         [`/audit-logs?${WINDOW()}&page_token=abc`, 'page_token'],
@@ -151,20 +160,22 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 33.7: GET /audit-logs/export/chunk as JSONL and as jsonl.gz (gzip), oldest first, with X-Next-Cursor; export destinations stay 501 naming audit logs',
+    name: 'issue 33.7: GET /audit-logs/export/chunk as jsonl.gz (the default, gzip) and JSONL, newest first, X-Next-Cursor to older entries, X-Row-Count and X-Content-Sha256; export destinations stay 501 naming audit logs',
     fn: () => withServer({}, async (s) => {
       for (let i = 0; i < 3; i++)
         ok2xx(await request(s.base, 'POST', '/profiles', { key: s.key, body: { name: `ex${i}` } }), `profile ${i}`);
       await waitEntries(s, s.key, 3);
+      const listed = (await entries(s, s.key)).json;
       const plain = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&format=jsonl`, { key: s.key });
       eq(plain.status, 200, plain.text);
       const lines = plain.text.trim().split('\n').map((l) => JSON.parse(l));
-      eq(lines.length, 3, 'three lines');
-      const ts = lines.map((e) => Date.parse(e.timestamp));
-      assert(ts.every((t, i) => i === 0 || t >= ts[i - 1]), `oldest first: ${ts}`);
-      // The gzip body, read raw.
+      eq(lines, listed, 'the same entries as the list, newest first');
+      eq(plain.headers['x-row-count'], '3', 'X-Row-Count');
+      eq(plain.headers['x-has-more'], 'false', 'X-Has-More');
+      eq(plain.headers['x-content-sha256'], createHash('sha256').update(plain.text).digest('hex'), 'X-Content-Sha256 of the body');
+      // The gzip body (no format: jsonl.gz), read raw.
       const gz = await new Promise((resolve, reject) => {
-        http.get(`${s.base}/audit-logs/export/chunk?${WINDOW()}&format=jsonl.gz&limit=2`,
+        http.get(`${s.base}/audit-logs/export/chunk?${WINDOW()}&limit=2`,
           { headers: { authorization: `Bearer ${s.key}` } }, (res) => {
             const chunks = [];
             res.on('data', (c) => chunks.push(c));
@@ -173,12 +184,14 @@ export const tests = [
       });
       eq(gz.status, 200, 'gzip chunk');
       eq(gz.headers['content-type'], 'application/gzip', 'content type');
+      eq(gz.headers['x-content-sha256'], createHash('sha256').update(gz.body).digest('hex'), 'X-Content-Sha256 of the gzip bytes');
       const first = gunzipSync(gz.body).toString().trim().split('\n').map((l) => JSON.parse(l));
-      eq(first.map((e) => e.path), lines.slice(0, 2).map((e) => e.path), 'the first two entries');
+      eq(first, lines.slice(0, 2), 'the two newest entries');
+      eq(gz.headers['x-has-more'], 'true', 'X-Has-More');
       const cursor = gz.headers['x-next-cursor'];
-      assert(cursor, 'X-Next-Cursor on a chunk with more after it');
-      const rest = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&cursor=${encodeURIComponent(cursor)}`, { key: s.key });
-      eq(rest.text.trim().split('\n').length, 1, `the rest: ${rest.text}`);
+      assert(cursor, 'X-Next-Cursor on a chunk with older entries after it');
+      const rest = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&format=jsonl&cursor=${encodeURIComponent(cursor)}`, { key: s.key });
+      eq(rest.text.trim().split('\n').map((l) => JSON.parse(l)), lines.slice(2), 'the oldest entry');
       eq(rest.headers['x-next-cursor'], undefined, 'no cursor on the last chunk');
       for (const [method, path] of [['GET', '/audit-logs/export/destinations'], ['POST', '/audit-logs/export/destinations/d1/test']]) {
         const r = await request(s.base, method, path, { key: s.key, body: method === 'POST' ? {} : undefined });

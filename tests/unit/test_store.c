@@ -1558,6 +1558,7 @@ static void audit_entries_filter_page_prune(void **state)
         rows_in[i].user_id = (char *)in[i].user;
         rows_in[i].user_agent = "UA/1";
         rows_in[i].client_ip = "127.0.0.1";
+        rows_in[i].domain = "api.example";
     }
     assert_int_equal(store_audit_insert(st, rows_in, 5), 0);
     assert_true(rows_in[1].id > rows_in[0].id);
@@ -1605,6 +1606,17 @@ static void audit_entries_filter_page_prune(void **state)
     assert_string_equal(rows[0].method, "DELETE");
     assert_string_equal(rows[0].user_agent, "UA/1");
     audit_rec_clear(&rows[0]);
+    xfree(rows);
+    /* search_user_id ORs user ids into the search. */
+    q = (struct audit_query){
+        .start_ms = 0, .end_ms = 1000, .search = "proxies", .user_ids = ",k2,", .asc = 1};
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].path, "/profiles/a");
+    assert_string_equal(rows[0].domain, "api.example");
+    assert_string_equal(rows[1].path, "/proxies");
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&rows[i]);
     xfree(rows);
     q = (struct audit_query){.start_ms = 0, .end_ms = 1000, .service = "browsers"};
     assert_int_equal(store_audit_list(st, "o2", &q, &pg, &rows, &n), 0);
