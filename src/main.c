@@ -105,6 +105,7 @@ static const char usage[] =
     "BROWSERD_HEAD_TIMEOUT_SECONDS (default 10), BROWSERD_BODY_BUDGET_MB (request bodies held\n"
     "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160),\n"
     "BROWSERD_BLOCKING_THREADS (threads for slow handlers such as launches, default 64).\n"
+    "BROWSERD_AUDIT_RETENTION_SECONDS (audit log entries kept, default 7776000: 90 days).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
