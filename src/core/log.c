@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
 
@@ -127,6 +128,7 @@ static struct {
     size_t len;
     uint64_t dropped;
     int running, stop;
+    int idle; /* the writer waits for a first line (a caller wakes it) */
     pthread_t thread;
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -150,8 +152,11 @@ void log_deferred(enum log_level lvl, const char *fmt, ...)
     } else {
         memcpy(W.buf + W.len, line, off);
         W.len += off;
-        if (W.len >= LIM_LOG_BUFFER_BYTES / 2 && W.len - off < LIM_LOG_BUFFER_BYTES / 2)
+        if (W.idle ||
+            (W.len >= LIM_LOG_BUFFER_BYTES / 2 && W.len - off < LIM_LOG_BUFFER_BYTES / 2)) {
+            W.idle = 0;
             pthread_cond_signal(&W.cv);
+        }
     }
     pthread_mutex_unlock(&W.mu);
 }
@@ -162,12 +167,15 @@ static void *log_writer(void *arg)
     uint64_t reported = 0;
     pthread_mutex_lock(&W.mu);
     for (;;) {
+        /* Nothing to write: sleep until a line comes (no wake-ups while the
+         * server is idle), then gather lines for LOG_FLUSH_MS. */
+        while (!W.stop && W.len == 0) {
+            W.idle = 1;
+            pthread_cond_wait(&W.cv, &W.mu);
+        }
+        W.idle = 0;
         if (!W.stop && W.len < LIM_LOG_BUFFER_BYTES / 2) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += LOG_FLUSH_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = clock_deadline(LOG_FLUSH_MS);
             pthread_cond_timedwait(&W.cv, &W.mu, &ts);
         }
         char *out = W.buf;
@@ -205,11 +213,7 @@ int log_writer_start(void)
         pthread_mutex_unlock(&W.mu);
         return 0;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&W.cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&W.cv);
     W.buf = xmalloc(LIM_LOG_BUFFER_BYTES);
     W.spare = xmalloc(LIM_LOG_BUFFER_BYTES);
     W.len = 0;
@@ -236,6 +240,7 @@ void log_writer_stop(void)
         return;
     }
     W.stop = 1;
+    W.idle = 0;
     pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
     pthread_join(W.thread, NULL);

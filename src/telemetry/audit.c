@@ -10,7 +10,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/limits.h"
@@ -35,6 +34,7 @@ struct audit {
     uint64_t failed;         /* entries a failed write lost (under mu) */
     uint64_t reported;       /* drops already reported in the log */
     int stop;
+    int idle; /* the writer waits for a first entry or the next prune (submit wakes it) */
     pthread_t thread;
 };
 
@@ -46,8 +46,10 @@ void audit_submit(struct audit *a, struct audit_rec *r)
     }
     pthread_mutex_lock(&a->mu);
     (void)auditq_push(&a->q, r);
-    if (a->q.n == a->q.cap / 2)
+    if ((a->idle && a->q.n) || a->q.n == a->q.cap / 2) {
+        a->idle = 0;
         pthread_cond_signal(&a->cv);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -104,12 +106,17 @@ static void *writer(void *arg)
     int64_t next_prune = 0;
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        if (!a->stop && a->q.n < a->q.cap / 2) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += AUDIT_FLUSH_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+        /* Nothing queued: sleep until an entry comes or the prune is due
+         * (no wake-ups while the server is idle), then gather entries for
+         * AUDIT_FLUSH_MS. */
+        while (!a->stop && a->q.n == 0 && clock_mono_ms() < next_prune) {
+            a->idle = 1;
+            struct timespec ts = clock_deadline(next_prune - clock_mono_ms());
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+        }
+        a->idle = 0;
+        if (!a->stop && a->q.n && a->q.n < a->q.cap / 2) {
+            struct timespec ts = clock_deadline(AUDIT_FLUSH_MS);
             pthread_cond_timedwait(&a->cv, &a->mu, &ts);
         }
         int stop = a->stop;
@@ -144,11 +151,7 @@ int audit_start(struct store *st, int64_t retention_ms, struct audit **out, stru
     a->st = st;
     a->retention_ms = retention_ms;
     pthread_mutex_init(&a->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&a->cv);
     auditq_init(&a->q, LIM_AUDIT_QUEUE, LIM_AUDIT_QUEUE_PER_ORG);
     a->batch = xcalloc(a->q.cap, sizeof *a->batch);
     if (pthread_create(&a->thread, NULL, writer, a) != 0) {
