@@ -212,7 +212,7 @@ export const tests = [
       eq(bb.length, 1, `org B: ${JSON.stringify(bb)}`);
       eq(a[0].user_id, await keyId(s, s.key), 'A sees its own key');
       eq(bb[0].user_id, await keyId(s, b.key), 'B sees its own key');
-      const exp = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&service=profiles`, { key: b.key });
+      const exp = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&service=profiles&format=jsonl`, { key: b.key });
       eq(exp.text.trim().split('\n').length, 1, `B's export holds B's entry only: ${exp.text}`);
       // A key scoped to a project.
       const proj = ok2xx(await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'p2' } }), 'project');
