@@ -76,6 +76,9 @@ void api_audit_completed(struct req *rq, int64_t duration_us)
     } else {
         return; /* an unauthenticated route */
     }
+    if (a && a->forwarded)
+        return; /* the node that served it writes the entry (a hop is never skipped: a
+                   client could send the hop header itself) */
     if (a && a->org.id[0])
         org = a->org.id;
     int failed = rq->status == 401;
