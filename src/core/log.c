@@ -71,11 +71,22 @@ static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char 
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
     char msg[2048];
+    /* The date and time to the second, formatted once per second per thread
+     * (strftime converts through the time zone code: a visible part of an
+     * access line's cost). */
+    static __thread time_t sec = -1;
+    static __thread char date[24];
+    static __thread size_t datelen;
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t off = strftime(line, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (ts.tv_sec != sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        datelen = strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+        sec = ts.tv_sec;
+    }
+    size_t off = datelen < cap ? datelen : 0;
+    memcpy(line, date, off);
     int n = snprintf(line + off, cap - off, ".%03ldZ %s ", ts.tv_nsec / 1000000L, names[lvl]);
     if (n > 0)
         off += (size_t)n;
