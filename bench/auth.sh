@@ -2,6 +2,8 @@
 # Authenticated GET /org/entitlements, the two configurations of issue 21's
 # target, for before/after comparisons of the request path:
 #   bench/auth.sh BIN [SECONDS]
+# BENCH_LOG_LEVEL=info runs the server with its access log on (the default a
+# user gets; warn, the default here, turns it off), written to a file.
 # 1. one worker thread (BROWSERD_THREADS=1), wrk -t1 -c64;
 # 2. the default thread count.
 # The server is pinned to CPU 0 (taskset -c 0), wrk to CPU 1.
@@ -11,6 +13,7 @@
 set -eu
 BIN=$1
 DUR=${2:-10}
+LEVEL=${BENCH_LOG_LEVEL:-warn}
 tmp=$(mktemp -d)
 port=$((20000 + $$ % 20000))
 pid=""
@@ -21,7 +24,7 @@ run() { # label, BROWSERD_THREADS ("" = the default)
     label=$1
     rm -rf "$tmp/data"
     if [ -n "$2" ]; then export BROWSERD_THREADS=$2; else unset BROWSERD_THREADS; fi
-    BROWSERD_LOG_LEVEL=warn taskset -c 0 "$BIN" serve --listen 127.0.0.1:$port --data "$tmp/data" \
+    BROWSERD_LOG_LEVEL=$LEVEL taskset -c 0 "$BIN" serve --listen 127.0.0.1:$port --data "$tmp/data" \
         2>"$tmp/server.log" &
     pid=$!
     # Ready once it answers (a loaded machine may take seconds to start it).

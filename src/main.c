@@ -44,6 +44,8 @@
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/telemetry.h"
+#include "api/audit.h"
+#include "telemetry/audit.h"
 #include "telemetry/telemetry.h"
 #include "proxy/relay.h"
 #include "proxy/selfrelay.h"
@@ -108,6 +110,7 @@ static const char usage[] =
     "BROWSERD_BLOCKING_THREADS (threads for slow handlers such as launches, default 64).\n"
     "BROWSERD_METRICS_LISTEN (PORT or HOST:PORT; a bare port is on 127.0.0.1): GET /metrics\n"
     "there without the admin token (on the main address it needs the token; docs/operator.md).\n"
+    "BROWSERD_AUDIT_RETENTION_SECONDS (audit log entries kept, default 7776000: 90 days).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -387,8 +390,9 @@ struct serve {
     const char *store_url;
     int nspares;
     long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
-    double overcommit; /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
-    sigset_t signals;  /* SIGTERM and SIGINT, taken by sigwait */
+    long audit_retention_s; /* BROWSERD_AUDIT_RETENTION_SECONDS */
+    double overcommit;      /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
+    sigset_t signals;       /* SIGTERM and SIGINT, taken by sigwait */
     struct sessmgr_hooks hooks;
     struct http_config hc;
     struct http_server *srv;
@@ -512,7 +516,9 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_BODY_TENANT_MB", (long)(LIM_HTTP_BODY_TENANT_BYTES >> 20), 1,
                  sv->budget_mb, &sv->share_mb) ||
         env_long("BROWSERD_BLOCKING_THREADS", LIM_HTTP_BLOCKING_THREADS, 1,
-                 LIM_HTTP_BLOCKING_THREADS, &sv->blockers))
+                 LIM_HTTP_BLOCKING_THREADS, &sv->blockers) ||
+        env_long("BROWSERD_AUDIT_RETENTION_SECONDS", AUDIT_RETENTION_DAYS_DEFAULT * 86400L, 1,
+                 3650 * 86400L, &sv->audit_retention_s))
         return 2;
     /* The sum of sessions' memory limits, as a multiple of the host's memory
      * (runtime/admit.h). */
@@ -709,6 +715,25 @@ static int start_telemetry(struct serve *sv)
     return 0;
 }
 
+/* The audit log's writer: after the HTTP daemon stopped (its last
+ * requests' entries queued), it writes what is queued, then stops. */
+static int start_audit(struct serve *sv)
+{
+    struct err e;
+    err_init(&e);
+    if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, &sv->app.audit, &e)) {
+        log_error("%s", e.message);
+        return 1;
+    }
+    return 0;
+}
+
+static void stop_audit(struct serve *sv)
+{
+    audit_stop(sv->app.audit);
+    sv->app.audit = NULL;
+}
+
 static void stop_telemetry(struct serve *sv)
 {
     (void)sv;
@@ -885,6 +910,7 @@ static int start_http(struct serve *sv)
         .authorize = api_authorize,
         .rewrite = api_session_url_rewrite,
         .route_hook = api_route_hook,
+        .completed = api_audit_completed,
         .cleanup = api_cleanup,
         .bound = on_bound,
         .app = &sv->app,
@@ -986,6 +1012,7 @@ static const struct engine engines[] = {
     {"profiles", .init = start_profiles},
     {"proxies", .init = start_proxies, .stop = stop_proxies},
     {"telemetry", .init = start_telemetry, .stop = stop_telemetry},
+    {"audit log", .init = start_audit, .stop = stop_audit},
     {"cluster node", .stop = leave_cluster},
     {"relay", .start = start_relay, .drain = drain_relay},
     {"forwarding", .drain = drain_forwarding},
@@ -1023,6 +1050,10 @@ static int cmd_serve(int argc, char **argv)
     /* Nothing the server writes (the database, logs, session folders) is
      * readable by other users of the host, sessions' users included. */
     umask(077);
+    /* The access log's writer (core/log.h): the last line it holds is
+     * written before serve returns. */
+    if (log_writer_start() != 0)
+        log_warn("serve: no log writer thread: access log lines are written by the requests");
     const size_t n = sizeof engines / sizeof *engines;
     size_t inited = 0, started = 0;
     while (rc == 0 && inited < n)
@@ -1051,6 +1082,7 @@ static int cmd_serve(int argc, char **argv)
     for (size_t i = n; i-- > 0;)
         if (engine_up(i, inited, started) && engines[i].stop)
             engines[i].stop(&sv);
+    log_writer_stop();
     if (rc == 0)
         log_info("stopped cleanly");
     return rc;

@@ -49,6 +49,8 @@ static int forward_to(struct req *rq, struct resp *rs, const char *node, int end
                        "this request was forwarded to a node that does not run its browser "
                        "(node %s does); retry",
                        node);
+    if (rq->auth)
+        api_auth(rq)->forwarded = 1;
     return upgrade ? forward_upgrade(rq, rs, url, HOP_CONNECT_MS)
                    : forward_http(rq, rs, url, HOP_CONNECT_MS);
 }

@@ -13,6 +13,7 @@
 #include "api/logs.h"
 #include "api/org.h"
 #include "api/admin.h"
+#include "api/audit.h"
 #include "api/browsers.h"
 #include "api/pools.h"
 #include "api/telemetry.h"
@@ -117,6 +118,7 @@ const struct route api_routes[] = {
     {"POST", "/admin/orgs/{id}/api_keys", admin_key_create, AUTH_ADMIN},
     {"GET", "/admin/plans", admin_plan_list, AUTH_ADMIN},
     {"PUT", "/admin/plans/{id}", admin_plan_put, AUTH_ADMIN},
+    {"GET", "/admin/audit-logs", audit_admin_list, AUTH_ADMIN},
 
     {"POST", "/browsers", browsers_create, SLOW},
     {"GET", "/browsers", browsers_list, KEY},
@@ -228,8 +230,10 @@ const struct route api_routes[] = {
     NI("/credential_providers/*"),
     NI("/search"),
     NI("/search/*"),
-    NI("/audit-logs"),
-    NI("/audit-logs/*"),
+    {"GET", "/audit-logs", audit_list, ORGADM},
+    {"GET", "/audit-logs/export/chunk", audit_export_chunk, ORGADM},
+    NI("/audit-logs/export/destinations"),
+    NI("/audit-logs/export/destinations/*"),
     NI("/org/credential_providers"),
     NI("/org/credential_providers/*"),
     NI("/org/limits"),

@@ -289,4 +289,25 @@
 #define LIM_METRICS_LINE_BYTES 1024
 #define LIM_METRICS_TEXT_BYTES (4u * 1024 * 1024)
 
+/* Audit log (telemetry/audit.h, docs/telemetry.md "Audit logs"). Entries
+ * waiting for the audit writer, at most: the request path never waits for
+ * the store, so a store slower than the calls fills this queue. */
+#define LIM_AUDIT_QUEUE 16384u
+/* One organization's share of that queue (the operator's entries, failed
+ * authentications of no known organization, have one share too): past it
+ * the organization's entries are dropped and counted until the writer has
+ * taken the queue, so that one tenant never fills the queue for the others. */
+#define LIM_AUDIT_QUEUE_PER_ORG (LIM_AUDIT_QUEUE / 8u)
+/* Bytes of a stored path or user agent (the client's bytes; longer ones are
+ * cut). */
+#define LIM_AUDIT_FIELD_BYTES 1024u
+/* Entries of one GET /audit-logs page (limit; the service's 100) and of one
+ * export chunk; the longest window of a page's query (the service's 30 days). */
+#define LIM_AUDIT_PAGE           100u
+#define LIM_AUDIT_CHUNK          10000u
+#define LIM_AUDIT_LIST_WINDOW_MS (30LL * 86400 * 1000)
+/* Access log lines (core/log.h log_deferred) held for the log writer, in
+ * bytes; past it lines are dropped and counted, never waited for. */
+#define LIM_LOG_BUFFER_BYTES (1024u * 1024u)
+
 #endif

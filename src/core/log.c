@@ -1,10 +1,17 @@
 #include "core/log.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "core/clock.h"
+#include "core/limits.h"
+#include "core/xalloc.h"
 
 static enum log_level min_level = LOG_INFO;
 
@@ -58,28 +65,201 @@ const char *log_escape(const char *in, char *out, size_t cap)
     return out;
 }
 
-void log_msg(enum log_level lvl, const char *fmt, ...)
+/* Formats one line (timestamp, level, message with its control characters
+ * escaped, newline) into line (cap bytes); returns its length. */
+static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
-    if (lvl < min_level)
-        return;
-    char line[2048], msg[2048];
+    char msg[2048];
+    /* The date and time to the second, formatted once per second per thread
+     * (strftime converts through the time zone code: a visible part of an
+     * access line's cost). */
+    static __thread time_t sec = -1;
+    static __thread char date[24];
+    static __thread size_t datelen;
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t off = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    int n =
-        snprintf(line + off, sizeof line - off, ".%03ldZ %s ", ts.tv_nsec / 1000000L, names[lvl]);
+    if (ts.tv_sec != sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        datelen = strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+        sec = ts.tv_sec;
+    }
+    size_t off = datelen < cap ? datelen : 0;
+    memcpy(line, date, off);
+    int n = snprintf(line + off, cap - off, ".%03ldZ %s ", ts.tv_nsec / 1000000L, names[lvl]);
     if (n > 0)
         off += (size_t)n;
+    n = vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t mlen = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    append_escaped(line, &off, cap - 1, msg, mlen, is_control);
+    line[off++] = '\n';
+    return off;
+}
+
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+{
+    if (lvl < min_level)
+        return;
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    n = vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t off = format_line(lvl, fmt, ap, line, sizeof line);
     va_end(ap);
-    size_t mlen = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
-    append_escaped(line, &off, sizeof line - 1, msg, mlen, is_control);
-    line[off++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, off);
     (void)w;
+}
+
+/*
+ * The deferred lines (log_deferred): callers append to `buf` under `mu`
+ * and never wait for the terminal, the pipe or the file behind standard
+ * error; the writer swaps `buf` for its own and writes it with one write(2)
+ * every LOG_FLUSH_MS (sooner when half full). A full buffer drops the line
+ * and counts it: a stalled standard error never stalls a request.
+ */
+#define LOG_FLUSH_MS 20
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf, *spare;
+    size_t len;
+    uint64_t dropped;
+    int running, stop;
+    int idle; /* the writer waits for a first line (a caller wakes it) */
+    pthread_t thread;
+} W = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void log_deferred(enum log_level lvl, const char *fmt, ...)
+{
+    if (lvl < min_level)
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t off = format_line(lvl, fmt, ap, line, sizeof line);
+    va_end(ap);
+    pthread_mutex_lock(&W.mu);
+    if (!W.running) {
+        pthread_mutex_unlock(&W.mu);
+        write_all(line, off);
+        return;
+    }
+    if (W.len + off > LIM_LOG_BUFFER_BYTES) {
+        W.dropped++;
+    } else {
+        memcpy(W.buf + W.len, line, off);
+        W.len += off;
+        if (W.idle ||
+            (W.len >= LIM_LOG_BUFFER_BYTES / 2 && W.len - off < LIM_LOG_BUFFER_BYTES / 2)) {
+            W.idle = 0;
+            pthread_cond_signal(&W.cv);
+        }
+    }
+    pthread_mutex_unlock(&W.mu);
+}
+
+static void *log_writer(void *arg)
+{
+    (void)arg;
+    uint64_t reported = 0;
+    pthread_mutex_lock(&W.mu);
+    for (;;) {
+        /* Nothing to write: sleep until a line comes (no wake-ups while the
+         * server is idle), then gather lines for LOG_FLUSH_MS. */
+        while (!W.stop && W.len == 0) {
+            W.idle = 1;
+            pthread_cond_wait(&W.cv, &W.mu);
+        }
+        W.idle = 0;
+        if (!W.stop && W.len < LIM_LOG_BUFFER_BYTES / 2) {
+            struct timespec ts = clock_deadline(LOG_FLUSH_MS);
+            pthread_cond_timedwait(&W.cv, &W.mu, &ts);
+        }
+        char *out = W.buf;
+        size_t n = W.len;
+        W.buf = W.spare;
+        W.spare = out;
+        W.len = 0;
+        uint64_t dropped = W.dropped;
+        int stop = W.stop;
+        pthread_mutex_unlock(&W.mu);
+        write_all(out, n);
+        if (dropped != reported) {
+            log_msg(LOG_WARN,
+                    "log: %llu access log lines dropped (standard error was slower than"
+                    " the requests)",
+                    (unsigned long long)(dropped - reported));
+            reported = dropped;
+        }
+        pthread_mutex_lock(&W.mu);
+        if (stop)
+            break;
+    }
+    /* The last lines of callers that raced with the stop. */
+    write_all(W.buf, W.len);
+    W.len = 0;
+    W.running = 0;
+    pthread_mutex_unlock(&W.mu);
+    return NULL;
+}
+
+int log_writer_start(void)
+{
+    pthread_mutex_lock(&W.mu);
+    if (W.running) {
+        pthread_mutex_unlock(&W.mu);
+        return 0;
+    }
+    clock_cond_init(&W.cv);
+    W.buf = xmalloc(LIM_LOG_BUFFER_BYTES);
+    W.spare = xmalloc(LIM_LOG_BUFFER_BYTES);
+    W.len = 0;
+    W.stop = 0;
+    W.running = 1;
+    if (pthread_create(&W.thread, NULL, log_writer, NULL) != 0) {
+        W.running = 0;
+        xfree(W.buf);
+        xfree(W.spare);
+        W.buf = W.spare = NULL;
+        pthread_cond_destroy(&W.cv);
+        pthread_mutex_unlock(&W.mu);
+        return -1;
+    }
+    pthread_mutex_unlock(&W.mu);
+    return 0;
+}
+
+void log_writer_stop(void)
+{
+    pthread_mutex_lock(&W.mu);
+    if (!W.running || W.stop) {
+        pthread_mutex_unlock(&W.mu);
+        return;
+    }
+    W.stop = 1;
+    W.idle = 0;
+    pthread_cond_signal(&W.cv);
+    pthread_mutex_unlock(&W.mu);
+    pthread_join(W.thread, NULL);
+    pthread_mutex_lock(&W.mu);
+    xfree(W.buf);
+    xfree(W.spare);
+    W.buf = W.spare = NULL;
+    W.stop = 0;
+    pthread_cond_destroy(&W.cv);
+    pthread_mutex_unlock(&W.mu);
 }

@@ -17,6 +17,19 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 /* Lines below `min` are dropped. Default LOG_INFO. Set once at startup. */
 void log_set_level(enum log_level min);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same line, handed to the log writer instead of written here: the
+ * caller never waits for standard error (the access log: one line per
+ * request). Lines keep their order among deferred lines, not against
+ * log_msg's. Past LIM_LOG_BUFFER_BYTES waiting, a line is dropped and
+ * counted (the writer reports the count). Without a writer running it is
+ * log_msg. */
+void log_deferred(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Starts the writer thread of deferred lines: 0, or -1 (lines are then
+ * written by their callers). */
+int log_writer_start(void);
+/* Writes every deferred line still waiting, then stops the writer. Lines
+ * deferred afterwards are written by their callers. */
+void log_writer_stop(void);
 /* Writes in into out (cap bytes, NUL-terminated, cut short to fit) as one
  * log field: bytes outside printable ASCII, the space, '"' and '\' become
  * \xNN. Returns out. */

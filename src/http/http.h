@@ -178,6 +178,10 @@ struct http_config {
      * E_* code) after answering the request itself (the cluster forwards a
      * request to the node that runs its browser). */
     int (*route_hook)(struct req *rq, struct resp *rs, unsigned flags);
+    /* May be NULL. Called on an HTTP thread once each exchange ended (its
+     * access log line written), with rq->auth still set and the time since
+     * the request arrived: the audit log. Must not block. */
+    void (*completed)(struct req *rq, int64_t duration_us);
     void *app;
     /* Hostile clients (docs/http.md); 0 takes the default of core/limits.h.
      * max_connections is capped at half the process's open-files limit;
@@ -290,6 +294,9 @@ int req_client_gone(struct req *rq);
  * or close it. Call on the request's HTTP thread or while it is parked. */
 int req_client_fd(struct req *rq);
 
+/* The client's address as text into buf (cap bytes; INET6_ADDRSTRLEN
+ * suffices), "?" when unknown (an in-process request). Returns buf. */
+const char *req_client_ip(struct req *rq, char *buf, size_t cap);
 /* Request accessors. Returned strings are borrowed for the request's life. */
 const char *req_header(struct req *rq, const char *name);
 const char *req_query(struct req *rq, const char *name);

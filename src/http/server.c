@@ -326,6 +326,19 @@ int req_client_fd(struct req *rq)
     return ci ? ci->connect_fd : -1;
 }
 
+const char *req_client_ip(struct req *rq, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "?");
+    const union MHD_ConnectionInfo *ci =
+        rq->conn ? MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)cap);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)cap);
+    return buf;
+}
+
 int req_client_gone(struct req *rq)
 {
     if (!rq->conn)
@@ -1333,15 +1346,8 @@ static int take_budget(struct http_server *srv, struct ctx *cx, size_t n)
             snprintf(cx->tenant, sizeof cx->tenant, "org %s", cx->rq.tenant);
         } else {
             /* Before authentication the tenant is the client's address. */
-            char ip[INET6_ADDRSTRLEN] = "?";
-            const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(cx->rq.conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-            const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-            if (sa && sa->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
-            else if (sa && sa->sa_family == AF_INET6)
-                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
-            snprintf(cx->tenant, sizeof cx->tenant, "ip %s", ip);
+            char ip[INET6_ADDRSTRLEN];
+            snprintf(cx->tenant, sizeof cx->tenant, "ip %s", req_client_ip(&cx->rq, ip, sizeof ip));
         }
     }
     int rc = budget_take(srv->budget, cx->tenant, n);
@@ -1545,13 +1551,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int64_t us = clock_mono_us() - cx->rq.start_us;
     char method[64], path[1024]; /* the client's bytes: escaped (log_escape) */
     int quiet = cx->rq.route && (cx->rq.route->flags & HTTP_ROUTE_PROBE);
-    log_msg(quiet ? LOG_DEBUG : LOG_INFO, "access %s %s %d %lldus%s",
-            log_escape(cx->rq.method, method, sizeof method),
-            log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    log_deferred(quiet ? LOG_DEBUG : LOG_INFO, "access %s %s %d %lldus%s",
+                 log_escape(cx->rq.method, method, sizeof method),
+                 log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
+                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     if (srv->cfg.metrics)
         metrics_http(cx->rq.route ? (size_t)(cx->rq.route - srv->cfg.routes) : METRICS_NO_ROUTE,
                      cx->rq.status, us);
+    if (srv->cfg.completed)
+        srv->cfg.completed(&cx->rq, us);
     if (cx->pipe && pipe_orphan(cx)) {
         *con_cls = NULL; /* the handler's job frees it (pipe_done) */
         return;

@@ -31,6 +31,7 @@ struct app_config {
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
 };
 
+struct audit;
 struct bidiopen;
 struct fswatches;
 struct node;
@@ -63,6 +64,7 @@ struct app {
     struct viewers *viewers;        /* live view viewers (runtime/viewers.h) */
     struct zipstreams *zips;        /* download_dir_zip's streams (runtime/zipstreams.h) */
     struct fswatches *fs_watches;   /* the fs API's watches (runtime/fswatch.h) */
+    struct audit *audit;            /* the audit log's writer (telemetry/audit.h) */
 };
 
 #endif

@@ -133,6 +133,7 @@ extern const char pgx_schema_profiles_seq[];
 extern const char pgx_schema_pools[];
 extern const char pgx_schema_proxies[];
 extern const char pgx_schema_telemetry[];
+extern const char pgx_schema_audit[];
 extern const char pgx_schema_extensions[];
 extern const char pgx_schema_cluster[];
 
@@ -223,6 +224,10 @@ int pgx_proxy_update(struct store *st_, const struct proxy_rec *r);
 int pgx_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
 /* ---- telemetry (pg_telemetry.c) ---- */
+int pgx_audit_insert(struct store *st_, struct audit_rec *rows, size_t n);
+int pgx_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
+                   struct page *pg, struct audit_rec **rows, size_t *n);
+int pgx_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *deleted);
 int pgx_telem_events_insert(struct store *st_, const char *session_id,
                             const struct telem_event_rec *rows, size_t n);
 int pgx_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,

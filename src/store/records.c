@@ -33,6 +33,17 @@ void telem_event_rec_clear(struct telem_event_rec *r)
     r->text = NULL;
 }
 
+void audit_rec_clear(struct audit_rec *r)
+{
+    xfree(r->path);
+    xfree(r->route);
+    xfree(r->client_ip);
+    xfree(r->user_agent);
+    xfree(r->user_id);
+    xfree(r->domain);
+    r->path = r->route = r->client_ip = r->user_agent = r->user_id = r->domain = NULL;
+}
+
 void otlp_dest_rec_clear(struct otlp_dest_rec *d)
 {
     xfree(d->headers);

@@ -184,6 +184,12 @@ int sq_proxy_list(struct store *st_, const char *org_id, const char *project_id,
 int sq_proxy_update(struct store *st_, const struct proxy_rec *r);
 int sq_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 /* ---- proxies (sqlite_proxies.c) ---- */
+/* ---- audit logs (sqlite_audit.c) ---- */
+extern const char sq_schema_audit[];
+int sq_audit_insert(struct store *st_, struct audit_rec *rows, size_t n);
+int sq_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
+                  struct page *pg, struct audit_rec **rows, size_t *n);
+int sq_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *deleted);
 /* ---- telemetry (sqlite_telemetry.c) ---- */
 extern const char sq_schema_telemetry[];
 int sq_telem_events_insert(struct store *st_, const char *session_id,

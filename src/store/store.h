@@ -160,6 +160,35 @@ struct otlp_dest_rec {
 void telem_event_rec_clear(struct telem_event_rec *r);
 void otlp_dest_rec_clear(struct otlp_dest_rec *d);
 /* records: telemetry */
+/* An audit log entry (telemetry/audit.h): one authenticated call that
+ * changed something, or one failed authentication. The strings are owned. */
+struct audit_rec {
+    int64_t id;            /* assigned by the store on insert, increasing */
+    int64_t ts;            /* ms since epoch, when the call arrived */
+    char org_id[STORE_ID]; /* "" = the operator's (no organization known) */
+    char method[16];
+    char auth_strategy[16]; /* api_key, session_token, admin_token */
+    char service[32];       /* the route's first segment ("browsers", "profiles") */
+    int status;
+    int64_t duration_ms;
+    char *path, *route, *client_ip, *user_agent, *user_id;
+    char *domain; /* the request's Host */
+};
+void audit_rec_clear(struct audit_rec *r);
+/* What an audit log list selects, within one organization. Lists are the
+ * set ",A,B," ("" = any). The cursor (after_ts, after_id; after_id 0 =
+ * none) is the last entry of the previous page. */
+struct audit_query {
+    int64_t start_ms, end_ms; /* start <= ts < end */
+    const char *methods, *exclude_methods, *user_ids;
+    const char *service, *auth_strategy; /* "" = any */
+    const char *search; /* "" = any: a case-insensitive substring of the path, route,
+                           user agent, client ip, user id or status; an entry of one of
+                           user_ids matches too (OR) */
+    int64_t after_ts, after_id;
+    int asc; /* oldest first (exports); else newest first */
+};
+/* records: audit */
 /* An uploaded browser extension (the zip lives in the data folder, see
  * api/extensions.h). Scoped to a project; the name is unique within it. */
 struct ext_rec {
@@ -344,6 +373,14 @@ struct store_ops {
     int (*otlp_dest_update)(struct store *st, const struct otlp_dest_rec *d);
     int (*otlp_dest_delete)(struct store *st, const char *org_id, const char *id);
     /* ops: telemetry */
+    /* Audit log entries: insert n rows in one transaction (ids filled);
+     * list a page of one organization's; delete up to max entries older
+     * than before_ms (*deleted says how many). */
+    int (*audit_insert)(struct store *st, struct audit_rec *rows, size_t n);
+    int (*audit_list)(struct store *st, const char *org_id, const struct audit_query *q,
+                      struct page *pg, struct audit_rec **rows, size_t *n);
+    int (*audit_prune)(struct store *st, int64_t before_ms, int64_t max, int64_t *deleted);
+    /* ops: audit */
     /* Extensions. create fills id and created_at; E_CONFLICT when the
      * project already has one with that (non-empty) name. get finds by id,
      * or else by exact name, within the org's project. list: name is an
@@ -506,6 +543,10 @@ void org_rec_clear(struct org_rec *o);
 #define store_otlp_dest_update(st, ...)     ((st)->ops->otlp_dest_update((st), __VA_ARGS__))
 #define store_otlp_dest_delete(st, ...)     ((st)->ops->otlp_dest_delete((st), __VA_ARGS__))
 /* wrappers: telemetry */
+#define store_audit_insert(st, ...) ((st)->ops->audit_insert((st), __VA_ARGS__))
+#define store_audit_list(st, ...)   ((st)->ops->audit_list((st), __VA_ARGS__))
+#define store_audit_prune(st, ...)  ((st)->ops->audit_prune((st), __VA_ARGS__))
+/* wrappers: audit */
 #define store_ext_create(st, ...) ((st)->ops->ext_create((st), __VA_ARGS__))
 #define store_ext_get(st, ...)    ((st)->ops->ext_get((st), __VA_ARGS__))
 #define store_ext_list(st, ...)   ((st)->ops->ext_list((st), __VA_ARGS__))

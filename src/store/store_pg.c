@@ -390,6 +390,9 @@ static const struct store_ops pgx_ops = {
     .otlp_dest_list = pgx_otlp_dest_list,
     .otlp_dest_update = pgx_otlp_dest_update,
     .otlp_dest_delete = pgx_otlp_dest_delete,
+    .audit_insert = pgx_audit_insert,
+    .audit_list = pgx_audit_list,
+    .audit_prune = pgx_audit_prune,
     .ext_create = pgx_ext_create,
     .ext_get = pgx_ext_get,
     .ext_list = pgx_ext_list,
@@ -419,7 +422,7 @@ static const struct pgx_migration migrations[] = {
     {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
     {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
     {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
-    {"0021_profiles_seq", pgx_schema_profiles_seq},
+    {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0030_audit_logs", pgx_schema_audit},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

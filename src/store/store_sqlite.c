@@ -392,6 +392,10 @@ static const struct store_ops sqx_ops = {
     .otlp_dest_update = sq_otlp_dest_update,
     .otlp_dest_delete = sq_otlp_dest_delete,
     /* ops: telemetry */
+    .audit_insert = sq_audit_insert,
+    .audit_list = sq_audit_list,
+    .audit_prune = sq_audit_prune,
+    /* ops: audit */
     .ext_create = sq_ext_create,
     .ext_get = sq_ext_get,
     .ext_list = sq_ext_list,
@@ -419,6 +423,7 @@ static const struct sq_migration migrations[] = {
     /* migrations: extensions */
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
+    {"0030_audit_logs", sq_schema_audit},
 };
 
 static int migrate(struct conn *c)

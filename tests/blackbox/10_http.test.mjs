@@ -249,7 +249,7 @@ export const tests = [
       const cases = [
         ['GET', '/browsers/abc/fs/list', 'browser filesystem'],
         ['GET', '/apps', 'apps'],
-        ['GET', '/audit-logs', 'audit logs'],
+        ['GET', '/audit-logs/export/destinations', 'audit logs'],
       ];
       for (const [method, path, feature] of cases) {
         const body = method === 'GET' ? undefined : {};

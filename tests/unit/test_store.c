@@ -1529,6 +1529,115 @@ static void session_insert_is_synced_in_the_background(void **state)
     org_rec_clear(&o);
 }
 
+/* Audit log entries: "one organization's entries" (another's never
+ * listed), the filters, newest first with the (ts, id) cursor of the last
+ * entry, oldest first for exports, and the prune of entries older than the
+ * retention, at most max per call. */
+static void audit_entries_filter_page_prune(void **state)
+{
+    struct store *st = *state;
+    struct audit_rec rows_in[5];
+    memset(rows_in, 0, sizeof rows_in);
+    const struct {
+        const char *org, *method, *path, *user;
+        int64_t ts;
+    } in[5] = {
+        {"o1", "POST", "/profiles", "k1", 100},    {"o1", "DELETE", "/profiles/a", "k2", 200},
+        {"o1", "PATCH", "/browsers/x", "k1", 200}, {"o2", "POST", "/profiles", "k9", 150},
+        {"o1", "POST", "/proxies", "k1", 300},
+    };
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(rows_in[i].org_id, sizeof rows_in[i].org_id, "%s", in[i].org);
+        snprintf(rows_in[i].method, sizeof rows_in[i].method, "%s", in[i].method);
+        snprintf(rows_in[i].auth_strategy, sizeof rows_in[i].auth_strategy, "api_key");
+        snprintf(rows_in[i].service, sizeof rows_in[i].service, "%.8s", in[i].path + 1);
+        rows_in[i].ts = in[i].ts;
+        rows_in[i].status = 200;
+        rows_in[i].path = (char *)in[i].path;
+        rows_in[i].route = (char *)in[i].path;
+        rows_in[i].user_id = (char *)in[i].user;
+        rows_in[i].user_agent = "UA/1";
+        rows_in[i].client_ip = "127.0.0.1";
+        rows_in[i].domain = "api.example";
+    }
+    assert_int_equal(store_audit_insert(st, rows_in, 5), 0);
+    assert_true(rows_in[1].id > rows_in[0].id);
+
+    struct audit_query q = {.start_ms = 0, .end_ms = 1000};
+    struct page pg = {.limit = 2};
+    struct audit_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(pg.has_more);
+    assert_string_equal(rows[0].path, "/proxies");
+    assert_int_equal(rows[1].ts, 200);
+    assert_int_equal(rows[1].id, rows_in[2].id); /* same ts: the later id first */
+    q.after_ts = rows[1].ts;
+    q.after_id = rows[1].id;
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&rows[i]);
+    xfree(rows);
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_false(pg.has_more);
+    assert_string_equal(rows[0].path, "/profiles/a");
+    assert_string_equal(rows[1].path, "/profiles");
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&rows[i]);
+    xfree(rows);
+
+    /* Filters: methods, excluded methods, user ids, search, bounds, and
+     * oldest first. */
+    pg.limit = 10;
+    q = (struct audit_query){
+        .start_ms = 0, .end_ms = 1000, .methods = ",POST,", .user_ids = ",k1,", .asc = 1};
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].path, "/profiles");
+    assert_string_equal(rows[1].path, "/proxies");
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&rows[i]);
+    xfree(rows);
+    q = (struct audit_query){
+        .start_ms = 150, .end_ms = 300, .exclude_methods = ",PATCH,", .search = "profiles/"};
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].method, "DELETE");
+    assert_string_equal(rows[0].user_agent, "UA/1");
+    audit_rec_clear(&rows[0]);
+    xfree(rows);
+    /* search_user_id ORs user ids into the search. */
+    q = (struct audit_query){
+        .start_ms = 0, .end_ms = 1000, .search = "proxies", .user_ids = ",k2,", .asc = 1};
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].path, "/profiles/a");
+    assert_string_equal(rows[0].domain, "api.example");
+    assert_string_equal(rows[1].path, "/proxies");
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&rows[i]);
+    xfree(rows);
+    q = (struct audit_query){.start_ms = 0, .end_ms = 1000, .service = "browsers"};
+    assert_int_equal(store_audit_list(st, "o2", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+
+    int64_t deleted = 0;
+    assert_int_equal(store_audit_prune(st, 250, 2, &deleted), 0);
+    assert_int_equal(deleted, 2);
+    assert_int_equal(store_audit_prune(st, 250, 2, &deleted), 0);
+    assert_int_equal(deleted, 2);
+    assert_int_equal(store_audit_prune(st, 250, 2, &deleted), 0);
+    assert_int_equal(deleted, 0);
+    q = (struct audit_query){.start_ms = 0, .end_ms = 1000};
+    assert_int_equal(store_audit_list(st, "o1", &q, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].ts, 300);
+    audit_rec_clear(&rows[0]);
+    xfree(rows);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1544,7 +1653,8 @@ static void session_insert_is_synced_in_the_background(void **state)
     X(profiles_list_in_creation_order)                                                             \
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
-    X(telemetry_events_and_destinations)
+    X(telemetry_events_and_destinations)                                                           \
+    X(audit_entries_filter_page_prune)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \

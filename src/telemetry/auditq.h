@@ -1,0 +1,47 @@
+/*
+ * auditq: the audit log's bounded queue with a share per organization (no
+ * lock, no thread: telemetry/audit.c holds it under its mutex).
+ *
+ * The queue holds at most `cap` entries, and at most `per_org` of one
+ * organization ("" , the operator's entries, counts as one). An entry past
+ * either bound is dropped and counted. The writer takes every queued entry
+ * at once, which gives every share back.
+ */
+#ifndef BD_TELEMETRY_AUDITQ_H
+#define BD_TELEMETRY_AUDITQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct auditq_slot {
+    char org[STORE_ID];
+    uint32_t count;
+    int used;
+};
+
+struct auditq {
+    struct audit_rec *items;
+    size_t n, cap, per_org;
+    struct auditq_slot *slots; /* open addressing, nslots a power of two >= 2 * cap */
+    size_t nslots;
+    size_t *used; /* the slots in use, to reset them in O(used) */
+    size_t nused;
+    uint64_t dropped; /* entries refused since init */
+    char last_dropped_org[STORE_ID];
+};
+
+/* An empty queue of cap entries, per_org of them for one organization. */
+void auditq_init(struct auditq *q, size_t cap, size_t per_org);
+/* Releases the queue and the entries still in it. */
+void auditq_free(struct auditq *q);
+/* Queues r, whose strings the queue takes (r's pointers are cleared either
+ * way). 0, or E_LIMIT when the queue or r's organization's share is full
+ * (the entry is dropped and counted). */
+int auditq_push(struct auditq *q, struct audit_rec *r);
+/* Moves every queued entry into out (room for q->cap entries; the caller
+ * owns them) and gives every share back. Returns how many. */
+size_t auditq_take(struct auditq *q, struct audit_rec *out);
+
+#endif
