@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -230,7 +231,15 @@ int log_writer_start(void)
     W.len = 0;
     W.stop = 0;
     W.running = 1;
-    if (pthread_create(&W.thread, NULL, log_writer, NULL) != 0) {
+    /* The writer takes no signal: it may start before the server blocks
+     * SIGTERM and SIGINT for its sigwait, and a signal delivered to it
+     * would end the process instead of stopping it cleanly. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int created = pthread_create(&W.thread, NULL, log_writer, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (created != 0) {
         W.running = 0;
         xfree(W.buf);
         xfree(W.spare);

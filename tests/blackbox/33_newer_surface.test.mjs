@@ -49,7 +49,6 @@ const NOT_SERVED = [
   ['PATCH', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['DELETE', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['POST', '/audit-logs/export/destinations/abc/test', 'audit logs'],
-  ['GET', '/audit-logs/export/chunk', 'audit logs'],
   ['GET', '/browsers/abc/webmcp/tools', 'browser webmcp'],
   ['POST', '/browsers/abc/webmcp/invoke', 'browser webmcp'],
   ['GET', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
