@@ -242,4 +242,10 @@
 #define LIM_ADMIT_RETRY_AFTER_S       10
 #define LIM_HOST_MEMORY_RESERVE_BYTES (2LL * 1024 * 1024 * 1024)
 
+/* The largest concurrency cap an organization may set on itself or a
+ * project (/org/limits, /org/projects/{id}/limits; 0 removes a cap): far
+ * above any host's browsers, small enough that sums of counts and caps never
+ * overflow. */
+#define LIM_CONCURRENCY_CAP_MAX 1000000
+
 #endif
