@@ -442,6 +442,78 @@ static void node_ids_round_trip(void **state)
     org_rec_clear(&o);
 }
 
+/* limits_get/limits_put, and session_admit/pool_admit holding "the same
+ * two counted for s's project below the project's limit (its own
+ * max_sessions, else the org's default)" (issue 33.4), on both backends. */
+static void project_limits_hold_sessions_and_pools(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p, p2;
+    make_org(st, &o, &p);
+    memset(&p2, 0, sizeof p2);
+    snprintf(p2.org_id, sizeof p2.org_id, "%s", o.id);
+    snprintf(p2.name, sizeof p2.name, "other");
+    assert_int_equal(store_project_create(st, &p2), 0);
+    struct limits_rec l;
+    assert_int_equal(store_limits_get(st, o.id, p.id, &l), 0);
+    assert_int_equal(l.max_sessions, 0);
+    assert_int_equal(l.max_invocations, 0);
+    l.max_sessions = 2;
+    l.max_invocations = 7;
+    assert_int_equal(store_limits_put(st, &l), 0);
+    memset(&l, 0, sizeof l);
+    assert_int_equal(store_limits_get(st, o.id, p.id, &l), 0);
+    assert_int_equal(l.max_sessions, 2);
+    assert_int_equal(l.max_invocations, 7);
+
+    struct session_rec s;
+    int64_t pools = -1, sessions = -1, plimit = 0;
+    for (int i = 0; i < 2; i++) {
+        new_session(&s, &o, &p, "n1", "{}");
+        assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), 0);
+        assert_int_equal(plimit, -1);
+    }
+    /* a pool's browser is not a standalone session */
+    new_session(&s, &o, &p, "n1", "{\"pool\":\"x\"}");
+    assert_int_equal(store_session_insert(st, &s), 0);
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 2);
+    assert_int_equal(pools, 0);
+    /* the other project is not held; the org's own limit still is */
+    new_session(&s, &o, &p2, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, 2, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, -1);
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), 0);
+    /* pools count their size against the project's cap */
+    struct pool_rec a;
+    new_pool(&a, &o, &p, "n1", "{\"size\":1}");
+    assert_int_equal(store_pool_admit(st, &a, 0, -1, &pools, &sessions, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 2);
+    assert_int_equal(pools, 1);
+    assert_int_equal(sessions, 2);
+    /* 0 removes the project's cap; the org's default then holds it */
+    l.max_sessions = 0;
+    assert_int_equal(store_limits_put(st, &l), 0);
+    struct limits_rec d = {0};
+    snprintf(d.org_id, sizeof d.org_id, "%s", o.id);
+    d.max_sessions = 3;
+    assert_int_equal(store_limits_put(st, &d), 0);
+    assert_int_equal(store_pool_admit(st, &a, 0, -1, &pools, &sessions, &plimit), 0);
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 3);
+    assert_int_equal(pools, 1);
+    /* a pool leaving the active state is never refused */
+    snprintf(a.status, sizeof a.status, "deleted");
+    assert_int_equal(store_pool_admit(st, &a, 1, -1, NULL, NULL, &plimit), 0);
+    d.max_sessions = 0;
+    assert_int_equal(store_limits_put(st, &d), 0);
+    assert_int_equal(store_session_admit(st, &s, -1, NULL, &plimit), 0);
+    org_rec_clear(&o);
+}
+
 /* store_open: "NULL or "" opens SQLite in dir; anything else is refused
  * (E_INVALID)"; SQLite is not shared (the node ops are NULL). */
 static void store_open_selects_the_backend(void **state)
@@ -1544,7 +1616,8 @@ static void session_insert_is_synced_in_the_background(void **state)
     X(profiles_list_in_creation_order)                                                             \
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
-    X(telemetry_events_and_destinations)
+    X(telemetry_events_and_destinations)                                                           \
+    X(project_limits_hold_sessions_and_pools)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
