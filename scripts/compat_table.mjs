@@ -34,8 +34,7 @@ if (results.sdk !== SDK_VERSION)
 const EXTRA = { 'client.get': { http: 'GET', path: '/org/entitlements', label: "client.get('/org/entitlements')" } };
 // Newer clients' calls the pinned client makes only through its generic methods (tests/compat/sdk/newer.mjs).
 for (const [verb, path] of [['GET', '/auth/context'], ['POST', '/telemetry/destinations'], ['GET', '/telemetry/destinations'],
-  ['GET', '/telemetry/destinations/{id_or_name}'], ['PATCH', '/telemetry/destinations/{id_or_name}'], ['DELETE', '/telemetry/destinations/{id_or_name}'],
-  ['GET', '/org/limits'], ['PATCH', '/org/limits'], ['GET', '/org/projects/{id_or_name}/limits'], ['PATCH', '/org/projects/{id_or_name}/limits']]) {
+  ['GET', '/telemetry/destinations/{id_or_name}'], ['PATCH', '/telemetry/destinations/{id_or_name}'], ['DELETE', '/telemetry/destinations/{id_or_name}']]) {
   const label = `client.${verb.toLowerCase()}('${path}')`;
   EXTRA[label] = { http: verb, path, label };
 }

@@ -399,11 +399,13 @@ static json_t *cap(int64_t v)
     return v > 0 ? json_integer(v) : json_null();
 }
 
-/* An entitlement limit, null when the plan sets none. */
-static json_t *ent_cap(const json_t *ent, const char *name)
+/* Sets key to an entitlement limit; omitted when the plan sets none (the
+ * service's OrgLimits types these fields as numbers, never null). */
+static void ent_cap(json_t *out, const char *key, const json_t *ent, const char *name)
 {
     int64_t v;
-    return ent_limit(ent, name, &v) ? json_integer(v) : json_null();
+    if (ent_limit(ent, name, &v))
+        json_object_set_new(out, key, json_integer(v));
 }
 
 /* A cap in a PATCH body: an integer from 0 (no cap) to
@@ -428,7 +430,8 @@ static int cap_field(struct req *rq, const json_t *body, const char *name, int64
 /* max_concurrent_sessions is the plan's concurrent-browser limit (what
  * session admission holds the org to); the managed-auth figures are the
  * plan's, and no connection exists on this server (managed auth answers
- * 501). */
+ * 501). A limit the plan does not set is omitted; the project default is
+ * null when unset. */
 static int render_org_limits(struct req *rq, json_t **out)
 {
     const json_t *ent;
@@ -438,11 +441,11 @@ static int render_org_limits(struct req *rq, json_t **out)
         return rc;
     int64_t min_interval = 0;
     (void)ent_limit(ent, "features.managed_auth.health_check_interval_min_seconds", &min_interval);
-    *out = json_pack(
-        "{s:o,s:o,s:i,s:o,s:I}", "max_concurrent_sessions", ent_cap(ent, "max_concurrent_browsers"),
-        "default_project_max_concurrent_sessions", cap(l.max_sessions), "auth_connections_used", 0,
-        "max_auth_connections", ent_cap(ent, "features.managed_auth.max_connections"),
-        "min_health_check_interval_seconds", (json_int_t)min_interval);
+    *out = json_pack("{s:o,s:i,s:I}", "default_project_max_concurrent_sessions",
+                     cap(l.max_sessions), "auth_connections_used", 0,
+                     "min_health_check_interval_seconds", (json_int_t)min_interval);
+    ent_cap(*out, "max_concurrent_sessions", ent, "max_concurrent_browsers");
+    ent_cap(*out, "max_auth_connections", ent, "features.managed_auth.max_connections");
     return 0;
 }
 
@@ -484,6 +487,14 @@ int org_limits_update(struct req *rq, struct resp *rs)
     if (cap_field(rq, body, "default_project_max_concurrent_sessions", &l.max_sessions))
         rc = E_INVALID;
     json_decref(body);
+    /* The default cannot exceed the organization's own limit. */
+    const json_t *ent;
+    int64_t org_max;
+    if (rc == 0 && (rc = api_entitlements(rq, &ent)) == 0 &&
+        ent_limit(ent, "max_concurrent_browsers", &org_max) && l.max_sessions > org_max)
+        rc = err_field(&rq->err, "default_project_max_concurrent_sessions",
+                       "must not exceed the organization's max_concurrent_sessions (%lld)",
+                       (long long)org_max);
     if (rc || (rc = store_limits_put(api_app(rq)->store, &l)))
         return rc;
     return org_limits_get(rq, rs);

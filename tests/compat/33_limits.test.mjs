@@ -4,7 +4,9 @@
 // sizes together, with the organization's default for projects that set none,
 // the same 429 as the organization's limit for a create and the same 403 as
 // the organization's limit for a pool. Few headless browsers (at most four).
-import { startServer, request, assert, eq, isError, ok2xx } from '../blackbox/lib.mjs';
+import { startServer, request, assert, eq, isError, ok2xx, newOrg } from '../blackbox/lib.mjs';
+
+const ADMIN = 'limits-admin-token';
 
 const api = (s, method, path, body, headers) => request(s.base, method, path, { key: s.key, body, headers });
 const inProject = (name) => ({ 'X-Kernel-Project': name });
@@ -17,7 +19,7 @@ function namesField(r, field) {
 }
 
 async function withOne(fn) {
-  const s = await startServer();
+  const s = await startServer({ args: ['--admin-token', ADMIN] });
   try { await fn(s); } finally { await s.stop(); s.cleanup(); }
 }
 
@@ -32,7 +34,7 @@ export const tests = [
       eq(org.default_project_max_concurrent_sessions ?? null, null, 'no project default at first');
       eq(org.auth_connections_used, 0, 'no managed-auth connection exists');
       assert(Number.isInteger(org.min_health_check_interval_seconds), `min_health_check_interval_seconds: ${JSON.stringify(org)}`);
-      assert('max_auth_connections' in org, 'max_auth_connections is shown (null: no cap)');
+      eq(org.max_auth_connections ?? null, ent.features.managed_auth.max_connections ?? null, 'max_auth_connections is the plan\'s');
 
       for (const f of ['max_concurrent_sessions', 'auth_connections_used', 'max_auth_connections', 'min_health_check_interval_seconds']) {
         namesField(await api(s, 'PATCH', '/org/limits', { [f]: 3 }), f);
@@ -44,6 +46,12 @@ export const tests = [
       eq(ok2xx(await api(s, 'PATCH', '/org/limits', { default_project_max_concurrent_sessions: 4 }), 'PATCH').default_project_max_concurrent_sessions, 4, 'set');
       eq((await api(s, 'GET', '/org/limits')).json.default_project_max_concurrent_sessions, 4, 'kept');
       eq(ok2xx(await api(s, 'PATCH', '/org/limits', { default_project_max_concurrent_sessions: 0 }), 'PATCH 0').default_project_max_concurrent_sessions ?? null, null, '0 removes it');
+      // The default cannot exceed the organization's own limit.
+      const { org: small, key } = await newOrg(s, ADMIN, { name: 'small', plan: 'developer', overrides: { limits: { max_concurrent_browsers: 3 } } });
+      const asSmall = (m, p, b) => request(s.base, m, p, { key, body: b });
+      eq((await asSmall('GET', '/org/limits')).json.max_concurrent_sessions, 3, `the org's limit (${small.id})`);
+      namesField(await asSmall('PATCH', '/org/limits', { default_project_max_concurrent_sessions: 4 }), 'default_project_max_concurrent_sessions');
+      eq(ok2xx(await asSmall('PATCH', '/org/limits', { default_project_max_concurrent_sessions: 3 }), 'PATCH 3').default_project_max_concurrent_sessions, 3, 'up to the limit');
 
       const p = ok2xx(await api(s, 'POST', '/org/projects', { name: 'lim' }), 'create project');
       eq(ok2xx(await api(s, 'GET', '/org/projects/lim/limits'), 'GET by name'),

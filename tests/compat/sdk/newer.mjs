@@ -1,8 +1,7 @@
 // Calls of newer clients (KERNEL_API_NEWER.md 1.2-1.4, issue 33 items 2 and 3)
 // through the pinned client's generic methods, as a 0.87+ client makes them:
 // GET /auth/context, the X-Kernel-Project header (client option `project`),
-// OTLP destinations at /telemetry/destinations, and the organization's and
-// projects' limits (issue 33 item 4).
+// and OTLP destinations at /telemetry/destinations.
 export function register(t) {
   const { sdkTest, withServer, assert, eq, errors } = t;
 
@@ -37,27 +36,4 @@ export function register(t) {
     }, { args: ['--allow-loopback', '127.0.0.1:4318'] });
   }, 60000, ["client.get('/telemetry/destinations')", "client.get('/telemetry/destinations/{id_or_name}')",
     "client.patch('/telemetry/destinations/{id_or_name}')", "client.delete('/telemetry/destinations/{id_or_name}')"]);
-  sdkTest("client.get('/org/limits')", 'the organization\'s limits; PATCH sets the project default, a plan figure is refused (BadRequestError)', async () => {
-    await withServer(async (s, client) => {
-      const l = await client.get('/org/limits');
-      eq(l.auth_connections_used, 0, 'no managed-auth connection');
-      eq((await client.patch('/org/limits', { body: { default_project_max_concurrent_sessions: 3 } })).default_project_max_concurrent_sessions, 3, 'project default set');
-      let err;
-      try { await client.patch('/org/limits', { body: { max_concurrent_sessions: 3 } }); } catch (e) { err = e; }
-      assert(err instanceof errors.BadRequestError, `a plan figure: ${err && err.status}`);
-    });
-  }, 60000, ["client.patch('/org/limits')"]);
-
-  sdkTest("client.get('/org/projects/{id_or_name}/limits')", 'a project\'s caps by name: set, read back, 0 removes; max_pooled_sessions is null and refused when set', async () => {
-    await withServer(async (s, client) => {
-      await client.post('/org/projects', { body: { name: 'web' } });
-      eq(await client.patch('/org/projects/web/limits', { body: { max_concurrent_sessions: 2 } }),
-        { max_concurrent_sessions: 2, max_concurrent_invocations: null, max_pooled_sessions: null }, 'set');
-      eq((await client.get('/org/projects/web/limits')).max_concurrent_sessions, 2, 'read back');
-      eq((await client.patch('/org/projects/web/limits', { body: { max_concurrent_sessions: 0 } })).max_concurrent_sessions, null, '0 removes');
-      let err;
-      try { await client.patch('/org/projects/web/limits', { body: { max_pooled_sessions: 1 } }); } catch (e) { err = e; }
-      assert(err instanceof errors.BadRequestError, `max_pooled_sessions: ${err && err.status}`);
-    });
-  }, 60000, ["client.patch('/org/projects/{id_or_name}/limits')"]);
 }
