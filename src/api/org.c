@@ -1,12 +1,15 @@
-/* /org/entitlements, /org/projects, /org/api_keys and /auth/context. */
+/* /org/entitlements, /org/projects, /org/api_keys, /auth/context and the
+ * organization's and projects' limits. */
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
 #include "api/org.h"
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/crypto.h"
 #include "core/xalloc.h"
+#include "domain/entitlements.h"
 #include "domain/fields.h"
 
 int org_get_entitlements(struct req *rq, struct resp *rs)
@@ -385,5 +388,166 @@ int org_key_rotate(struct req *rq, struct resp *rs)
     json_t *out = render_key(&fresh);
     json_object_set_new(out, "key", json_string(plain));
     resp_json(rs, 200, out);
+    return 0;
+}
+
+/* ---- limits ---- */
+
+/* A stored cap as the service shows it: null when there is none (0). */
+static json_t *cap(int64_t v)
+{
+    return v > 0 ? json_integer(v) : json_null();
+}
+
+/* Sets key to an entitlement limit; omitted when the plan sets none (the
+ * service's OrgLimits types these fields as numbers, never null). */
+static void ent_cap(json_t *out, const char *key, const json_t *ent, const char *name)
+{
+    int64_t v;
+    if (ent_limit(ent, name, &v))
+        json_object_set_new(out, key, json_integer(v));
+}
+
+/* A cap in a PATCH body: an integer from 0 (no cap) to
+ * LIM_CONCURRENCY_CAP_MAX, or null (no cap). Absent: *out unchanged. */
+static int cap_field(struct req *rq, const json_t *body, const char *name, int64_t *out)
+{
+    json_t *v = json_object_get(body, name);
+    if (!v)
+        return 0;
+    if (json_is_null(v)) {
+        *out = 0;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > LIM_CONCURRENCY_CAP_MAX)
+        return err_field(&rq->err, name, "must be an integer from 0 (no limit) to %d",
+                         LIM_CONCURRENCY_CAP_MAX);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* max_concurrent_sessions is the plan's concurrent-browser limit (what
+ * session admission holds the org to); the managed-auth figures are the
+ * plan's, and no connection exists on this server (managed auth answers
+ * 501). A limit the plan does not set is omitted; the project default is
+ * null when unset. */
+static int render_org_limits(struct req *rq, json_t **out)
+{
+    const json_t *ent;
+    struct limits_rec l;
+    int rc = api_entitlements(rq, &ent);
+    if (rc || (rc = store_limits_get(api_app(rq)->store, api_auth(rq)->org.id, "", &l)))
+        return rc;
+    int64_t min_interval = 0;
+    (void)ent_limit(ent, "features.managed_auth.health_check_interval_min_seconds", &min_interval);
+    *out = json_pack("{s:o,s:i,s:I}", "default_project_max_concurrent_sessions",
+                     cap(l.max_sessions), "auth_connections_used", 0,
+                     "min_health_check_interval_seconds", (json_int_t)min_interval);
+    ent_cap(*out, "max_concurrent_sessions", ent, "max_concurrent_browsers");
+    ent_cap(*out, "max_auth_connections", ent, "features.managed_auth.max_connections");
+    return 0;
+}
+
+int org_limits_get(struct req *rq, struct resp *rs)
+{
+    json_t *out;
+    int rc = render_org_limits(rq, &out);
+    if (rc)
+        return rc;
+    resp_json(rs, 200, out);
+    return 0;
+}
+
+/* Only the project default is the organization's to set; the others come
+ * from its plan (or from use). */
+int org_limits_update(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"default_project_max_concurrent_sessions",
+                                          "max_concurrent_sessions",
+                                          "auth_connections_used",
+                                          "max_auth_connections",
+                                          "min_health_check_interval_seconds",
+                                          NULL};
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    struct limits_rec l;
+    if ((rc = store_limits_get(api_app(rq)->store, api_auth(rq)->org.id, "", &l))) {
+        json_decref(body);
+        return rc;
+    }
+    rc = known_fields(rq, body, allowed);
+    for (size_t i = 1; allowed[i]; i++)
+        if (json_object_get(body, allowed[i]))
+            rc = err_field(&rq->err, allowed[i],
+                           "is read-only: set by the organization's plan (only "
+                           "default_project_max_concurrent_sessions can be changed)");
+    if (cap_field(rq, body, "default_project_max_concurrent_sessions", &l.max_sessions))
+        rc = E_INVALID;
+    json_decref(body);
+    /* The default cannot exceed the organization's own limit. */
+    const json_t *ent;
+    int64_t org_max;
+    if (rc == 0 && (rc = api_entitlements(rq, &ent)) == 0 &&
+        ent_limit(ent, "max_concurrent_browsers", &org_max) && l.max_sessions > org_max)
+        rc = err_field(&rq->err, "default_project_max_concurrent_sessions",
+                       "must not exceed the organization's max_concurrent_sessions (%lld)",
+                       (long long)org_max);
+    if (rc || (rc = store_limits_put(api_app(rq)->store, &l)))
+        return rc;
+    return org_limits_get(rq, rs);
+}
+
+static json_t *render_project_limits(const struct limits_rec *l)
+{
+    return json_pack("{s:o,s:o,s:n}", "max_concurrent_sessions", cap(l->max_sessions),
+                     "max_concurrent_invocations", cap(l->max_invocations), "max_pooled_sessions");
+}
+
+int org_project_limits_get(struct req *rq, struct resp *rs)
+{
+    struct project_rec p;
+    struct limits_rec l;
+    int rc = projects_on(rq);
+    if (rc || (rc = load_project(rq, &p)) ||
+        (rc = store_limits_get(api_app(rq)->store, p.org_id, p.id, &l)))
+        return rc;
+    resp_json(rs, 200, render_project_limits(&l));
+    return 0;
+}
+
+/* 0 (or null) removes a cap; the project then falls under the org's
+ * default. max_pooled_sessions is not the project's to set (always null). */
+int org_project_limits_update(struct req *rq, struct resp *rs)
+{
+    static const char *const allowed[] = {"max_concurrent_sessions", "max_concurrent_invocations",
+                                          "max_pooled_sessions", NULL};
+    struct project_rec p;
+    struct limits_rec l;
+    json_t *body;
+    int rc = projects_on(rq);
+    if (rc || (rc = req_json_object(rq, 0, &body)))
+        return rc;
+    if ((rc = load_project(rq, &p)) ||
+        (rc = store_limits_get(api_app(rq)->store, p.org_id, p.id, &l))) {
+        json_decref(body);
+        return rc;
+    }
+    rc = known_fields(rq, body, allowed);
+    json_t *pooled = json_object_get(body, "max_pooled_sessions");
+    if (pooled && !json_is_null(pooled))
+        rc = err_field(&rq->err, "max_pooled_sessions",
+                       "cannot be set: pooled sessions count against max_concurrent_sessions "
+                       "(always null)");
+    if (cap_field(rq, body, "max_concurrent_sessions", &l.max_sessions))
+        rc = E_INVALID;
+    if (cap_field(rq, body, "max_concurrent_invocations", &l.max_invocations))
+        rc = E_INVALID;
+    json_decref(body);
+    if (rc || (rc = store_limits_put(api_app(rq)->store, &l)))
+        return rc;
+    resp_json(rs, 200, render_project_limits(&l));
     return 0;
 }

@@ -354,20 +354,33 @@ static int check_capacity(struct req *rq, const char *pool_id, long long size)
     return 0;
 }
 
-/* Inserts or updates a pool's row. On a shared store, a new pool is homed
- * on this node, and a pool's size is admitted by the store against the
- * org's limit counted over the cluster (store.h, pool_admit). */
+/* Inserts or updates a pool's row. A new pool is homed on this node; a
+ * pool's size is admitted by the store (store.h, pool_admit) against its
+ * project's max_concurrent_sessions (its own, else the org's default), and
+ * on a shared store against the org's limit too, counted over the cluster:
+ * 403 as the org's limit when one would be passed. */
 static int write_pool(struct req *rq, struct pool_rec *r, int is_update, int resized)
 {
     struct store *st = api_app(rq)->store;
     if (!is_update)
         node_id(api_app(rq)->node, r->node_id);
-    if (!store_shared(st) || (is_update && !resized))
-        return is_update ? store_pool_update(st, r) : store_pool_insert(st, r);
+    if (is_update && !resized)
+        return store_pool_update(st, r);
     int rc;
     long long limit = org_limit(rq, &rc);
-    int64_t sum = 0, live = 0;
-    if (rc == 0 && (rc = store_pool_admit(st, r, is_update, limit, &sum, &live)) == E_LIMIT)
+    /* On an embedded store the engine's books hold the org's limit
+     * (check_capacity). */
+    if (!store_shared(st))
+        limit = -1;
+    int64_t sum = 0, live = 0, plimit = -1;
+    if (rc == 0)
+        rc = store_pool_admit(st, r, is_update, limit, &sum, &live, &plimit);
+    if (rc == E_LIMIT && plimit >= 0)
+        return err_set(&rq->err, E_FORBIDDEN, "pool_limit_exceeded",
+                       "the sum of project %s's pool sizes (%lld) and live sessions (%lld) would "
+                       "exceed its max_concurrent_sessions (%lld)",
+                       r->project_id, (long long)sum, (long long)live, (long long)plimit);
+    if (rc == E_LIMIT)
         return limit_exceeded(rq, sum, live, limit);
     return rc;
 }

@@ -310,4 +310,10 @@
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)
 
+/* The largest concurrency cap an organization may set on itself or a
+ * project (/org/limits, /org/projects/{id}/limits; 0 removes a cap): far
+ * above any host's browsers, small enough that sums of counts and caps never
+ * overflow. */
+#define LIM_CONCURRENCY_CAP_MAX 1000000
+
 #endif

@@ -236,18 +236,31 @@ static int reserve_slot(struct app *app, const char *org_id, const json_t *ent, 
                    limit, pool_capacity);
 }
 
-/* Writes a new session's row, owned by this node. A standalone session on a
- * shared store is admitted by the store against the org's limit counted over
- * the whole cluster (store.h, session_admit): 429 when it is reached. */
+/* Writes a new session's row, owned by this node. A standalone session is
+ * admitted by the store (store.h, session_admit) against its project's
+ * max_concurrent_sessions (its own, else the org's default for projects),
+ * and on a shared store against the org's limit too, both counted over the
+ * whole cluster: 429 when one is reached. */
 static int insert_session(struct app *app, struct session_rec *s, const json_t *ent, int pooled,
                           struct err *e)
 {
     node_id(app->node, s->node_id);
-    if (pooled || !store_shared(app->store))
+    if (pooled)
         return store_session_insert(app->store, s);
-    int64_t lim, pools = 0;
+    int64_t lim, pools = 0, plimit = -1;
     int64_t limit = ent_limit(ent, "max_concurrent_browsers", &lim) ? lim : -1;
-    int rc = store_session_admit(app->store, s, limit, &pools);
+    /* One process on an embedded store: the session manager holds the
+     * org's limit (reserve_slot). */
+    if (!store_shared(app->store))
+        limit = -1;
+    int rc = store_session_admit(app->store, s, limit, &pools, &plimit);
+    if (rc == E_LIMIT && plimit >= 0) {
+        e->retry_after = 5;
+        return err_set(e, E_LIMIT, "rate_limited",
+                       "max_concurrent_sessions (%lld, of which %lld held by pools) reached for "
+                       "project %s",
+                       (long long)plimit, (long long)pools, s->project_id);
+    }
     if (rc == E_LIMIT) {
         e->retry_after = 5;
         return err_set(e, E_LIMIT, "rate_limited",

@@ -213,26 +213,51 @@ static int lock_org(struct pgc *c, const char *org_id)
     return ret;
 }
 
-int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools)
+/* The project $2's active standalone sessions and active pools' sizes (a
+ * pool $3 left out), and its limit: its own, else the org's default, else -1
+ * (store.h, limits_get). */
+#define PROJECT_COUNTS                                                                             \
+    "(SELECT count(*) FROM sessions WHERE org_id = $1 AND project_id = $2"                         \
+    " AND status = 'active' AND (data::jsonb ? 'pool') IS NOT TRUE),"                              \
+    " (SELECT coalesce(sum(" POOL_SIZE(                                                            \
+        "config") "), 0)::bigint FROM pools WHERE org_id = $1"                                     \
+                  " AND project_id = $2 AND status = 'active' AND id != $3),"                      \
+                  " coalesce((SELECT nullif(max_sessions, 0) FROM concurrency_limits WHERE "       \
+                  "org_id = $1"                                                                    \
+                  " AND project_id = $2), (SELECT nullif(max_sessions, 0) FROM concurrency_limits" \
+                  " WHERE org_id = $1 AND project_id = ''), -1)::bigint"
+
+int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools,
+                      int64_t *project_limit)
 {
     PGCONN(p, c);
     PGresult *r;
+    if (project_limit)
+        *project_limit = -1;
     int ret = pgx_begin(c);
     if (ret == 0)
         ret = lock_org(c, s->org_id);
     if (ret == 0)
-        ret =
-            pgx_q(c, &r,
-                  "SELECT " STANDALONE_SESSIONS ", (SELECT coalesce(sum(" POOL_SIZE(
-                      "config") "), 0)::bigint FROM pools WHERE org_id = $1 AND status = 'active')",
-                  "s", s->org_id);
+        ret = pgx_q(c, &r,
+                    "SELECT " STANDALONE_SESSIONS ", (SELECT coalesce(sum(" POOL_SIZE(
+                        "config") "), 0)::bigint FROM pools WHERE org_id = $1 AND status ="
+                                  " 'active'), " PROJECT_COUNTS,
+                    "sss", s->org_id, s->project_id, "");
     if (ret == 0) {
         int64_t nsess = pgx_i64(r, 0, 0), npools = pgx_i64(r, 0, 1);
+        int64_t psess = pgx_i64(r, 0, 2), ppools = pgx_i64(r, 0, 3), plimit = pgx_i64(r, 0, 4);
         PQclear(r);
         if (pools)
             *pools = npools;
         if (limit >= 0 && nsess + npools >= limit)
             ret = E_LIMIT;
+        else if (plimit >= 0 && psess + ppools >= plimit) {
+            ret = E_LIMIT;
+            if (pools)
+                *pools = ppools;
+            if (project_limit)
+                *project_limit = plimit;
+        }
     }
     if (ret == 0)
         ret = pgx_session_insert_on(c, s);
@@ -242,35 +267,94 @@ int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t li
 }
 
 int pgx_pool_admit(struct store *st_, const struct pool_rec *pr, int is_update, int64_t limit,
-                   int64_t *pools, int64_t *sessions)
+                   int64_t *pools, int64_t *sessions, int64_t *project_limit)
 {
     /* A pool leaving the active state only frees capacity: never refused. */
     int active = strcmp(pr->status, "active") == 0;
     PGCONN(p, c);
     PGresult *r;
+    if (project_limit)
+        *project_limit = -1;
     int ret = pgx_begin(c);
     if (ret == 0)
         ret = lock_org(c, pr->org_id);
     if (ret == 0)
-        ret = pgx_q(
-            c, &r,
-            "SELECT " STANDALONE_SESSIONS ", ((SELECT coalesce(sum(" POOL_SIZE(
-                "config") "), 0) FROM pools WHERE org_id = $1 AND status = 'active' AND id != $2)"
-                          " + CASE WHEN $4 != 0 THEN " POOL_SIZE("$3") " ELSE 0 END)::bigint",
-            "sssi", pr->org_id, pr->id, pr->config ? pr->config : "{}", (int64_t)active);
+        ret =
+            pgx_q(c, &r,
+                  "SELECT " STANDALONE_SESSIONS ", (SELECT coalesce(sum(" POOL_SIZE(
+                      "config") "), 0)::bigint FROM pools WHERE org_id = $1 AND status = 'active'"
+                                " AND id != $3), " PROJECT_COUNTS
+                                ", (CASE WHEN $5 != 0 THEN " POOL_SIZE("$4") " ELSE 0 END)::bigint",
+                  "ssssi", pr->org_id, pr->project_id, pr->id, pr->config ? pr->config : "{}",
+                  (int64_t)active);
     if (ret == 0) {
         int64_t nsess = pgx_i64(r, 0, 0), npools = pgx_i64(r, 0, 1);
+        int64_t psess = pgx_i64(r, 0, 2), ppools = pgx_i64(r, 0, 3), plimit = pgx_i64(r, 0, 4);
+        int64_t size = pgx_i64(r, 0, 5);
         PQclear(r);
         if (pools)
-            *pools = npools;
+            *pools = npools + size;
         if (sessions)
             *sessions = nsess;
-        if (active && limit >= 0 && nsess + npools > limit)
+        if (active && limit >= 0 && nsess + npools + size > limit)
             ret = E_LIMIT;
+        else if (active && plimit >= 0 && psess + ppools + size > plimit) {
+            ret = E_LIMIT;
+            if (pools)
+                *pools = ppools + size;
+            if (sessions)
+                *sessions = psess;
+            if (project_limit)
+                *project_limit = plimit;
+        }
     }
     if (ret == 0)
         ret = is_update ? pgx_pool_update_on(c, pr) : pgx_pool_insert_on(c, pr);
     ret = pgx_end(c, ret);
+    pgx_put(p, c);
+    return ret;
+}
+
+/* ---- limits ---- */
+
+const char pgx_schema_limits[] =
+    "CREATE TABLE concurrency_limits (org_id " PG_TEXT " NOT NULL, project_id " PG_TEXT
+    " NOT NULL, max_sessions bigint NOT NULL DEFAULT 0,"
+    " max_invocations bigint NOT NULL DEFAULT 0, PRIMARY KEY (org_id, project_id));"
+    "CREATE INDEX sessions_project_active ON sessions (project_id) WHERE status = 'active';";
+
+int pgx_limits_get(struct store *st_, const char *org_id, const char *project_id,
+                   struct limits_rec *out)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    memset(out, 0, sizeof *out);
+    snprintf(out->org_id, sizeof out->org_id, "%s", org_id);
+    snprintf(out->project_id, sizeof out->project_id, "%s", project_id);
+    int ret = pgx_q(c, &r,
+                    "SELECT max_sessions, max_invocations FROM concurrency_limits"
+                    " WHERE org_id = $1 AND project_id = $2",
+                    "ss", org_id, project_id);
+    if (ret == 0) {
+        if (PQntuples(r) == 1) {
+            out->max_sessions = pgx_i64(r, 0, 0);
+            out->max_invocations = pgx_i64(r, 0, 1);
+        }
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pgx_limits_put(struct store *st_, const struct limits_rec *l)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL,
+                    "INSERT INTO concurrency_limits (org_id, project_id, max_sessions,"
+                    " max_invocations) VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, project_id)"
+                    " DO UPDATE SET max_sessions = excluded.max_sessions,"
+                    " max_invocations = excluded.max_invocations",
+                    "ssii", l->org_id, l->project_id, l->max_sessions, l->max_invocations);
     pgx_put(p, c);
     return ret;
 }

@@ -260,10 +260,14 @@ int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n);
 int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
                    size_t *n);
 int pgx_node_retire(struct store *st_, const char *id, const char *reason, const char *heir);
-int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit,
-                      int64_t *pools);
+int pgx_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools,
+                      int64_t *project_limit);
 int pgx_pool_admit(struct store *st_, const struct pool_rec *p, int is_update, int64_t limit,
-                   int64_t *pools, int64_t *sessions);
+                   int64_t *pools, int64_t *sessions, int64_t *project_limit);
+extern const char pgx_schema_limits[];
+int pgx_limits_get(struct store *st_, const char *org_id, const char *project_id,
+                   struct limits_rec *out);
+int pgx_limits_put(struct store *st_, const struct limits_rec *l);
 int pgx_blob_put(struct store *st_, const char *key, const void *data, size_t len);
 int pgx_blob_get(struct store *st_, const char *key, void **data, size_t *len);
 int pgx_blob_delete(struct store *st_, const char *key);

@@ -140,6 +140,9 @@ void sq_authcache_close(struct sq *s);
 
 /* ---- sessions (sqlite_sessions.c) ---- */
 int sq_session_insert(struct store *st_, const struct session_rec *r);
+/* session_insert of arg (a struct session_rec) on connection c: a
+ * sqlite3_step result as sqx_q's (map it with sqx_qrc). */
+int sqx_session_insert_on(struct conn *c, const void *arg);
 int sq_session_get(struct store *st_, const char *org_id, const char *project_id,
                    const char *id_or_name, int include_deleted, struct session_rec *out);
 int sq_session_list(struct store *st_, const char *org_id, const char *project_id,
@@ -171,6 +174,10 @@ int sq_pool_get(struct store *st_, const char *org_id, const char *project_id,
 int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
                  const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
 int sq_pool_update(struct store *st_, const struct pool_rec *p);
+/* pool_insert and pool_update on connection c (inside a caller's
+ * transaction). */
+int sqx_pool_insert_on(struct conn *c, const struct pool_rec *p);
+int sqx_pool_update_on(struct conn *c, const struct pool_rec *p);
 int sq_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
 /* proxies: sqlite_proxies.c */
 extern const char sq_schema_proxies[];
@@ -215,5 +222,15 @@ int sq_ext_list(struct store *st_, const char *org_id, const char *project_id, c
 int sq_ext_count(struct store *st_, const char *org_id, int64_t *n);
 int sq_ext_touch(struct store *st_, const char *id, int64_t last_used_at);
 int sq_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+
+/* ---- limits and admission (sqlite_limits.c) ---- */
+extern const char sq_schema_limits[];
+int sq_limits_get(struct store *st_, const char *org_id, const char *project_id,
+                  struct limits_rec *out);
+int sq_limits_put(struct store *st_, const struct limits_rec *r);
+int sq_session_admit(struct store *st_, const struct session_rec *s, int64_t limit, int64_t *pools,
+                     int64_t *project_limit);
+int sq_pool_admit(struct store *st_, const struct pool_rec *p, int is_update, int64_t limit,
+                  int64_t *pools, int64_t *sessions, int64_t *project_limit);
 
 #endif

@@ -28,14 +28,20 @@ static void pool_row(sqlite3_stmt *st, struct pool_rec *p)
     p->config = xstrdup(c ? (const char *)c : "{}");
 }
 
+int sqx_pool_insert_on(struct conn *c, const struct pool_rec *p)
+{
+    return sqx_qrc(sqx_q(c, NULL,
+                         "INSERT INTO pools (" POOL_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         "sssssiss", p->id, p->org_id, p->project_id, p->name, p->status,
+                         p->created_at, p->node_id[0] ? p->node_id : "local", p->config));
+}
+
 int sq_pool_insert(struct store *st_, const struct pool_rec *p)
 {
     CONN(s, c);
-    int rc = sqx_q(c, NULL, "INSERT INTO pools (" POOL_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   "sssssiss", p->id, p->org_id, p->project_id, p->name, p->status, p->created_at,
-                   p->node_id[0] ? p->node_id : "local", p->config);
+    int rc = sqx_pool_insert_on(c, p);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return rc;
 }
 
 int sq_pool_get(struct store *st_, const char *org_id, const char *project_id,
@@ -78,9 +84,8 @@ int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, 
     return rc ? E_INTERNAL : 0;
 }
 
-int sq_pool_update(struct store *st_, const struct pool_rec *p)
+int sqx_pool_update_on(struct conn *c, const struct pool_rec *p)
 {
-    CONN(s, c);
     sqlite3_stmt *st;
     int rc =
         sqx_q(c, &st, "UPDATE pools SET name = ?, status = ?, config = ? WHERE id = ? RETURNING id",
@@ -88,6 +93,13 @@ int sq_pool_update(struct store *st_, const struct pool_rec *p)
     int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : sqx_qrc(rc);
     if (rc == SQLITE_ROW)
         sqlite3_reset(st);
+    return ret;
+}
+
+int sq_pool_update(struct store *st_, const struct pool_rec *p)
+{
+    CONN(s, c);
+    int ret = sqx_pool_update_on(c, p);
     sqx_conn_put(s, c);
     return ret;
 }

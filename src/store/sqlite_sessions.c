@@ -54,7 +54,7 @@ static void session_row(sqlite3_stmt *st, struct session_rec *r)
     r->data = xstrdup(d ? (const char *)d : "{}");
 }
 
-static int session_insert_on(struct conn *c, const void *arg)
+int sqx_session_insert_on(struct conn *c, const void *arg)
 {
     const struct session_rec *r = arg;
     return sqx_q(c, NULL,
@@ -73,7 +73,7 @@ static int session_insert_on(struct conn *c, const void *arg)
 int sq_session_insert(struct store *st_, const struct session_rec *r)
 {
     CONN(s, c);
-    int rc = sqx_unsynced(s, c, session_insert_on, r);
+    int rc = sqx_unsynced(s, c, sqx_session_insert_on, r);
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }

@@ -44,6 +44,17 @@ struct project_rec {
     int64_t created_at, updated_at;
 };
 
+/* Concurrency limits an organization sets (the service's /org/limits and
+ * /org/projects/{id}/limits): a project's row, or with project_id "" the
+ * organization's, whose max_sessions is the default of projects without
+ * their own. 0 = no cap. */
+struct limits_rec {
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    int64_t max_sessions;    /* max_concurrent_sessions (the project default on the org's row) */
+    int64_t max_invocations; /* max_concurrent_invocations (projects only) */
+};
+
 struct apikey_rec {
     char id[STORE_ID];
     char org_id[STORE_ID];
@@ -431,24 +442,37 @@ struct store_ops {
     int (*node_retire)(struct store *st, const char *id, const char *reason, const char *heir);
     /* Inserts s (an active standalone session, not a pool's) only while the
      * org's active standalone sessions plus the sizes of its active pools
-     * (config's "size") stay below limit (< 0: no limit), serialized per
-     * org across every connection and process. E_LIMIT when full (nothing
-     * inserted), E_CONFLICT on a duplicate active name, E_NOTFOUND when
-     * the org does not exist. A standalone session is one whose data has
-     * no top-level "pool" key. *pools (may be NULL) receives the org's pool
-     * capacity seen by the check (also on E_LIMIT). */
+     * (config's "size") stay below limit (< 0: no limit), and the same two
+     * counted for s's project stay below the project's limit (limits_get:
+     * its own max_sessions, else the org's default; neither: none), read in
+     * the same transaction, serialized per org across every connection and
+     * process. E_LIMIT when full (nothing inserted), E_CONFLICT on a
+     * duplicate active name, E_NOTFOUND when the org does not exist (a
+     * shared store). A standalone session is one whose data has no
+     * top-level "pool" key. *pools (may be NULL) receives the org's pool
+     * capacity seen by the check (also on E_LIMIT), or the project's when
+     * the project's limit refused; then *project_limit (may be NULL)
+     * receives that limit, else -1. Both backends (SQLite: the session
+     * manager keeps the org's books, callers pass limit -1). */
     int (*session_admit)(struct store *st, const struct session_rec *s, int64_t limit,
-                         int64_t *pools);
+                         int64_t *pools, int64_t *project_limit);
     /* pool_insert (is_update 0) or pool_update (1) of p, only while the
      * org's pool sizes with p's new size plus its active standalone
-     * sessions stay within limit (< 0: no limit), under the same per-org
+     * sessions stay within limit (< 0: no limit), and the same for p's
+     * project within the project's limit, under the same per-org
      * serialization: E_LIMIT when it would not (nothing written). *pools
      * and *sessions (may be NULL) receive what the check counted (pools
-     * with p's new size). A p whose new status is not active counts as
-     * size 0 and is never refused (deleting a pool frees capacity even
-     * when a lowered limit is already exceeded). */
+     * with p's new size; the project's when its limit refused, which
+     * *project_limit receives, else -1). A p whose new status is not
+     * active counts as size 0 and is never refused (deleting a pool frees
+     * capacity even when a lowered limit is already exceeded). */
     int (*pool_admit)(struct store *st, const struct pool_rec *p, int is_update, int64_t limit,
-                      int64_t *pools, int64_t *sessions);
+                      int64_t *pools, int64_t *sessions, int64_t *project_limit);
+    /* A project's limits (project_id "": the org's), zeros when none were
+     * set; limits_put creates or replaces r. */
+    int (*limits_get)(struct store *st, const char *org_id, const char *project_id,
+                      struct limits_rec *out);
+    int (*limits_put)(struct store *st, const struct limits_rec *r);
     /* Active sessions of one node (a restart reaps its earlier incarnation). */
     int (*session_list_node)(struct store *st, const char *node_id, struct session_rec **rows,
                              size_t *n);
@@ -562,6 +586,8 @@ void org_rec_clear(struct org_rec *o);
 #define store_node_retire(st, ...)       ((st)->ops->node_retire((st), __VA_ARGS__))
 #define store_session_admit(st, ...)     ((st)->ops->session_admit((st), __VA_ARGS__))
 #define store_pool_admit(st, ...)        ((st)->ops->pool_admit((st), __VA_ARGS__))
+#define store_limits_get(st, ...)        ((st)->ops->limits_get((st), __VA_ARGS__))
+#define store_limits_put(st, ...)        ((st)->ops->limits_put((st), __VA_ARGS__))
 #define store_session_list_node(st, ...) ((st)->ops->session_list_node((st), __VA_ARGS__))
 #define store_pool_list_node(st, ...)    ((st)->ops->pool_list_node((st), __VA_ARGS__))
 #define store_blob_put(st, ...)          ((st)->ops->blob_put((st), __VA_ARGS__))

@@ -407,6 +407,8 @@ static const struct store_ops pgx_ops = {
     .node_retire = pgx_node_retire,
     .session_admit = pgx_session_admit,
     .pool_admit = pgx_pool_admit,
+    .limits_get = pgx_limits_get,
+    .limits_put = pgx_limits_put,
     .session_list_node = pgx_session_list_node,
     .pool_list_node = pgx_pool_list_node,
     .blob_put = pgx_blob_put,
@@ -418,11 +420,17 @@ static const struct store_ops pgx_ops = {
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history. */
 static const struct pgx_migration migrations[] = {
-    {"0001_tenancy", pgx_schema_tenancy},           {"0002_sessions", pgx_schema_sessions},
-    {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
-    {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
-    {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
-    {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0030_audit_logs", pgx_schema_audit},
+    {"0001_tenancy", pgx_schema_tenancy},
+    {"0002_sessions", pgx_schema_sessions},
+    {"0003_profiles", pgx_schema_profiles},
+    {"0004_pools", pgx_schema_pools},
+    {"0005_proxies", pgx_schema_proxies},
+    {"0010_telemetry", pgx_schema_telemetry},
+    {"0019_extensions", pgx_schema_extensions},
+    {"0020_cluster", pgx_schema_cluster},
+    {"0021_profiles_seq", pgx_schema_profiles_seq},
+    {"0030_audit_logs", pgx_schema_audit},
+    {"0033_limits", pgx_schema_limits},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

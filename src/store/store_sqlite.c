@@ -403,6 +403,10 @@ static const struct store_ops sqx_ops = {
     .ext_touch = sq_ext_touch,
     .ext_delete = sq_ext_delete,
     /* ops: extensions */
+    .session_admit = sq_session_admit,
+    .pool_admit = sq_pool_admit,
+    .limits_get = sq_limits_get,
+    .limits_put = sq_limits_put,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -424,6 +428,7 @@ static const struct sq_migration migrations[] = {
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
     {"0030_audit_logs", sq_schema_audit},
+    {"0033_limits", sq_schema_limits},
 };
 
 static int migrate(struct conn *c)

@@ -442,8 +442,80 @@ static void node_ids_round_trip(void **state)
     org_rec_clear(&o);
 }
 
+/* limits_get/limits_put, and session_admit/pool_admit holding "the same
+ * two counted for s's project below the project's limit (its own
+ * max_sessions, else the org's default)" (issue 33.4), on both backends. */
+static void project_limits_hold_sessions_and_pools(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p, p2;
+    make_org(st, &o, &p);
+    memset(&p2, 0, sizeof p2);
+    snprintf(p2.org_id, sizeof p2.org_id, "%s", o.id);
+    snprintf(p2.name, sizeof p2.name, "other");
+    assert_int_equal(store_project_create(st, &p2), 0);
+    struct limits_rec l;
+    assert_int_equal(store_limits_get(st, o.id, p.id, &l), 0);
+    assert_int_equal(l.max_sessions, 0);
+    assert_int_equal(l.max_invocations, 0);
+    l.max_sessions = 2;
+    l.max_invocations = 7;
+    assert_int_equal(store_limits_put(st, &l), 0);
+    memset(&l, 0, sizeof l);
+    assert_int_equal(store_limits_get(st, o.id, p.id, &l), 0);
+    assert_int_equal(l.max_sessions, 2);
+    assert_int_equal(l.max_invocations, 7);
+
+    struct session_rec s;
+    int64_t pools = -1, sessions = -1, plimit = 0;
+    for (int i = 0; i < 2; i++) {
+        new_session(&s, &o, &p, "n1", "{}");
+        assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), 0);
+        assert_int_equal(plimit, -1);
+    }
+    /* a pool's browser is not a standalone session */
+    new_session(&s, &o, &p, "n1", "{\"pool\":\"x\"}");
+    assert_int_equal(store_session_insert(st, &s), 0);
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 2);
+    assert_int_equal(pools, 0);
+    /* the other project is not held; the org's own limit still is */
+    new_session(&s, &o, &p2, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, 2, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, -1);
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), 0);
+    /* pools count their size against the project's cap */
+    struct pool_rec a;
+    new_pool(&a, &o, &p, "n1", "{\"size\":1}");
+    assert_int_equal(store_pool_admit(st, &a, 0, -1, &pools, &sessions, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 2);
+    assert_int_equal(pools, 1);
+    assert_int_equal(sessions, 2);
+    /* 0 removes the project's cap; the org's default then holds it */
+    l.max_sessions = 0;
+    assert_int_equal(store_limits_put(st, &l), 0);
+    struct limits_rec d = {0};
+    snprintf(d.org_id, sizeof d.org_id, "%s", o.id);
+    d.max_sessions = 3;
+    assert_int_equal(store_limits_put(st, &d), 0);
+    assert_int_equal(store_pool_admit(st, &a, 0, -1, &pools, &sessions, &plimit), 0);
+    new_session(&s, &o, &p, "n1", "{}");
+    assert_int_equal(store_session_admit(st, &s, -1, &pools, &plimit), E_LIMIT);
+    assert_int_equal(plimit, 3);
+    assert_int_equal(pools, 1);
+    /* a pool leaving the active state is never refused */
+    snprintf(a.status, sizeof a.status, "deleted");
+    assert_int_equal(store_pool_admit(st, &a, 1, -1, NULL, NULL, &plimit), 0);
+    d.max_sessions = 0;
+    assert_int_equal(store_limits_put(st, &d), 0);
+    assert_int_equal(store_session_admit(st, &s, -1, NULL, &plimit), 0);
+    org_rec_clear(&o);
+}
+
 /* store_open: "NULL or "" opens SQLite in dir; anything else is refused
- * (E_INVALID)"; SQLite is not shared (the cluster ops are NULL). */
+ * (E_INVALID)"; SQLite is not shared (the node ops are NULL). */
 static void store_open_selects_the_backend(void **state)
 {
     (void)state;
@@ -456,7 +528,7 @@ static void store_open_selects_the_backend(void **state)
     assert_int_equal(store_open("", dir, &st, &e), 0);
     assert_string_equal(st->ops->name, "sqlite");
     assert_false(store_shared(st));
-    assert_null(st->ops->session_admit);
+    assert_null(st->ops->node_register);
     store_close(st);
 }
 
@@ -1230,7 +1302,7 @@ static void *admit_thread(void *arg)
     struct session_rec s;
     new_session(&s, c->o, c->p, "n1", "{}");
     pthread_barrier_wait(c->go);
-    c->rc = store_session_admit(c->st, &s, 3, NULL);
+    c->rc = store_session_admit(c->st, &s, 3, NULL, NULL);
     return NULL;
 }
 
@@ -1275,22 +1347,22 @@ static void session_admit_is_exact_under_concurrency(void **state)
     assert_int_equal(store_session_insert(st, &s), 0);
     int64_t pools = -1;
     new_session(&s, &o, &p, "n1", "{}");
-    assert_int_equal(store_session_admit(st, &s, 4, &pools), 0);
+    assert_int_equal(store_session_admit(st, &s, 4, &pools, NULL), 0);
     assert_int_equal(pools, 0);
     struct pool_rec pl;
     new_pool(&pl, &o, &p, "n1", "{\"size\":2}");
     assert_int_equal(store_pool_insert(st, &pl), 0);
     new_session(&s, &o, &p, "n1", "{}");
-    assert_int_equal(store_session_admit(st, &s, 6, &pools), E_LIMIT);
+    assert_int_equal(store_session_admit(st, &s, 6, &pools, NULL), E_LIMIT);
     assert_int_equal(pools, 2);
-    assert_int_equal(store_session_admit(st, &s, 7, &pools), 0);
+    assert_int_equal(store_session_admit(st, &s, 7, &pools, NULL), 0);
     /* no limit; a taken name is a conflict, not a limit */
     struct session_rec named;
     new_session(&named, &o, &p, "n1", "{}");
     snprintf(named.name, sizeof named.name, "dup");
-    assert_int_equal(store_session_admit(st, &named, -1, NULL), 0);
+    assert_int_equal(store_session_admit(st, &named, -1, NULL, NULL), 0);
     crypto_new_id(named.id);
-    assert_int_equal(store_session_admit(st, &named, -1, NULL), E_CONFLICT);
+    assert_int_equal(store_session_admit(st, &named, -1, NULL, NULL), E_CONFLICT);
     store_close(st2);
     org_rec_clear(&o);
 }
@@ -1307,42 +1379,42 @@ static void pool_admit_counts_sessions_and_pools(void **state)
     struct session_rec s;
     for (int i = 0; i < 2; i++) {
         new_session(&s, &o, &p, "n1", "{}");
-        assert_int_equal(store_session_admit(st, &s, -1, NULL), 0);
+        assert_int_equal(store_session_admit(st, &s, -1, NULL, NULL), 0);
     }
     new_session(&s, &o, &p, "n1", "{\"pool\":\"x\"}");
     assert_int_equal(store_session_insert(st, &s), 0);
     int64_t pools = -1, sessions = -1;
     struct pool_rec a, b, got;
     new_pool(&a, &o, &p, "n1", "{\"size\":3}");
-    assert_int_equal(store_pool_admit(st, &a, 0, 5, &pools, &sessions), 0);
+    assert_int_equal(store_pool_admit(st, &a, 0, 5, &pools, &sessions, NULL), 0);
     assert_int_equal(pools, 3);
     assert_int_equal(sessions, 2);
     new_pool(&b, &o, &p, "n1", "{\"size\":1}");
-    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, &sessions), E_LIMIT);
+    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, &sessions, NULL), E_LIMIT);
     assert_int_equal(pools, 4);
     memset(&got, 0, sizeof got);
     assert_int_equal(store_pool_get(st, o.id, p.id, b.id, &got), E_NOTFOUND);
     /* an update counts p's new size instead of its old one */
     a.config = "{\"size\":4}";
-    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL), E_LIMIT);
+    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL, NULL), E_LIMIT);
     assert_int_equal(pools, 4);
     assert_int_equal(store_pool_get(st, o.id, p.id, a.id, &got), 0);
     assert_string_equal(got.config, "{\"size\":3}");
     pool_rec_clear(&got);
     a.config = "{\"size\":2}";
-    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL), 0);
+    assert_int_equal(store_pool_admit(st, &a, 1, 5, &pools, NULL, NULL), 0);
     assert_int_equal(pools, 2);
-    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, NULL), 0);
+    assert_int_equal(store_pool_admit(st, &b, 0, 5, &pools, NULL, NULL), 0);
     assert_int_equal(pools, 3);
     /* full: neither a session nor a bigger pool */
     new_session(&s, &o, &p, "n1", "{}");
-    assert_int_equal(store_session_admit(st, &s, 5, &pools), E_LIMIT);
+    assert_int_equal(store_session_admit(st, &s, 5, &pools, NULL), E_LIMIT);
     assert_int_equal(pools, 3);
     /* a pool leaving the active state is never refused */
     snprintf(a.status, sizeof a.status, "deleted");
-    assert_int_equal(store_pool_admit(st, &a, 1, 0, &pools, NULL), 0);
+    assert_int_equal(store_pool_admit(st, &a, 1, 0, &pools, NULL, NULL), 0);
     assert_int_equal(pools, 1);
-    assert_int_equal(store_pool_admit(st, &a, 1, -1, NULL, NULL), 0);
+    assert_int_equal(store_pool_admit(st, &a, 1, -1, NULL, NULL, NULL), 0);
     org_rec_clear(&o);
 }
 
@@ -1655,6 +1727,7 @@ static void audit_entries_filter_page_prune(void **state)
     X(proxies_find_update_delete)                                                                  \
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)
+    X(project_limits_hold_sessions_and_pools)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
