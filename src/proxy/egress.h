@@ -126,6 +126,8 @@ struct egress_upstream {
     int port;
     char *userpass;    /* owned "user:password" for Basic auth, or NULL; wiped on clear */
     int tls;           /* protocol https: TLS to the proxy (see tls_client.h) */
+    char *ca_pem;      /* owned PEM bundle the proxy's certificate must verify against
+                          instead of the system's roots (a custom proxy's ca_bundle), or NULL */
     int check_address; /* 1 for user-supplied (custom) proxies: the proxy's address is held
                           to the isolation rules like a page's destination */
     json_t *bypass;    /* owned bypass_hosts array, or NULL */

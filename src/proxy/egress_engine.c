@@ -133,6 +133,7 @@ struct econn {
     int tls;                     /* the upstream is spoken to over TLS */
     SSL *ssl;                    /* on dfd once the upstream's TCP connect is done */
     char tlshost[256];           /* the name its certificate must carry */
+    char *ca_pem;                /* owned: the proxy's own CA bundle (ca_bundle), or NULL */
     char whybuf[200];            /* a refusal reason made for this connection */
     struct dir up, down;         /* browser -> destination, destination -> browser */
     struct econn *next;          /* the session's list (eg->mu) */
@@ -983,6 +984,7 @@ static void plan_slow(struct egress *eg, struct econn *c)
                 c->via_proxy = 1;
                 c->tls = up->tls;
                 snprintf(c->tlshost, sizeof c->tlshost, "%s", up->host);
+                c->ca_pem = up->tls && up->ca_pem ? xstrdup(up->ca_pem) : NULL;
                 c->uphead = upstream_head(up, c->hn, c->rq.port, &c->uplen);
             }
         }
@@ -1087,6 +1089,7 @@ static void ep_close(struct worker *w, int fd)
 static void conn_free(struct econn *c)
 {
     SSL_free(c->ssl); /* its socket is closed already; nothing is sent */
+    xfree(c->ca_pem);
     xfree(c->up.cbuf);
     xfree(c->down.cbuf);
     wipe_free(c->uphead, c->uplen);
@@ -1523,7 +1526,7 @@ static void connect_event(struct worker *w, struct econn *c)
     if (!(p.revents & POLLOUT))
         return; /* still connecting */
     if (c->via_proxy && c->tls) {
-        c->ssl = tls_client_conn(w->eg->tls, c->dfd, c->tlshost);
+        c->ssl = tls_client_conn(w->eg->tls, c->dfd, c->tlshost, c->ca_pem);
         if (!c->ssl) {
             c->rc = E_UNAVAIL;
             c->why = "cannot start TLS to the upstream proxy";
@@ -2185,7 +2188,7 @@ static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, con
         struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        ssl = tls_client_conn(eg->tls, s, up->host);
+        ssl = tls_client_conn(eg->tls, s, up->host, up->ca_pem);
         int r = ssl ? tls_client_handshake(ssl, why, cap) : TLS_FAILED;
         if (r != TLS_OK) {
             if (!ssl)

@@ -2,7 +2,15 @@
 // existing resources. Pools: region, fixed at create, returned, and a list
 // filter. Telemetry: the opt-in platform category holds the in-session
 // management calls (computer, fs, process, replays), split from control.
-import { startServer, request, assert, eq, isError, waitFor, createSession, deleteSession } from '../blackbox/lib.mjs';
+// Proxies: the write-only ca_bundle (PEM) that an https proxy's certificate
+// is verified against, shown as has_ca_bundle.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import tls from 'node:tls';
+import { startServer, startSite, request, assert, eq, isError, waitFor, createSession, deleteSession } from '../blackbox/lib.mjs';
 
 const api = (s, method, path, body) => request(s.base, method, path, { key: s.key, body });
 
@@ -10,6 +18,45 @@ async function events(s, id, category) {
   const r = await api(s, 'GET', `/browsers/${id}/telemetry/events?limit=100&category=${category}`);
   eq(r.status, 200, r.text);
   return r.json.map((e) => e.event);
+}
+
+// A self-signed CA certificate for IP 127.0.0.1 (openssl CLI), its PEM and key.
+function selfSigned(cn) {
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-ca-'));
+  const key = join(dir, 'key.pem'), cert = join(dir, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+    '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${cn}`,
+    '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  const out = { pem: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') };
+  rmSync(dir, { recursive: true, force: true });
+  return out;
+}
+
+// An https CONNECT proxy with certificate ca; the name site.test is its
+// loopback site's (sitePort). targets: the CONNECTs it received over TLS.
+async function tlsProxy(ca, sitePort) {
+  const targets = [];
+  const srv = tls.createServer({ key: ca.key, cert: ca.pem }, (c) => {
+    let buf = '';
+    c.on('error', () => {});
+    const onData = (d) => {
+      buf += d.toString('latin1');
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      c.removeListener('data', onData);
+      const target = buf.split(' ')[1];
+      targets.push(target);
+      const up = net.connect(sitePort, '127.0.0.1', () => {
+        c.write('HTTP/1.1 200 Connection established\r\n\r\n');
+        c.pipe(up); up.pipe(c);
+      });
+      up.on('error', () => c.destroy());
+    };
+    c.on('data', onData);
+  });
+  srv.on('tlsClientError', () => {});
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return { port: srv.address().port, targets, close: () => srv.close() };
 }
 
 export const tests = [
@@ -84,6 +131,61 @@ export const tests = [
       } finally {
         await s.stop();
         s.cleanup();
+      }
+    },
+  },
+  {
+    name: 'issue 33.5: a custom proxy\'s write-only ca_bundle (PEM) verifies its https proxy: has_ca_bundle on reads, the check and a session\'s traffic go through; a bundle of another CA fails closed; bad PEM is a 400 naming config.ca_bundle',
+    timeout: 60000,
+    fn: async () => {
+      const site = await startSite((rq, rs) => { rs.writeHead(200, { 'content-type': 'text/plain' }); rs.end('behind the tls proxy'); });
+      const ca = selfSigned('tenant-proxy-ca');
+      const other = selfSigned('another-ca');
+      const px = await tlsProxy(ca, Number(site.hostport.split(':')[1]));
+      const s = await startServer({ args: ['--allow-loopback', `127.0.0.1:${px.port}`] });
+      try {
+        const cfg = { host: '127.0.0.1', port: px.port };
+        const mk = (name, config) => api(s, 'POST', '/proxies', { type: 'custom', name, protocol: 'https', config: { ...cfg, ...config } });
+        const good = await mk('with-ca', { ca_bundle: ca.pem });
+        eq(good.status, 200, good.text);
+        eq(good.json.config.has_ca_bundle, true, 'has_ca_bundle');
+        assert(!('ca_bundle' in good.json.config) && !good.text.includes('BEGIN CERTIFICATE'), `write-only: ${good.text}`);
+        const read = await api(s, 'GET', `/proxies/${good.json.id}`);
+        eq(read.json.config.has_ca_bundle, true, 'has_ca_bundle read back');
+        assert(!read.text.includes('BEGIN CERTIFICATE'), 'never returned');
+        const none = await mk('no-ca', {});
+        eq(none.json.config.has_ca_bundle, false, 'no bundle');
+        const wrong = await mk('other-ca', { ca_bundle: other.pem });
+        eq(wrong.status, 200, wrong.text);
+        const url = `http://site.test:${site.hostport.split(':')[1]}/`;
+        const check = async (p) => (await api(s, 'POST', `/proxies/${p.json.id}/check`, { url })).json.status;
+        eq(await check(good), 'available', 'verified against its ca_bundle');
+        eq(await check(none), 'unavailable', 'no bundle: the system roots do not know this CA');
+        eq(await check(wrong), 'unavailable', 'a bundle of another CA');
+        // A session through the proxy: curl goes through Chromium and the egress, over TLS to it.
+        const id = await createSession(s, { proxy: { id: good.json.id } });
+        const c = await api(s, 'POST', `/browsers/${id}/curl`, { url });
+        eq(c.status, 200, c.text);
+        eq(c.json.body, 'behind the tls proxy', 'the page came through the proxy');
+        await deleteSession(s, id);
+        assert(px.targets.length >= 2, `CONNECTs over TLS: ${px.targets}`);
+        // Bad input names config.ca_bundle.
+        const bad = async (bundle, rule) => {
+          const r = await mk('bad', { ca_bundle: bundle });
+          isError(r, 400, 'bad_request');
+          assert(r.json.message.includes('config.ca_bundle') && rule.test(r.json.message), `${rule}: ${r.text}`);
+        };
+        await bad('not a certificate', /holds no PEM certificate/);
+        await bad(ca.key, /PEM CERTIFICATE blocks only/);
+        await bad(ca.pem.replace(/[A-Za-z]{8}\n/, 'AAAA\n'), /PEM CERTIFICATE blocks only/);
+        await bad(ca.pem.repeat(40), /PEM CERTIFICATE blocks only \(at most 32\)/);
+        await bad(`${ca.pem}\n${'x'.repeat(70000)}`, /at most 65536 bytes/);
+        await bad(42, /must be a string/);
+      } finally {
+        await s.stop();
+        s.cleanup();
+        site.close();
+        px.close();
       }
     },
   },
