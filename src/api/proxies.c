@@ -34,6 +34,7 @@
 #include "proxy/tls_client.h"
 #include "proxy/selfrelay.h"
 #include "runtime/sandbox.h"
+#include "telemetry/telemetry.h"
 
 #define DEFAULT_REF       "__default__" /* the operator's default stealth proxy */
 #define CHECK_URL_DEFAULT "http://connectivitycheck.gstatic.com/generate_204"
@@ -135,6 +136,26 @@ static int upstream_of(const struct proxy_rec *p, struct egress_upstream *up)
     if (rc)
         egress_upstream_clear(up);
     return rc;
+}
+
+/* egress failed hook: a proxy_error event (category network) of the session,
+ * as the service reports its egress's failures (issue 33.5). The url is the
+ * plain request's; a tunnel (CONNECT) has only its host and port. */
+static void failed_hook(void *ctx, const char *session_id, const struct egress_failure *f)
+{
+    (void)ctx;
+    json_t *d =
+        json_pack("{s:s,s:i,s:s,s:s,s:i,s:s}", "code", f->code, "status", f->status, "method",
+                  f->method, "host", f->host, "port", f->port, "message", f->message);
+    if (d && f->path && *f->path) {
+        int v6 = strchr(f->host, ':') != NULL;
+        char *url = xasprintf("http://%s%s%s:%d%s", v6 ? "[" : "", f->host, v6 ? "]" : "", f->port,
+                              f->path);
+        json_object_set_new(d, "url", json_string(url));
+        xfree(url);
+    }
+    struct telem_src src = {"kernel_api", "egress", 0};
+    telemetry_emit_src(session_id, TELEM_NETWORK, "proxy_error", &src, d);
 }
 
 /* egress resolve hook: a proxy ref of a session. */
@@ -1080,6 +1101,7 @@ int proxies_init(struct app *app, struct err *e)
         .server_port = &app->cfg.listen_port,
         .self_port = &M.self_port,
         .resolve = resolve_hook,
+        .failed = failed_hook,
         .ctx = NULL,
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))

@@ -3,7 +3,8 @@
 // filter. Telemetry: the opt-in platform category holds the in-session
 // management calls (computer, fs, process, replays), split from control.
 // Proxies: the write-only ca_bundle (PEM) that an https proxy's certificate
-// is verified against, shown as has_ca_bundle.
+// is verified against, shown as has_ca_bundle. The network category's
+// proxy_error event with the service's codes for what the egress could not carry.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -186,6 +187,68 @@ export const tests = [
         s.cleanup();
         site.close();
         px.close();
+      }
+    },
+  },
+  {
+    name: 'issue 33.5: what the egress cannot carry is a proxy_error event (category network) with the service\'s codes: destination_blocked, upstream_connect_failed, upstream_dns_failure, provider_unreachable, provider_blacklisted, proxy_unavailable',
+    timeout: 90000,
+    fn: async () => {
+      const dead = net.createServer(); // a port nothing answers on once closed
+      await new Promise((r) => dead.listen(0, '127.0.0.1', r));
+      const deadPort = dead.address().port;
+      await new Promise((r) => dead.close(r));
+      // An upstream proxy that refuses every tunnel (403): the provider's blocklist.
+      const refuser = net.createServer((c) => { c.on('error', () => {}); c.once('data', () => c.end('HTTP/1.1 403 Forbidden\r\n\r\n')); });
+      await new Promise((r) => refuser.listen(0, '127.0.0.1', r));
+      const s = await startServer({ args: ['--allow-loopback', `127.0.0.1:${deadPort},127.0.0.1:${refuser.address().port}`] });
+      try {
+        const proxy = async (name, port) => {
+          const r = await api(s, 'POST', '/proxies', { type: 'custom', name, config: { host: '127.0.0.1', port } });
+          eq(r.status, 200, r.text);
+          return r.json.id;
+        };
+        const pDead = await proxy('dead', deadPort);
+        const pRefuser = await proxy('refuser', refuser.address().port);
+        const pGone = await proxy('gone', deadPort);
+        const id = await createSession(s, { telemetry: { browser: { network: { enabled: true } } } });
+        const visit = async (...urls) => {
+          const code = `for (const u of ${JSON.stringify(urls)}) { try { await page.goto(u, { timeout: 10000 }); } catch (e) {} } return 1;`;
+          const r = await api(s, 'POST', `/browsers/${id}/playwright/execute`, { code });
+          eq(r.status, 200, r.text);
+        };
+        const useProxy = async (pid) => eq((await api(s, 'PATCH', `/browsers/${id}`, { proxy: { id: pid } })).status, 200, 'proxy switch');
+        await visit('http://127.0.0.1:81/blocked', `http://127.0.0.1:${deadPort}/dead`, 'http://no-such-host.invalid/dns');
+        await useProxy(pDead);
+        await visit('http://far.example/via-dead-proxy');
+        await useProxy(pRefuser);
+        await visit('http://far.example/via-refuser');
+        await useProxy(pGone);
+        eq((await api(s, 'DELETE', `/proxies/${pGone}`)).status, 204, 'proxy deleted');
+        await visit('http://far.example/via-gone');
+        const want = {
+          destination_blocked: [403, '/blocked'], upstream_connect_failed: [502, '/dead'], upstream_dns_failure: [502, '/dns'],
+          provider_unreachable: [502, '/via-dead-proxy'], provider_blacklisted: [502, '/via-refuser'], proxy_unavailable: [502, '/via-gone'],
+        };
+        const evs = await waitFor(async () => {
+          const r = await api(s, 'GET', `/browsers/${id}/telemetry/events?limit=100&category=network`);
+          const pe = (r.json || []).map((e) => e.event).filter((e) => e.type === 'proxy_error');
+          return Object.keys(want).every((c) => pe.some((e) => e.data.code === c)) && pe;
+        }, 'a proxy_error event of each code', 30000).catch(async (err) => {
+          const r = await api(s, 'GET', `/browsers/${id}/telemetry/events?limit=100`);
+          throw new Error(`${err.message}: ${JSON.stringify((r.json || []).map((e) => [e.event.type, e.event.data.code, e.event.data.url || e.event.data.url]))}`);
+        });
+        for (const [code, [status, path]] of Object.entries(want)) {
+          const e = evs.find((x) => x.data.code === code && x.data.url && x.data.url.endsWith(path));
+          assert(e, `${code} for ${path}: ${JSON.stringify(evs.map((x) => [x.data.code, x.data.url]))}`);
+          eq(e.category, 'network', `${code}: category`);
+          eq([e.data.status, e.data.method], [status, 'GET'], `${code}: status and method`);
+        }
+        await deleteSession(s, id);
+      } finally {
+        await s.stop();
+        s.cleanup();
+        refuser.close();
       }
     },
   },
