@@ -557,16 +557,21 @@ static int read_head(int fd, SSL *ssl, char *buf, size_t cap, size_t *len, size_
     return -1;
 }
 
-static void reply(int fd, int status, const char *reason, const char *why)
+/* The egress's own answer to the browser; code (may be NULL) is the
+ * proxy_error code, sent as X-Kernel-Proxy-Error as the service's egress
+ * does, so an agent can tell what failed from the answer itself. */
+static void reply(int fd, int status, const char *reason, const char *why, const char *code)
 {
-    char body[512], msg[1024];
+    char body[512], msg[1024], hdr[64] = "";
     int bn = snprintf(body, sizeof body, "browserd egress: %s\n", why);
     if (bn < 0 || (size_t)bn >= sizeof body)
         bn = (int)strlen(body);
+    if (code)
+        snprintf(hdr, sizeof hdr, "X-Kernel-Proxy-Error: %s\r\n", code);
     int n = snprintf(msg, sizeof msg,
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
-                     "Connection: close\r\nX-Browserd-Egress: refused\r\n\r\n%s",
-                     status, reason, bn, body);
+                     "Connection: close\r\nX-Browserd-Egress: refused\r\n%s\r\n%s",
+                     status, reason, bn, hdr, body);
     if (n > 0 && (size_t)n < sizeof msg)
         (void)write_all(fd, NULL, msg, (size_t)n);
 }
@@ -1178,10 +1183,12 @@ static void conn_refuse(struct worker *w, struct econn *c)
                   c->d.kind == EGRESS_PROXY ? c->d.proxy_ref : "direct", reason_name(c->d.reason),
                   c->why);
     int status = c->rc == E_FORBIDDEN ? 403 : 502;
-    reply(c->cfd, status, status == 403 ? "Forbidden" : "Bad Gateway", c->why ? c->why : "failed");
+    const char *code = failure_code(c);
+    reply(c->cfd, status, status == 403 ? "Forbidden" : "Bad Gateway", c->why ? c->why : "failed",
+          code);
     if (w->eg->failed) {
         struct egress_failure f = {
-            .code = failure_code(c),
+            .code = code,
             .status = status,
             .method = c->rq.method,
             .host = c->hn,
@@ -1636,7 +1643,8 @@ static void head_done(struct worker *w, struct econn *c)
 {
     struct egress *eg = w->eg;
     if (egress_parse_request(c->buf, c->hl, &c->rq) != 0) {
-        reply(c->cfd, 400, "Bad Request", "this proxy takes CONNECT or absolute http:// requests");
+        reply(c->cfd, 400, "Bad Request", "this proxy takes CONNECT or absolute http:// requests",
+              NULL);
         conn_end(w, c);
         return;
     }
@@ -1667,7 +1675,7 @@ static void head_read(struct worker *w, struct econn *c)
         c->buf = xmalloc(EGRESS_HEAD_MAX);
     for (;;) {
         if (c->len >= EGRESS_HEAD_MAX - 1) {
-            reply(c->cfd, 400, "Bad Request", "the request head is too large");
+            reply(c->cfd, 400, "Bad Request", "the request head is too large", NULL);
             conn_end(w, c);
             return;
         }

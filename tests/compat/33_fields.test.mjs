@@ -191,7 +191,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 33.5: what the egress cannot carry is a proxy_error event (category network) with the service\'s codes: destination_blocked, upstream_connect_failed, upstream_dns_failure, provider_unreachable, provider_blacklisted, proxy_unavailable',
+    name: 'issue 33.5: what the egress cannot carry is a proxy_error event (category network) and an X-Kernel-Proxy-Error header with the service\'s codes: destination_blocked, upstream_connect_failed, upstream_dns_failure, provider_unreachable, provider_blacklisted, proxy_unavailable',
     timeout: 90000,
     fn: async () => {
       const dead = net.createServer(); // a port nothing answers on once closed
@@ -219,6 +219,11 @@ export const tests = [
         };
         const useProxy = async (pid) => eq((await api(s, 'PATCH', `/browsers/${id}`, { proxy: { id: pid } })).status, 200, 'proxy switch');
         await visit('http://127.0.0.1:81/blocked', `http://127.0.0.1:${deadPort}/dead`, 'http://no-such-host.invalid/dns');
+        // The answer itself names the code too, as the service's X-Kernel-Proxy-Error does.
+        const hdr = await api(s, 'POST', `/browsers/${id}/playwright/execute`, {
+          code: "const r = await page.goto('http://127.0.0.1:81/header'); return [r.status(), r.headers()['x-kernel-proxy-error']];",
+        });
+        eq(hdr.json.result, [403, 'destination_blocked'], `X-Kernel-Proxy-Error: ${hdr.text}`);
         await useProxy(pDead);
         await visit('http://far.example/via-dead-proxy');
         await useProxy(pRefuser);
