@@ -546,6 +546,9 @@ int pools_update(struct req *rq, struct resp *rs)
     int live = pool_get(engine(), r.id, &v) == 0;
     pool_view_clear(&v);
     json_t *cur = json_loads(r.config, 0, NULL);
+    /* A pool from before pools had a region is in its node's (render_pool). */
+    if (json_is_object(cur) && !json_object_get(cur, "region"))
+        json_object_set_new(cur, "region", json_string(api_app(rq)->cfg.region));
     struct poolrules_plan plan;
     memset(&plan, 0, sizeof plan);
     rc = live ? poolrules_plan_update(cur, body, &plan, &rq->err)
