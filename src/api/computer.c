@@ -72,7 +72,8 @@ static int target_open(struct req *rq, const char *operation, struct target *t)
     return 0;
 }
 
-/* Reports the call (category control) and releases the session. */
+/* Reports the call (category platform: an in-session management call) and
+ * releases the session. */
 static int target_close(struct req *rq, struct target *t, int rc)
 {
     if (t->live) {
@@ -81,7 +82,7 @@ static int target_close(struct req *rq, struct target *t, int rc)
             json_pack("{s:s,s:i,s:I}", "operation_id", t->operation, "status", status,
                       "duration_ms", (json_int_t)((clock_mono_us() - t->started_us) / 1000));
         struct telem_src src = {"kernel_api", "computer", 0};
-        telemetry_emit_src(t->rec.id, TELEM_CONTROL, "api_call", &src, d);
+        telemetry_emit_src(t->rec.id, TELEM_PLATFORM, "api_call", &src, d);
         live_touch(t->live);
         sessmgr_put(t->live);
     }

@@ -34,6 +34,7 @@
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 #include "domain/pool_rules.h"
+#include "domain/session_rules.h"
 #include "runtime/pool.h"
 #include "runtime/sessmgr.h"
 #include "telemetry/telemetry.h"
@@ -70,7 +71,7 @@ static json_t *spawn_body(const json_t *cfg)
 {
     static const char *const copied[] = {"headless",      "stealth",    "kiosk_mode", "viewport",
                                          "chrome_policy", "network",    "start_url",  "profile",
-                                         "proxy_id",      "extensions", NULL};
+                                         "proxy_id",      "extensions", "region",     NULL};
     json_t *b = json_object();
     for (size_t i = 0; copied[i]; i++) {
         json_t *v = json_object_get(cfg, copied[i]);
@@ -272,12 +273,17 @@ static json_t *render_pool(const struct pool_view *p)
     json_object_set_new(r, "id", json_string(p->id));
     if (p->name[0])
         json_object_set_new(r, "name", json_string(p->name));
-    json_object_set_new(r, "region", json_string(P.app->cfg.region));
+    /* The pool's region (fixed at create); a pool from before pools had one
+     * is in its node's. */
+    const char *region = json_string_value(json_object_get(p->config, "region"));
+    json_object_set_new(r, "region", json_string(region ? region : P.app->cfg.region));
     json_object_set_new(r, "created_at",
                         json_string(clock_fmt_rfc3339(p->created_at, t, sizeof t)));
     json_object_set_new(r, "acquired_count", json_integer(p->acquired));
     json_object_set_new(r, "available_count", json_integer(p->available));
-    json_object_set_new(r, "browser_pool_config", json_deep_copy(p->config));
+    json_t *cfg = json_deep_copy(p->config);
+    json_object_del(cfg, "region"); /* the record's own field, not a browser setting */
+    json_object_set_new(r, "browser_pool_config", cfg);
     /* The configured selectors resolved, in load order (an extension a pool
      * names cannot be deleted); profile_id resolves the selector. */
     json_object_set_new(
@@ -429,6 +435,10 @@ int pools_create(struct req *rq, struct resp *rs)
     crypto_new_id(r.id);
     struct poolrules_config pc;
     poolrules_config_from_json(cfg, &pc);
+    const char *region = json_string_value(json_object_get(cfg, "region"));
+    if (rc == 0 && region && strcmp(region, api_app(rq)->cfg.region) != 0)
+        rc = err_field(&rq->err, "region", "this server serves only region %s",
+                       api_app(rq)->cfg.region);
     if (rc == 0 && (rc = unsupported_config(rq, cfg)) == 0)
         rc = check_capacity(rq, r.id, pc.size);
     if (rc) {
@@ -521,8 +531,11 @@ int pools_list(struct req *rq, struct resp *rs)
     struct pool_rec *rows = NULL;
     size_t n = 0;
     struct auth *a = api_auth(rq);
+    const char *region = req_query(rq, "region");
+    if (region && !sessrules_region_known(region))
+        return err_field(&rq->err, "region", "must be one of %s", SESSRULES_REGIONS_TEXT);
     rc = store_pool_list(api_app(rq)->store, a->org.id, a->project.id, req_query(rq, "name"),
-                         req_query(rq, "query"), &pg, &rows, &n);
+                         req_query(rq, "query"), region, api_app(rq)->cfg.region, &pg, &rows, &n);
     if (rc)
         return rc;
     json_t *arr = json_array();
@@ -557,6 +570,9 @@ int pools_update(struct req *rq, struct resp *rs)
     int live = pool_get(engine(), r.id, &v) == 0;
     pool_view_clear(&v);
     json_t *cur = json_loads(r.config, 0, NULL);
+    /* A pool from before pools had a region is in its node's (render_pool). */
+    if (json_is_object(cur) && !json_object_get(cur, "region"))
+        json_object_set_new(cur, "region", json_string(api_app(rq)->cfg.region));
     struct poolrules_plan plan;
     memset(&plan, 0, sizeof plan);
     rc = live ? poolrules_plan_update(cur, body, &plan, &rq->err)

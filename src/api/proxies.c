@@ -31,8 +31,10 @@
 #include "domain/netcfg.h"
 #include "domain/proxysel.h"
 #include "proxy/netguard.h"
+#include "proxy/tls_client.h"
 #include "proxy/selfrelay.h"
 #include "runtime/sandbox.h"
+#include "telemetry/telemetry.h"
 
 #define DEFAULT_REF       "__default__" /* the operator's default stealth proxy */
 #define CHECK_URL_DEFAULT "http://connectivitycheck.gstatic.com/generate_204"
@@ -122,8 +124,11 @@ static int upstream_of(const struct proxy_rec *p, struct egress_upstream *up)
     /* A custom proxy is spoken to as its record says; a managed one as the
      * operator's entry says (the operator knows what the upstream speaks). */
     const char *proto = jsonx_str(d, "protocol");
-    if (!is_managed(p->type))
+    if (!is_managed(p->type)) {
         up->tls = proto && strcmp(proto, "https") == 0;
+        const char *ca = jsonx_str(d, "ca_bundle");
+        up->ca_pem = ca ? xstrdup(ca) : NULL;
+    }
     json_t *b = json_object_get(d, "bypass_hosts");
     if (json_is_array(b) && json_array_size(b))
         up->bypass = json_incref(b);
@@ -131,6 +136,26 @@ static int upstream_of(const struct proxy_rec *p, struct egress_upstream *up)
     if (rc)
         egress_upstream_clear(up);
     return rc;
+}
+
+/* egress failed hook: a proxy_error event (category network) of the session,
+ * as the service reports its egress's failures (issue 33.5). The url is the
+ * plain request's; a tunnel (CONNECT) has only its host and port. */
+static void failed_hook(void *ctx, const char *session_id, const struct egress_failure *f)
+{
+    (void)ctx;
+    json_t *d =
+        json_pack("{s:s,s:i,s:s,s:s,s:i,s:s}", "code", f->code, "status", f->status, "method",
+                  f->method, "host", f->host, "port", f->port, "message", f->message);
+    if (d && f->path && *f->path) {
+        int v6 = strchr(f->host, ':') != NULL;
+        char *url = xasprintf("http://%s%s%s:%d%s", v6 ? "[" : "", f->host, v6 ? "]" : "", f->port,
+                              f->path);
+        json_object_set_new(d, "url", json_string(url));
+        xfree(url);
+    }
+    struct telem_src src = {"kernel_api", "egress", 0};
+    telemetry_emit_src(session_id, TELEM_NETWORK, "proxy_error", &src, d);
 }
 
 /* egress resolve hook: a proxy ref of a session. */
@@ -144,6 +169,7 @@ static int resolve_hook(void *ctx, const char *org_id, const char *project_id, c
             return E_NOTFOUND;
         *out = M.dflt;
         out->userpass = M.dflt.userpass ? xstrdup(M.dflt.userpass) : NULL;
+        out->ca_pem = NULL;
         out->bypass = NULL;
         return 0;
     }
@@ -179,6 +205,9 @@ static json_t *render_proxy(const struct proxy_rec *p)
         json_object_del(c, "password");
         json_object_set_new(c, "has_password",
                             json_boolean(json_object_get(d, "password") != NULL));
+        /* ca_bundle is write-only, as the service has it (issue 33.5). */
+        json_object_set_new(c, "has_ca_bundle",
+                            json_boolean(json_object_get(d, "ca_bundle") != NULL));
     }
     json_object_set_new(r, "config", c);
     if (p->status[0])
@@ -258,7 +287,7 @@ static void check_custom_config(const json_t *cfg, struct err *e)
     json_object_foreach((json_t *)cfg, k, v)
     {
         if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "username") &&
-            strcmp(k, "password")) {
+            strcmp(k, "password") && strcmp(k, "ca_bundle")) {
             char path[300];
             snprintf(path, sizeof path, "config.%.200s", k);
             err_field(e, path, "is not a field of a custom proxy config");
@@ -275,6 +304,13 @@ static void check_custom_config(const json_t *cfg, struct err *e)
         err_field(e, "config.port", "must be an integer 1-65535");
     (void)str_field(cfg, "username", "config.username", 255, 0, &s, e);
     (void)str_field(cfg, "password", "config.password", 255, 0, &s, e);
+    /* ca_bundle: the CA of a proxy that presents its own certificates (a
+     * MITM proxy, or an https proxy with a private CA), PEM. */
+    json_t *ca = json_object_get(cfg, "ca_bundle");
+    if (ca && !json_is_string(ca))
+        err_field(e, "config.ca_bundle", "must be a string of PEM certificates");
+    else if (ca)
+        (void)tls_ca_bundle_check(json_string_value(ca), "config.ca_bundle", e);
     /* A custom proxy is the tenant's chosen upstream, but its own address is
      * reached from this host: it is held to the pages' address rule (a
      * loopback, link-local, metadata, private or reserved literal, or a
@@ -396,6 +432,10 @@ int proxies_create(struct req *rq, struct resp *rs)
         xfree(sealed);
     }
     json_object_del(pub, "password");
+    const char *ca = jsonx_str(cfg, "ca_bundle");
+    if (type && strcmp(type, "custom") == 0 && ca)
+        json_object_set_new(d, "ca_bundle", json_string(ca));
+    json_object_del(pub, "ca_bundle");
     json_object_set_new(d, "config", pub);
     struct proxy_rec p;
     memset(&p, 0, sizeof p);
@@ -1061,6 +1101,7 @@ int proxies_init(struct app *app, struct err *e)
         .server_port = &app->cfg.listen_port,
         .self_port = &M.self_port,
         .resolve = resolve_hook,
+        .failed = failed_hook,
         .ctx = NULL,
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))

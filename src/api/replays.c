@@ -110,7 +110,7 @@ static void emit_call(const char *sid, const char *op, int rc)
 {
     int status = rc ? (rc == E_INVALID ? 400 : rc == E_CONFLICT ? 409 : 500) : 200;
     struct telem_src src = {"kernel_api", "replays", 0};
-    telemetry_emit_src(sid, TELEM_CONTROL, "api_call", &src,
+    telemetry_emit_src(sid, TELEM_PLATFORM, "api_call", &src,
                        json_pack("{s:s,s:i}", "operation_id", op, "status", status));
 }
 

@@ -38,6 +38,12 @@
 /* Egress proxy: a browser's request head, or an upstream proxy's response
  * head (CONNECT reply), read before anything is relayed. */
 #define LIM_EGRESS_HEAD_BYTES (16u * 1024u)
+/* A custom proxy's ca_bundle (PEM, issue 33.5): its size and how many
+ * certificates it may hold. It is kept in the proxy's row and parsed for
+ * every TLS connection to the proxy, so it stays small (a CA chain is a few
+ * KiB; 64 KiB holds dozens). */
+#define LIM_PROXY_CA_BUNDLE_BYTES (64u * 1024u)
+#define LIM_PROXY_CA_BUNDLE_CERTS 32
 /* WebDriver BiDi: the first client message (session.new), read whole by the
  * server before the relay starts. */
 #define LIM_BIDI_FIRST_MESSAGE_BYTES (1u << 20)

@@ -162,6 +162,40 @@ static int delim_line_ok(const char *body, size_t len, size_t at)
     return delim_tail(body, len, at, 1) == 1;
 }
 
+/* RFC 2046 bchars: what a boundary may hold (a space only inside). */
+static int is_bchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("'()+_,-./:=? ", c) != NULL);
+}
+
+/* The boundary of a delimiter line "--boundary" CRLF that opens the body,
+ * when it is not the one Content-Type names. The pinned client's routed
+ * requests (SESSION_API.md 0.2: newer clients' direct routing) keep the
+ * Content-Type of a form they encoded once and send the form encoded again,
+ * with a fresh boundary; the body's own opening delimiter is then the only
+ * one there is. Returns 1 with the boundary in out (MP_BOUNDARY_MAX + 1
+ * bytes), 0 when the body does not open with such a line, -1 when the bytes
+ * up to n do not tell yet (never with `final`). */
+static int opening_boundary(const char *b, size_t n, int final, char *out)
+{
+    size_t i = 0;
+    for (; i < n && i < 2; i++)
+        if (b[i] != '-')
+            return 0;
+    while (i < n && i - 2 <= MP_BOUNDARY_MAX && is_bchar(b[i]))
+        i++;
+    if (i - 2 > MP_BOUNDARY_MAX)
+        return 0;
+    if (i == n || (b[i] == '\r' && i + 1 == n))
+        return final ? 0 : -1;
+    if (i == 2 || b[i] != '\r' || b[i + 1] != '\n' || b[i - 1] == ' ')
+        return 0;
+    memcpy(out, b + 2, i - 2);
+    out[i - 2] = '\0';
+    return 1;
+}
+
 /* Looks for the next "\r\n--boundary" delimiter (dl, dlen bytes) at or
  * after from: 1 with its offset in *at, -1 with *at when one may start there
  * but its line is not all in the bytes yet (delim_tail), 0 when none. */
@@ -312,8 +346,14 @@ int multipart_parse(const char *content_type, const char *body, size_t len, stru
         len = 0;
     }
     size_t pos;
+    char own[MP_BOUNDARY_MAX + 1];
     if (len >= dlen - 2 && memcmp(body, dl + 2, dlen - 2) == 0 &&
         delim_line_ok(body, len, dlen - 2)) {
+        pos = dlen - 2;
+    } else if (opening_boundary(body, len, 1, own) == 1) {
+        blen = strlen(own);
+        dlen = blen + 4;
+        memcpy(dl + 4, own, blen);
         pos = dlen - 2;
     } else {
         size_t at = find_delim(body, len, 0, dl, dlen);
@@ -456,15 +496,25 @@ static int mps_step(struct mp_stream *s, int final, struct err *e)
         case MPS_START: {
             /* The body may open with "--boundary", without its CRLF. */
             size_t want = s->dlen - 2;
-            if (memcmp(b, s->dl + 2, n < want ? n : want) != 0 || (n < want && final)) {
-                s->st = MPS_PREAMBLE;
-                continue;
-            }
-            if (n < want || (r = delim_tail(b, n, want, final)) < 0)
+            if (memcmp(b, s->dl + 2, n < want ? n : want) != 0 || (n < want && final))
+                r = 0;
+            else if (n < want || (r = delim_tail(b, n, want, final)) < 0)
                 return 0;
             if (r == 0) {
-                s->st = MPS_PREAMBLE;
-                continue;
+                /* Not Content-Type's delimiter: the body's own, if it
+                 * opens with one (opening_boundary), else a preamble. */
+                char own[MP_BOUNDARY_MAX + 1];
+                if ((r = opening_boundary(b, n, final, own)) < 0)
+                    return 0;
+                if (r == 0) {
+                    s->st = MPS_PREAMBLE;
+                    continue;
+                }
+                size_t blen = strlen(own);
+                memcpy(s->boundary, own, blen + 1);
+                memcpy(s->dl + 4, own, blen);
+                s->dlen = blen + 4;
+                want = s->dlen - 2;
             }
             mps_take(s, want);
             s->st = MPS_AFTER;

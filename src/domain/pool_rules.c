@@ -12,6 +12,7 @@
 #include "domain/chrome_policy.h"
 #include "domain/fields.h"
 #include "domain/netcfg.h"
+#include "domain/session_rules.h"
 #include "domain/telemetry_cfg.h"
 #include "domain/viewport.h"
 
@@ -34,6 +35,7 @@ static const char *const create_fields[] = {
     "chrome_policy",
     "extensions",
     "start_url",
+    "region",
     NULL,
 };
 
@@ -49,6 +51,7 @@ static const char *const update_fields[] = {
     "profile",
     "proxy_id",
     "refresh_on_profile_update",
+    "region",
     "size",
     "start_url",
     "stealth",
@@ -199,6 +202,15 @@ int poolrules_validate_create(const json_t *body, json_t **config, struct err *e
         json_string_length(v))
         json_object_set(cfg, "start_url", (json_t *)v);
 
+    /* region: fixed at create, SESSRULES_REGION_DEFAULT when omitted (the
+     * service's default); whether this node serves it is the caller's. */
+    v = json_object_get(body, "region");
+    if (v && (!json_is_string(v) || !sessrules_region_known(json_string_value(v))))
+        (void)err_field(e, "region", "must be one of %s", SESSRULES_REGIONS_TEXT);
+    else
+        json_object_set_new(cfg, "region",
+                            json_string(v ? json_string_value(v) : SESSRULES_REGION_DEFAULT));
+
     if (e->ndetails + e->nmore != before) {
         json_decref(cfg);
         return E_INVALID;
@@ -325,6 +337,19 @@ int poolrules_plan_update(const json_t *current, const json_t *body, struct pool
     v = json_object_get(body, "start_url");
     if (v && fields_check_string("start_url", v, 0, POOLRULES_START_URL_MAX, e) == 0)
         put(cfg, "start_url", json_string_length(v) ? json_incref((json_t *)v) : NULL);
+
+    /* region: fixed at create; the same value again is accepted. */
+    v = json_object_get(body, "region");
+    if (v) {
+        const char *cur = json_string_value(json_object_get(current, "region"));
+        if (!cur)
+            cur = SESSRULES_REGION_DEFAULT;
+        if (!json_is_string(v) || !sessrules_region_known(json_string_value(v)))
+            (void)err_field(e, "region", "must be one of %s", SESSRULES_REGIONS_TEXT);
+        else if (strcmp(json_string_value(v), cur) != 0)
+            (void)err_field(e, "region", "is fixed when the pool is created (this pool is in %s)",
+                            cur);
+    }
 
     /* telemetry: omit, null or {} unchanged; export rejected. */
     v = json_object_get(body, "telemetry");

@@ -58,6 +58,11 @@ static int in_list(const char *s, const char *const *list)
     return 0;
 }
 
+int sessrules_region_known(const char *region)
+{
+    return in_list(region, regions);
+}
+
 /* An enum string field: one of list, described by what. */
 static void check_enum(const char *path, const json_t *v, const char *const *list, const char *what,
                        struct err *e)
@@ -147,7 +152,7 @@ int sessrules_validate_create(const json_t *body, struct sessrules_create *out, 
 
     snprintf(out->region, sizeof out->region, "%s", SESSRULES_REGION_DEFAULT);
     if ((v = json_object_get(body, "region"))) {
-        check_enum("region", v, regions, "us-east, eu-west, ap-southeast", e);
+        check_enum("region", v, regions, SESSRULES_REGIONS_TEXT, e);
         copy_str(out->region, sizeof out->region, v);
     }
     snprintf(out->memory, sizeof out->memory, "%s", SESSRULES_MEMORY_DEFAULT);

@@ -27,6 +27,12 @@
 /* Not in either document: sessions get the pools' extension limit. */
 #define SESSRULES_EXTENSIONS_MAX 20
 #define SESSRULES_REGION_DEFAULT "us-east"
+/* The regions a session or pool may name (KERNEL_API_NEWER.md 1.3), as
+ * listed in error messages. */
+#define SESSRULES_REGIONS_TEXT "us-east, eu-west, ap-southeast"
+
+/* Whether region is one of SESSRULES_REGIONS_TEXT. */
+int sessrules_region_known(const char *region);
 /* Not in either document: memory when the create body omits it. */
 #define SESSRULES_MEMORY_DEFAULT "8GiB"
 

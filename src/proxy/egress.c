@@ -196,6 +196,7 @@ void egress_upstream_clear(struct egress_upstream *u)
         OPENSSL_cleanse(u->userpass, strlen(u->userpass));
         xfree(u->userpass);
     }
+    xfree(u->ca_pem);
     json_decref(u->bypass);
     memset(u, 0, sizeof *u);
 }

@@ -126,12 +126,28 @@ struct egress_upstream {
     int port;
     char *userpass;    /* owned "user:password" for Basic auth, or NULL; wiped on clear */
     int tls;           /* protocol https: TLS to the proxy (see tls_client.h) */
+    char *ca_pem;      /* owned PEM bundle the proxy's certificate must verify against
+                          instead of the system's roots (a custom proxy's ca_bundle), or NULL */
     int check_address; /* 1 for user-supplied (custom) proxies: the proxy's address is held
                           to the isolation rules like a page's destination */
     json_t *bypass;    /* owned bypass_hosts array, or NULL */
 };
 /* Releases what an upstream owns (wipes the password); accepts NULL. */
 void egress_upstream_clear(struct egress_upstream *u);
+
+/* Why a browser connection failed (the service's proxy_error codes,
+ * KERNEL_API_NEWER.md 1.1 and docs/egress-proxy.md "Failures"). */
+struct egress_failure {
+    const char *code;   /* destination_blocked, provider_blacklisted, provider_unreachable,
+                           proxy_unavailable, upstream_timeout, upstream_dns_failure,
+                           upstream_connect_failed */
+    int status;         /* what the browser was answered: 403 or 502 */
+    const char *method; /* CONNECT, or the plain request's method */
+    const char *host;   /* the destination */
+    int port;
+    const char *path;    /* a plain request's origin-form path; "" for CONNECT */
+    const char *message; /* the reason the browser was given */
+};
 
 struct egress_config {
     /* --allow-loopback: "HOST:PORT[,HOST:PORT...]" (HOST numeric or localhost). */
@@ -161,6 +177,10 @@ struct egress_config {
      * closed). Called on connection threads. */
     int (*resolve)(void *ctx, const char *org_id, const char *project_id, const char *ref,
                    struct egress_upstream *out);
+    /* A browser connection the egress could not carry (it answered the
+     * browser 403 or 502), for the session's proxy_error telemetry event;
+     * may be NULL. Called on a worker thread, without the engine's locks. */
+    void (*failed)(void *ctx, const char *session_id, const struct egress_failure *f);
     void *ctx;
     /* Worker threads; 0 = one per core, at most 4. */
     int workers;

@@ -134,6 +134,9 @@ struct econn {
     int tls;                     /* the upstream is spoken to over TLS */
     SSL *ssl;                    /* on dfd once the upstream's TCP connect is done */
     char tlshost[256];           /* the name its certificate must carry */
+    char *ca_pem;                /* owned: the proxy's own CA bundle (ca_bundle), or NULL */
+    const char *code;            /* the proxy_error code of a failure, when known there */
+    int timed_out;               /* the last connect attempt ran out of time */
     char whybuf[200];            /* a refusal reason made for this connection */
     struct dir up, down;         /* browser -> destination, destination -> browser */
     struct econn *next;          /* the session's list (eg->mu) */
@@ -216,6 +219,7 @@ struct egress {
     const int *server_port;
     const int *self_port;
     int (*resolve)(void *, const char *, const char *, const char *, struct egress_upstream *);
+    void (*failed)(void *, const char *, const struct egress_failure *);
     void *ctx;
     /* The host's own addresses, refreshed every EGRESS_LOCALS_TTL_MS. */
     pthread_mutex_t lmu;
@@ -554,16 +558,21 @@ static int read_head(int fd, SSL *ssl, char *buf, size_t cap, size_t *len, size_
     return -1;
 }
 
-static void reply(int fd, int status, const char *reason, const char *why)
+/* The egress's own answer to the browser; code (may be NULL) is the
+ * proxy_error code, sent as X-Kernel-Proxy-Error as the service's egress
+ * does, so an agent can tell what failed from the answer itself. */
+static void reply(int fd, int status, const char *reason, const char *why, const char *code)
 {
-    char body[512], msg[1024];
+    char body[512], msg[1024], hdr[64] = "";
     int bn = snprintf(body, sizeof body, "browserd egress: %s\n", why);
     if (bn < 0 || (size_t)bn >= sizeof body)
         bn = (int)strlen(body);
+    if (code)
+        snprintf(hdr, sizeof hdr, "X-Kernel-Proxy-Error: %s\r\n", code);
     int n = snprintf(msg, sizeof msg,
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
-                     "Connection: close\r\nX-Browserd-Egress: refused\r\n\r\n%s",
-                     status, reason, bn, body);
+                     "Connection: close\r\nX-Browserd-Egress: refused\r\n%s\r\n%s",
+                     status, reason, bn, hdr, body);
     if (n > 0 && (size_t)n < sizeof msg)
         (void)write_all(fd, NULL, msg, (size_t)n);
 }
@@ -971,6 +980,7 @@ static void plan_slow(struct egress *eg, struct econn *c)
             rc = E_FORBIDDEN;
         } else if (!up || urc != 0) {
             why = "the selected proxy is not available (fail closed)";
+            c->code = "proxy_unavailable";
             rc = E_UNAVAIL;
         } else {
             rc = resolve_checked(eg, up->host, up->port, up->check_address, &c->addrs, &c->naddr,
@@ -984,11 +994,14 @@ static void plan_slow(struct egress *eg, struct econn *c)
                 c->via_proxy = 1;
                 c->tls = up->tls;
                 snprintf(c->tlshost, sizeof c->tlshost, "%s", up->host);
+                c->ca_pem = up->tls && up->ca_pem ? xstrdup(up->ca_pem) : NULL;
                 c->uphead = upstream_head(up, c->hn, c->rq.port, &c->uplen);
             }
         }
     } else {
         rc = resolve_checked(eg, c->hn, c->rq.port, 1, &c->addrs, &c->naddr, &why);
+        if (rc == E_UNAVAIL)
+            c->code = "upstream_dns_failure";
     }
     for (int i = 0; i < bc.n; i++)
         egress_upstream_clear(&bc.ent[i].up);
@@ -1088,6 +1101,7 @@ static void ep_close(struct worker *w, int fd)
 static void conn_free(struct econn *c)
 {
     SSL_free(c->ssl); /* its socket is closed already; nothing is sent */
+    xfree(c->ca_pem);
     xfree(c->up.cbuf);
     xfree(c->down.cbuf);
     wipe_free(c->uphead, c->uplen);
@@ -1133,6 +1147,33 @@ static void conn_end(struct worker *w, struct econn *c)
 }
 
 /* Answers the browser with a refusal and ends the connection. */
+/* The proxy_error code of a failed connection: where it failed says it;
+ * a refusal is always destination_blocked. */
+static const char *failure_code(const struct econn *c)
+{
+    if (c->rc == E_FORBIDDEN)
+        return "destination_blocked";
+    if (c->code)
+        return c->code;
+    return c->via_proxy || c->d.kind == EGRESS_PROXY ? "provider_unreachable"
+                                                     : "upstream_connect_failed";
+}
+
+/* The code for an upstream proxy's non-2xx answer to CONNECT. */
+static const char *upstream_code(const char *resp)
+{
+    int status = 0;
+    if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+        return "provider_unreachable";
+    if (status == 407)
+        return "proxy_unavailable"; /* the credentials do not work: the proxy is unusable */
+    if (status == 403)
+        return "provider_blacklisted"; /* the provider refuses that destination */
+    if (status == 504 || status == 408)
+        return "upstream_timeout";
+    return "upstream_connect_failed";
+}
+
 static void conn_refuse(struct worker *w, struct econn *c)
 {
     const char *id = c->s->id;
@@ -1142,8 +1183,22 @@ static void conn_refuse(struct worker *w, struct econn *c)
         log_debug("egress %s: %s %s:%d -> %s (%s): failed: %s", id, c->rq.method, c->hn, c->rq.port,
                   c->d.kind == EGRESS_PROXY ? c->d.proxy_ref : "direct", reason_name(c->d.reason),
                   c->why);
-    reply(c->cfd, c->rc == E_FORBIDDEN ? 403 : 502,
-          c->rc == E_FORBIDDEN ? "Forbidden" : "Bad Gateway", c->why ? c->why : "failed");
+    int status = c->rc == E_FORBIDDEN ? 403 : 502;
+    const char *code = failure_code(c);
+    reply(c->cfd, status, status == 403 ? "Forbidden" : "Bad Gateway", c->why ? c->why : "failed",
+          code);
+    if (w->eg->failed) {
+        struct egress_failure f = {
+            .code = code,
+            .status = status,
+            .method = c->rq.method,
+            .host = c->hn,
+            .port = c->rq.port,
+            .path = c->rq.is_connect ? "" : c->rq.path,
+            .message = c->why ? c->why : "failed",
+        };
+        w->eg->failed(w->eg->ctx, id, &f);
+    }
     conn_end(w, c);
 }
 
@@ -1443,6 +1498,9 @@ static void start_connect(struct worker *w, struct econn *c)
     c->rc = E_UNAVAIL;
     c->why = c->via_proxy ? "the upstream proxy does not answer"
                           : "the destination did not accept the connection";
+    c->code = c->via_proxy   ? "provider_unreachable"
+              : c->timed_out ? "upstream_timeout"
+                             : "upstream_connect_failed";
     conn_refuse(w, c);
 }
 
@@ -1484,6 +1542,7 @@ static void uphead_io(struct worker *w, struct econn *c)
         if (why) {
             c->rc = E_UNAVAIL;
             c->why = why;
+            c->code = upstream_code(c->resp);
             conn_refuse(w, c);
             return;
         }
@@ -1507,6 +1566,7 @@ static void tls_step(struct worker *w, struct econn *c)
     if (r == TLS_FAILED) {
         c->rc = E_UNAVAIL;
         c->why = c->whybuf;
+        c->code = "proxy_unavailable"; /* a certificate that does not verify, or no TLS */
         conn_refuse(w, c);
         return;
     }
@@ -1525,16 +1585,18 @@ static void connect_event(struct worker *w, struct econn *c)
     if (poll(&p, 1, 0) < 0 || getsockopt(c->dfd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
         err = errno ? errno : EIO;
     if (err || (p.revents & (POLLERR | POLLHUP))) {
+        c->timed_out = 0; /* refused or unreachable, not slow */
         next_address(w, c);
         return;
     }
     if (!(p.revents & POLLOUT))
         return; /* still connecting */
     if (c->via_proxy && c->tls) {
-        c->ssl = tls_client_conn(w->eg->tls, c->dfd, c->tlshost);
+        c->ssl = tls_client_conn(w->eg->tls, c->dfd, c->tlshost, c->ca_pem);
         if (!c->ssl) {
             c->rc = E_UNAVAIL;
             c->why = "cannot start TLS to the upstream proxy";
+            c->code = "proxy_unavailable";
             conn_refuse(w, c);
             return;
         }
@@ -1589,7 +1651,8 @@ static void head_done(struct worker *w, struct econn *c)
 {
     struct egress *eg = w->eg;
     if (egress_parse_request(c->buf, c->hl, &c->rq) != 0) {
-        reply(c->cfd, 400, "Bad Request", "this proxy takes CONNECT or absolute http:// requests");
+        reply(c->cfd, 400, "Bad Request", "this proxy takes CONNECT or absolute http:// requests",
+              NULL);
         conn_end(w, c);
         return;
     }
@@ -1620,7 +1683,7 @@ static void head_read(struct worker *w, struct econn *c)
         c->buf = xmalloc(EGRESS_HEAD_MAX);
     for (;;) {
         if (c->len >= EGRESS_HEAD_MAX - 1) {
-            reply(c->cfd, 400, "Bad Request", "the request head is too large");
+            reply(c->cfd, 400, "Bad Request", "the request head is too large", NULL);
             conn_end(w, c);
             return;
         }
@@ -1770,14 +1833,17 @@ static void scan(struct worker *w, int64_t now)
         if (c->st == C_HEAD) {
             conn_end(w, c);
         } else if (c->st == C_CONNECT) {
+            c->timed_out = 1;
             next_address(w, c);
         } else if (c->st == C_UPTLS) {
             c->rc = E_UNAVAIL;
             c->why = "the TLS handshake with the upstream proxy timed out";
+            c->code = "provider_unreachable";
             conn_refuse(w, c);
         } else if (c->st == C_UPHEAD) {
             c->rc = E_UNAVAIL;
             c->why = "the upstream proxy did not answer CONNECT";
+            c->code = "upstream_timeout";
             conn_refuse(w, c);
         }
     }
@@ -1883,6 +1949,7 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
     eg->server_port = cfg->server_port;
     eg->self_port = cfg->self_port;
     eg->resolve = cfg->resolve;
+    eg->failed = cfg->failed;
     eg->ctx = cfg->ctx;
     int rc = parse_allow(eg, cfg->allow_loopback, e);
     if (rc == 0)
@@ -2193,7 +2260,7 @@ static int probe_tunnel(struct egress *eg, const struct egress_upstream *up, con
         struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        ssl = tls_client_conn(eg->tls, s, up->host);
+        ssl = tls_client_conn(eg->tls, s, up->host, up->ca_pem);
         int r = ssl ? tls_client_handshake(ssl, why, cap) : TLS_FAILED;
         if (r != TLS_OK) {
             if (!ssl)

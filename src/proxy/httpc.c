@@ -129,7 +129,7 @@ static const char *io_why(void)
 static int httpc_tls_start(struct conn *c, const char *host, struct err *e)
 {
     pthread_once(&tls_once, httpc_tls_init);
-    if (!tls || !(c->ssl = tls_client_conn(tls, c->fd, host)))
+    if (!tls || !(c->ssl = tls_client_conn(tls, c->fd, host, NULL)))
         return err_set(e, E_UNAVAIL, "unavailable", "TLS is not available on this server");
     char why[256] = "";
     for (;;) {

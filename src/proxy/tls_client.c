@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "core/limits.h"
 #include "core/xalloc.h"
 
 struct tls_client {
@@ -55,11 +58,102 @@ void tls_client_free(struct tls_client *t)
     xfree(t);
 }
 
-SSL *tls_client_conn(struct tls_client *t, int fd, const char *host)
+/* The certificates of a PEM bundle, in order; *n of them (cap at most).
+ * Returns -1 when a block is not a certificate or does not parse, or the
+ * bundle holds more than cap. */
+static int pem_certs(const char *pem, X509 **certs, int cap, int *n)
+{
+    *n = 0;
+    BIO *bio = BIO_new_mem_buf(pem, (int)strlen(pem));
+    if (!bio)
+        return -1;
+    int rc = 0;
+    for (;;) {
+        char *name = NULL, *header = NULL;
+        unsigned char *data = NULL;
+        long len = 0;
+        if (PEM_read_bio(bio, &name, &header, &data, &len) != 1) {
+            /* The end of the bundle, or bytes that are not a PEM block. */
+            unsigned long code = ERR_peek_last_error();
+            if (ERR_GET_REASON(code) != PEM_R_NO_START_LINE)
+                rc = -1;
+            break;
+        }
+        const unsigned char *p = data;
+        X509 *x = strcmp(name, PEM_STRING_X509) == 0 || strcmp(name, PEM_STRING_X509_OLD) == 0
+                      ? d2i_X509(NULL, &p, len)
+                      : NULL;
+        OPENSSL_free(name);
+        OPENSSL_free(header);
+        OPENSSL_free(data);
+        if (!x || *n == cap) {
+            X509_free(x);
+            rc = -1;
+            break;
+        }
+        certs[(*n)++] = x;
+    }
+    ERR_clear_error();
+    BIO_free(bio);
+    if (rc != 0) {
+        while (*n > 0)
+            X509_free(certs[--*n]);
+    }
+    return rc;
+}
+
+int tls_ca_bundle_check(const char *pem, const char *field, struct err *e)
+{
+    if (strlen(pem) > LIM_PROXY_CA_BUNDLE_BYTES)
+        return err_field(e, field, "must be at most %u bytes of PEM", LIM_PROXY_CA_BUNDLE_BYTES);
+    X509 *certs[LIM_PROXY_CA_BUNDLE_CERTS];
+    int n;
+    if (pem_certs(pem, certs, LIM_PROXY_CA_BUNDLE_CERTS, &n) != 0)
+        return err_field(e, field,
+                         "must be PEM CERTIFICATE blocks only (at most %d), each one a valid "
+                         "X.509 certificate",
+                         LIM_PROXY_CA_BUNDLE_CERTS);
+    int rc = n == 0 ? err_field(e, field, "holds no PEM certificate") : 0;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && X509_check_ca(certs[i]) == 0)
+            rc = err_field(e, field, "certificate %d is not a CA certificate", i + 1);
+        X509_free(certs[i]);
+    }
+    return rc;
+}
+
+/* A store holding exactly the bundle's certificates, or NULL. */
+static X509_STORE *bundle_store(const char *pem)
+{
+    X509 *certs[LIM_PROXY_CA_BUNDLE_CERTS];
+    int n;
+    if (pem_certs(pem, certs, LIM_PROXY_CA_BUNDLE_CERTS, &n) != 0 || n == 0)
+        return NULL;
+    X509_STORE *st = X509_STORE_new();
+    int ok = st != NULL;
+    for (int i = 0; i < n; i++) {
+        ok = ok && X509_STORE_add_cert(st, certs[i]) == 1;
+        X509_free(certs[i]);
+    }
+    if (!ok) {
+        X509_STORE_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+SSL *tls_client_conn(struct tls_client *t, int fd, const char *host, const char *ca_pem)
 {
     SSL *ssl = SSL_new(t->ctx);
     if (!ssl)
         goto fail;
+    if (ca_pem && *ca_pem) {
+        X509_STORE *st = bundle_store(ca_pem);
+        int ok = st && SSL_set1_verify_cert_store(ssl, st) == 1;
+        X509_STORE_free(st); /* the connection holds its own reference */
+        if (!ok)
+            goto fail;
+    }
     unsigned char ip[16];
     int literal = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
     X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);

@@ -26,8 +26,18 @@ int tls_client_new(const char *ca_file, struct tls_client **out, struct err *e) 
 void tls_client_free(struct tls_client *t);
 
 /* A client connection over the connected socket fd that will verify host
- * (sent as SNI when it is a name). NULL when OpenSSL cannot make one. */
-SSL *tls_client_conn(struct tls_client *t, int fd, const char *host);
+ * (sent as SNI when it is a name). With ca_pem (a PEM bundle that
+ * tls_ca_bundle_check accepted, or NULL) the proxy's certificate must
+ * verify against that bundle alone: a tenant's proxy with its own CA (a
+ * MITM proxy) is trusted through its record, not through the system's roots.
+ * NULL when OpenSSL cannot make one. */
+SSL *tls_client_conn(struct tls_client *t, int fd, const char *host, const char *ca_pem);
+
+/* Checks a PEM CA bundle given for a proxy (field: the field named in
+ * errors): only CERTIFICATE blocks, at least one and at most
+ * LIM_PROXY_CA_BUNDLE_CERTS, each a CA certificate, at most
+ * LIM_PROXY_CA_BUNDLE_BYTES. 0, or E_INVALID with a field error in e. */
+int tls_ca_bundle_check(const char *pem, const char *field, struct err *e);
 
 enum { TLS_OK = 0, TLS_AGAIN = 1, TLS_FAILED = -1 };
 

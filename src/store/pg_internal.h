@@ -207,7 +207,8 @@ int pgx_pool_insert(struct store *st_, const struct pool_rec *p);
 int pgx_pool_get(struct store *st_, const char *org_id, const char *project_id,
                  const char *id_or_name, struct pool_rec *out);
 int pgx_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                  const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+                  const char *query, const char *region, const char *region_default,
+                  struct page *pg, struct pool_rec **rows, size_t *n);
 int pgx_pool_update(struct store *st_, const struct pool_rec *p);
 int pgx_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
 int pgx_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n);

@@ -83,7 +83,8 @@ int pgx_pool_get(struct store *st_, const char *org_id, const char *project_id,
 }
 
 int pgx_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                  const char *query, struct page *pg, struct pool_rec **rows, size_t *n)
+                  const char *query, const char *region, const char *region_default,
+                  struct page *pg, struct pool_rec **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
@@ -91,9 +92,10 @@ int pgx_pool_list(struct store *st_, const char *org_id, const char *project_id,
                     "SELECT " POOL_COLS " FROM pools WHERE org_id = $1 AND project_id = $2"
                     " AND status = 'active' AND ($3 IS NULL OR name = $3)"
                     " AND ($4 IS NULL OR strpos(name, $4) > 0)"
-                    " ORDER BY created_at, id LIMIT $5 OFFSET $6",
-                    "ssssii", org_id, project_id, name, query, (int64_t)pg->limit + 1,
-                    (int64_t)pg->offset);
+                    " AND ($5::text IS NULL OR coalesce(config::json->>'region', $6) = $5)"
+                    " ORDER BY created_at, id LIMIT $7 OFFSET $8",
+                    "ssssssii", org_id, project_id, name, query, region, region_default,
+                    (int64_t)pg->limit + 1, (int64_t)pg->offset);
     if (ret == 0)
         PG_COLLECT(r, pg, rows, n, struct pool_rec, pool_row);
     pgx_put(p, c);

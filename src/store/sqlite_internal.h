@@ -172,7 +172,8 @@ int sq_pool_insert(struct store *st_, const struct pool_rec *p);
 int sq_pool_get(struct store *st_, const char *org_id, const char *project_id,
                 const char *id_or_name, struct pool_rec *out);
 int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                 const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+                 const char *query, const char *region, const char *region_default, struct page *pg,
+                 struct pool_rec **rows, size_t *n);
 int sq_pool_update(struct store *st_, const struct pool_rec *p);
 /* pool_insert and pool_update on connection c (inside a caller's
  * transaction). */

@@ -64,7 +64,8 @@ int sq_pool_get(struct store *st_, const char *org_id, const char *project_id,
 }
 
 int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, const char *name,
-                 const char *query, struct page *pg, struct pool_rec **rows, size_t *n)
+                 const char *query, const char *region, const char *region_default, struct page *pg,
+                 struct pool_rec **rows, size_t *n)
 {
     CONN(s, c);
     sqlite3_stmt *st = NULL;
@@ -72,9 +73,10 @@ int sq_pool_list(struct store *st_, const char *org_id, const char *project_id, 
                    "SELECT " POOL_COLS " FROM pools WHERE org_id = ? AND project_id = ?"
                    " AND status = 'active' AND (? IS NULL OR name = ?)"
                    " AND (? IS NULL OR instr(name, ?) > 0)"
+                   " AND (? IS NULL OR coalesce(json_extract(config, '$.region'), ?) = ?)"
                    " ORDER BY created_at, id LIMIT ? OFFSET ?",
-                   "ssssssii", org_id, project_id, name, name, query, query, (int64_t)pg->limit + 1,
-                   (int64_t)pg->offset);
+                   "sssssssssii", org_id, project_id, name, name, query, query, region,
+                   region_default, region, (int64_t)pg->limit + 1, (int64_t)pg->offset);
     if (rc < 0) {
         sqx_conn_put(s, c);
         return E_INTERNAL;

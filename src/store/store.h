@@ -343,8 +343,11 @@ struct store_ops {
     int (*pool_insert)(struct store *st, const struct pool_rec *p);
     int (*pool_get)(struct store *st, const char *org_id, const char *project_id,
                     const char *id_or_name, struct pool_rec *out);
+    /* region (NULL: any) filters on the config's region; a pool stored
+     * without one reads as region_default. */
     int (*pool_list)(struct store *st, const char *org_id, const char *project_id, const char *name,
-                     const char *query, struct page *pg, struct pool_rec **rows, size_t *n);
+                     const char *query, const char *region, const char *region_default,
+                     struct page *pg, struct pool_rec **rows, size_t *n);
     int (*pool_update)(struct store *st, const struct pool_rec *p);
     int (*pool_list_active)(struct store *st, struct pool_rec **rows, size_t *n);
     /* ops: pools */

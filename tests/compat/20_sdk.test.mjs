@@ -533,12 +533,12 @@ sdkTest('browsers.computer.clickMouse', 'every computer method on a real page, h
   'browsers.computer.readClipboard', 'browsers.computer.scroll', 'browsers.computer.setCursorVisibility',
   'browsers.computer.typeText', 'browsers.computer.writeClipboard']);
 
-sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see each other\'s input; each call is a control telemetry event', (ctx) =>
+sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see each other\'s input; each call is a platform telemetry event (issue 33.5)', (ctx) =>
   (async () => {
     const site = await startSite((rq, rs) => { rs.setHeader('content-type', 'text/html'); rs.end(COMPUTER_PAGE); });
     try {
       await withServer(async (s, client) => {
-        const [a, b] = await Promise.all([1, 2].map(() => client.browsers.create({ headless: true, start_url: `${site.url}/`, telemetry: { enabled: true } })));
+        const [a, b] = await Promise.all([1, 2].map(() => client.browsers.create({ headless: true, start_url: `${site.url}/`, telemetry: { enabled: true, browser: { platform: { enabled: true } } } })));
         const pws = await Promise.all([a, b].map((x) => chromium.connectOverCDP(x.cdp_ws_url)));
         try {
           const pages = pws.map((p) => p.contexts()[0].pages()[0]);
@@ -550,10 +550,10 @@ sdkTest('browsers.computer.typeText', 'two sessions typed into at once never see
           eq(await pages[1].inputValue('#i'), 'second-session-text', 'session B has only its own text');
         } finally { await Promise.all(pws.map((p) => p.close())); }
         const evs = [];
-        for await (const e of client.browsers.telemetry.events(a.session_id, { category: 'control' })) evs.push(e);
+        for await (const e of client.browsers.telemetry.events(a.session_id, { category: 'platform' })) evs.push(e);
         const calls = evs.map((e) => e.event).filter((e) => e.type === 'api_call');
         assert(calls.some((e) => e.data.operation_id === 'typeText' && e.data.status === 200 && e.data.duration_ms >= 0),
-          `a control event for typeText: ${JSON.stringify(calls)}`);
+          `a platform event for typeText (issue 33.5): ${JSON.stringify(calls)}`);
       }, { args: site.allow });
     } finally { site.close(); }
   })(), 90000);

@@ -210,7 +210,7 @@ export const tests = [
       const p = await proxy(s, { type: 'custom', name: 'auth-1', config: { host: '127.0.0.1', port: u1.port, username: 'alice', password: PASSWORD } });
       assert(/^[a-z0-9]{24}$/.test(p.id), p.id);
       eq(p.type, 'custom'); eq(p.name, 'auth-1'); eq(p.protocol, 'http'); eq(p.bypass_hosts, []);
-      eq(p.config, { host: '127.0.0.1', port: u1.port, username: 'alice', has_password: true });
+      eq(p.config, { host: '127.0.0.1', port: u1.port, username: 'alice', has_password: true, has_ca_bundle: false });
       const g = await api(s, 'GET', `/proxies/${p.id}`);
       eq(g.status, 200); eq(g.json.config.has_password, true); assert(!g.text.includes(PASSWORD));
       const r = await api(s, 'PATCH', `/proxies/${p.id}`, { name: 'auth-renamed' });

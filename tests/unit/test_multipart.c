@@ -54,6 +54,14 @@ static const struct mcase cases[] = {
      "--XyZ\r\nContent-Disposition: form-data; name=\"q\\\"x\"; filename=\"a\\\\b\"\r\n\r\n1\r\n"
      "--XyZ--",
      0, "q\"x[a\\b](-)=1;"},
+    {"a body opening with another boundary's delimiter line is parsed by that boundary (the "
+     "pinned client's routed forms, issue 33.6)",
+     CT,
+     "--other-42\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nv\r\n--XyZ\r\n--other-"
+     "42--",
+     0, "a[-](-)=v\r\n--XyZ;"},
+    {"a body opening with a longer boundary than Content-Type's is parsed by the longer one", CT,
+     "--XyZq\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nv\r\n--XyZq--", 0, "a[-](-)=v;"},
     {"no Content-Type", NULL, "--XyZ--", -1, "the request needs Content-Type"},
     {"not multipart/form-data", "application/json; boundary=XyZ", "--XyZ--", -1,
      "Content-Type must be multipart/form-data"},

@@ -88,6 +88,11 @@ struct ccase {
 static const struct ccase ccases[] = {
     {"size required", "{}", 0, "size: is required", NULL},
     {"size >= 1", "{\"size\":0}", 0, "size", NULL},
+    {"region: one of the known regions (issue 33.5)", "{\"size\":1,\"region\":\"mars\"}", 0,
+     "region: must be one of us-east, eu-west, ap-southeast", NULL},
+    {"region: stored, us-east when omitted", "{\"size\":1}", 1, NULL, "{\"region\":\"us-east\"}"},
+    {"region: eu-west stored", "{\"size\":1,\"region\":\"eu-west\"}", 1, NULL,
+     "{\"region\":\"eu-west\"}"},
     {"defaults: timeout 600, fill rate 25, headless/stealth/kiosk false", "{\"size\":3}", 1, NULL,
      "{\"size\":3,\"timeout_seconds\":600,\"fill_rate_per_minute\":25,\"headless\":false,"
      "\"stealth\":false,\"kiosk_mode\":false,\"profile\":null,\"refresh_on_profile_update\":null,"
@@ -188,8 +193,14 @@ struct ucase {
 static const struct ucase ucases[] = {
     {"Omitted body fields leave existing values unchanged", BASE, "{}", 1, NULL, BASE,
      "{\"rebuild_all\":false,\"profile_changed\":false,\"size\":5}", NULL},
-    {"unknown fields rejected", BASE, "{\"region\":\"eu-west\"}", 0, "region: unknown field", NULL,
+    {"unknown fields rejected", BASE, "{\"colour\":\"eu-west\"}", 0, "colour: unknown field", NULL,
      NULL, NULL},
+    {"region is fixed at create (issue 33.5)", BASE, "{\"region\":\"eu-west\"}", 0,
+     "region: is fixed when the pool is created (this pool is in us-east)", NULL, NULL, NULL},
+    {"region: the same region again is accepted", BASE, "{\"region\":\"us-east\"}", 1, NULL, BASE,
+     NULL, NULL},
+    {"region: one of the known regions", BASE, "{\"region\":\"mars\"}", 0,
+     "region: must be one of us-east, eu-west, ap-southeast", NULL, NULL, NULL},
     /* chrome_policy */
     {"chrome_policy: Replaces the custom Chrome enterprise policy overrides", BASE,
      "{\"chrome_policy\":{\"HomepageLocation\":\"https://h/\"}}", 1, NULL,

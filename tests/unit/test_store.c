@@ -511,6 +511,45 @@ static void project_limits_hold_sessions_and_pools(void **state)
     d.max_sessions = 0;
     assert_int_equal(store_limits_put(st, &d), 0);
     assert_int_equal(store_session_admit(st, &s, -1, NULL, &plimit), 0);
+}
+
+/* pool_list: "region (NULL: any) filters on the config's region; a pool
+ * stored without one reads as region_default" (issue 33.5). */
+static void pool_list_filters_by_region(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct pool_rec a, b, c;
+    new_pool(&a, &o, &p, "n1", "{\"size\":1,\"region\":\"eu-west\"}");
+    new_pool(&b, &o, &p, "n1", "{\"size\":1,\"region\":\"us-east\"}");
+    new_pool(&c, &o, &p, "n1", "{\"size\":1}");
+    assert_int_equal(store_pool_insert(st, &a), 0);
+    assert_int_equal(store_pool_insert(st, &b), 0);
+    assert_int_equal(store_pool_insert(st, &c), 0);
+    static const struct {
+        const char *region, *dflt;
+        size_t n;
+    } cases[] = {{NULL, "eu-west", 3},
+                 {"eu-west", "us-east", 1},
+                 {"eu-west", "eu-west", 2},
+                 {"us-east", "us-east", 2},
+                 {"ap-southeast", "us-east", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct page pg = {.limit = 10};
+        struct pool_rec *rows = NULL;
+        size_t n = 0;
+        assert_int_equal(store_pool_list(st, o.id, p.id, NULL, NULL, cases[i].region, cases[i].dflt,
+                                         &pg, &rows, &n),
+                         0);
+        if (n != cases[i].n)
+            fail_msg("region %s (default %s): %zu pools, want %zu", cases[i].region, cases[i].dflt,
+                     n, cases[i].n);
+        for (size_t k = 0; k < n; k++)
+            pool_rec_clear(&rows[k]);
+        xfree(rows);
+    }
     org_rec_clear(&o);
 }
 
@@ -1719,6 +1758,7 @@ static void audit_entries_filter_page_prune(void **state)
     X(session_names_unique_among_active)                                                           \
     X(lists_page_with_has_more)                                                                    \
     X(node_ids_round_trip)                                                                         \
+    X(pool_list_filters_by_region)                                                                 \
     X(key_list_filters_and_sorts)                                                                  \
     X(plans_and_orgs)                                                                              \
     X(session_list_filters)                                                                        \
@@ -1726,7 +1766,7 @@ static void audit_entries_filter_page_prune(void **state)
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
     X(telemetry_events_and_destinations)                                                           \
-    X(audit_entries_filter_page_prune)
+    X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)
 
 /* The cluster ops: PostgreSQL only. */
