@@ -51,11 +51,11 @@ function serviceOf(unit) {
 }
 
 // What this test sets up itself (the rest of [Service] is systemd's own
-// supervision: restarts, stop signals, cgroup delegation).
+// supervision: restarts, stop signals, cgroup delegation, what stays after a stop).
 const EMULATED = ['Type', 'EnvironmentFile', 'WorkingDirectory', 'ExecStart', 'LimitNOFILE', 'UMask',
   'ProtectSystem', 'ReadWritePaths', 'RuntimeDirectory', 'RuntimeDirectoryMode', 'ProtectHome',
   'PrivateTmp', 'NoNewPrivileges'];
-const SUPERVISION = ['Restart', 'RestartSec', 'KillMode', 'TimeoutStopSec', 'Delegate'];
+const SUPERVISION = ['Restart', 'RestartSec', 'KillMode', 'TimeoutStopSec', 'Delegate', 'RuntimeDirectoryPreserve'];
 
 // Runs inside `unshare --mount --propagation private`: installs the package,
 // sets up the unit's sandboxing, then execs ExecStart.
