@@ -4,6 +4,7 @@
 #   make test    install what is missing, build, lint, run every suite (plain, ASan+UBSan, TSan)
 #   make bench   benchmarks; figures go to docs/BENCHMARKS.md
 #   make fuzz    run every libFuzzer target for FUZZ_SECONDS each
+#   make deb     the Debian package, $(BUILD)/browserd_VERSION_ARCH.deb (docs/packaging.md)
 
 BUILD   ?= build
 CC      ?= cc
@@ -27,7 +28,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-.PHONY: all deps test-deps run test check unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
+.PHONY: all deps test-deps run deb test check unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
 
 all: $(BUILD)/browserd
 
@@ -140,6 +141,10 @@ fuzz: test-deps fuzz-build
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/bin/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    build/fuzz/corpus/$$n fuzz/corpus/$$n || exit 1; done
+
+# The Debian package, from a staged tree (scripts/deb.sh; docs/packaging.md).
+deb: deps all
+	@sh scripts/deb.sh $(BUILD) $(VERSION)
 
 bench: test-deps all $(BUILD)/bench/egress
 	@sh bench/run.sh $(BUILD)

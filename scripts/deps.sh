@@ -4,7 +4,9 @@ set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
 bubblewrap curl libarchive-dev ffmpeg libpq-dev libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
-zlib1g-dev libseccomp-dev"
+zlib1g-dev libseccomp-dev dpkg-dev"
+# dpkg-dev: dpkg-shlibdeps, which names the shared libraries of `make deb`'s
+# Depends (dpkg-deb itself comes with dpkg).
 # For `make test` only: a throwaway PostgreSQL server for the cluster suites,
 # Firefox for the live view page's cross-browser test, and stress-ng for the
 # lifecycle suites that run under a background load (issue 30), and

@@ -45,13 +45,19 @@ static void find_dir(void)
     if (n <= 0)
         return;
     exe[n] = '\0';
+    /* A build tree has it beside an ancestor (build/browserd: ./runtime-js);
+     * the Debian package under one (/usr/bin/browserd:
+     * /usr/lib/browserd/runtime-js, docs/packaging.md). */
+    static const char *const under[] = {"runtime-js", "lib/browserd/runtime-js"};
     for (char *slash = strrchr(exe, '/'); slash && slash != exe; slash = strrchr(exe, '/')) {
         *slash = '\0';
-        char cand[PATH_MAX + 16];
-        snprintf(cand, sizeof cand, "%s/runtime-js", exe);
-        if (has_runner(cand) && realpath(cand, real)) {
-            snprintf(dir_path, sizeof dir_path, "%s", real);
-            return;
+        for (size_t i = 0; i < sizeof under / sizeof *under; i++) {
+            char cand[PATH_MAX + 32];
+            snprintf(cand, sizeof cand, "%s/%s", exe, under[i]);
+            if (has_runner(cand) && realpath(cand, real)) {
+                snprintf(dir_path, sizeof dir_path, "%s", real);
+                return;
+            }
         }
     }
 }

@@ -23,7 +23,8 @@
 #define PWEXEC_NODE "/usr/bin/node"
 
 /* The runtime-js folder: $BROWSERD_RUNTIME_JS, else the first ancestor
- * folder of the server's executable holding runtime-js/runner.mjs with its
+ * folder of the server's executable holding runtime-js/runner.mjs (or
+ * lib/browserd/runtime-js/runner.mjs, the Debian package's layout) with its
  * packages installed (node_modules/playwright-core and esbuild). NULL when
  * neither exists (the call then answers 503). Found once, borrowed. */
 const char *pwexec_dir(void);
