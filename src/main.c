@@ -47,6 +47,7 @@
 #include "proxy/relay.h"
 #include "proxy/selfrelay.h"
 #include "runtime/sessmgr.h"
+#include "domain/session_rules.h"
 #include "core/limits.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -103,6 +104,9 @@ static const char usage[] =
     "BROWSERD_HEAD_TIMEOUT_SECONDS (default 10), BROWSERD_BODY_BUDGET_MB (request bodies held\n"
     "at once, default 512), BROWSERD_BODY_TENANT_MB (one organization's share, default 160),\n"
     "BROWSERD_BLOCKING_THREADS (threads for slow handlers such as launches, default 64).\n"
+    "Shorter deadlines (docs/operator.md): BROWSERD_MIN_SESSION_TIMEOUT_SECONDS (the smallest\n"
+    "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
+    "download_dir_zip stream ends, 1..20, default 20).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -382,6 +386,7 @@ struct serve {
     const char *store_url;
     int nspares;
     long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
+    int zip_idle_s;    /* BROWSERD_ZIP_IDLE_SECONDS (runtime/zipstreams.h) */
     double overcommit; /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
     sigset_t signals;  /* SIGTERM and SIGINT, taken by sigwait */
     struct sessmgr_hooks hooks;
@@ -489,6 +494,15 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_BLOCKING_THREADS", LIM_HTTP_BLOCKING_THREADS, 1,
                  LIM_HTTP_BLOCKING_THREADS, &sv->blockers))
         return 2;
+    /* Shorter idle deadlines than the defaults (docs/operator.md), never
+     * longer: a session's idle timeout and an unread zip stream's slot. */
+    long min_timeout_s, zip_idle_s;
+    if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
+                 SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
+        env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S, &zip_idle_s))
+        return 2;
+    c->min_timeout_s = (int)min_timeout_s;
+    sv->zip_idle_s = (int)zip_idle_s;
     /* The sum of sessions' memory limits, as a multiple of the host's memory
      * (runtime/admit.h). */
     const char *oc = env_or("BROWSERD_MEMORY_OVERCOMMIT", NULL);
@@ -586,7 +600,7 @@ static int make_handles(struct serve *sv)
     app->bidi_openings = bidiopen_new();
     app->log_waker = waker_new(LOGS_POLL_MS);
     app->viewers = viewers_new();
-    app->zips = zipstreams_new();
+    app->zips = zipstreams_new(sv->zip_idle_s);
     app->fs_watches = fswatches_new();
     return 0;
 }
