@@ -12,7 +12,7 @@ passed=0
 failed=0
 log=$(mktemp)
 t0=$(date +%s)
-trap 'rm -f "$log" "$log".[12] "$log".[12].rc' EXIT
+trap 'rm -f "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc' EXIT
 
 count() { # $1: label; reads the suite's output from $log
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
@@ -34,6 +34,18 @@ count() { # $1: label; reads the suite's output from $log
 
 run_build() {
     b=$1
+    # The black-box suite (no Chromium: one server per test, HTTP) runs
+    # while the unit tests run: two streams of small programs on two cores.
+    # Its output is printed after the units', its seconds counted from its
+    # own start.
+    if [ $unit_only -eq 0 ]; then
+        bb_t0=$(date +%s)
+        (
+            BROWSERD_BIN="$b/browserd" node tests/blackbox/run.mjs >"$log.bb" 2>&1
+            echo $? >"$log.bb.rc"
+        ) &
+        bb_pid=$!
+    fi
     for t in "$b"/tests/test_*; do
         [ -x "$t" ] || continue
         "$t" >"$log" 2>&1
@@ -42,10 +54,11 @@ run_build() {
         count "$t" $rc
     done
     [ $unit_only -eq 1 ] && return
-    BROWSERD_BIN="$b/browserd" node tests/blackbox/run.mjs >"$log" 2>&1
-    rc=$?
-    cat "$log"
-    count "black-box ($b)" $rc
+    wait "$bb_pid"
+    cat "$log.bb"
+    cp "$log.bb" "$log"
+    t0=$bb_t0
+    count "black-box ($b)" "$(cat "$log.bb.rc")"
     [ $fast -eq 1 ] && return
     # Under ThreadSanitizer: the suites whose server code runs on many threads.
     filter=""
