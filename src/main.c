@@ -50,6 +50,7 @@
 #include "proxy/relay.h"
 #include "proxy/selfrelay.h"
 #include "runtime/sessmgr.h"
+#include "domain/session_rules.h"
 #include "core/limits.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -111,6 +112,9 @@ static const char usage[] =
     "BROWSERD_METRICS_LISTEN (PORT or HOST:PORT; a bare port is on 127.0.0.1): GET /metrics\n"
     "there without the admin token (on the main address it needs the token; docs/operator.md).\n"
     "BROWSERD_AUDIT_RETENTION_SECONDS (audit log entries kept, default 7776000: 90 days).\n"
+    "Shorter deadlines (docs/operator.md): BROWSERD_MIN_SESSION_TIMEOUT_SECONDS (the smallest\n"
+    "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
+    "download_dir_zip stream ends, 1..20, default 20).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
 
@@ -391,6 +395,7 @@ struct serve {
     int nspares;
     long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
     long audit_retention_s; /* BROWSERD_AUDIT_RETENTION_SECONDS */
+    int zip_idle_s;         /* BROWSERD_ZIP_IDLE_SECONDS (runtime/zipstreams.h) */
     double overcommit;      /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
     sigset_t signals;       /* SIGTERM and SIGINT, taken by sigwait */
     struct sessmgr_hooks hooks;
@@ -520,6 +525,15 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_AUDIT_RETENTION_SECONDS", AUDIT_RETENTION_DAYS_DEFAULT * 86400L, 1,
                  3650 * 86400L, &sv->audit_retention_s))
         return 2;
+    /* Shorter idle deadlines than the defaults (docs/operator.md), never
+     * longer: a session's idle timeout and an unread zip stream's slot. */
+    long min_timeout_s, zip_idle_s;
+    if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
+                 SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
+        env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S, &zip_idle_s))
+        return 2;
+    c->min_timeout_s = (int)min_timeout_s;
+    sv->zip_idle_s = (int)zip_idle_s;
     /* The sum of sessions' memory limits, as a multiple of the host's memory
      * (runtime/admit.h). */
     const char *oc = env_or("BROWSERD_MEMORY_OVERCOMMIT", NULL);
@@ -617,7 +631,7 @@ static int make_handles(struct serve *sv)
     app->bidi_openings = bidiopen_new();
     app->log_waker = waker_new(LOGS_POLL_MS);
     app->viewers = viewers_new();
-    app->zips = zipstreams_new();
+    app->zips = zipstreams_new(sv->zip_idle_s);
     app->fs_watches = fswatches_new();
     return 0;
 }

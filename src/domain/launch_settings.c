@@ -64,7 +64,7 @@ void launch_settings_from_json(const json_t *doc, struct launch_settings *out)
     if (out->memory_bytes <= 0)
         out->memory_bytes = launch_memory_bytes(SESSRULES_MEMORY_DEFAULT);
     out->timeout_seconds = SESSRULES_TIMEOUT_DEFAULT;
-    (void)int_of(doc, "timeout_seconds", SESSRULES_TIMEOUT_MIN, SESSRULES_TIMEOUT_MAX,
+    (void)int_of(doc, "timeout_seconds", SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MAX,
                  &out->timeout_seconds);
     const json_t *pol = json_object_get(doc, "chrome_policy");
     out->chrome_policy = json_is_object(pol) && json_object_size(pol) ? pol : NULL;

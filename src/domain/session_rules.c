@@ -124,6 +124,14 @@ void sessrules_create_clear(struct sessrules_create *c)
 
 int sessrules_validate_create(const json_t *body, struct sessrules_create *out, struct err *e)
 {
+    return sessrules_validate_create_min(body, SESSRULES_TIMEOUT_MIN, out, e);
+}
+
+int sessrules_validate_create_min(const json_t *body, long long min_timeout_s,
+                                  struct sessrules_create *out, struct err *e)
+{
+    if (min_timeout_s < SESSRULES_TIMEOUT_FLOOR || min_timeout_s > SESSRULES_TIMEOUT_MIN)
+        min_timeout_s = SESSRULES_TIMEOUT_MIN;
     memset(out, 0, sizeof *out);
     size_t before = e->ndetails + e->nmore;
     if (!json_is_object(body))
@@ -146,8 +154,7 @@ int sessrules_validate_create(const json_t *body, struct sessrules_create *out, 
     }
     out->timeout_seconds = SESSRULES_TIMEOUT_DEFAULT;
     if ((v = json_object_get(body, "timeout_seconds")) &&
-        fields_check_int("timeout_seconds", v, SESSRULES_TIMEOUT_MIN, SESSRULES_TIMEOUT_MAX, e) ==
-            0)
+        fields_check_int("timeout_seconds", v, min_timeout_s, SESSRULES_TIMEOUT_MAX, e) == 0)
         out->timeout_seconds = json_integer_value(v);
 
     snprintf(out->region, sizeof out->region, "%s", SESSRULES_REGION_DEFAULT);

@@ -19,7 +19,10 @@
 #include "domain/viewport.h"
 
 /* Limits of the create/update bodies. */
-#define SESSRULES_TIMEOUT_MIN     10
+#define SESSRULES_TIMEOUT_MIN 10
+/* The lowest minimum an operator may allow instead
+ * (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS, docs/operator.md). */
+#define SESSRULES_TIMEOUT_FLOOR   1
 #define SESSRULES_TIMEOUT_MAX     259200
 #define SESSRULES_TIMEOUT_DEFAULT 60
 #define SESSRULES_START_URL_MAX   2048
@@ -68,6 +71,11 @@ struct sessrules_create {
  * and OTLP destination exist (then telcfg_set_destination on out->telemetry).
  */
 int sessrules_validate_create(const json_t *body, struct sessrules_create *out, struct err *e) WUR;
+/* The same with timeout_seconds allowed down to min_timeout_s instead of
+ * SESSRULES_TIMEOUT_MIN (the operator's BROWSERD_MIN_SESSION_TIMEOUT_SECONDS;
+ * kept within SESSRULES_TIMEOUT_FLOOR..SESSRULES_TIMEOUT_MIN). */
+int sessrules_validate_create_min(const json_t *body, long long min_timeout_s,
+                                  struct sessrules_create *out, struct err *e) WUR;
 
 /* Releases the references held by c and resets it; accepts NULL. */
 void sessrules_create_clear(struct sessrules_create *c);

@@ -32,7 +32,7 @@
 #define PROC_CHUNK      4096
 #define PROC_MAX_CHUNKS 4096 /* replay list: also bounded in count (tiny chunks) */
 #define PROC_TICK_MS    250
-#define PROC_TOUCH_MS   5000
+#define PROC_TOUCH_MS   500  /* under SESSRULES_TIMEOUT_FLOOR: a process keeps its session */
 #define PROC_DRAIN_MS   2000 /* output still read after the exit */
 #define PROC_PATH       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

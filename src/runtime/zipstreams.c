@@ -19,6 +19,7 @@
 struct zipstreams {
     struct share share; /* streams being zipped, with each organization's and session's share */
     int streams;        /* not freed yet (atomic) */
+    int idle_s;         /* an unread stream ends after this long */
 };
 
 struct zipstream {
@@ -33,9 +34,10 @@ struct zipstream {
     char path[PATH_MAX];
 };
 
-struct zipstreams *zipstreams_new(void)
+struct zipstreams *zipstreams_new(int idle_s)
 {
     struct zipstreams *zs = xcalloc(1, sizeof *zs);
+    zs->idle_s = idle_s > 0 && idle_s <= LIM_FS_ZIP_IDLE_S ? idle_s : LIM_FS_ZIP_IDLE_S;
     struct share s = SHARE_INIT("folder downloads being zipped", LIM_FS_ZIP_STREAMS,
                                 LIM_FS_ZIP_STREAMS_PER_ORG, LIM_FS_ZIP_STREAMS_PER_SESSION);
     zs->share = s;
@@ -63,7 +65,7 @@ static void zstream_release(struct zipstream *z) /* under z->mu; unlocks */
 }
 
 /* Writes to the response's pipe (non-blocking), waiting for the client to
- * read at most LIM_FS_ZIP_IDLE_S at a time: -ETIMEDOUT past it, -EPIPE when
+ * read at most the set's idle_s at a time: -ETIMEDOUT past it, -EPIPE when
  * the response ended. */
 static int zwrite(struct zipstream *z, const char *p, size_t n)
 {
@@ -75,7 +77,7 @@ static int zwrite(struct zipstream *z, const char *p, size_t n)
             if (errno != EAGAIN)
                 return -errno;
             struct pollfd pf = {z->wfd, POLLOUT, 0};
-            int r = poll(&pf, 1, LIM_FS_ZIP_IDLE_S * 1000);
+            int r = poll(&pf, 1, z->zs->idle_s * 1000);
             if (r == 0)
                 return -ETIMEDOUT;
             if (r < 0 && errno != EINTR)
@@ -109,7 +111,7 @@ static void *zrelay(void *arg)
     int hrc = sesshelp_zip_end(&z->helper, rc < 0);
     if (rc == -ETIMEDOUT)
         log_warn("fs: download_dir_zip of %s in session %s ended: the client read nothing for %d s",
-                 z->path, z->session_id, LIM_FS_ZIP_IDLE_S);
+                 z->path, z->session_id, z->zs->idle_s);
     else if (rc == 0 && hrc < 0)
         log_warn("fs: download_dir_zip of %s stopped: %s (the client gets a truncated zip)",
                  z->path, strerror(-hrc));
@@ -145,7 +147,7 @@ int zipstream_start(struct zipstreams *zs, const struct sandbox *sb, const struc
                     void (*wake)(void *ctx), void *ctx, struct zipstream **out, struct err *e)
 {
     *out = NULL;
-    int rc = share_take_or_err(&zs->share, org_id, session_id, LIM_FS_ZIP_IDLE_S, e);
+    int rc = share_take_or_err(&zs->share, org_id, session_id, zs->idle_s, e);
     if (rc)
         return rc;
     struct zipstream *z = xcalloc(1, sizeof *z);

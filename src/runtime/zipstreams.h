@@ -16,7 +16,7 @@
  *
  * Failure: zipstream_start fails with E_LIMIT (and a Retry-After) over a
  * share, E_INTERNAL when the pipe or the helper cannot start. A client that
- * reads nothing for LIM_FS_ZIP_IDLE_S ends the stream: the relay stops, the
+ * reads nothing for the set's idle deadline ends the stream: the relay stops, the
  * helper is killed and the share is given back. Without a relay thread the
  * stream ends at once (an empty body).
  *
@@ -35,7 +35,9 @@ struct sessfs;
 struct zipstream;
 struct zipstreams;
 
-struct zipstreams *zipstreams_new(void);
+/* idle_s: how long a stream may go unread before it ends, 1..LIM_FS_ZIP_IDLE_S
+ * (BROWSERD_ZIP_IDLE_SECONDS); anything else is LIM_FS_ZIP_IDLE_S. */
+struct zipstreams *zipstreams_new(int idle_s);
 /* NULL is a no-op. While a relay is still ending (the server stops), the
  * set is left allocated. */
 void zipstreams_free(struct zipstreams *zs);

@@ -29,6 +29,9 @@ struct app_config {
     char proxy_ca_file[1024];   /* --proxy-ca-file: PEM roots for https upstreams ("" = system) */
     unsigned threads;
     int token_ttl_s; /* lifetime of the tokens in cdp_ws_url / webdriver_ws_url */
+    /* The smallest timeout_seconds POST /browsers accepts
+     * (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS); 0 = SESSRULES_TIMEOUT_MIN. */
+    int min_timeout_s;
 };
 
 struct audit;

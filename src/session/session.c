@@ -283,13 +283,19 @@ struct spare_out {
 /* Set once the server stops: spares being launched give up (chromium.h). */
 static int spares_cancel;
 
+/* The smallest timeout_seconds a create may ask for on this server. */
+static long long min_timeout(const struct app *app)
+{
+    return app->cfg.min_timeout_s ? app->cfg.min_timeout_s : SESSRULES_TIMEOUT_MIN;
+}
+
 static int spawn(struct app *app, const char *org_id, const char *project_id, const json_t *ent,
                  const json_t *body, const json_t *extra, int pooled, struct session_rec *out,
                  struct spare_out *spare, struct err *e)
 {
     memset(out, 0, sizeof *out);
     struct sessrules_create c;
-    int rc = sessrules_validate_create(body, &c, e);
+    int rc = sessrules_validate_create_min(body, min_timeout(app), &c, e);
     if (rc)
         return rc;
     if ((rc = unsupported_create_fields(e, &c)) || (rc = check_limits(app, ent, &c, e))) {
@@ -744,7 +750,7 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     struct err scratch;
     err_init(&scratch);
     struct sessrules_create c;
-    if (sessrules_validate_create(body, &c, &scratch) != 0)
+    if (sessrules_validate_create_min(body, min_timeout(app), &c, &scratch) != 0)
         return 0; /* the cold path reports it */
     enum spare_kind k = spare_match(&c, NULL);
     if (k == SPARE_NONE || unsupported_create_fields(&scratch, &c) ||

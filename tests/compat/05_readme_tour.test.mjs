@@ -6,11 +6,19 @@
 // commands are read from the README between <!-- tour:begin --> and
 // <!-- tour:end -->.
 //
-// Runs once, with the plain build (the clone builds its own binary).
+// Runs once, with the plain build (the clone links its own binary).
 // NEWCOMER_REF=<commit> runs it against another commit (to show that it
 // fails on the code before a fix).
+//
+// The clone's compilation is the plain build's: when the tree the suite runs
+// from has nothing uncommitted or untracked (git status is empty, as in CI)
+// and BROWSERD_BIN is that tree's plain build, the clone starts with a copy
+// of build/src's objects, newer than its sources, so `make run` compiles
+// nothing and links its own binary from its own file list (a source the
+// clone lacks still fails the link). Otherwise (a dirty tree, another build,
+// NEWCOMER_REF) the clone compiles everything, as a newcomer's does.
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -39,6 +47,13 @@ function childrenOf(pid) {
   } catch { return []; }
 }
 
+// 1 when root's plain build compiled exactly what a clone of root holds.
+function reusableBuild(root) {
+  if (process.env.NEWCOMER_REF || resolve(BIN) !== join(root, 'build', 'browserd')) return 0;
+  if (!existsSync(join(root, 'build', 'src'))) return 0;
+  return execFileSync('git', ['-C', root, 'status', '--porcelain'], { encoding: 'utf8' }).trim() === '' ? 1 : 0;
+}
+
 async function newcomer() {
   const root = resolve('.');
   const work = mkdtempSync(join(tmpdir(), 'browserd-newcomer-'));
@@ -47,6 +62,10 @@ async function newcomer() {
   try {
     execFileSync('git', ['clone', '--quiet', root, clone]);
     if (process.env.NEWCOMER_REF) execFileSync('git', ['-C', clone, 'checkout', '--quiet', process.env.NEWCOMER_REF]);
+    if (reusableBuild(root)) {
+      mkdirSync(join(clone, 'build'));
+      execFileSync('cp', ['-r', join(root, 'build', 'src'), join(clone, 'build', 'src')]);
+    }
     const shared = resolve(root, '..', 'shared');
     if (existsSync(shared)) symlinkSync(shared, join(work, 'shared'));
     const port = await freePort();

@@ -30,9 +30,9 @@ async function withServer(fn, opts) {
 }
 
 // A server whose browsers may reach a fresh loopback site (--allow-loopback).
-async function withSite(fn) {
+async function withSite(fn, env = {}) {
   const w = await site();
-  try { await withServer((s) => fn(s, w), { args: w.allow }); } finally { w.close(); }
+  try { await withServer((s) => fn(s, w), { args: w.allow, env }); } finally { w.close(); }
 }
 
 const api = (s, method, path, body, key = s.key) => request(s.base, method, path, { key, body });
@@ -279,7 +279,7 @@ export const tests = [
     fn: () => withSite(async (s, w) => {
       {
         const p = await newProfile(s, 'idle');
-        const b1 = await create(s, { timeout_seconds: 10, profile: { name: 'idle', save_changes: true } });
+        const b1 = await create(s, { timeout_seconds: 4, profile: { name: 'idle', save_changes: true } });
         await writeState(b1, w);
         await until(async () => (await api(s, 'GET', `/browsers/${b1.session_id}`)).status === 404, 'the idle timeout', 60000);
         await until(async () => (await download(s, p.id)).status === 200, 'the archive after the timeout', 30000);
@@ -288,7 +288,9 @@ export const tests = [
         assert(st.cookie.includes('saved=cookie-value'), `cookie restored: ${JSON.stringify(st)}`);
         eq((await api(s, 'DELETE', `/browsers/${b2.session_id}`)).status, 204);
       }
-    }),
+      // A shorter idle timeout than the API's 10 s minimum
+      // (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS): the same rule, less waiting.
+    }, { BROWSERD_MIN_SESSION_TIMEOUT_SECONDS: '4' }),
   },
   {
     name: 'PATCH /browsers profile on a session that has one: 409 profile_already_loaded; deleting a profile in use keeps the session',

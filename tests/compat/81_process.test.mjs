@@ -386,12 +386,14 @@ export const tests = [
   {
     name: 'issue 20 process activity: a running process keeps its session from idling out; once it ends, the idle timeout applies again',
     timeout: 90000,
-    fn: () => withServer(async (s) => {
+    // A shorter idle timeout than the API's 10 s minimum
+    // (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS): the same rule, a third of the wait.
+    fn: () => withServer({ env: { BROWSERD_MIN_SESSION_TIMEOUT_SECONDS: '4' } }, async (s) => {
       // The idle session is made after the last call to the busy one: without
       // its process, the busy session would end first.
-      const busy = await create(s, { timeout_seconds: 10 });
+      const busy = await create(s, { timeout_seconds: 4 });
       const sp = await spawn(s, busy, { command: 'sleep', args: ['4250'] });
-      const idle = await create(s, { timeout_seconds: 10 });
+      const idle = await create(s, { timeout_seconds: 4 });
       const ended = async (id) => (await api(s, 'GET', `/browsers/${id}?include_deleted=true`)).json.deleted_at;
       await waitFor(() => ended(idle), 'the idle session ended by its timeout', 30000, 250);
       assert(!(await ended(busy)), 'the session with a running process is still live');

@@ -139,7 +139,9 @@ export const tests = [
         for (const a of attackers) ids.push(await create(a));
         const before = threadsOf(s);
         let most = before;
-        const batch = { actions: Array.from({ length: 3 }, () => ({ type: 'sleep', sleep: { duration_ms: 8000 } })) };
+        // 13.5 s of sleeps: far longer than a create takes here, and than the
+        // 5 s a call waits for a busy session's input (LIM_COMPUTER_LOCK_WAIT_MS).
+        const batch = { actions: Array.from({ length: 3 }, () => ({ type: 'sleep', sleep: { duration_ms: 4500 } })) };
         const answered = [];
         // Three batches per session: one runs, two wait for its input.
         for (let i = 0; i < 3; i++) {

@@ -87,7 +87,7 @@ static const struct ls_case cases[] = {
     {"memory too large for a long long: the default", "{\"memory\":\"99999999999999999999GiB\"}",
      DEFAULTS},
     {"timeout_seconds a string: the default", "{\"timeout_seconds\":\"600\"}", DEFAULTS},
-    {"timeout_seconds below the minimum: the default", "{\"timeout_seconds\":5}", DEFAULTS},
+    {"timeout_seconds below the floor: the default", "{\"timeout_seconds\":0}", DEFAULTS},
     {"timeout_seconds above the maximum: the default", "{\"timeout_seconds\":259201}", DEFAULTS},
     {"timeout_seconds at the minimum", "{\"timeout_seconds\":10}", 1, 0, 0, 0, 1920, 1080, 25,
      8 * GIB, 10, 0, 0},

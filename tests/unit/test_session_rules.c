@@ -254,6 +254,46 @@ static void create_rules(void **state)
     }
 }
 
+/* An operator's lower minimum (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS): the
+ * bound moves down to it and no further; a minimum out of
+ * SESSRULES_TIMEOUT_FLOOR..SESSRULES_TIMEOUT_MIN is the API's 10. */
+struct mincase {
+    const char *name;
+    long long min;
+    long long timeout;
+    int ok;
+};
+
+static const struct mincase mincases[] = {
+    {"minimum 3: timeout_seconds 3 accepted", 3, 3, 1},
+    {"minimum 3: timeout_seconds 2 refused", 3, 2, 0},
+    {"minimum 1 (the floor): timeout_seconds 1 accepted", 1, 1, 1},
+    {"minimum 0 (below the floor): the API's 10, timeout_seconds 9 refused", 0, 9, 0},
+    {"minimum 11 (above 10): the API's 10, timeout_seconds 10 accepted", 11, 10, 1},
+};
+
+static void create_min_timeout(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof mincases / sizeof mincases[0]; i++) {
+        const struct mincase *c = &mincases[i];
+        json_t *body = json_pack("{sI}", "timeout_seconds", (json_int_t)c->timeout);
+        struct err e;
+        err_init(&e);
+        struct sessrules_create out;
+        int rc = sessrules_validate_create_min(body, c->min, &out, &e);
+        if (c->ok) {
+            if (rc != 0 || out.timeout_seconds != c->timeout)
+                fail_msg("%s: expected %lld, got rc %d (%s)", c->name, c->timeout, rc, e.message);
+            sessrules_create_clear(&out);
+        } else if (rc != E_INVALID || !err_mentions(&e, "timeout_seconds")) {
+            fail_msg("%s: expected E_INVALID naming timeout_seconds, got %d (%s)", c->name, rc,
+                     e.message);
+        }
+        json_decref(body);
+    }
+}
+
 /* ---- update -------------------------------------------------------------- */
 
 /* The session before the update, as JSON for readability:
@@ -589,6 +629,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_rules),
+        cmocka_unit_test(create_min_timeout),
         cmocka_unit_test(update_rules),
     };
     return cmocka_run_group_tests_name("domain/session_rules", tests, NULL, NULL);
