@@ -499,7 +499,7 @@ sdkTest('browsers.computer.clickMouse', 'every computer method on a real page, h
             await c.clickMouse(b.session_id, { x: ox + 100, y: oy + 85 });
             await c.pressKey(b.session_id, { keys: ['ctrl+a'] });
             await c.pressKey(b.session_id, { keys: ['Ctrl+v'] });
-            await page.waitForFunction((t) => document.getElementById('i').value === t, `clip ${mode}`, { timeout: 5000 }).catch(() => {});
+            await page.waitForFunction((t) => document.getElementById('i').value === t, `clip ${mode}`, { timeout: 20000 }).catch(() => {});
             eq(await page.inputValue('#i'), `clip ${mode}`, `${mode}: the page's paste sees the clipboard`);
             const shot = Buffer.from(await (await c.captureScreenshot(b.session_id)).arrayBuffer());
             eq(pngSize(shot), [1920, 1080], `${mode}: a screenshot has the screen's size`);
