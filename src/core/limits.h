@@ -280,4 +280,19 @@
 #define LIM_MCP_SNAPSHOT_BYTES   (256u * 1024u)
 #define LIM_MCP_RETRY_AFTER_S    10
 
+/* Credentials (/credentials, api/credentials.c, docs/credentials.md): how many
+ * one organization stores (past it, 429 with Retry-After: the table is
+ * shared by every tenant of the server); the keys of one credential's values;
+ * one key's length; one value's length (a sealed secret: at most
+ * SECRETBOX_PLAIN_MAX); a TOTP secret's length in base32 characters (320
+ * bytes of key material, more than any authenticator issues); a name or
+ * domain. */
+#define LIM_CREDENTIALS_PER_ORG       1000
+#define LIM_CREDENTIAL_VALUES         32
+#define LIM_CREDENTIAL_KEY_BYTES      128
+#define LIM_CREDENTIAL_VALUE_BYTES    4096
+#define LIM_CREDENTIAL_TOTP_CHARS     512
+#define LIM_CREDENTIAL_NAME_BYTES     255
+#define LIM_CREDENTIALS_RETRY_AFTER_S 60
+
 #endif

@@ -392,6 +392,12 @@ static const struct store_ops pgx_ops = {
     .ext_count = pgx_ext_count,
     .ext_touch = pgx_ext_touch,
     .ext_delete = pgx_ext_delete,
+    .cred_insert = pgx_cred_insert,
+    .cred_get = pgx_cred_get,
+    .cred_list = pgx_cred_list,
+    .cred_count = pgx_cred_count,
+    .cred_update = pgx_cred_update,
+    .cred_delete = pgx_cred_delete,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -415,7 +421,7 @@ static const struct pgx_migration migrations[] = {
     {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
     {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
     {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
-    {"0021_profiles_seq", pgx_schema_profiles_seq},
+    {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0022_credentials", pgx_schema_credentials},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

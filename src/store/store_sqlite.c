@@ -396,6 +396,13 @@ static const struct store_ops sqx_ops = {
     .ext_touch = sq_ext_touch,
     .ext_delete = sq_ext_delete,
     /* ops: extensions */
+    .cred_insert = sq_cred_insert,
+    .cred_get = sq_cred_get,
+    .cred_list = sq_cred_list,
+    .cred_count = sq_cred_count,
+    .cred_update = sq_cred_update,
+    .cred_delete = sq_cred_delete,
+    /* ops: credentials */
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -416,6 +423,7 @@ static const struct sq_migration migrations[] = {
     /* migrations: extensions */
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
+    {"0022_credentials", sq_schema_credentials},
 };
 
 static int migrate(struct conn *c)
