@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/credentials.h"
 #include "api/curl.h"
 #include "api/extensions.h"
 #include "api/fs.h"
@@ -220,8 +221,13 @@ const struct route api_routes[] = {
     NI("/invocations"),
     NI("/invocations/*"),
     NI("/auth/*"),
-    NI("/credentials"),
-    NI("/credentials/*"),
+    /* routes: credentials (issue 35.1, docs/credentials.md) */
+    {"POST", "/credentials", credentials_create, KEY},
+    {"GET", "/credentials", credentials_list, KEY},
+    {"GET", "/credentials/{id}", credentials_get, KEY},
+    {"PATCH", "/credentials/{id}", credentials_update, KEY},
+    {"DELETE", "/credentials/{id}", credentials_delete, KEY},
+    {"GET", "/credentials/{id}/totp-code", credentials_totp_code, KEY},
     NI("/credential_providers"),
     NI("/credential_providers/*"),
     NI("/search"),

@@ -204,9 +204,8 @@ extern const char sq_schema_credentials[];
 int sq_cred_insert(struct store *st_, const struct cred_rec *r);
 int sq_cred_get(struct store *st_, const char *org_id, const char *project_id,
                 const char *id_or_name, struct cred_rec *out);
-int sq_cred_list(struct store *st_, const char *org_id, const char *project_id,
-                 const char *domain, const char *query, struct page *pg, struct cred_rec **rows,
-                 size_t *n);
+int sq_cred_list(struct store *st_, const char *org_id, const char *project_id, const char *domain,
+                 const char *query, struct page *pg, struct cred_rec **rows, size_t *n);
 int sq_cred_count(struct store *st_, const char *org_id, int64_t *n);
 int sq_cred_update(struct store *st_, const struct cred_rec *r);
 int sq_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);

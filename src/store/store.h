@@ -544,6 +544,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_ext_count(st, ...)  ((st)->ops->ext_count((st), __VA_ARGS__))
 #define store_ext_touch(st, ...)  ((st)->ops->ext_touch((st), __VA_ARGS__))
 #define store_ext_delete(st, ...) ((st)->ops->ext_delete((st), __VA_ARGS__))
+/* wrappers: extensions */
 #define store_cred_insert(st, ...) ((st)->ops->cred_insert((st), __VA_ARGS__))
 #define store_cred_get(st, ...)    ((st)->ops->cred_get((st), __VA_ARGS__))
 #define store_cred_list(st, ...)   ((st)->ops->cred_list((st), __VA_ARGS__))
