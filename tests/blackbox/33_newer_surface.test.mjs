@@ -56,7 +56,7 @@ const NOT_SERVED = [
   ['POST', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
   ['DELETE', '/browsers/abc/webmcp/custom-tools/ct_1', 'browser webmcp'],
   ['GET', '/auth/connections', 'managed auth'],
-  ['GET', '/credentials/abc/totp-code', 'credentials'],
+  ['GET', '/org/credential_providers', 'credential providers'],
 ];
 
 export const tests = [
