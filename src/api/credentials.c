@@ -33,8 +33,13 @@ static pthread_mutex_t key_mu = PTHREAD_MUTEX_INITIALIZER;
 static int key_loaded;
 static unsigned char key[SECRETBOX_KEY_LEN];
 
+const unsigned char *credentials_key(void)
+{
+    return key;
+}
+
 /* The store's secret key (the one proxies_init made or found), loaded once. */
-static int load_key(struct req *rq)
+int credentials_load_key(struct req *rq)
 {
     int rc = 0;
     pthread_mutex_lock(&key_mu);
@@ -60,7 +65,7 @@ static int load_key(struct req *rq)
 
 /* Zeroes the clear text of a request that carried secrets: the JSON strings
  * of values and totp_secret, and the raw body they were parsed from. */
-static void wipe_body(struct req *rq, json_t *body)
+void credentials_wipe(struct req *rq, json_t *body)
 {
     json_t *vals = json_object_get(body, "values");
     const char *k;
@@ -99,7 +104,7 @@ static int totp_normalize(const char *in, char out[TOTP_NORM_BYTES])
 }
 
 /* The current code of a sealed secret into code / *expires_ms. */
-static int code_of(struct req *rq, const char *sealed, char code[9], int64_t *expires_ms)
+int credentials_code_of(struct req *rq, const char *sealed, char code[9], int64_t *expires_ms)
 {
     char *secret = NULL;
     struct err e;
@@ -177,7 +182,7 @@ static void str_field(const json_t *body, const char *name, size_t max, int requ
 }
 
 /* Checks a values object ({key: string}); field is its path in errors. */
-static void check_values(const json_t *vals, const char *field, struct err *e)
+void credentials_check_values(const json_t *vals, const char *field, struct err *e)
 {
     if (!json_is_object(vals)) {
         err_field(e, field, "must be an object of field name to string value");
@@ -206,7 +211,7 @@ static void check_values(const json_t *vals, const char *field, struct err *e)
 }
 
 /* Seals every value of vals into dst (an object of sealed strings). */
-static int seal_values(struct req *rq, const json_t *vals, json_t *dst)
+int credentials_seal_values(struct req *rq, const json_t *vals, json_t *dst)
 {
     const char *k;
     json_t *v;
@@ -224,7 +229,7 @@ static int seal_values(struct req *rq, const json_t *vals, json_t *dst)
 
 /* Seals the normalized totp_secret of body into d["totp"] ("" removes it);
  * *set is 1 when a secret was just set. */
-static int seal_totp(struct req *rq, const json_t *body, json_t *d, int *set)
+int credentials_seal_totp(struct req *rq, const json_t *body, json_t *d, int *set)
 {
     json_t *t = json_object_get(body, "totp_secret");
     *set = 0;
@@ -252,7 +257,7 @@ static int seal_totp(struct req *rq, const json_t *body, json_t *d, int *set)
     return rc;
 }
 
-static int check_totp_shape(const json_t *body, int allow_empty, struct err *e)
+int credentials_check_totp(const json_t *body, int allow_empty, struct err *e)
 {
     json_t *t = json_object_get(body, "totp_secret");
     if (!t || json_is_null(t))
@@ -308,7 +313,7 @@ static int load(struct req *rq, struct cred_rec *c)
 static int gate(struct req *rq)
 {
     int rc = api_require_feature(rq, FEATURE);
-    return rc ? rc : load_key(rq);
+    return rc ? rc : credentials_load_key(rq);
 }
 
 /* Answers a created or updated record; code when a secret was just set. */
@@ -317,7 +322,7 @@ static int answer(struct req *rq, struct resp *rs, const struct cred_rec *c, con
 {
     char code[9] = "";
     int64_t exp = 0;
-    if (totp_set && code_of(rq, jsonx_str(d, "totp"), code, &exp) != 0)
+    if (totp_set && credentials_code_of(rq, jsonx_str(d, "totp"), code, &exp) != 0)
         return rq->err.rc;
     resp_json(rs, 200, render(c, 1, totp_set ? code : NULL, exp));
     OPENSSL_cleanse(code, sizeof code);
@@ -343,8 +348,8 @@ int credentials_create(struct req *rq, struct resp *rs)
     if (!vals)
         err_field(e, "values", "is required (an object of field name to value)");
     else
-        check_values(vals, "values", e);
-    (void)check_totp_shape(body, 0, e);
+        credentials_check_values(vals, "values", e);
+    (void)credentials_check_totp(body, 0, e);
     rc = err_has_fields(e) ? E_INVALID : gate(rq);
     int64_t count = 0;
     if (rc == 0 && store_cred_count(api_app(rq)->store, a->org.id, &count) != 0)
@@ -361,9 +366,9 @@ int credentials_create(struct req *rq, struct resp *rs)
     json_object_set_new(d, "values", sealed);
     int totp_set = 0;
     if (rc == 0)
-        rc = seal_values(rq, vals, sealed);
+        rc = credentials_seal_values(rq, vals, sealed);
     if (rc == 0)
-        rc = seal_totp(rq, body, d, &totp_set);
+        rc = credentials_seal_totp(rq, body, d, &totp_set);
     if (rc == 0 && sso)
         json_object_set_new(d, "sso_provider", json_string(sso));
     struct cred_rec c;
@@ -387,7 +392,7 @@ int credentials_create(struct req *rq, struct resp *rs)
         rc = answer(rq, rs, &c, d, totp_set);
     cred_rec_clear(&c);
     json_decref(d);
-    wipe_body(rq, body);
+    credentials_wipe(rq, body);
     json_decref(body);
     return rc;
 }
@@ -454,7 +459,7 @@ int credentials_update(struct req *rq, struct resp *rs)
                   SSO_MAX);
     json_t *vals = json_object_get(body, "values");
     if (vals && !json_is_null(vals))
-        check_values(vals, "values", e);
+        credentials_check_values(vals, "values", e);
     json_t *rm = json_object_get(body, "remove_value_keys");
     if (rm && !json_is_null(rm)) {
         size_t i;
@@ -469,7 +474,7 @@ int credentials_update(struct req *rq, struct resp *rs)
                 break;
             }
     }
-    (void)check_totp_shape(body, 1, e);
+    (void)credentials_check_totp(body, 1, e);
     rc = err_has_fields(e) ? E_INVALID : gate(rq);
     struct cred_rec c;
     memset(&c, 0, sizeof c);
@@ -505,10 +510,10 @@ int credentials_update(struct req *rq, struct resp *rs)
                 rc = err_field(e, "values", "a credential holds at most %d keys",
                                LIM_CREDENTIAL_VALUES);
             else
-                rc = seal_values(rq, vals, sealed);
+                rc = credentials_seal_values(rq, vals, sealed);
         }
         if (rc == 0)
-            rc = seal_totp(rq, body, d, &totp_set);
+            rc = credentials_seal_totp(rq, body, d, &totp_set);
         if (rc == 0 && sso) {
             if (json_is_string(sso) && json_string_length(sso))
                 json_object_set_new(d, "sso_provider", json_string(json_string_value(sso)));
@@ -534,7 +539,7 @@ int credentials_update(struct req *rq, struct resp *rs)
         rc = answer(rq, rs, &c, d, totp_set);
     cred_rec_clear(&c);
     json_decref(d);
-    wipe_body(rq, body);
+    credentials_wipe(rq, body);
     json_decref(body);
     return rc;
 }
@@ -578,7 +583,7 @@ int credentials_totp_code(struct req *rq, struct resp *rs)
     char code[9] = "", t[40];
     int64_t exp = 0;
     if (rc == 0)
-        rc = code_of(rq, jsonx_str(d, "totp"), code, &exp);
+        rc = credentials_code_of(rq, jsonx_str(d, "totp"), code, &exp);
     if (rc == 0)
         resp_json(rs, 200,
                   json_pack("{s:s,s:s}", "code", code, "expires_at",

@@ -17,6 +17,7 @@
 #include "api/browsers.h"
 #include "api/pools.h"
 #include "api/telemetry.h"
+#include "api/vaults.h"
 #include "api/webdriver.h"
 #include "api/wdclassic.h"
 #include "api/profiles.h"
@@ -240,6 +241,18 @@ const struct route api_routes[] = {
     NI("/org/projects/{id}/limits"),
     NI("/config-registry"),
     NI("/config-registry/*"),
+    /* routes: vaults (issue 35.2, docs/credentials.md); other paths 501 */
+    {"POST", "/vaults", vaults_upsert, KEY},
+    {"GET", "/vaults", vaults_list, KEY},
+    {"GET", "/vaults/{id}", vaults_get, KEY},
+    {"DELETE", "/vaults/{id}", vaults_delete, KEY},
+    {"GET", "/vaults/{id}/items", vault_items_list, KEY},
+    {"PUT", "/vaults/{id}/items/{key}", vault_item_put, KEY},
+    {"GET", "/vaults/{id}/items/{key}", vault_item_get, KEY},
+    {"PATCH", "/vaults/{id}/items/{key}", vault_item_patch, KEY},
+    {"DELETE", "/vaults/{id}/items/{key}", vault_item_delete, KEY},
+    {"GET", "/vaults/{id}/items/{key}/events", vault_item_events, KEY},
+    {"POST", "/vaults/{id}/items/{key}/operations", vault_item_operation, SLOW},
     NI("/vaults"),
     NI("/vaults/*"),
     NI("/vault-provider-configs"),

@@ -295,4 +295,14 @@
 #define LIM_CREDENTIAL_NAME_BYTES     255
 #define LIM_CREDENTIALS_RETRY_AFTER_S 60
 
+/* Vaults (/vaults, api/vaults.c, docs/credentials.md): vaults one organization
+ * keeps when its plan sets no limits.max_vaults (null = unlimited: this cap
+ * still holds), items of one vault, the bindings of one fill, the longest a
+ * fill may take (timeout_ms), and the item events kept (the newest). */
+#define LIM_VAULTS_PER_ORG        100
+#define LIM_VAULT_ITEMS           1000
+#define LIM_VAULT_FILL_BINDINGS   100
+#define LIM_VAULT_FILL_TIMEOUT_MS 30000
+#define LIM_VAULT_ITEM_EVENTS     100
+
 #endif

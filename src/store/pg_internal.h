@@ -135,6 +135,7 @@ extern const char pgx_schema_proxies[];
 extern const char pgx_schema_telemetry[];
 extern const char pgx_schema_extensions[];
 extern const char pgx_schema_credentials[];
+extern const char pgx_schema_vaults[];
 extern const char pgx_schema_cluster[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
@@ -247,6 +248,15 @@ int pgx_cred_list(struct store *st_, const char *org_id, const char *project_id,
 int pgx_cred_count(struct store *st_, const char *org_id, int64_t *n);
 int pgx_cred_update(struct store *st_, const struct cred_rec *r);
 int pgx_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_vault_insert(struct store *st_, const struct vault_rec *v);
+int pgx_vault_get(struct store *st_, const char *org_id, const char *project_id,
+                  const char *vault_id, const char *id_or_name, struct vault_rec *out);
+int pgx_vault_list(struct store *st_, const char *org_id, const char *project_id,
+                   const char *vault_id, const char *query, struct page *pg,
+                   struct vault_rec **rows, size_t *n);
+int pgx_vault_count(struct store *st_, const char *org_id, const char *vault_id, int64_t *n);
+int pgx_vault_update(struct store *st_, const struct vault_rec *v, int64_t expected_version);
+int pgx_vault_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 int pgx_ext_create(struct store *st_, struct ext_rec *x);
 int pgx_ext_get(struct store *st_, const char *org_id, const char *project_id,
                 const char *id_or_name, struct ext_rec *out);

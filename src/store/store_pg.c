@@ -398,6 +398,12 @@ static const struct store_ops pgx_ops = {
     .cred_count = pgx_cred_count,
     .cred_update = pgx_cred_update,
     .cred_delete = pgx_cred_delete,
+    .vault_insert = pgx_vault_insert,
+    .vault_get = pgx_vault_get,
+    .vault_list = pgx_vault_list,
+    .vault_count = pgx_vault_count,
+    .vault_update = pgx_vault_update,
+    .vault_delete = pgx_vault_delete,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -417,11 +423,17 @@ static const struct store_ops pgx_ops = {
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history. */
 static const struct pgx_migration migrations[] = {
-    {"0001_tenancy", pgx_schema_tenancy},           {"0002_sessions", pgx_schema_sessions},
-    {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
-    {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
-    {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
-    {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0022_credentials", pgx_schema_credentials},
+    {"0001_tenancy", pgx_schema_tenancy},
+    {"0002_sessions", pgx_schema_sessions},
+    {"0003_profiles", pgx_schema_profiles},
+    {"0004_pools", pgx_schema_pools},
+    {"0005_proxies", pgx_schema_proxies},
+    {"0010_telemetry", pgx_schema_telemetry},
+    {"0019_extensions", pgx_schema_extensions},
+    {"0020_cluster", pgx_schema_cluster},
+    {"0021_profiles_seq", pgx_schema_profiles_seq},
+    {"0022_credentials", pgx_schema_credentials},
+    {"0023_vaults", pgx_schema_vaults},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

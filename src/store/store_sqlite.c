@@ -403,6 +403,13 @@ static const struct store_ops sqx_ops = {
     .cred_update = sq_cred_update,
     .cred_delete = sq_cred_delete,
     /* ops: credentials */
+    .vault_insert = sq_vault_insert,
+    .vault_get = sq_vault_get,
+    .vault_list = sq_vault_list,
+    .vault_count = sq_vault_count,
+    .vault_update = sq_vault_update,
+    .vault_delete = sq_vault_delete,
+    /* ops: vaults */
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -424,6 +431,7 @@ static const struct sq_migration migrations[] = {
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
     {"0022_credentials", sq_schema_credentials},
+    {"0023_vaults", sq_schema_vaults},
 };
 
 static int migrate(struct conn *c)
