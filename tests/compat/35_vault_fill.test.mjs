@@ -4,7 +4,7 @@
 // input/change event it sees back to the site, so the test sees what the
 // fill wrote without the API ever returning a value.
 import { createHmac } from 'node:crypto';
-import { withServer, startSite, createSession, request, assert, eq, isError, waitFor, ok2xx } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, request, assert, eq, isError, waitFor, ok2xx, newOrg } from '../blackbox/lib.mjs';
 
 const PASSWORD = 'vault-pw-8Jd2kQ-cleartext';
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
@@ -119,7 +119,7 @@ export const tests = [
       const f = await api('POST', '/vaults/v/items/k/operations', { type: 'fill', bindings: [] });
       isError(f, 400, 'bad_request');
       assert(/browser_id: is required/.test(f.text) && /bindings: is required/.test(f.text), f.text);
-      const org = await (await import('../blackbox/lib.mjs')).newOrg(s, 'vault-admin', { name: 'o2', plan: 'startup' });
+      const org = await newOrg(s, 'vault-admin', { name: 'o2', plan: 'startup' });
       isError(await api('GET', '/vaults/v', undefined, org.key), 404, 'not_found');
       isError(await api('GET', '/vaults/v/items/k', undefined, org.key), 404, 'not_found');
       eq(ok2xx(await api('GET', '/vaults', undefined, org.key), 'list'), [], 'nothing of the other org');
@@ -128,6 +128,17 @@ export const tests = [
       isError(await api('GET', '/vaults/v/items/k'), 404, 'not_found');
       eq((await api('DELETE', '/vaults/v')).status, 204, 'delete vault');
       isError(await api('GET', '/vaults/v'), 404, 'not_found');
+      // features.vaults gates; limits.max_vaults caps (developer: 1 vault).
+      const dev = await newOrg(s, 'vault-admin', { name: 'dev', plan: 'developer' });
+      const g = await api('POST', '/vaults', { name: 'x' }, dev.key);
+      isError(g, 403, 'feature_not_enabled');
+      assert(/features\.vaults/.test(g.json.message), g.json.message);
+      const one = await newOrg(s, 'vault-admin', { name: 'one', plan: 'developer', overrides: { features: { vaults: { enabled: true } } } });
+      ok2xx(await api('POST', '/vaults', { name: 'first' }, one.key), 'the one vault');
+      ok2xx(await api('POST', '/vaults', { name: 'first' }, one.key), 'its upsert is no new vault');
+      const l = await api('POST', '/vaults', { name: 'second' }, one.key);
+      isError(l, 403, 'limit_exceeded');
+      assert(/limits\.max_vaults \(1\)/.test(l.json.message), l.json.message);
     }),
   },
 ];
