@@ -831,6 +831,64 @@ static void credentials_crud(void **state)
     org_rec_clear(&o);
 }
 
+/* Vaults and items: names unique per vault; get by id or name; the update
+ * compares the version; a vault's delete takes its items. */
+static void vaults_and_items(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct vault_rec v, it, got;
+    memset(&v, 0, sizeof v);
+    crypto_new_id(v.id);
+    snprintf(v.org_id, sizeof v.org_id, "%s", o.id);
+    snprintf(v.project_id, sizeof v.project_id, "%s", p.id);
+    snprintf(v.name, sizeof v.name, "team");
+    snprintf(v.type, sizeof v.type, "vault");
+    v.data = "{}";
+    assert_int_equal(store_vault_insert(st, &v), 0);
+    struct vault_rec dup = v;
+    crypto_new_id(dup.id);
+    assert_int_equal(store_vault_insert(st, &dup), E_CONFLICT);
+    it = v;
+    crypto_new_id(it.id);
+    snprintf(it.vault_id, sizeof it.vault_id, "%s", v.id);
+    snprintf(it.name, sizeof it.name, "team"); /* an item may share the vault's name */
+    snprintf(it.type, sizeof it.type, "credential");
+    it.version = 1;
+    assert_int_equal(store_vault_insert(st, &it), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_vault_get(st, o.id, p.id, "", "team", &got), 0);
+    assert_string_equal(got.id, v.id);
+    vault_rec_clear(&got);
+    assert_int_equal(store_vault_get(st, o.id, p.id, v.id, "team", &got), 0);
+    assert_string_equal(got.id, it.id);
+    vault_rec_clear(&got);
+    int64_t n = 0;
+    assert_int_equal(store_vault_count(st, o.id, "", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(store_vault_count(st, o.id, v.id, &n), 0);
+    assert_int_equal(n, 1);
+    struct page pg = {.limit = 10};
+    struct vault_rec *rows = NULL;
+    size_t cnt = 0;
+    assert_int_equal(store_vault_list(st, o.id, p.id, v.id, NULL, &pg, &rows, &cnt), 0);
+    assert_int_equal(cnt, 1);
+    vault_rec_clear(&rows[0]);
+    xfree(rows);
+    it.version = 2;
+    it.data = "{\"values\":{}}";
+    assert_int_equal(store_vault_update(st, &it, 5), E_CONFLICT);
+    assert_int_equal(store_vault_update(st, &it, 1), 0);
+    assert_int_equal(store_vault_update(st, &it, 1), E_CONFLICT);
+    assert_int_equal(store_vault_delete(st, o.id, p.id, v.id), 0);
+    assert_int_equal(store_vault_get(st, o.id, p.id, v.id, "team", &got), E_NOTFOUND);
+    assert_int_equal(store_vault_update(st, &it, 2), E_NOTFOUND);
+    assert_int_equal(store_vault_delete(st, o.id, p.id, v.id), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
 /* Proxies: names not unique; find by id or name; update/delete by id. */
 static void proxies_find_update_delete(void **state)
 {
@@ -1617,6 +1675,7 @@ static void session_insert_is_synced_in_the_background(void **state)
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
     X(credentials_crud)                                                                            \
+    X(vaults_and_items)                                                                            \
     X(telemetry_events_and_destinations)
 
 /* The cluster ops: PostgreSQL only. */
