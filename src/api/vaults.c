@@ -758,13 +758,14 @@ int vault_item_operation(struct req *rq, struct resp *rs)
     if (!type)
         err_field(&rq->err, "type", "is required (credential items offer fill)");
     else if (strcmp(type, "fill") != 0) {
-        json_decref(body);
         int g = gate(rq);
-        if (g)
-            return g;
-        return err_set(&rq->err, E_CONFLICT, "operation_not_available",
-                       "operation %s is not available for a credential item (available: fill)",
-                       type);
+        if (g == 0)
+            g = err_set(&rq->err, E_CONFLICT, "operation_not_available",
+                        "operation %.64s is not available for a credential item (available: "
+                        "fill)",
+                        type);
+        json_decref(body); /* type belongs to body */
+        return g;
     }
     if (!err_has_fields(&rq->err))
         check_fill(rq, body);
