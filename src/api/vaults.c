@@ -648,15 +648,22 @@ int vault_item_events(struct req *rq, struct resp *rs)
 
 /* One binding into the page: "ok", or why not into *why. The clear value
  * lives in the call's params only and is zeroed before they are freed. */
+/* Milliseconds left before deadline (a clock_mono_ms time), at least 1. */
+static int left_ms(int64_t deadline)
+{
+    int64_t n = deadline - clock_mono_ms();
+    return n < 1 ? 1 : (int)n;
+}
+
 static const char *fill_one(struct cdp_client *cc, const char *sid, const char *selector,
-                            char *value, int ms)
+                            char *value, int64_t deadline)
 {
     struct err e;
     err_init(&e);
     json_t *res = NULL;
     const char *out = "failed";
     json_t *p = json_pack("{s:i}", "depth", 0);
-    int rc = cdp_client_call(cc, sid, "DOM.getDocument", p, 1, ms, &res, &e);
+    int rc = cdp_client_call(cc, sid, "DOM.getDocument", p, 1, left_ms(deadline), &res, &e);
     json_decref(p);
     json_int_t root =
         rc == 0 ? json_integer_value(json_object_get(json_object_get(res, "root"), "nodeId")) : 0;
@@ -665,7 +672,7 @@ static const char *fill_one(struct cdp_client *cc, const char *sid, const char *
     if (rc)
         return rc == E_UNAVAIL ? "unknown" : "failed";
     p = json_pack("{s:I,s:s}", "nodeId", root, "selector", selector);
-    rc = cdp_client_call(cc, sid, "DOM.querySelector", p, 1, ms, &res, &e);
+    rc = cdp_client_call(cc, sid, "DOM.querySelector", p, 1, left_ms(deadline), &res, &e);
     json_decref(p);
     json_int_t node = rc == 0 ? json_integer_value(json_object_get(res, "nodeId")) : 0;
     json_decref(res);
@@ -675,7 +682,7 @@ static const char *fill_one(struct cdp_client *cc, const char *sid, const char *
     if (!node)
         return "not_found";
     p = json_pack("{s:I}", "nodeId", node);
-    rc = cdp_client_call(cc, sid, "DOM.resolveNode", p, 1, ms, &res, &e);
+    rc = cdp_client_call(cc, sid, "DOM.resolveNode", p, 1, left_ms(deadline), &res, &e);
     json_decref(p);
     const char *obj = rc == 0 ? jsonx_str(json_object_get(res, "object"), "objectId") : NULL;
     if (!obj) {
@@ -687,7 +694,7 @@ static const char *fill_one(struct cdp_client *cc, const char *sid, const char *
                   "arguments", "value", arg, "returnByValue", 1);
     json_decref(res);
     res = NULL;
-    rc = cdp_client_call(cc, sid, "Runtime.callFunctionOn", p, 1, ms, &res, &e);
+    rc = cdp_client_call(cc, sid, "Runtime.callFunctionOn", p, 1, left_ms(deadline), &res, &e);
     OPENSSL_cleanse((char *)json_string_value(arg), json_string_length(arg));
     json_decref(arg);
     json_decref(p);
@@ -787,13 +794,16 @@ int vault_item_operation(struct req *rq, struct resp *rs)
     int ms = json_is_integer(json_object_get(body, "timeout_ms"))
                  ? (int)json_integer_value(json_object_get(body, "timeout_ms"))
                  : FILL_DEFAULT_MS;
+    /* timeout_ms bounds the whole operation: fields not reached by then are
+     * not attempted (failed, reason timeout). */
+    int64_t deadline = clock_mono_ms() + ms;
     if (rc == 0) {
         live_touch(live);
         d = json_loads(it.data ? it.data : "{}", 0, NULL);
         struct err e;
         err_init(&e);
-        if (cdp_client_open(ws, ms, &cc, &e) != 0 ||
-            cdp_page_attach_first(cc, ms, sid, sizeof sid, &e) != 0)
+        if (cdp_client_open(ws, left_ms(deadline), &cc, &e) != 0 ||
+            cdp_page_attach_first(cc, left_ms(deadline), sid, sizeof sid, &e) != 0)
             rc = err_set(&rq->err, E_UNAVAIL, "browser_unavailable",
                          "browser session %s: its page is not answering", srec.id);
     }
@@ -810,7 +820,9 @@ int vault_item_operation(struct req *rq, struct resp *rs)
             const char *status;
             char *clear = NULL;
             char code[9] = "";
-            if (enc) {
+            if (clock_mono_ms() >= deadline) {
+                status = "timeout";
+            } else if (enc) {
                 struct err e;
                 err_init(&e);
                 status = secretbox_open(credentials_key(), enc, &clear, &e) == 0 ? NULL : "failed";
@@ -823,7 +835,7 @@ int vault_item_operation(struct req *rq, struct resp *rs)
                 status = "no_such_field";
             }
             if (!status)
-                status = fill_one(cc, sid, sel, clear ? clear : code, ms);
+                status = fill_one(cc, sid, sel, clear ? clear : code, deadline);
             secretbox_wipe(clear);
             OPENSSL_cleanse(code, sizeof code);
             filled += strcmp(status, "ok") == 0;
