@@ -6,7 +6,7 @@
 import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { request, assert, eq, isError, withServer, ok2xx, newOrg } from './lib.mjs';
+import { request, assert, eq, isError, withServer, ok2xx, newOrg, waitFor } from './lib.mjs';
 
 const ADMIN = 'admin-token-for-credentials';
 const server = (fn) => withServer({ args: ['--admin-token', ADMIN] }, fn);
@@ -172,8 +172,10 @@ export const tests = [
       const files = readdirSync(s.dir).filter((n) => /\.db/.test(n));
       assert(files.length > 0, `SQLite files in the data folder: ${readdirSync(s.dir)}`);
       eq(scan(), [], 'files holding a secret in clear while running');
-      noSecret('the server log', s.log);
+      // The access line is written after the answer: wait for it, then read the log.
+      await waitFor(() => /access GET \/credentials\/sealed\/totp-code 200/.test(s.log), 'the access log lines');
       assert(/access PATCH \/credentials\/sealed 200/.test(s.log), 'the access log shows the path');
+      noSecret('the server log', s.log);
       await s.stop();
       eq(scan(), [], 'files holding a secret in clear after stop');
     }),
