@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "api/computer.h"
+#include "api/credentials.h"
 #include "api/curl.h"
 #include "api/extensions.h"
 #include "api/fs.h"
@@ -17,6 +18,7 @@
 #include "api/browsers.h"
 #include "api/pools.h"
 #include "api/telemetry.h"
+#include "api/vaults.h"
 #include "api/webdriver.h"
 #include "api/wdclassic.h"
 #include "api/profiles.h"
@@ -224,8 +226,13 @@ const struct route api_routes[] = {
     NI("/invocations"),
     NI("/invocations/*"),
     NI("/auth/*"),
-    NI("/credentials"),
-    NI("/credentials/*"),
+    /* routes: credentials (issue 35.1, docs/credentials.md) */
+    {"POST", "/credentials", credentials_create, KEY},
+    {"GET", "/credentials", credentials_list, KEY},
+    {"GET", "/credentials/{id}", credentials_get, KEY},
+    {"PATCH", "/credentials/{id}", credentials_update, KEY},
+    {"DELETE", "/credentials/{id}", credentials_delete, KEY},
+    {"GET", "/credentials/{id}/totp-code", credentials_totp_code, KEY},
     NI("/credential_providers"),
     NI("/credential_providers/*"),
     NI("/search"),
@@ -242,6 +249,18 @@ const struct route api_routes[] = {
     {"PATCH", "/org/projects/{id}/limits", org_project_limits_update, ORGADM},
     NI("/config-registry"),
     NI("/config-registry/*"),
+    /* routes: vaults (issue 35.2, docs/credentials.md); other paths 501 */
+    {"POST", "/vaults", vaults_upsert, KEY},
+    {"GET", "/vaults", vaults_list, KEY},
+    {"GET", "/vaults/{id}", vaults_get, KEY},
+    {"DELETE", "/vaults/{id}", vaults_delete, KEY},
+    {"GET", "/vaults/{id}/items", vault_items_list, KEY},
+    {"PUT", "/vaults/{id}/items/{key}", vault_item_put, KEY},
+    {"GET", "/vaults/{id}/items/{key}", vault_item_get, KEY},
+    {"PATCH", "/vaults/{id}/items/{key}", vault_item_patch, KEY},
+    {"DELETE", "/vaults/{id}/items/{key}", vault_item_delete, KEY},
+    {"GET", "/vaults/{id}/items/{key}/events", vault_item_events, KEY},
+    {"POST", "/vaults/{id}/items/{key}/operations", vault_item_operation, SLOW},
     NI("/vaults"),
     NI("/vaults/*"),
     NI("/vault-provider-configs"),

@@ -322,4 +322,29 @@
  * overflow. */
 #define LIM_CONCURRENCY_CAP_MAX 1000000
 
+/* Credentials (/credentials, api/credentials.c, docs/credentials.md): how many
+ * one organization stores (past it, 429 with Retry-After: the table is
+ * shared by every tenant of the server); the keys of one credential's values;
+ * one key's length; one value's length (a sealed secret: at most
+ * SECRETBOX_PLAIN_MAX); a TOTP secret's length in base32 characters (320
+ * bytes of key material, more than any authenticator issues); a name or
+ * domain. */
+#define LIM_CREDENTIALS_PER_ORG       1000
+#define LIM_CREDENTIAL_VALUES         32
+#define LIM_CREDENTIAL_KEY_BYTES      128
+#define LIM_CREDENTIAL_VALUE_BYTES    4096
+#define LIM_CREDENTIAL_TOTP_CHARS     512
+#define LIM_CREDENTIAL_NAME_BYTES     255
+#define LIM_CREDENTIALS_RETRY_AFTER_S 60
+
+/* Vaults (/vaults, api/vaults.c, docs/credentials.md): vaults one organization
+ * keeps when its plan sets no limits.max_vaults (null = unlimited: this cap
+ * still holds), items of one vault, the bindings of one fill, the longest a
+ * fill may take (timeout_ms), and the item events kept (the newest). */
+#define LIM_VAULTS_PER_ORG        100
+#define LIM_VAULT_ITEMS           1000
+#define LIM_VAULT_FILL_BINDINGS   100
+#define LIM_VAULT_FILL_TIMEOUT_MS 30000
+#define LIM_VAULT_ITEM_EVENTS     100
+
 #endif

@@ -135,6 +135,8 @@ extern const char pgx_schema_proxies[];
 extern const char pgx_schema_telemetry[];
 extern const char pgx_schema_audit[];
 extern const char pgx_schema_extensions[];
+extern const char pgx_schema_credentials[];
+extern const char pgx_schema_vaults[];
 extern const char pgx_schema_cluster[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
@@ -244,6 +246,23 @@ int pgx_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
 int pgx_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
 
 /* ---- extensions (pg_extensions.c) ---- */
+int pgx_cred_insert(struct store *st_, const struct cred_rec *r);
+int pgx_cred_get(struct store *st_, const char *org_id, const char *project_id,
+                 const char *id_or_name, struct cred_rec *out);
+int pgx_cred_list(struct store *st_, const char *org_id, const char *project_id, const char *domain,
+                  const char *query, struct page *pg, struct cred_rec **rows, size_t *n);
+int pgx_cred_count(struct store *st_, const char *org_id, int64_t *n);
+int pgx_cred_update(struct store *st_, const struct cred_rec *r);
+int pgx_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_vault_insert(struct store *st_, const struct vault_rec *v);
+int pgx_vault_get(struct store *st_, const char *org_id, const char *project_id,
+                  const char *vault_id, const char *id_or_name, struct vault_rec *out);
+int pgx_vault_list(struct store *st_, const char *org_id, const char *project_id,
+                   const char *vault_id, const char *query, struct page *pg,
+                   struct vault_rec **rows, size_t *n);
+int pgx_vault_count(struct store *st_, const char *org_id, const char *vault_id, int64_t *n);
+int pgx_vault_update(struct store *st_, const struct vault_rec *v, int64_t expected_version);
+int pgx_vault_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 int pgx_ext_create(struct store *st_, struct ext_rec *x);
 int pgx_ext_get(struct store *st_, const char *org_id, const char *project_id,
                 const char *id_or_name, struct ext_rec *out);

@@ -13,6 +13,22 @@ void pool_rec_clear(struct pool_rec *p)
     p->config = NULL;
 }
 
+void vault_rec_clear(struct vault_rec *v)
+{
+    if (!v)
+        return;
+    xfree(v->data);
+    v->data = NULL;
+}
+
+void cred_rec_clear(struct cred_rec *c)
+{
+    if (!c)
+        return;
+    xfree(c->data);
+    c->data = NULL;
+}
+
 void proxy_rec_clear(struct proxy_rec *p)
 {
     if (!p)

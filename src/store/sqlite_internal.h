@@ -213,6 +213,29 @@ int sq_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
                       struct otlp_dest_rec **rows, size_t *n);
 int sq_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
 int sq_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
+/* ---- credentials (sqlite_credentials.c) ---- */
+extern const char sq_schema_credentials[];
+int sq_cred_insert(struct store *st_, const struct cred_rec *r);
+int sq_cred_get(struct store *st_, const char *org_id, const char *project_id,
+                const char *id_or_name, struct cred_rec *out);
+int sq_cred_list(struct store *st_, const char *org_id, const char *project_id, const char *domain,
+                 const char *query, struct page *pg, struct cred_rec **rows, size_t *n);
+int sq_cred_count(struct store *st_, const char *org_id, int64_t *n);
+int sq_cred_update(struct store *st_, const struct cred_rec *r);
+int sq_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+
+/* ---- vaults (sqlite_vaults.c) ---- */
+extern const char sq_schema_vaults[];
+int sq_vault_insert(struct store *st_, const struct vault_rec *v);
+int sq_vault_get(struct store *st_, const char *org_id, const char *project_id,
+                 const char *vault_id, const char *id_or_name, struct vault_rec *out);
+int sq_vault_list(struct store *st_, const char *org_id, const char *project_id,
+                  const char *vault_id, const char *query, struct page *pg, struct vault_rec **rows,
+                  size_t *n);
+int sq_vault_count(struct store *st_, const char *org_id, const char *vault_id, int64_t *n);
+int sq_vault_update(struct store *st_, const struct vault_rec *v, int64_t expected_version);
+int sq_vault_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+
 /* ---- extensions (sqlite_extensions.c) ---- */
 extern const char sq_schema_extensions[];
 int sq_ext_create(struct store *st_, struct ext_rec *x);

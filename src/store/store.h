@@ -213,6 +213,42 @@ struct ext_rec {
     int64_t last_used_at; /* 0 = never loaded into a browser */
 };
 /* records: extensions */
+/* A credential of a project (api/credentials.h). The name is unique within
+ * the project. `data` is a JSON object holding the sealed values
+ * ({"values": {key: sealed}, "totp": sealed?, "sso_provider": s?}); nothing
+ * in it is clear text but the keys and the SSO provider. */
+struct cred_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char name[STORE_NAME];
+    char domain[STORE_NAME];
+    int64_t created_at;
+    int64_t updated_at;
+    char *data; /* owned JSON object text */
+};
+
+void cred_rec_clear(struct cred_rec *c);
+/* records: credentials */
+/* A vault (vault_id "") or an item of one (vault_id = the vault's id; name =
+ * the item's key) of a project (api/vaults.h). Names are unique within the
+ * vault (vaults: within the project). An item's `data` holds its sealed
+ * values, as a credential's does; `version` counts its updates. */
+struct vault_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char vault_id[STORE_ID];
+    char name[STORE_NAME];
+    char type[16]; /* "vault" | "credential" */
+    int64_t version;
+    int64_t created_at;
+    int64_t updated_at;
+    char *data; /* owned JSON object text */
+};
+
+void vault_rec_clear(struct vault_rec *v);
+/* records: vaults */
 
 /* A server process of a cluster (shared store only). Times are the
  * database's clock, in ms since the epoch. */
@@ -410,6 +446,39 @@ struct store_ops {
     int (*ext_touch)(struct store *st, const char *id, int64_t last_used_at);
     int (*ext_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
     /* ops: extensions */
+    /* Credentials. insert/update fail with E_CONFLICT on a duplicate name in
+     * the project; get finds one by id, or else by name; list filters by exact
+     * domain and a substring of the name (NULL = any); count is per org. */
+    int (*cred_insert)(struct store *st, const struct cred_rec *c);
+    int (*cred_get)(struct store *st, const char *org_id, const char *project_id,
+                    const char *id_or_name, struct cred_rec *out);
+    int (*cred_list)(struct store *st, const char *org_id, const char *project_id,
+                     const char *domain, const char *query, struct page *pg, struct cred_rec **rows,
+                     size_t *n);
+    int (*cred_count)(struct store *st, const char *org_id, int64_t *n);
+    /* Writes name, updated_at and data (by id and org). */
+    int (*cred_update)(struct store *st, const struct cred_rec *c);
+    int (*cred_delete)(struct store *st, const char *org_id, const char *project_id,
+                       const char *id);
+    /* ops: credentials */
+    /* Vaults and their items in one table (vault_id "" = a vault). insert:
+     * E_CONFLICT on a duplicate name in the vault (project); get: by id or
+     * name within vault_id; list: by creation, query a substring of the name;
+     * count: the rows of vault_id in the org; update: writes data, version and
+     * updated_at when the stored version is expected_version (else
+     * E_CONFLICT, E_NOTFOUND when the row is gone); delete: the row and, for
+     * a vault, its items. */
+    int (*vault_insert)(struct store *st, const struct vault_rec *v);
+    int (*vault_get)(struct store *st, const char *org_id, const char *project_id,
+                     const char *vault_id, const char *id_or_name, struct vault_rec *out);
+    int (*vault_list)(struct store *st, const char *org_id, const char *project_id,
+                      const char *vault_id, const char *query, struct page *pg,
+                      struct vault_rec **rows, size_t *n);
+    int (*vault_count)(struct store *st, const char *org_id, const char *vault_id, int64_t *n);
+    int (*vault_update)(struct store *st, const struct vault_rec *v, int64_t expected_version);
+    int (*vault_delete)(struct store *st, const char *org_id, const char *project_id,
+                        const char *id);
+    /* ops: vaults */
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -580,6 +649,20 @@ void org_rec_clear(struct org_rec *o);
 #define store_ext_count(st, ...)  ((st)->ops->ext_count((st), __VA_ARGS__))
 #define store_ext_touch(st, ...)  ((st)->ops->ext_touch((st), __VA_ARGS__))
 #define store_ext_delete(st, ...) ((st)->ops->ext_delete((st), __VA_ARGS__))
+/* wrappers: extensions */
+#define store_cred_insert(st, ...) ((st)->ops->cred_insert((st), __VA_ARGS__))
+#define store_cred_get(st, ...)    ((st)->ops->cred_get((st), __VA_ARGS__))
+#define store_cred_list(st, ...)   ((st)->ops->cred_list((st), __VA_ARGS__))
+#define store_cred_count(st, ...)  ((st)->ops->cred_count((st), __VA_ARGS__))
+#define store_cred_update(st, ...) ((st)->ops->cred_update((st), __VA_ARGS__))
+#define store_cred_delete(st, ...) ((st)->ops->cred_delete((st), __VA_ARGS__))
+/* wrappers: credentials */
+#define store_vault_insert(st, ...) ((st)->ops->vault_insert((st), __VA_ARGS__))
+#define store_vault_get(st, ...)    ((st)->ops->vault_get((st), __VA_ARGS__))
+#define store_vault_list(st, ...)   ((st)->ops->vault_list((st), __VA_ARGS__))
+#define store_vault_count(st, ...)  ((st)->ops->vault_count((st), __VA_ARGS__))
+#define store_vault_update(st, ...) ((st)->ops->vault_update((st), __VA_ARGS__))
+#define store_vault_delete(st, ...) ((st)->ops->vault_delete((st), __VA_ARGS__))
 /* wrappers: extensions */
 #define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
 #define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))

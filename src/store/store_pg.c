@@ -399,6 +399,18 @@ static const struct store_ops pgx_ops = {
     .ext_count = pgx_ext_count,
     .ext_touch = pgx_ext_touch,
     .ext_delete = pgx_ext_delete,
+    .cred_insert = pgx_cred_insert,
+    .cred_get = pgx_cred_get,
+    .cred_list = pgx_cred_list,
+    .cred_count = pgx_cred_count,
+    .cred_update = pgx_cred_update,
+    .cred_delete = pgx_cred_delete,
+    .vault_insert = pgx_vault_insert,
+    .vault_get = pgx_vault_get,
+    .vault_list = pgx_vault_list,
+    .vault_count = pgx_vault_count,
+    .vault_update = pgx_vault_update,
+    .vault_delete = pgx_vault_delete,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -431,6 +443,8 @@ static const struct pgx_migration migrations[] = {
     {"0021_profiles_seq", pgx_schema_profiles_seq},
     {"0030_audit_logs", pgx_schema_audit},
     {"0033_limits", pgx_schema_limits},
+    {"0034_credentials", pgx_schema_credentials},
+    {"0035_vaults", pgx_schema_vaults},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

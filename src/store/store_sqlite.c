@@ -407,6 +407,20 @@ static const struct store_ops sqx_ops = {
     .pool_admit = sq_pool_admit,
     .limits_get = sq_limits_get,
     .limits_put = sq_limits_put,
+    .cred_insert = sq_cred_insert,
+    .cred_get = sq_cred_get,
+    .cred_list = sq_cred_list,
+    .cred_count = sq_cred_count,
+    .cred_update = sq_cred_update,
+    .cred_delete = sq_cred_delete,
+    /* ops: credentials */
+    .vault_insert = sq_vault_insert,
+    .vault_get = sq_vault_get,
+    .vault_list = sq_vault_list,
+    .vault_count = sq_vault_count,
+    .vault_update = sq_vault_update,
+    .vault_delete = sq_vault_delete,
+    /* ops: vaults */
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -429,6 +443,8 @@ static const struct sq_migration migrations[] = {
     {"0021_profiles_seq", sq_schema_profiles_seq},
     {"0030_audit_logs", sq_schema_audit},
     {"0033_limits", sq_schema_limits},
+    {"0034_credentials", sq_schema_credentials},
+    {"0035_vaults", sq_schema_vaults},
 };
 
 static int migrate(struct conn *c)

@@ -27,17 +27,7 @@ const NOT_SERVED = [
   ['POST', '/config-registry/resolve', 'config registry'],
   ['GET', '/config-registry/analyses', 'config registry'],
   ['GET', '/config-registry/analyses/abc', 'config registry'],
-  ['GET', '/vaults', 'vaults'],
-  ['POST', '/vaults', 'vaults'],
-  ['GET', '/vaults/main', 'vaults'],
-  ['DELETE', '/vaults/main', 'vaults'],
-  ['GET', '/vaults/main/items', 'vaults'],
-  ['GET', '/vaults/main/items/k', 'vaults'],
-  ['PUT', '/vaults/main/items/k', 'vaults'],
-  ['PATCH', '/vaults/main/items/k', 'vaults'],
-  ['DELETE', '/vaults/main/items/k', 'vaults'],
-  ['GET', '/vaults/main/items/k/events', 'vaults'],
-  ['POST', '/vaults/main/items/k/operations', 'vaults'],
+  ['POST', '/vaults/main/items/k/collect', 'vaults'],
   ['POST', '/vault-provider-configs', 'vault provider configs'],
   ['GET', '/vault-provider-configs', 'vault provider configs'],
   ['GET', '/vault-provider-configs/link', 'vault provider configs'],
@@ -55,7 +45,7 @@ const NOT_SERVED = [
   ['POST', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
   ['DELETE', '/browsers/abc/webmcp/custom-tools/ct_1', 'browser webmcp'],
   ['GET', '/auth/connections', 'managed auth'],
-  ['GET', '/credentials/abc/totp-code', 'credentials'],
+  ['GET', '/org/credential_providers', 'credential providers'],
 ];
 
 export const tests = [

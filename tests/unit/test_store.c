@@ -870,6 +870,136 @@ static void profiles_and_extensions(void **state)
     org_rec_clear(&o);
 }
 
+/* Credentials: names unique per project; get by id or name; list filters by
+ * domain and name substring; count per org; update and delete by id. */
+static void credentials_crud(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct cred_rec a, got;
+    memset(&a, 0, sizeof a);
+    crypto_new_id(a.id);
+    snprintf(a.org_id, sizeof a.org_id, "%s", o.id);
+    snprintf(a.project_id, sizeof a.project_id, "%s", p.id);
+    snprintf(a.name, sizeof a.name, "shop");
+    snprintf(a.domain, sizeof a.domain, "shop.example");
+    a.created_at = a.updated_at = 5;
+    a.data = "{\"values\":{}}";
+    assert_int_equal(store_cred_insert(st, &a), 0);
+    struct cred_rec b = a;
+    crypto_new_id(b.id);
+    assert_int_equal(store_cred_insert(st, &b), E_CONFLICT); /* same name */
+    snprintf(b.name, sizeof b.name, "mail");
+    snprintf(b.domain, sizeof b.domain, "mail.example");
+    b.created_at = 6;
+    assert_int_equal(store_cred_insert(st, &b), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_cred_get(st, o.id, p.id, "shop", &got), 0);
+    assert_string_equal(got.id, a.id);
+    assert_string_equal(got.data, a.data);
+    cred_rec_clear(&got);
+    assert_int_equal(store_cred_get(st, o.id, p.id, b.id, &got), 0);
+    assert_string_equal(got.name, "mail");
+    cred_rec_clear(&got);
+    assert_int_equal(store_cred_get(st, "other", p.id, a.id, &got), E_NOTFOUND);
+    struct page pg = {.limit = 10};
+    struct cred_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_cred_list(st, o.id, p.id, NULL, NULL, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].name, "shop");
+    for (size_t i = 0; i < n; i++)
+        cred_rec_clear(&rows[i]);
+    xfree(rows);
+    assert_int_equal(store_cred_list(st, o.id, p.id, "mail.example", NULL, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    cred_rec_clear(&rows[0]);
+    xfree(rows);
+    assert_int_equal(store_cred_list(st, o.id, p.id, NULL, "ho", &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].name, "shop");
+    cred_rec_clear(&rows[0]);
+    xfree(rows);
+    int64_t count = 0;
+    assert_int_equal(store_cred_count(st, o.id, &count), 0);
+    assert_int_equal(count, 2);
+    snprintf(a.name, sizeof a.name, "mail");
+    assert_int_equal(store_cred_update(st, &a), E_CONFLICT);
+    snprintf(a.name, sizeof a.name, "store");
+    a.updated_at = 9;
+    a.data = "{\"values\":{\"k\":\"v1:00\"}}";
+    assert_int_equal(store_cred_update(st, &a), 0);
+    assert_int_equal(store_cred_get(st, o.id, p.id, "store", &got), 0);
+    assert_int_equal(got.updated_at, 9);
+    assert_string_equal(got.data, a.data);
+    cred_rec_clear(&got);
+    assert_int_equal(store_cred_delete(st, o.id, p.id, a.id), 0);
+    assert_int_equal(store_cred_delete(st, o.id, p.id, a.id), E_NOTFOUND);
+    assert_int_equal(store_cred_count(st, o.id, &count), 0);
+    assert_int_equal(count, 1);
+    org_rec_clear(&o);
+}
+
+/* Vaults and items: names unique per vault; get by id or name; the update
+ * compares the version; a vault's delete takes its items. */
+static void vaults_and_items(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct vault_rec v, it, got;
+    memset(&v, 0, sizeof v);
+    crypto_new_id(v.id);
+    snprintf(v.org_id, sizeof v.org_id, "%s", o.id);
+    snprintf(v.project_id, sizeof v.project_id, "%s", p.id);
+    snprintf(v.name, sizeof v.name, "team");
+    snprintf(v.type, sizeof v.type, "vault");
+    v.data = "{}";
+    assert_int_equal(store_vault_insert(st, &v), 0);
+    struct vault_rec dup = v;
+    crypto_new_id(dup.id);
+    assert_int_equal(store_vault_insert(st, &dup), E_CONFLICT);
+    it = v;
+    crypto_new_id(it.id);
+    snprintf(it.vault_id, sizeof it.vault_id, "%s", v.id);
+    snprintf(it.name, sizeof it.name, "team"); /* an item may share the vault's name */
+    snprintf(it.type, sizeof it.type, "credential");
+    it.version = 1;
+    assert_int_equal(store_vault_insert(st, &it), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_vault_get(st, o.id, p.id, "", "team", &got), 0);
+    assert_string_equal(got.id, v.id);
+    vault_rec_clear(&got);
+    assert_int_equal(store_vault_get(st, o.id, p.id, v.id, "team", &got), 0);
+    assert_string_equal(got.id, it.id);
+    vault_rec_clear(&got);
+    int64_t n = 0;
+    assert_int_equal(store_vault_count(st, o.id, "", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(store_vault_count(st, o.id, v.id, &n), 0);
+    assert_int_equal(n, 1);
+    struct page pg = {.limit = 10};
+    struct vault_rec *rows = NULL;
+    size_t cnt = 0;
+    assert_int_equal(store_vault_list(st, o.id, p.id, v.id, NULL, &pg, &rows, &cnt), 0);
+    assert_int_equal(cnt, 1);
+    vault_rec_clear(&rows[0]);
+    xfree(rows);
+    it.version = 2;
+    it.data = "{\"values\":{}}";
+    assert_int_equal(store_vault_update(st, &it, 5), E_CONFLICT);
+    assert_int_equal(store_vault_update(st, &it, 1), 0);
+    assert_int_equal(store_vault_update(st, &it, 1), E_CONFLICT);
+    assert_int_equal(store_vault_delete(st, o.id, p.id, v.id), 0);
+    assert_int_equal(store_vault_get(st, o.id, p.id, v.id, "team", &got), E_NOTFOUND);
+    assert_int_equal(store_vault_update(st, &it, 2), E_NOTFOUND);
+    assert_int_equal(store_vault_delete(st, o.id, p.id, v.id), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
 /* Proxies: names not unique; find by id or name; update/delete by id. */
 static void proxies_find_update_delete(void **state)
 {
@@ -1765,6 +1895,8 @@ static void audit_entries_filter_page_prune(void **state)
     X(profiles_list_in_creation_order)                                                             \
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
+    X(credentials_crud)                                                                            \
+    X(vaults_and_items)                                                                            \
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)
