@@ -1,0 +1,261 @@
+// WebMCP's side inside the session's sandbox (src/api/webmcp.c, docs/webmcp.md).
+// Not a module: the server prepends this file to one generated call
+//   return await __wm_main(context, <request JSON>);
+// and runs the whole as playwright.execute's runner does (runtime-js/runner.mjs:
+// the body of an async function with page, context and browser in scope).
+// Requests: {op: "list", custom: [...], exclude_custom}, {op: "invoke", ref,
+// input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
+// JSON record; a page's output past __WM_OUT_CAP bytes is an error.
+
+const __WM_OUT_CAP = 1048576; // LIM_WEBMCP_OUTPUT_BYTES
+
+function __wm_ref(obj) {
+  return Buffer.from(JSON.stringify(obj)).toString('base64url');
+}
+
+function __wm_unref(s) {
+  try {
+    const o = JSON.parse(Buffer.from(String(s), 'base64url').toString('utf8'));
+    return o && typeof o === 'object' && typeof o.t === 'string' && typeof o.l === 'string' ? o : null;
+  } catch {
+    return null;
+  }
+}
+
+// A URL pattern: '*' matches any run of characters, the rest literally,
+// against the whole URL.
+function __wm_match(patterns, url) {
+  return patterns.some((p) => {
+    const re = '^' + String(p).split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$';
+    return new RegExp(re).test(url);
+  });
+}
+
+// Every tab: its CDP session, target id, window id, title, frames by id.
+async function __wm_tabs(context) {
+  const tabs = [];
+  for (const page of context.pages()) {
+    let s;
+    try {
+      s = await context.newCDPSession(page);
+      const info = (await s.send('Target.getTargetInfo')).targetInfo;
+      let windowId = null;
+      try {
+        windowId = (await s.send('Browser.getWindowForTarget')).windowId;
+      } catch {}
+      const frames = new Map();
+      const walk = (node, parent) => {
+        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent });
+        for (const c of node.childFrames || []) walk(c, node.frame.id);
+      };
+      walk((await s.send('Page.getFrameTree')).frameTree, null);
+      tabs.push({ page, s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
+    } catch {
+      // A tab closing while it is looked at is not listed.
+      if (s) s.detach().catch(() => {});
+    }
+  }
+  return tabs;
+}
+
+// The tools the tab's documents registered (WebMCP.enable reports them all).
+async function __wm_native(tab) {
+  const tools = [];
+  tab.s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools));
+  tab.s.on('WebMCP.toolsRemoved', (ev) => {
+    for (const r of ev.tools) {
+      const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
+      if (i >= 0) tools.splice(i, 1);
+    }
+  });
+  await tab.s.send('WebMCP.enable');
+  // One more round trip: the events enable fires come before its answer's successor.
+  await tab.s.send('Runtime.evaluate', { expression: '0' });
+  return tools;
+}
+
+function __wm_source(tab, frameId, custom) {
+  const f = tab.frames.get(frameId);
+  const top = frameId === tab.targetId || !f || f.parent === null;
+  return {
+    window_id: tab.windowId,
+    tab_id: tab.targetId,
+    page_url: tab.url,
+    page_title: tab.title,
+    frame: top ? null : { frame_id: frameId, url: f.url },
+    target_id: tab.targetId,
+    ...(custom ? { custom } : {}),
+  };
+}
+
+function __wm_tool(t) {
+  const a = t.annotations || {};
+  const tool = { name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? { type: 'object' } };
+  const ann = {};
+  if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
+  if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;
+  if (a.consequential !== undefined) ann.consequentialHint = a.consequential;
+  if (t.backendNodeId !== undefined) ann.autosubmit = !!a.autosubmit;
+  if (Object.keys(ann).length) tool.annotations = ann;
+  return tool;
+}
+
+async function __wm_list(context, req) {
+  const out = [];
+  for (const tab of await __wm_tabs(context)) {
+    let tools = [];
+    try {
+      tools = await __wm_native(tab);
+    } catch {}
+    for (const t of tools) {
+      const f = tab.frames.get(t.frameId);
+      if (!f) continue;
+      out.push({
+        tool_ref: __wm_ref({ t: tab.targetId, f: t.frameId, l: f.loaderId, n: t.name }),
+        tool: __wm_tool(t),
+        source: __wm_source(tab, t.frameId, null),
+      });
+    }
+    if (req.exclude_custom) continue;
+    const top = tab.frames.get(tab.targetId);
+    if (!top) continue;
+    for (const c of req.custom) {
+      if (!__wm_match(c.url_patterns, top.url)) continue;
+      out.push({
+        tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId, c: c.id }),
+        tool: c.tool,
+        source: __wm_source(tab, tab.targetId, { id: c.id, namespace: c.namespace }),
+      });
+    }
+    tab.s.detach().catch(() => {});
+  }
+  return { tools: out };
+}
+
+function __wm_output(v) {
+  const text = JSON.stringify(v === undefined ? null : v);
+  if (text !== undefined && Buffer.byteLength(text) > __WM_OUT_CAP)
+    return { status: 'error', error_text: `the tool's output is over ${__WM_OUT_CAP} bytes` };
+  return { status: 'completed', output: v === undefined ? null : v };
+}
+
+function __wm_id() {
+  return 'inv_' + globalThis.crypto.randomUUID().replace(/-/g, '');
+}
+
+// Fills a declarative tool's form (its fields by name) without submitting it.
+function __wm_fill(input) {
+  for (const [k, v] of Object.entries(input)) {
+    const el = this.elements.namedItem(k);
+    if (!el) continue;
+    const list = el instanceof RadioNodeList ? [...el] : [el];
+    for (const e of list) {
+      if (e.type === 'checkbox') e.checked = Array.isArray(v) ? v.includes(e.value) : !!v;
+      else if (e.type === 'radio') e.checked = e.value === String(v);
+      else e.value = String(v);
+      e.dispatchEvent(new Event('input', { bubbles: true }));
+      e.dispatchEvent(new Event('change', { bubbles: true }));
+    }
+  }
+}
+
+async function __wm_invoke(context, req) {
+  const ref = __wm_unref(String(req.ref).replace(/^ct_[A-Za-z0-9]+\./, ''));
+  const gone = { not_found: true };
+  if (!ref) return gone;
+  const tab = (await __wm_tabs(context)).find((x) => x.targetId === ref.t);
+  const f = tab && tab.frames.get(ref.f);
+  if (!f || f.loaderId !== ref.l) return gone;
+  const deadline = (p) =>
+    Promise.race([p, new Promise((r) => setTimeout(() => r({ timed_out: true }), req.timeout_ms))]);
+  if (ref.c !== undefined) {
+    const c = req.custom;
+    if (!c || c.id !== ref.c || !__wm_match(c.url_patterns, f.url)) return gone;
+    const invocation_id = __wm_id();
+    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && x.name === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r); })()`;
+    const r = await deadline(tab.s.send('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true }));
+    if (r.timed_out) return { outcome_unknown: true, invocation_id };
+    if (r.exceptionDetails)
+      return { invocation_id, status: 'error', error_text: String(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text).split('\n')[0] };
+    return { invocation_id, ...__wm_output(JSON.parse(r.result.value)) };
+  }
+  const tools = await __wm_native(tab);
+  const t = tools.find((x) => x.name === ref.n && x.frameId === ref.f);
+  if (!t) return gone;
+  if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
+    const invocation_id = __wm_id();
+    const { object } = await tab.s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
+    await tab.s.send('Runtime.callFunctionOn', {
+      objectId: object.objectId,
+      functionDeclaration: __wm_fill.toString(),
+      arguments: [{ value: req.input }],
+    });
+    return { invocation_id, status: 'awaiting_submission' };
+  }
+  let answered;
+  const responded = new Promise((r) => (answered = r));
+  const early = new Map();
+  let mine = null;
+  tab.s.on('WebMCP.toolResponded', (ev) => {
+    if (mine === ev.invocationId) answered(ev);
+    else early.set(ev.invocationId, ev);
+  });
+  const { invocationId } = await tab.s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
+  mine = invocationId;
+  if (early.has(mine)) answered(early.get(mine));
+  const ev = await deadline(responded);
+  if (ev.timed_out) return { outcome_unknown: true, invocation_id: invocationId };
+  const status = { Completed: 'completed', Canceled: 'canceled', Error: 'error' }[ev.status] ?? 'error';
+  if (status !== 'completed')
+    return { invocation_id: invocationId, status, error_text: ev.errorText ?? ev.exception?.description?.split('\n')[0] ?? status };
+  let out = ev.output;
+  if (typeof out === 'string') {
+    try {
+      out = JSON.parse(out);
+    } catch {}
+  }
+  return { invocation_id: invocationId, ...__wm_output(out) };
+}
+
+// Checks a custom tools source: a JavaScript expression giving an array of
+// {name, description, inputSchema?, outputSchema?, title?, annotations?,
+// match: {url_patterns: [...]}, execute}. Evaluated here (the sandbox), and
+// again in the page at each invocation.
+function __wm_define(req) {
+  let defs;
+  try {
+    defs = new Function(`return (${req.source}\n);`)();
+  } catch (e) {
+    return { invalid: `does not evaluate: ${String(e?.message ?? e)}` };
+  }
+  if (!Array.isArray(defs) || defs.length === 0) return { invalid: 'must evaluate to a non-empty array of tool definitions' };
+  const seen = new Set();
+  const tools = [];
+  for (const [i, d] of defs.entries()) {
+    const bad = (why) => ({ invalid: `definition ${i}: ${why}` });
+    if (!d || typeof d !== 'object') return bad('is not an object');
+    if (typeof d.name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(d.name)) return bad('name must be 1..128 of [A-Za-z0-9_.-]');
+    if (seen.has(d.name)) return bad(`name ${d.name} is given twice`);
+    seen.add(d.name);
+    if (typeof d.description !== 'string') return bad('description must be a string');
+    if (typeof d.execute !== 'function') return bad('execute must be a function');
+    const pats = d.match && d.match.url_patterns;
+    if (!Array.isArray(pats) || pats.length === 0 || pats.some((p) => typeof p !== 'string' || !p))
+      return bad('match.url_patterns must be a non-empty array of strings');
+    const tool = { name: d.name, description: d.description, inputSchema: d.inputSchema ?? { type: 'object' } };
+    for (const k of ['outputSchema', 'title', 'annotations']) if (d[k] !== undefined) tool[k] = d[k];
+    try {
+      JSON.stringify(tool);
+    } catch {
+      return bad('its metadata is not JSON');
+    }
+    tools.push({ url_patterns: pats, tool });
+  }
+  return { tools };
+}
+
+async function __wm_main(context, req) {
+  if (req.op === 'define') return __wm_define(req);
+  if (req.op === 'list') return __wm_list(context, req);
+  return __wm_invoke(context, req);
+}
