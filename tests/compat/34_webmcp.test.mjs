@@ -1,0 +1,133 @@
+// Issue 34: WebMCP (KERNEL_API_NEWER.md 1.4 "Browser WebMCP", docs/webmcp.md)
+// with real headless Chromium: a loopback page registers tools with
+// document.modelContext; the API lists and invokes them, and custom tools
+// match pages by URL pattern.
+import { withServer, startSite, createSession, request, assert, eq, isError } from '../blackbox/lib.mjs';
+
+const PAGE_A = `<!doctype html><title>shop-34</title>
+<form toolname="search_shop" tooldescription="Search the shop"><input name="q" type="text" toolparamdescription="what to look for"><button>go</button></form>
+<script>
+document.modelContext.registerTool({
+  name: 'add_numbers', description: 'Adds two numbers',
+  inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] },
+  execute: async ({ a, b }) => ({ sum: a + b, page: document.title }),
+});
+</script>`;
+
+const goto = (s, id, url) =>
+  request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: `await page.goto(${JSON.stringify(url)}); return page.url();` } });
+
+async function tools(s, id, q = '') {
+  const r = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools${q}`, { key: s.key });
+  eq(r.status, 200, `tools: ${r.text.slice(0, 400)}`);
+  return r.json.tools;
+}
+
+const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/invoke`, { key: s.key, body });
+
+export const tests = [
+  {
+    name: 'issue 34 WebMCP: a loopback page\'s imperative and declarative tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field',
+    timeout: 90000,
+    fn: async () => {
+      const site = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(req.url.startsWith('/shop') ? PAGE_A : '<!doctype html><title>plain-34</title><p>no tools</p>');
+      });
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          let r = await goto(s, id, `${site.url}/shop`);
+          eq(r.status, 200, r.text);
+          eq(r.json.success, true, `navigated: ${r.text}`);
+          let list = await tools(s, id);
+          const add = list.find((t) => t.tool.name === 'add_numbers');
+          const form = list.find((t) => t.tool.name === 'search_shop');
+          assert(add && form, `both tools listed: ${JSON.stringify(list)}`);
+          eq(add.tool.description, 'Adds two numbers', 'description');
+          eq(JSON.stringify(add.tool.inputSchema.required), '["a","b"]', 'the imperative schema');
+          eq(form.tool.inputSchema.properties.q.type, 'string', `the form's schema: ${JSON.stringify(form.tool)}`);
+          eq(form.tool.annotations.autosubmit, false, 'a form without autosubmit');
+          for (const t of [add, form]) {
+            eq(typeof t.tool_ref, 'string', 'tool_ref');
+            eq(t.source.page_url, `${site.url}/shop`, 'source.page_url');
+            eq(t.source.page_title, 'shop-34', 'source.page_title');
+            eq(t.source.frame, null, 'the top frame');
+            assert(typeof t.source.tab_id === 'string' && t.source.window_id !== undefined, `tab and window: ${JSON.stringify(t.source)}`);
+          }
+          r = await invoke(s, id, { tool_ref: add.tool_ref, input: { a: 2, b: 40 } });
+          eq(r.status, 200, r.text);
+          eq(r.json.status, 'completed', r.text);
+          eq(JSON.stringify(r.json.output), '{"sum":42,"page":"shop-34"}', 'the page\'s output');
+          assert(typeof r.json.invocation_id === 'string', 'invocation_id');
+          r = await invoke(s, id, { tool_ref: form.tool_ref, input: { q: 'red shoes' } });
+          eq(r.status, 200, r.text);
+          eq(r.json.status, 'awaiting_submission', r.text);
+          r = await request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: 'return [await page.inputValue("input[name=q]"), page.url()];' } });
+          eq(JSON.stringify(r.json.result), JSON.stringify(['red shoes', `${site.url}/shop`]), `filled, not submitted: ${r.text}`);
+
+          // Bad input: 400 naming the field; an unknown tool_ref: 404.
+          r = await invoke(s, id, { input: {} });
+          isError(r, 400);
+          assert(/tool_ref/.test(r.json.message), `no tool_ref: ${r.text}`);
+          r = await invoke(s, id, { tool_ref: add.tool_ref, input: [1] });
+          isError(r, 400);
+          assert(/input/.test(r.json.message), `input not an object: ${r.text}`);
+          r = await invoke(s, id, { tool_ref: add.tool_ref, input: { big: 'x'.repeat(1024 * 1024) } });
+          isError(r, 400);
+          assert(/input/.test(r.json.message), `input over 1 MiB: ${r.text}`);
+          r = await invoke(s, id, { tool_ref: add.tool_ref, input: {}, timeout_sec: 0 });
+          isError(r, 400);
+          assert(/timeout_sec/.test(r.json.message), `timeout_sec 0: ${r.text}`);
+          r = await invoke(s, id, { tool_ref: 'bm90LWEtcmVm', input: {} });
+          isError(r, 404);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools?exclude_custom=maybe`, { key: s.key });
+          isError(r, 400);
+          assert(/exclude_custom/.test(r.json.message), `exclude_custom: ${r.text}`);
+
+          // A custom tool, page-backed, matched by URL pattern.
+          r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'ns34', source: '[' } });
+          isError(r, 400);
+          assert(/source/.test(r.json.message), `a source that does not evaluate: ${r.text}`);
+          r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'bad ns', source: '[]' } });
+          isError(r, 400);
+          assert(/namespace/.test(r.json.message), `a bad namespace: ${r.text}`);
+          const source = `[{ name: 'page_title', description: 'The page title', match: { url_patterns: ['http://127.0.0.1:*/plain*'] },
+            execute: async (input) => ({ title: document.title, echo: input.x }) }]`;
+          r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'ns34', source } });
+          eq(r.status, 200, r.text);
+          const ct = r.json.tools[0];
+          assert(/^ct_/.test(ct.id) && ct.namespace === 'ns34' && ct.tool.name === 'page_title', `custom tool: ${r.text}`);
+          r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'ns34', source } });
+          eq(r.status, 409, `the namespace exists: ${r.text}`);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
+          eq(r.json.tools.length, 1, r.text);
+          list = await tools(s, id);
+          assert(!list.some((t) => t.tool.name === 'page_title'), 'the custom tool does not match /shop');
+
+          // Navigation: the page's tools die with their document.
+          r = await goto(s, id, `${site.url}/plain`);
+          eq(r.json.success, true, r.text);
+          list = await tools(s, id);
+          assert(!list.some((t) => t.tool.name === 'add_numbers' || t.tool.name === 'search_shop'), `gone after navigation: ${JSON.stringify(list)}`);
+          r = await invoke(s, id, { tool_ref: add.tool_ref, input: { a: 1, b: 1 } });
+          isError(r, 404);
+          const mine = list.find((t) => t.tool.name === 'page_title');
+          assert(mine && mine.source.custom && mine.source.custom.id === ct.id, `the custom tool matches /plain: ${JSON.stringify(list)}`);
+          eq((await tools(s, id, '?exclude_custom=true')).length, 0, 'exclude_custom');
+          r = await invoke(s, id, { tool_ref: mine.tool_ref, input: { x: 7 } });
+          eq(r.status, 200, r.text);
+          eq(JSON.stringify(r.json.output), '{"title":"plain-34","echo":7}', `run in the page: ${r.text}`);
+          r = await request(s.base, 'DELETE', `/browsers/${id}/webmcp/custom-tools/${ct.id}`, { key: s.key });
+          eq(r.status, 204, r.text);
+          r = await request(s.base, 'DELETE', `/browsers/${id}/webmcp/custom-tools/${ct.id}`, { key: s.key });
+          isError(r, 404);
+          r = await invoke(s, id, { tool_ref: mine.tool_ref, input: {} });
+          isError(r, 404);
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
+];
