@@ -50,11 +50,6 @@ const NOT_SERVED = [
   ['DELETE', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['POST', '/audit-logs/export/destinations/abc/test', 'audit logs'],
   ['GET', '/audit-logs/export/chunk', 'audit logs'],
-  ['GET', '/browsers/abc/webmcp/tools', 'browser webmcp'],
-  ['POST', '/browsers/abc/webmcp/invoke', 'browser webmcp'],
-  ['GET', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
-  ['POST', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
-  ['DELETE', '/browsers/abc/webmcp/custom-tools/ct_1', 'browser webmcp'],
   ['GET', '/auth/connections', 'managed auth'],
   ['GET', '/credentials/abc/totp-code', 'credentials'],
 ];
