@@ -7,7 +7,7 @@
 // input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
 // JSON record; a page's output past __WM_OUT_CAP bytes is an error.
 
-const __WM_OUT_CAP = 1048576; // LIM_WEBMCP_OUTPUT_BYTES
+const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
 
 function __wm_ref(obj) {
   return Buffer.from(JSON.stringify(obj)).toString('base64url');
@@ -71,6 +71,25 @@ async function __wm_native(tab) {
   await tab.s.send('WebMCP.enable');
   // One more round trip: the events enable fires come before its answer's successor.
   await tab.s.send('Runtime.evaluate', { expression: '0' });
+  // Chromium 156's enable reports the main frame's tools only (those a child
+  // frame registers later are reported): a child frame's are asked from its
+  // document (getTools, its own tools only), in a world of ours.
+  for (const [frameId, f] of tab.frames) {
+    if (f.parent === null || tools.some((t) => t.frameId === frameId)) continue;
+    try {
+      const { executionContextId } = await tab.s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
+      const r = await tab.s.send('Runtime.evaluate', {
+        contextId: executionContextId,
+        awaitPromise: true,
+        returnByValue: true,
+        expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
+          .filter((t) => t.window === window)
+          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined })))()`,
+      });
+      for (const t of Array.isArray(r.result?.value) ? r.result.value : [])
+        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId });
+    } catch {}
+  }
   return tools;
 }
 
@@ -116,10 +135,8 @@ async function __wm_list(context, req) {
         source: __wm_source(tab, t.frameId, null),
       });
     }
-    if (req.exclude_custom) continue;
     const top = tab.frames.get(tab.targetId);
-    if (!top) continue;
-    for (const c of req.custom) {
+    for (const c of req.exclude_custom || !top ? [] : req.custom) {
       if (!__wm_match(c.url_patterns, top.url)) continue;
       out.push({
         tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId, c: c.id }),

@@ -162,9 +162,10 @@
  * namespace's source (so at most 8 x 256 KiB of sources per session);
  * calls running at once per session and per organization (each holds a
  * blocking thread and one Node process in the session's sandbox): past
- * them, 429. */
+ * them, 429. The output cap stays under LIM_PW_OUTPUT_BYTES, which bounds
+ * the runner's whole answer record (runtime-js/webmcp.js says it too). */
 #define LIM_WEBMCP_INPUT_BYTES         (1u * 1024u * 1024u)
-#define LIM_WEBMCP_OUTPUT_BYTES        (1u * 1024u * 1024u)
+#define LIM_WEBMCP_OUTPUT_BYTES        (960u * 1024u)
 #define LIM_WEBMCP_TIMEOUT_S           30
 #define LIM_WEBMCP_TIMEOUT_MAX_S       300
 #define LIM_WEBMCP_LIST_TIMEOUT_S      30

@@ -2,7 +2,7 @@
 // with real headless Chromium: a loopback page registers tools with
 // document.modelContext; the API lists and invokes them, and custom tools
 // match pages by URL pattern.
-import { withServer, startSite, createSession, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 const PAGE_A = `<!doctype html><title>shop-34</title>
 <form toolname="search_shop" tooldescription="Search the shop"><input name="q" type="text" toolparamdescription="what to look for"><button>go</button></form>
@@ -12,6 +12,11 @@ document.modelContext.registerTool({
   inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] },
   execute: async ({ a, b }) => ({ sum: a + b, page: document.title }),
 });
+document.modelContext.registerTool({ name: 'never_answers', description: 'Hangs', inputSchema: { type: 'object' }, execute: () => new Promise(() => {}) });
+</script><iframe src="/frame"></iframe>`;
+
+const FRAME = `<!doctype html><title>frame-34</title><script>
+document.modelContext.registerTool({ name: 'in_frame', description: 'A frame tool', inputSchema: { type: 'object' }, execute: async () => ({ where: location.pathname }) });
 </script>`;
 
 const goto = (s, id, url) =>
@@ -27,12 +32,12 @@ const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/
 
 export const tests = [
   {
-    name: 'issue 34 WebMCP: a loopback page\'s imperative and declarative tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field',
+    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
         res.writeHead(200, { 'content-type': 'text/html' });
-        res.end(req.url.startsWith('/shop') ? PAGE_A : '<!doctype html><title>plain-34</title><p>no tools</p>');
+        res.end(req.url.startsWith('/shop') ? PAGE_A : req.url.startsWith('/frame') ? FRAME : '<!doctype html><title>plain-34</title><p>no tools</p>');
       });
       try {
         await withServer({ args: site.allow }, async (s) => {
@@ -40,7 +45,14 @@ export const tests = [
           let r = await goto(s, id, `${site.url}/shop`);
           eq(r.status, 200, r.text);
           eq(r.json.success, true, `navigated: ${r.text}`);
-          let list = await tools(s, id);
+          // The iframe's tool may register after the page's load: polled with a bound.
+          let last = null;
+          let list = await waitFor(async () => {
+            last = await tools(s, id);
+            return last.some((t) => t.tool.name === 'in_frame') && last;
+          }, 'the iframe\'s tool listed', 30000, 250).catch((e) => {
+            throw new Error(`${e.message}: ${JSON.stringify(last)}`);
+          });
           const add = list.find((t) => t.tool.name === 'add_numbers');
           const form = list.find((t) => t.tool.name === 'search_shop');
           assert(add && form, `both tools listed: ${JSON.stringify(list)}`);
@@ -60,11 +72,27 @@ export const tests = [
           eq(r.json.status, 'completed', r.text);
           eq(JSON.stringify(r.json.output), '{"sum":42,"page":"shop-34"}', 'the page\'s output');
           assert(typeof r.json.invocation_id === 'string', 'invocation_id');
+          const inFrame = list.find((t) => t.tool.name === 'in_frame');
+          eq(inFrame.source.page_url, `${site.url}/shop`, 'a frame\'s tool: the tab\'s URL');
+          assert(inFrame.source.frame && inFrame.source.frame.url === `${site.url}/frame` && typeof inFrame.source.frame.frame_id === 'string',
+            `source.frame: ${JSON.stringify(inFrame.source)}`);
+          r = await invoke(s, id, { tool_ref: inFrame.tool_ref, input: {} });
+          eq(JSON.stringify(r.json.output), '{"where":"/frame"}', `run in the frame: ${r.text}`);
+          r = await invoke(s, id, { tool_ref: list.find((t) => t.tool.name === 'never_answers').tool_ref, input: {}, timeout_sec: 1 });
+          isError(r, 504, 'outcome_unknown');
+          assert(typeof r.json.invocation_id === 'string', `504 with the invocation_id: ${r.text}`);
           r = await invoke(s, id, { tool_ref: form.tool_ref, input: { q: 'red shoes' } });
           eq(r.status, 200, r.text);
           eq(r.json.status, 'awaiting_submission', r.text);
           r = await request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: 'return [await page.inputValue("input[name=q]"), page.url()];' } });
           eq(JSON.stringify(r.json.result), JSON.stringify(['red shoes', `${site.url}/shop`]), `filled, not submitted: ${r.text}`);
+
+          // The REPL's globals reach the same tools.
+          r = await request(s.base, 'POST', `/browsers/${id}/repl`, { key: s.key, body: { code: `const t = await webmcp.listTools();
+            const r = await webmcp.invokeTool(t.find((x) => x.tool.name === 'add_numbers').tool_ref, { a: 1, b: 2 });
+            repl.write(t.length, r.status, JSON.stringify(r.output))` } });
+          eq(r.status, 200, r.text);
+          eq((r.json.content || []).map((c) => c.text).join(''), `${list.length} completed {"sum":3,"page":"shop-34"}`, `webmcp.listTools/invokeTool in the REPL: ${r.text}`);
 
           // Bad input: 400 naming the field; an unknown tool_ref: 404.
           r = await invoke(s, id, { input: {} });
@@ -109,7 +137,7 @@ export const tests = [
           r = await goto(s, id, `${site.url}/plain`);
           eq(r.json.success, true, r.text);
           list = await tools(s, id);
-          assert(!list.some((t) => t.tool.name === 'add_numbers' || t.tool.name === 'search_shop'), `gone after navigation: ${JSON.stringify(list)}`);
+          assert(!list.some((t) => ['add_numbers', 'search_shop', 'in_frame'].includes(t.tool.name)), `gone after navigation: ${JSON.stringify(list)}`);
           r = await invoke(s, id, { tool_ref: add.tool_ref, input: { a: 1, b: 1 } });
           isError(r, 404);
           const mine = list.find((t) => t.tool.name === 'page_title');
