@@ -366,18 +366,18 @@ async function iframeTarget(urlPart) {
 }
 
 // webmcp.listTools/invokeTool: the same script as the server's WebMCP
-// endpoints (runtime-js/webmcp.js, docs/webmcp.md), over one playwright-core
-// connection to this session's DevTools kept for the REPL's life. Custom
-// tools live in the server, not here: listTools shows the pages' own tools.
-let wmBrowser = null;
-let wmMain = null;
+// endpoints (runtime-js/webmcp.js, docs/webmcp.md), over a DevTools
+// connection of its own per call. Custom tools live in the server, not here:
+// listTools shows the pages' own tools.
+let wmLib = null;
 async function wmRun(req) {
-  if (!wmMain) wmMain = new Function(`${readFileSync(`${HERE}/webmcp.js`, 'utf8')}\nreturn __wm_main;`)();
-  if (!wmBrowser || !wmBrowser.isConnected()) {
-    const { chromium } = await import('playwright-core');
-    wmBrowser = await chromium.connectOverCDP(process.env.CDP_ENDPOINT);
+  if (!wmLib) wmLib = new Function(`${readFileSync(`${HERE}/webmcp.js`, 'utf8')}\nreturn { __wm_main, __wm_connect };`)();
+  const conn = await wmLib.__wm_connect(process.env.CDP_ENDPOINT);
+  try {
+    return await wmLib.__wm_main(conn, req);
+  } finally {
+    conn.close();
   }
-  return wmMain(wmBrowser.contexts()[0], req);
 }
 const webmcp = Object.freeze({
   async listTools() {

@@ -1,13 +1,65 @@
 // WebMCP's side inside the session's sandbox (src/api/webmcp.c, docs/webmcp.md).
-// Not a module: the server prepends this file to one generated call
-//   return await __wm_main(context, <request JSON>);
-// and runs the whole as playwright.execute's runner does (runtime-js/runner.mjs:
-// the body of an async function with page, context and browser in scope).
+// Not a module: runtime-js/webmcp-runner.mjs (the server's calls) and the
+// REPL (webmcp.* globals) load it with new Function and call
+//   __wm_main(await __wm_connect(<DevTools ws URL>), request)
 // Requests: {op: "list", custom: [...], exclude_custom}, {op: "invoke", ref,
 // input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
-// JSON record; a page's output past __WM_OUT_CAP bytes is an error.
+// JSON record; a page's output past __WM_OUT_CAP bytes is an error. The DevTools
+// client is node's WebSocket (--experimental-websocket on node 20): playwright's
+// connectOverCDP would wait for every page, a page that never yields included.
 
 const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
+const __WM_TAB_MS = 5000; // the most a tools list waits for one tab
+
+// A DevTools connection: send(method, params, sessionId?), on(fn) for every event.
+async function __wm_connect(url) {
+  const ws = new WebSocket(url);
+  await new Promise((ok, no) => {
+    ws.onopen = ok;
+    ws.onerror = () => no(new Error('the DevTools connection failed'));
+  });
+  let next = 1;
+  const calls = new Map();
+  const subs = new Set();
+  ws.onmessage = (m) => {
+    const msg = JSON.parse(m.data);
+    if (msg.id === undefined) {
+      for (const f of subs) f(msg);
+      return;
+    }
+    const c = calls.get(msg.id);
+    if (!c) return;
+    calls.delete(msg.id);
+    if (msg.error) c.no(new Error(msg.error.message));
+    else c.ok(msg.result);
+  };
+  ws.onclose = () => {
+    for (const c of calls.values()) c.no(new Error('the DevTools connection closed'));
+    calls.clear();
+  };
+  return {
+    send(method, params = {}, sessionId) {
+      const id = next++;
+      ws.send(JSON.stringify(sessionId ? { id, method, params, sessionId } : { id, method, params }));
+      return new Promise((ok, no) => calls.set(id, { ok, no }));
+    },
+    on(fn) {
+      subs.add(fn);
+    },
+    close() {
+      ws.close();
+    },
+  };
+}
+
+// One tab's session, shaped like a CDP session: send(method, params), on(event, fn), detach().
+function __wm_session(conn, sessionId) {
+  return {
+    send: (method, params) => conn.send(method, params, sessionId),
+    on: (event, fn) => conn.on((m) => m.sessionId === sessionId && m.method === event && fn(m.params)),
+    detach: () => conn.send('Target.detachFromTarget', { sessionId }),
+  };
+}
 
 function __wm_ref(obj) {
   return Buffer.from(JSON.stringify(obj)).toString('base64url');
@@ -32,24 +84,28 @@ function __wm_match(patterns, url) {
 }
 
 // Every tab: its CDP session, target id, window id, title, frames by id.
-async function __wm_tabs(context) {
+async function __wm_tabs(conn) {
   const tabs = [];
-  for (const page of context.pages()) {
+  const { targetInfos } = await conn.send('Target.getTargets');
+  for (const info of targetInfos.filter((t) => t.type === 'page')) {
     let s;
     try {
-      s = await context.newCDPSession(page);
-      const info = (await s.send('Target.getTargetInfo')).targetInfo;
+      // A page that does not answer (a busy main thread) is left out.
+      const late = new Promise((_, no) => setTimeout(() => no(new Error('late')), __WM_TAB_MS));
+      const { sessionId } = await Promise.race([conn.send('Target.attachToTarget', { targetId: info.targetId, flatten: true }), late]);
+      s = __wm_session(conn, sessionId);
+      const send = (m, p) => Promise.race([s.send(m, p), late]);
       let windowId = null;
       try {
-        windowId = (await s.send('Browser.getWindowForTarget')).windowId;
+        windowId = (await Promise.race([conn.send('Browser.getWindowForTarget', { targetId: info.targetId }), late])).windowId;
       } catch {}
       const frames = new Map();
       const walk = (node, parent) => {
         frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent });
         for (const c of node.childFrames || []) walk(c, node.frame.id);
       };
-      walk((await s.send('Page.getFrameTree')).frameTree, null);
-      tabs.push({ page, s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
+      walk((await send('Page.getFrameTree')).frameTree, null);
+      tabs.push({ s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
     } catch {
       // A tab closing while it is looked at is not listed.
       if (s) s.detach().catch(() => {});
@@ -119,12 +175,14 @@ function __wm_tool(t) {
   return tool;
 }
 
-async function __wm_list(context, req) {
+async function __wm_list(conn, req) {
   const out = [];
-  for (const tab of await __wm_tabs(context)) {
+  for (const tab of await __wm_tabs(conn)) {
     let tools = [];
     try {
-      tools = await __wm_native(tab);
+      // A tab whose page does not answer (a busy main thread) is listed without tools.
+      const late = new Promise((r) => setTimeout(() => r([]), __WM_TAB_MS));
+      tools = await Promise.race([__wm_native(tab), late]);
     } catch {}
     for (const t of tools) {
       const f = tab.frames.get(t.frameId);
@@ -176,11 +234,19 @@ function __wm_fill(input) {
   }
 }
 
-async function __wm_invoke(context, req) {
+async function __wm_invoke(conn, req) {
   const ref = __wm_unref(String(req.ref).replace(/^ct_[A-Za-z0-9]+\./, ''));
+  if (!ref) return { not_found: true };
+  const tabs = await __wm_tabs(conn);
+  try {
+    return await __wm_invoke_in(tabs.find((x) => x.targetId === ref.t), ref, req);
+  } finally {
+    for (const t of tabs) t.s.detach().catch(() => {});
+  }
+}
+
+async function __wm_invoke_in(tab, ref, req) {
   const gone = { not_found: true };
-  if (!ref) return gone;
-  const tab = (await __wm_tabs(context)).find((x) => x.targetId === ref.t);
   const f = tab && tab.frames.get(ref.f);
   if (!f || f.loaderId !== ref.l) return gone;
   const deadline = (p) =>
@@ -189,7 +255,7 @@ async function __wm_invoke(context, req) {
     const c = req.custom;
     if (!c || c.id !== ref.c || !__wm_match(c.url_patterns, f.url)) return gone;
     const invocation_id = __wm_id();
-    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && x.name === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r); })()`;
+    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && x.name === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r) ?? 'null'; })()`;
     const r = await deadline(tab.s.send('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true }));
     if (r.timed_out) return { outcome_unknown: true, invocation_id };
     if (r.exceptionDetails)
@@ -271,8 +337,8 @@ function __wm_define(req) {
   return { tools };
 }
 
-async function __wm_main(context, req) {
+async function __wm_main(conn, req) {
   if (req.op === 'define') return __wm_define(req);
-  if (req.op === 'list') return __wm_list(context, req);
-  return __wm_invoke(context, req);
+  if (req.op === 'list') return __wm_list(conn, req);
+  return __wm_invoke(conn, req);
 }

@@ -36,6 +36,14 @@ struct waiter {
     int done;
 };
 
+struct call {
+    struct session_rec rec;
+    struct live *live;
+    struct sandbox *sb;
+    char ws[512];
+    int counted;
+};
+
 static void on_exit_cb(void *ctx, struct proc *p)
 {
     (void)p;
@@ -46,23 +54,44 @@ static void on_exit_cb(void *ctx, struct proc *p)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* runtime-js/webmcp.js (new string; NULL when missing). */
-static char *read_lib(void)
+/* Starts runtime-js/webmcp-runner.mjs with the request on its stdin, in the
+ * session's sandbox like playwright.execute's runner (runtime/pwexec): its
+ * answer on descriptor 3, everything bounded by LIM_PW_OUTPUT_BYTES. */
+static int start_runner(struct req *rq, struct call *c, const char *args, int timeout_s,
+                        struct waiter *w, struct proc **p)
 {
     const char *dir = pwexec_dir();
     if (!dir)
-        return NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/webmcp.js", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 256u * 1024u, n = 0;
-    char *b = xmalloc(cap + 1);
-    n = fread(b, 1, cap, f);
-    fclose(f);
-    b[n] = 0;
-    return b;
+        return err_set(&rq->err, E_UNAVAIL, "unavailable",
+                       "WebMCP needs runtime-js/ with its packages (run scripts/deps.sh, or set "
+                       "BROWSERD_RUNTIME_JS)");
+    char url[1024], runner[4096];
+    pwexec_local_url(c->ws, url, sizeof url);
+    snprintf(runner, sizeof runner, "%s/webmcp-runner.mjs", dir);
+    const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, url,
+                          NULL};
+    const char *ro[] = {dir, NULL};
+    const char *env[] = {"NODE_OPTIONS=", NULL};
+    struct proc_spec s = {
+        .session_id = c->rec.id,
+        .sb = c->sb,
+        .sessions = api_app(rq)->sessions,
+        .argv = argv,
+        .env = env,
+        .timeout_ms = (int64_t)timeout_s * 1000,
+        .collect = LIM_PW_OUTPUT_BYTES,
+        .extra_ro = ro,
+        .result_fd = 1,
+        .stdin_data = args,
+        .stdin_len = strlen(args),
+        .on_exit = on_exit_cb,
+        .ctx = w,
+    };
+    int rc = proc_start(&s, p, &rq->err);
+    if (rc == 0 || rc == E_CONFLICT || rc == E_UNAVAIL || rc == E_LIMIT)
+        return rc;
+    return err_set(&rq->err, E_INTERNAL, "internal",
+                   "the WebMCP runner could not start in the session's sandbox");
 }
 
 static int count_add(const char *org, const char *sid, int delta, struct err *e)
@@ -96,14 +125,6 @@ static int count_add(const char *org, const char *sid, int delta, struct err *e)
     pthread_mutex_unlock(&mu);
     return 0;
 }
-
-struct call {
-    struct session_rec rec;
-    struct live *live;
-    struct sandbox *sb;
-    char ws[512];
-    int counted;
-};
 
 static int call_begin(struct req *rq, struct call *c)
 {
@@ -144,27 +165,16 @@ static int run(struct req *rq, struct call *c, json_t *req, int timeout_s, json_
         return rc;
     }
     c->counted = 1;
-    char *lib = read_lib();
-    char *args = json_dumps(req, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *args = json_dumps(req, JSON_COMPACT);
     json_decref(req);
-    if (!lib || !args) {
-        xfree(lib);
-        xfree(args);
-        return err_set(&rq->err, E_UNAVAIL, "unavailable",
-                       "WebMCP needs runtime-js/webmcp.js and its packages (scripts/deps.sh)");
-    }
-    size_t n = strlen(lib) + strlen(args) + 96;
-    char *code = xmalloc(n);
-    snprintf(code, n, "%s\nreturn await __wm_main(context, %s);\n", lib, args);
-    xfree(lib);
-    xfree(args);
+    if (!args)
+        return err_set(&rq->err, E_INTERNAL, "internal", "the WebMCP request could not be encoded");
     struct waiter w = {.done = 0};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     struct proc *p = NULL;
-    rc = pwexec_start(c->sb, api_app(rq)->sessions, c->rec.id, c->ws, code, timeout_s, on_exit_cb,
-                      &w, &p, &rq->err);
-    xfree(code);
+    rc = start_runner(rq, c, args, timeout_s, &w, &p);
+    xfree(args);
     if (rc == 0) {
         pthread_mutex_lock(&w.mu);
         while (!w.done)

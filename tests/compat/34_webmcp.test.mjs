@@ -32,7 +32,7 @@ const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/
 
 export const tests = [
   {
-    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool',
+    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
@@ -152,6 +152,14 @@ export const tests = [
           isError(r, 404);
           r = await invoke(s, id, { tool_ref: mine.tool_ref, input: {} });
           isError(r, 404);
+
+          // A tab whose main thread never yields is left out of the list (bounded per tab), not
+          // a list that fails.
+          r = await request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: {
+            code: `const p = await context.newPage(); await p.goto(${JSON.stringify(`${site.url}/shop`)}); await p.evaluate(() => { setTimeout(() => { for (;;); }, 50); }); return 1;` } });
+          eq(r.json.success, true, `a busy tab opened: ${r.text}`);
+          list = await tools(s, id);
+          assert(Array.isArray(list), 'the list answers with a busy tab');
         });
       } finally {
         await site.close();
