@@ -1,10 +1,10 @@
 /*
  * Handlers of /browsers/{id}/webmcp/... (docs/webmcp.md). Each call checks
  * its body (400 naming the field), the session (404, 409 session_ended, 503
- * sandbox_required), then runs runtime-js/webmcp.js with one request record
- * in playwright.execute's runner inside the session's sandbox, on this
- * blocking thread, and answers from the runner's one JSON record (bounded
- * by LIM_PW_OUTPUT_BYTES). Custom tools live in this module's memory, per
+ * sandbox_required), then runs runtime-js/webmcp-runner.mjs with one request
+ * record inside the session's sandbox (started like playwright.execute's
+ * runner), on this blocking thread, and answers from the runner's one
+ * JSON record (bounded by LIM_PW_OUTPUT_BYTES). Custom tools live in this module's memory, per
  * session, until the session ends (a session hook).
  */
 #include "api/webmcp.h"

@@ -3,8 +3,9 @@
  * tools a session's pages register with Chromium's WebMCP API
  * (document.modelContext), listed and invoked, and custom tools a tenant
  * defines per session. The CDP work runs inside the session's sandbox
- * (runtime-js/webmcp.js, run by playwright.execute's runner); the server
- * reads one bounded JSON answer back. On blocking threads.
+ * (runtime-js/webmcp-runner.mjs and webmcp.js, started like
+ * playwright.execute's runner); the server reads one bounded JSON answer
+ * back. On blocking threads.
  */
 #ifndef BD_API_WEBMCP_H
 #define BD_API_WEBMCP_H
