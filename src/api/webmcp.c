@@ -4,8 +4,8 @@
  * sandbox_required), then runs runtime-js/webmcp-runner.mjs with one request
  * record inside the session's sandbox (started like playwright.execute's
  * runner), on this blocking thread, and answers from the runner's one
- * JSON record (bounded by LIM_PW_OUTPUT_BYTES). Custom tools live in this module's memory, per
- * session, until the session ends (a session hook).
+ * JSON record (bounded by LIM_PW_OUTPUT_BYTES). Custom tools live in this
+ * module's memory, per session, until the session ends (a session hook).
  */
 #include "api/webmcp.h"
 
