@@ -32,7 +32,7 @@ const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/
 
 export const tests = [
   {
-    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
+    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a third call at once is 429, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
@@ -81,6 +81,13 @@ export const tests = [
           r = await invoke(s, id, { tool_ref: list.find((t) => t.tool.name === 'never_answers').tool_ref, input: {}, timeout_sec: 1 });
           isError(r, 504, 'outcome_unknown');
           assert(typeof r.json.invocation_id === 'string', `504 with the invocation_id: ${r.text}`);
+          // Per tenant: at most 2 calls of one session run at once; a third is 429 with Retry-After.
+          const hang = list.find((t) => t.tool.name === 'never_answers').tool_ref;
+          const three = await Promise.all([1, 2, 3].map(() => invoke(s, id, { tool_ref: hang, input: {}, timeout_sec: 3 })));
+          const limited = three.filter((x) => x.status === 429);
+          eq(limited.length, 1, `one of three at once refused: ${three.map((x) => x.status)}`);
+          assert(limited[0].headers['retry-after'], 'Retry-After');
+          eq(three.filter((x) => x.status === 504).length, 2, 'the other two ran');
           r = await invoke(s, id, { tool_ref: form.tool_ref, input: { q: 'red shoes' } });
           eq(r.status, 200, r.text);
           eq(r.json.status, 'awaiting_submission', r.text);
