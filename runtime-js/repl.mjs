@@ -365,8 +365,34 @@ async function iframeTarget(urlPart) {
   return sessionId;
 }
 
+// webmcp.listTools/invokeTool: the same script as the server's WebMCP
+// endpoints (runtime-js/webmcp.js, docs/webmcp.md), over a DevTools
+// connection of its own per call. Custom tools live in the server, not here:
+// listTools shows the pages' own tools.
+let wmLib = null;
+async function wmRun(req) {
+  if (!wmLib) wmLib = new Function(`${readFileSync(`${HERE}/webmcp.js`, 'utf8')}\nreturn { __wm_main, __wm_connect };`)();
+  const conn = await wmLib.__wm_connect(process.env.CDP_ENDPOINT);
+  try {
+    return await wmLib.__wm_main(conn, req);
+  } finally {
+    conn.close();
+  }
+}
+const webmcp = Object.freeze({
+  async listTools() {
+    return (await wmRun({ op: 'list', custom: [], exclude_custom: true })).tools;
+  },
+  async invokeTool(toolRef, input = {}, { timeoutSec = 30 } = {}) {
+    const r = await wmRun({ op: 'invoke', ref: String(toolRef), input, timeout_ms: timeoutSec * 1000 });
+    if (r.not_found) throw new Error('no such tool_ref (tools die with their document: list them again)');
+    if (r.outcome_unknown) throw new Error(`outcome_unknown: no answer within ${timeoutSec} s (invocation ${r.invocation_id})`);
+    return r;
+  },
+});
+
 const helpers = {
-  cdp, drainEvents, waitForEvent, gotoUrl, pageInfo, accessibilitySnapshot, click, typeText,
+  webmcp, cdp, drainEvents, waitForEvent, gotoUrl, pageInfo, accessibilitySnapshot, click, typeText,
   fillInput, pressKey, scroll, captureScreenshot, listTabs, currentTab, switchTab, newTab, closeTab,
   waitMs, waitForLoad, waitForElement, waitForNetworkIdle, js, uploadFile, iframeTarget,
 };
@@ -395,6 +421,8 @@ const HELP = {
   js: 'js(expression) -> value: evaluated in the page, promises awaited',
   uploadFile: 'uploadFile(selector, paths): sets files the browser sees (/tmp, /home) on a file input',
   iframeTarget: 'iframeTarget(urlPart) -> sessionId of an out-of-process frame, for cdp()',
+  'webmcp.listTools': 'webmcp.listTools() -> [{tool_ref, tool, source}]: the tools the pages registered (as GET webmcp/tools?exclude_custom=true)',
+  'webmcp.invokeTool': 'webmcp.invokeTool(tool_ref, input?, {timeoutSec}?) -> {invocation_id, status, output?, error_text?}',
   'repl.write': 'repl.write(...values): output on the "write" channel',
   'repl.emitImage': 'repl.emitImage({path} | Buffer): an image in the answer',
 };

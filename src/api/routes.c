@@ -11,6 +11,7 @@
 #include "api/process.h"
 #include "api/repl.h"
 #include "api/replays.h"
+#include "api/webmcp.h"
 #include "api/logs.h"
 #include "api/org.h"
 #include "api/admin.h"
@@ -163,6 +164,11 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/write", compapi_clip_write, SLOW},
     /* routes: computer */
     {"POST", "/browsers/{id}/repl", repl_post, SLOW},
+    {"GET", "/browsers/{id}/webmcp/tools", webmcp_tools_get, SLOW},
+    {"POST", "/browsers/{id}/webmcp/invoke", webmcp_invoke, SLOW},
+    {"GET", "/browsers/{id}/webmcp/custom-tools", webmcp_custom_list, SLOW},
+    {"POST", "/browsers/{id}/webmcp/custom-tools", webmcp_custom_post, SLOW},
+    {"DELETE", "/browsers/{id}/webmcp/custom-tools/{tool_id}", webmcp_custom_delete, SLOW},
     FS_ROUTES PROCESS_ROUTES REPLAYS_ROUTES EXTENSIONS_ROUTES{"GET", "/browsers/{id}/logs/stream",
                                                               logs_stream_get, KEY},
     {"POST", "/browsers/{id}/curl", curl_post, SLOW},

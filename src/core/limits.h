@@ -161,6 +161,26 @@
 /* REPL calls running at once for one organization (each holds a blocking
  * thread up to its timeout_sec): past it, 429. */
 #define LIM_REPL_RUNNING_PER_ORG 8
+/* WebMCP (docs/webmcp.md): an invocation's input (as JSON) and the output
+ * a page's tool may answer (past it: status error); an invocation's
+ * timeout_sec (default, most); the time a tools list may take; a tool_ref's
+ * length; custom tools per session, namespaces per session and one
+ * namespace's source (so at most 8 x 256 KiB of sources per session);
+ * calls running at once per session and per organization (each holds a
+ * blocking thread and one Node process in the session's sandbox): past
+ * them, 429. The output cap stays under LIM_PW_OUTPUT_BYTES, which bounds
+ * the runner's whole answer record (runtime-js/webmcp.js says it too). */
+#define LIM_WEBMCP_INPUT_BYTES         (1u * 1024u * 1024u)
+#define LIM_WEBMCP_OUTPUT_BYTES        (960u * 1024u)
+#define LIM_WEBMCP_TIMEOUT_S           30
+#define LIM_WEBMCP_TIMEOUT_MAX_S       300
+#define LIM_WEBMCP_LIST_TIMEOUT_S      30
+#define LIM_WEBMCP_REF_BYTES           4096
+#define LIM_WEBMCP_CUSTOM_TOOLS        64
+#define LIM_WEBMCP_NAMESPACES          8
+#define LIM_WEBMCP_CUSTOM_SOURCE_BYTES (256u * 1024u)
+#define LIM_WEBMCP_RUNNING_PER_SESSION 2
+#define LIM_WEBMCP_RUNNING_PER_ORG     8
 /* Replays (docs/replays.md): one recording's file and duration (also the
  * default duration when max_duration_in_seconds is omitted), recordings
  * encoding at once on this host (libx264 costs a fraction of a core each),

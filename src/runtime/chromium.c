@@ -85,6 +85,8 @@ static const char *const cr_fixed_flags[] = {
     "--disable-backgrounding-occluded-windows",
     "--disable-renderer-backgrounding",
     "--disable-hang-monitor",
+    /* WebMCP (document.modelContext and the DevTools WebMCP domain): docs/webmcp.md. */
+    "--enable-blink-features=WebMCP",
     "--disable-features=Translate,OptimizationHints,OptimizationGuideModelDownloading,"
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"

@@ -39,11 +39,6 @@ const NOT_SERVED = [
   ['PATCH', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['DELETE', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['POST', '/audit-logs/export/destinations/abc/test', 'audit logs'],
-  ['GET', '/browsers/abc/webmcp/tools', 'browser webmcp'],
-  ['POST', '/browsers/abc/webmcp/invoke', 'browser webmcp'],
-  ['GET', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
-  ['POST', '/browsers/abc/webmcp/custom-tools', 'browser webmcp'],
-  ['DELETE', '/browsers/abc/webmcp/custom-tools/ct_1', 'browser webmcp'],
   ['GET', '/auth/connections', 'managed auth'],
   ['GET', '/org/credential_providers', 'credential providers'],
 ];

@@ -1,0 +1,344 @@
+// WebMCP's side inside the session's sandbox (src/api/webmcp.c, docs/webmcp.md).
+// Not a module: runtime-js/webmcp-runner.mjs (the server's calls) and the
+// REPL (webmcp.* globals) load it with new Function and call
+//   __wm_main(await __wm_connect(<DevTools ws URL>), request)
+// Requests: {op: "list", custom: [...], exclude_custom}, {op: "invoke", ref,
+// input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
+// JSON record; a page's output past __WM_OUT_CAP bytes is an error. The DevTools
+// client is node's WebSocket (--experimental-websocket on node 20): playwright's
+// connectOverCDP would wait for every page, a page that never yields included.
+
+const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
+const __WM_TAB_MS = 5000; // the most a tools list waits for one tab
+
+// A DevTools connection: send(method, params, sessionId?), on(fn) for every event.
+async function __wm_connect(url) {
+  const ws = new WebSocket(url);
+  await new Promise((ok, no) => {
+    ws.onopen = ok;
+    ws.onerror = () => no(new Error('the DevTools connection failed'));
+  });
+  let next = 1;
+  const calls = new Map();
+  const subs = new Set();
+  ws.onmessage = (m) => {
+    const msg = JSON.parse(m.data);
+    if (msg.id === undefined) {
+      for (const f of subs) f(msg);
+      return;
+    }
+    const c = calls.get(msg.id);
+    if (!c) return;
+    calls.delete(msg.id);
+    if (msg.error) c.no(new Error(msg.error.message));
+    else c.ok(msg.result);
+  };
+  ws.onclose = () => {
+    for (const c of calls.values()) c.no(new Error('the DevTools connection closed'));
+    calls.clear();
+  };
+  return {
+    send(method, params = {}, sessionId) {
+      const id = next++;
+      ws.send(JSON.stringify(sessionId ? { id, method, params, sessionId } : { id, method, params }));
+      return new Promise((ok, no) => calls.set(id, { ok, no }));
+    },
+    on(fn) {
+      subs.add(fn);
+    },
+    close() {
+      ws.close();
+    },
+  };
+}
+
+// One tab's session, shaped like a CDP session: send(method, params), on(event, fn), detach().
+function __wm_session(conn, sessionId) {
+  return {
+    send: (method, params) => conn.send(method, params, sessionId),
+    on: (event, fn) => conn.on((m) => m.sessionId === sessionId && m.method === event && fn(m.params)),
+    detach: () => conn.send('Target.detachFromTarget', { sessionId }),
+  };
+}
+
+function __wm_ref(obj) {
+  return Buffer.from(JSON.stringify(obj)).toString('base64url');
+}
+
+function __wm_unref(s) {
+  try {
+    const o = JSON.parse(Buffer.from(String(s), 'base64url').toString('utf8'));
+    return o && typeof o === 'object' && typeof o.t === 'string' && typeof o.l === 'string' ? o : null;
+  } catch {
+    return null;
+  }
+}
+
+// A URL pattern: '*' matches any run of characters, the rest literally,
+// against the whole URL.
+function __wm_match(patterns, url) {
+  return patterns.some((p) => {
+    const re = '^' + String(p).split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$';
+    return new RegExp(re).test(url);
+  });
+}
+
+// Every tab: its CDP session, target id, window id, title, frames by id.
+async function __wm_tabs(conn) {
+  const tabs = [];
+  const { targetInfos } = await conn.send('Target.getTargets');
+  for (const info of targetInfos.filter((t) => t.type === 'page')) {
+    let s;
+    try {
+      // A page that does not answer (a busy main thread) is left out.
+      const late = new Promise((_, no) => setTimeout(() => no(new Error('late')), __WM_TAB_MS));
+      const { sessionId } = await Promise.race([conn.send('Target.attachToTarget', { targetId: info.targetId, flatten: true }), late]);
+      s = __wm_session(conn, sessionId);
+      const send = (m, p) => Promise.race([s.send(m, p), late]);
+      let windowId = null;
+      try {
+        windowId = (await Promise.race([conn.send('Browser.getWindowForTarget', { targetId: info.targetId }), late])).windowId;
+      } catch {}
+      const frames = new Map();
+      const walk = (node, parent) => {
+        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent });
+        for (const c of node.childFrames || []) walk(c, node.frame.id);
+      };
+      walk((await send('Page.getFrameTree')).frameTree, null);
+      tabs.push({ s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
+    } catch {
+      // A tab closing while it is looked at is not listed.
+      if (s) s.detach().catch(() => {});
+    }
+  }
+  return tabs;
+}
+
+// The tools the tab's documents registered (WebMCP.enable reports them all).
+async function __wm_native(tab) {
+  const tools = [];
+  tab.s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools));
+  tab.s.on('WebMCP.toolsRemoved', (ev) => {
+    for (const r of ev.tools) {
+      const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
+      if (i >= 0) tools.splice(i, 1);
+    }
+  });
+  await tab.s.send('WebMCP.enable');
+  // One more round trip: the events enable fires come before its answer's successor.
+  await tab.s.send('Runtime.evaluate', { expression: '0' });
+  // Chromium 156's enable reports the main frame's tools only (those a child
+  // frame registers later are reported): a child frame's are asked from its
+  // document (getTools, its own tools only), in a world of ours.
+  for (const [frameId, f] of tab.frames) {
+    if (f.parent === null || tools.some((t) => t.frameId === frameId)) continue;
+    try {
+      const { executionContextId } = await tab.s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
+      const r = await tab.s.send('Runtime.evaluate', {
+        contextId: executionContextId,
+        awaitPromise: true,
+        returnByValue: true,
+        expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
+          .filter((t) => t.window === window)
+          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined })))()`,
+      });
+      for (const t of Array.isArray(r.result?.value) ? r.result.value : [])
+        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId });
+    } catch {}
+  }
+  return tools;
+}
+
+function __wm_source(tab, frameId, custom) {
+  const f = tab.frames.get(frameId);
+  const top = frameId === tab.targetId || !f || f.parent === null;
+  return {
+    window_id: tab.windowId,
+    tab_id: tab.targetId,
+    page_url: tab.url,
+    page_title: tab.title,
+    frame: top ? null : { frame_id: frameId, url: f.url },
+    target_id: tab.targetId,
+    ...(custom ? { custom } : {}),
+  };
+}
+
+function __wm_tool(t) {
+  const a = t.annotations || {};
+  const tool = { name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? { type: 'object' } };
+  const ann = {};
+  if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
+  if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;
+  if (a.consequential !== undefined) ann.consequentialHint = a.consequential;
+  if (t.backendNodeId !== undefined) ann.autosubmit = !!a.autosubmit;
+  if (Object.keys(ann).length) tool.annotations = ann;
+  return tool;
+}
+
+async function __wm_list(conn, req) {
+  const out = [];
+  for (const tab of await __wm_tabs(conn)) {
+    let tools = [];
+    try {
+      // A tab whose page does not answer (a busy main thread) is listed without tools.
+      const late = new Promise((r) => setTimeout(() => r([]), __WM_TAB_MS));
+      tools = await Promise.race([__wm_native(tab), late]);
+    } catch {}
+    for (const t of tools) {
+      const f = tab.frames.get(t.frameId);
+      if (!f) continue;
+      out.push({
+        tool_ref: __wm_ref({ t: tab.targetId, f: t.frameId, l: f.loaderId, n: t.name }),
+        tool: __wm_tool(t),
+        source: __wm_source(tab, t.frameId, null),
+      });
+    }
+    const top = tab.frames.get(tab.targetId);
+    for (const c of req.exclude_custom || !top ? [] : req.custom) {
+      if (!__wm_match(c.url_patterns, top.url)) continue;
+      out.push({
+        tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId, c: c.id }),
+        tool: c.tool,
+        source: __wm_source(tab, tab.targetId, { id: c.id, namespace: c.namespace }),
+      });
+    }
+    tab.s.detach().catch(() => {});
+  }
+  return { tools: out };
+}
+
+function __wm_output(v) {
+  const text = JSON.stringify(v === undefined ? null : v);
+  if (text !== undefined && Buffer.byteLength(text) > __WM_OUT_CAP)
+    return { status: 'error', error_text: `the tool's output is over ${__WM_OUT_CAP} bytes` };
+  return { status: 'completed', output: v === undefined ? null : v };
+}
+
+function __wm_id() {
+  return 'inv_' + globalThis.crypto.randomUUID().replace(/-/g, '');
+}
+
+// Fills a declarative tool's form (its fields by name) without submitting it.
+function __wm_fill(input) {
+  for (const [k, v] of Object.entries(input)) {
+    const el = this.elements.namedItem(k);
+    if (!el) continue;
+    const list = el instanceof RadioNodeList ? [...el] : [el];
+    for (const e of list) {
+      if (e.type === 'checkbox') e.checked = Array.isArray(v) ? v.includes(e.value) : !!v;
+      else if (e.type === 'radio') e.checked = e.value === String(v);
+      else e.value = String(v);
+      e.dispatchEvent(new Event('input', { bubbles: true }));
+      e.dispatchEvent(new Event('change', { bubbles: true }));
+    }
+  }
+}
+
+async function __wm_invoke(conn, req) {
+  const ref = __wm_unref(String(req.ref).replace(/^ct_[A-Za-z0-9]+\./, ''));
+  if (!ref) return { not_found: true };
+  const tabs = await __wm_tabs(conn);
+  try {
+    return await __wm_invoke_in(tabs.find((x) => x.targetId === ref.t), ref, req);
+  } finally {
+    for (const t of tabs) t.s.detach().catch(() => {});
+  }
+}
+
+async function __wm_invoke_in(tab, ref, req) {
+  const gone = { not_found: true };
+  const f = tab && tab.frames.get(ref.f);
+  if (!f || f.loaderId !== ref.l) return gone;
+  const deadline = (p) =>
+    Promise.race([p, new Promise((r) => setTimeout(() => r({ timed_out: true }), req.timeout_ms))]);
+  if (ref.c !== undefined) {
+    const c = req.custom;
+    if (!c || c.id !== ref.c || !__wm_match(c.url_patterns, f.url)) return gone;
+    const invocation_id = __wm_id();
+    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && x.name === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r) ?? 'null'; })()`;
+    const r = await deadline(tab.s.send('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true }));
+    if (r.timed_out) return { outcome_unknown: true, invocation_id };
+    if (r.exceptionDetails)
+      return { invocation_id, status: 'error', error_text: String(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text).split('\n')[0] };
+    return { invocation_id, ...__wm_output(JSON.parse(r.result.value)) };
+  }
+  const tools = await __wm_native(tab);
+  const t = tools.find((x) => x.name === ref.n && x.frameId === ref.f);
+  if (!t) return gone;
+  if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
+    const invocation_id = __wm_id();
+    const { object } = await tab.s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
+    await tab.s.send('Runtime.callFunctionOn', {
+      objectId: object.objectId,
+      functionDeclaration: __wm_fill.toString(),
+      arguments: [{ value: req.input }],
+    });
+    return { invocation_id, status: 'awaiting_submission' };
+  }
+  let answered;
+  const responded = new Promise((r) => (answered = r));
+  const early = new Map();
+  let mine = null;
+  tab.s.on('WebMCP.toolResponded', (ev) => {
+    if (mine === ev.invocationId) answered(ev);
+    else early.set(ev.invocationId, ev);
+  });
+  const { invocationId } = await tab.s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
+  mine = invocationId;
+  if (early.has(mine)) answered(early.get(mine));
+  const ev = await deadline(responded);
+  if (ev.timed_out) return { outcome_unknown: true, invocation_id: invocationId };
+  const status = { Completed: 'completed', Canceled: 'canceled', Error: 'error' }[ev.status] ?? 'error';
+  if (status !== 'completed')
+    return { invocation_id: invocationId, status, error_text: ev.errorText ?? ev.exception?.description?.split('\n')[0] ?? status };
+  let out = ev.output;
+  if (typeof out === 'string') {
+    try {
+      out = JSON.parse(out);
+    } catch {}
+  }
+  return { invocation_id: invocationId, ...__wm_output(out) };
+}
+
+// Checks a custom tools source: a JavaScript expression giving an array of
+// {name, description, inputSchema?, outputSchema?, title?, annotations?,
+// match: {url_patterns: [...]}, execute}. Evaluated here (the sandbox), and
+// again in the page at each invocation.
+function __wm_define(req) {
+  let defs;
+  try {
+    defs = new Function(`return (${req.source}\n);`)();
+  } catch (e) {
+    return { invalid: `does not evaluate: ${String(e?.message ?? e)}` };
+  }
+  if (!Array.isArray(defs) || defs.length === 0) return { invalid: 'must evaluate to a non-empty array of tool definitions' };
+  const seen = new Set();
+  const tools = [];
+  for (const [i, d] of defs.entries()) {
+    const bad = (why) => ({ invalid: `definition ${i}: ${why}` });
+    if (!d || typeof d !== 'object') return bad('is not an object');
+    if (typeof d.name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(d.name)) return bad('name must be 1..128 of [A-Za-z0-9_.-]');
+    if (seen.has(d.name)) return bad(`name ${d.name} is given twice`);
+    seen.add(d.name);
+    if (typeof d.description !== 'string') return bad('description must be a string');
+    if (typeof d.execute !== 'function') return bad('execute must be a function');
+    const pats = d.match && d.match.url_patterns;
+    if (!Array.isArray(pats) || pats.length === 0 || pats.some((p) => typeof p !== 'string' || !p))
+      return bad('match.url_patterns must be a non-empty array of strings');
+    const tool = { name: d.name, description: d.description, inputSchema: d.inputSchema ?? { type: 'object' } };
+    for (const k of ['outputSchema', 'title', 'annotations']) if (d[k] !== undefined) tool[k] = d[k];
+    try {
+      JSON.stringify(tool);
+    } catch {
+      return bad('its metadata is not JSON');
+    }
+    tools.push({ url_patterns: pats, tool });
+  }
+  return { tools };
+}
+
+async function __wm_main(conn, req) {
+  if (req.op === 'define') return __wm_define(req);
+  if (req.op === 'list') return __wm_list(conn, req);
+  return __wm_invoke(conn, req);
+}

@@ -1,0 +1,21 @@
+/*
+ * WebMCP (KERNEL_API_NEWER.md 1.4 "Browser WebMCP"; docs/webmcp.md): the
+ * tools a session's pages register with Chromium's WebMCP API
+ * (document.modelContext), listed and invoked, and custom tools a tenant
+ * defines per session. The CDP work runs inside the session's sandbox
+ * (runtime-js/webmcp-runner.mjs and webmcp.js, started like
+ * playwright.execute's runner); the server reads one bounded JSON answer
+ * back. On blocking threads.
+ */
+#ifndef BD_API_WEBMCP_H
+#define BD_API_WEBMCP_H
+
+#include "http/http.h"
+
+int webmcp_tools_get(struct req *rq, struct resp *rs);
+int webmcp_invoke(struct req *rq, struct resp *rs);
+int webmcp_custom_list(struct req *rq, struct resp *rs);
+int webmcp_custom_post(struct req *rq, struct resp *rs);
+int webmcp_custom_delete(struct req *rq, struct resp *rs);
+
+#endif
