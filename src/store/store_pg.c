@@ -418,11 +418,17 @@ static const struct store_ops pgx_ops = {
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history. */
 static const struct pgx_migration migrations[] = {
-    {"0001_tenancy", pgx_schema_tenancy},           {"0002_sessions", pgx_schema_sessions},
-    {"0003_profiles", pgx_schema_profiles},         {"0004_pools", pgx_schema_pools},
-    {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
-    {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
-    {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0030_audit_logs", pgx_schema_audit},
+    {"0001_tenancy", pgx_schema_tenancy},
+    {"0002_sessions", pgx_schema_sessions},
+    {"0003_profiles", pgx_schema_profiles},
+    {"0004_pools", pgx_schema_pools},
+    {"0005_proxies", pgx_schema_proxies},
+    {"0010_telemetry", pgx_schema_telemetry},
+    {"0019_extensions", pgx_schema_extensions},
+    {"0020_cluster", pgx_schema_cluster},
+    {"0021_profiles_seq", pgx_schema_profiles_seq},
+    {"0030_audit_logs", pgx_schema_audit},
+    {"0031_audit_entry_id", pgx_schema_audit_entry_id},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
