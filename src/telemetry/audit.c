@@ -1,8 +1,8 @@
 /*
  * The audit log's writer (audit.h). One mutex guards the queue and the
  * spool's active file; the request path holds it for one write() of the
- * entry's record (page cache, no fsync) and a copy of the entry. The writer takes the whole queue
- * under it into its own array, then writes outside it, so that a slow store
+ * entry's record (page cache, no fsync) and a copy of the entry. The writer
+ * takes the whole queue under it into its own array, then writes outside it, so that a slow store
  * makes callers wait for nothing: while a batch is being written the queue
  * fills again, and past an organization's share its entries are dropped and
  * counted (auditq.h), never waited for.
@@ -38,7 +38,7 @@ struct audit {
     pthread_cond_t cv;
     struct auditq q;
     struct audit_rec *batch; /* the writer's: q.cap entries */
-    uint64_t failed;         /* entries a failed write lost (under mu) */
+    uint64_t failed;         /* entries of batches the store refused (under mu) */
     uint64_t reported;       /* drops already reported in the log */
     /* The spool: two files in the data folder. Callers append to spool[cur]
      * (under mu); the writer swaps cur when it takes the queue, commits what
@@ -143,23 +143,21 @@ static int replay_file(struct audit *a, int f, size_t *total)
 
 /* Commits the n entries taken from the queue, whose records are in spool
  * file f, then empties f. When f still holds the records of a failed
- * commit, f is committed instead (its records include the n entries). */
+ * commit, they are committed from f too (the n entries again among them,
+ * ignored: the queue's copy also covers an entry whose record could not be
+ * written). */
 static void write_batch(struct audit *a, size_t n, int f)
 {
     if (n == 0)
         return;
-    int rc;
-    if (a->pending[f]) {
-        for (size_t i = 0; i < n; i++)
-            audit_rec_clear(&a->batch[i]);
+    int rc = store_audit_insert(a->st, a->batch, n);
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&a->batch[i]);
+    if (rc == 0 && a->pending[f]) {
         size_t total = 0;
         rc = replay_file(a, f, &total);
-    } else {
-        rc = store_audit_insert(a->st, a->batch, n);
-        for (size_t i = 0; i < n; i++)
-            audit_rec_clear(&a->batch[i]);
-        if (rc == 0 && ftruncate(a->spool[f], 0) != 0)
-            a->pending[f] = 1; /* committed; replayed again, ignored, next time */
+    } else if (rc == 0 && ftruncate(a->spool[f], 0) != 0) {
+        a->pending[f] = 1; /* committed; replayed again, ignored, next time */
     }
     if (rc) {
         log_error("audit: %zu entries not written: the store failed (%d); kept in the spool", n,

@@ -42,8 +42,10 @@ int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, s
 void audit_submit(struct audit *a, struct audit_rec *r);
 /* The retention the writer prunes to (entries older are never listed). */
 int64_t audit_retention_ms(const struct audit *a);
-/* Entries dropped since the start (the queue's shares were full, or a write
- * failed). */
+/* Entries dropped since the start (the queue's shares were full), plus
+ * those of batches the store refused (kept in the spool and committed with
+ * a later batch or at the next start, unless their record could not be
+ * written either). */
 uint64_t audit_dropped(struct audit *a);
 /* Writes what is queued, stops and frees the writer. NULL is a no-op. */
 void audit_stop(struct audit *a);
