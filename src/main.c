@@ -735,7 +735,8 @@ static int start_audit(struct serve *sv)
 {
     struct err e;
     err_init(&e);
-    if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, &sv->app.audit, &e)) {
+    if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, sv->app.cfg.data_dir,
+                    &sv->app.audit, &e)) {
         log_error("%s", e.message);
         return 1;
     }
@@ -924,6 +925,7 @@ static int start_http(struct serve *sv)
         .authorize = api_authorize,
         .rewrite = api_session_url_rewrite,
         .route_hook = api_route_hook,
+        .answering = api_audit_answering,
         .completed = api_audit_completed,
         .cleanup = api_cleanup,
         .bound = on_bound,

@@ -1,9 +1,12 @@
 /*
  * The audit log's entries and its endpoints (KERNEL_API_NEWER.md 1.4 "Audit
- * logs"). An entry is made when an exchange ended (the transport's
- * completed hook, on the HTTP thread) and handed to the audit writer
- * (telemetry/audit.h), which stores it in batches: the request path never
- * waits for the store.
+ * logs"). An entry is made just before its response is queued (the
+ * transport's answering hook) and handed to the audit writer
+ * (telemetry/audit.h), which spools it (one write(), so that a client never
+ * sees 2xx for a change whose entry a crash could lose) and stores it in
+ * batches: the request path never waits for the store. An exchange that
+ * ended without an answer (its client left while a blocking handler ran)
+ * gets its entry from the completed hook.
  */
 #include "api/audit.h"
 
@@ -53,7 +56,7 @@ static char *field(const char *s)
     return out;
 }
 
-void api_audit_completed(struct req *rq, int64_t duration_us)
+static void make_entry(struct req *rq, int64_t duration_us)
 {
     struct app *app = api_app(rq);
     if (!app || !app->audit || !rq->route || !rq->orig_path)
@@ -106,6 +109,18 @@ void api_audit_completed(struct req *rq, int64_t duration_us)
     r.user_id = field(user);
     r.domain = field(req_header(rq, "Host"));
     audit_submit(app->audit, &r);
+}
+
+void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us)
+{
+    (void)rs; /* rq->status is its status */
+    make_entry(rq, duration_us);
+}
+
+void api_audit_completed(struct req *rq, int64_t duration_us)
+{
+    if (rq->status == 0)
+        make_entry(rq, duration_us);
 }
 
 /* ---- queries ---- */

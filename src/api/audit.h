@@ -1,5 +1,5 @@
-/* The audit log: its entries (api_audit_completed, the transport's
- * completed hook) and GET /audit-logs, /audit-logs/export/chunk and
+/* The audit log: its entries (api_audit_answering, the transport's
+ * answering hook) and GET /audit-logs, /audit-logs/export/chunk and
  * /admin/audit-logs (docs/telemetry.md "Audit logs"). */
 #ifndef BD_API_AUDIT_H
 #define BD_API_AUDIT_H
@@ -8,9 +8,14 @@
 
 #include "http/http.h"
 
-/* http_config.completed: queues the request's audit entry when it is one
- * (an authenticated call that changes something, or a failed
- * authentication). Never waits for the store. */
+/* http_config.answering: spools and queues the request's audit entry when
+ * it is one (an authenticated call that changes something, or a failed
+ * authentication), before its response rs is queued; duration_us is the
+ * time until the answer. One write() to the spool; never waits for the
+ * store. */
+void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us);
+/* http_config.completed: the entry of an exchange that ended without an
+ * answer (status 0: the client left while a blocking handler ran). */
 void api_audit_completed(struct req *rq, int64_t duration_us);
 /* GET /audit-logs: the caller's organization's entries, newest first, a
  * page at a time (X-Next-Page-Token). */

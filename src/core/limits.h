@@ -327,6 +327,11 @@
 /* Bytes of a stored path or user agent (the client's bytes; longer ones are
  * cut). */
 #define LIM_AUDIT_FIELD_BYTES 1024u
+/* Bytes of one record of the audit spool (telemetry/auditspool.h): an entry
+ * as one JSON line, its six client strings of LIM_AUDIT_FIELD_BYTES each at
+ * most doubled by JSON's escapes, plus the fixed fields. A record is one
+ * write(); a longer line read back is skipped. */
+#define LIM_AUDIT_SPOOL_RECORD_BYTES (6u * 2u * LIM_AUDIT_FIELD_BYTES + 1024u)
 /* Entries of one GET /audit-logs page (limit; the service's 100) and of one
  * export chunk; the longest window of a page's query (the service's 30 days). */
 #define LIM_AUDIT_PAGE           100u

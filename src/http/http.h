@@ -182,6 +182,12 @@ struct http_config {
      * access log line written), with rq->auth still set and the time since
      * the request arrived: the audit log. Must not block. */
     void (*completed)(struct req *rq, int64_t duration_us);
+    /* May be NULL. Called on the thread that answers, with rq->status set
+     * and rq->auth still set, just before the response rs is queued (every
+     * response passes here, before a byte of it is sent), with the time
+     * since the request arrived: the audit log makes an acknowledged
+     * change's entry durable here. Must not block (one write() at most). */
+    void (*answering)(struct req *rq, const struct resp *rs, int64_t duration_us);
     void *app;
     /* Hostile clients (docs/http.md); 0 takes the default of core/limits.h.
      * max_connections is capped at half the process's open-files limit;

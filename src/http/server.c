@@ -832,6 +832,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, struct req *rq, struc
     json_decref(rs->more_headers);
     rs->more_headers = NULL;
     rq->status = rs->status;
+    if (cx->srv->cfg.answering)
+        cx->srv->cfg.answering(rq, rs, clock_mono_us() - rq->start_us);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)rs->status, r);
     MHD_destroy_response(r);
     json_decref(rs->json);

@@ -14,6 +14,11 @@ const char pgx_schema_audit[] =
     "CREATE INDEX audit_logs_org_ts ON audit_logs (org_id, ts, id);"
     "CREATE INDEX audit_logs_ts ON audit_logs (ts);";
 
+/* The entry's id (sqlite_audit.c says why). */
+const char pgx_schema_audit_entry_id[] =
+    "ALTER TABLE audit_logs ADD COLUMN entry_id " PG_TEXT ";"
+    "CREATE UNIQUE INDEX audit_logs_entry_id ON audit_logs (entry_id);";
+
 static const char *nz(const char *s)
 {
     return s ? s : "";
@@ -26,16 +31,16 @@ int pgx_audit_insert(struct store *st_, struct audit_rec *rows, size_t n)
     for (size_t i = 0; ret == 0 && i < n; i++) {
         struct audit_rec *r = &rows[i];
         PGresult *res;
-        ret =
-            pgx_q(c, &res,
-                  "INSERT INTO audit_logs (org_id, ts, method, path, route, status, duration_ms,"
-                  " client_ip, user_agent, user_id, auth_strategy, service, domain) VALUES ($1, $2,"
-                  " $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
-                  "sisssiissssss", r->org_id, r->ts, r->method, nz(r->path), nz(r->route),
-                  (int64_t)r->status, r->duration_ms, nz(r->client_ip), nz(r->user_agent),
-                  nz(r->user_id), r->auth_strategy, r->service, nz(r->domain));
+        ret = pgx_q(c, &res,
+                    "INSERT INTO audit_logs (org_id, ts, method, path, route, status, duration_ms,"
+                    " client_ip, user_agent, user_id, auth_strategy, service, domain, entry_id)"
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+                    " NULLIF($14, '')) ON CONFLICT (entry_id) DO NOTHING RETURNING id",
+                    "sisssiisssssss", r->org_id, r->ts, r->method, nz(r->path), nz(r->route),
+                    (int64_t)r->status, r->duration_ms, nz(r->client_ip), nz(r->user_agent),
+                    nz(r->user_id), r->auth_strategy, r->service, nz(r->domain), r->entry_id);
         if (ret == 0) {
-            r->id = pgx_i64(res, 0, 0);
+            r->id = PQntuples(res) ? pgx_i64(res, 0, 0) : 0; /* none: already stored */
             PQclear(res);
         }
     }

@@ -134,6 +134,7 @@ extern const char pgx_schema_pools[];
 extern const char pgx_schema_proxies[];
 extern const char pgx_schema_telemetry[];
 extern const char pgx_schema_audit[];
+extern const char pgx_schema_audit_entry_id[];
 extern const char pgx_schema_extensions[];
 extern const char pgx_schema_credentials[];
 extern const char pgx_schema_vaults[];

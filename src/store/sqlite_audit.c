@@ -13,6 +13,13 @@ const char sq_schema_audit[] =
     "CREATE INDEX audit_logs_org_ts ON audit_logs (org_id, ts, id);"
     "CREATE INDEX audit_logs_ts ON audit_logs (ts);";
 
+/* The entry's id (telemetry/audit.c): a spool replayed after a crash inserts
+ * the entries already committed again, and they are ignored. Entries of
+ * before this migration have none (NULLs are distinct in a UNIQUE index). */
+const char sq_schema_audit_entry_id[] =
+    "ALTER TABLE audit_logs ADD COLUMN entry_id TEXT;"
+    "CREATE UNIQUE INDEX audit_logs_entry_id ON audit_logs (entry_id);";
+
 static const char *nz(const char *s)
 {
     return s ? s : "";
@@ -26,15 +33,15 @@ int sq_audit_insert(struct store *st_, struct audit_rec *rows, size_t n)
         struct audit_rec *r = &rows[i];
         int rc =
             sqx_q(c, NULL,
-                  "INSERT INTO audit_logs (org_id, ts, method, path, route, status,"
-                  " duration_ms, client_ip, user_agent, user_id, auth_strategy, service, domain)"
-                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  "sisssiissssss", r->org_id, r->ts, r->method, nz(r->path), nz(r->route),
-                  (int64_t)r->status, r->duration_ms, nz(r->client_ip), nz(r->user_agent),
-                  nz(r->user_id), r->auth_strategy, r->service, nz(r->domain));
+                  "INSERT OR IGNORE INTO audit_logs (entry_id, org_id, ts, method, path, route,"
+                  " status, duration_ms, client_ip, user_agent, user_id, auth_strategy, service,"
+                  " domain) VALUES (NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  "ssisssiissssss", r->entry_id, r->org_id, r->ts, r->method, nz(r->path),
+                  nz(r->route), (int64_t)r->status, r->duration_ms, nz(r->client_ip),
+                  nz(r->user_agent), nz(r->user_id), r->auth_strategy, r->service, nz(r->domain));
         ret = sqx_qrc(rc);
         if (ret == 0)
-            r->id = sqlite3_last_insert_rowid(c->db);
+            r->id = sqlite3_changes(c->db) ? sqlite3_last_insert_rowid(c->db) : 0;
     }
     if (ret == 0)
         ret = sqx_commit(c);

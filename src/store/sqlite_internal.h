@@ -194,6 +194,7 @@ int sq_proxy_delete(struct store *st_, const char *org_id, const char *project_i
 /* ---- proxies (sqlite_proxies.c) ---- */
 /* ---- audit logs (sqlite_audit.c) ---- */
 extern const char sq_schema_audit[];
+extern const char sq_schema_audit_entry_id[];
 int sq_audit_insert(struct store *st_, struct audit_rec *rows, size_t n);
 int sq_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
                   struct page *pg, struct audit_rec **rows, size_t *n);

@@ -175,6 +175,8 @@ void otlp_dest_rec_clear(struct otlp_dest_rec *d);
  * changed something, or one failed authentication. The strings are owned. */
 struct audit_rec {
     int64_t id;            /* assigned by the store on insert, increasing */
+    char entry_id[33];     /* random hex given when the entry is made: a second insert of
+                              the same entry (a spool replayed) is ignored */
     int64_t ts;            /* ms since epoch, when the call arrived */
     char org_id[STORE_ID]; /* "" = the operator's (no organization known) */
     char method[16];

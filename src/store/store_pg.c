@@ -442,6 +442,7 @@ static const struct pgx_migration migrations[] = {
     {"0020_cluster", pgx_schema_cluster},
     {"0021_profiles_seq", pgx_schema_profiles_seq},
     {"0030_audit_logs", pgx_schema_audit},
+    {"0031_audit_entry_id", pgx_schema_audit_entry_id},
     {"0033_limits", pgx_schema_limits},
     {"0034_credentials", pgx_schema_credentials},
     {"0035_vaults", pgx_schema_vaults},

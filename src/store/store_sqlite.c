@@ -442,6 +442,7 @@ static const struct sq_migration migrations[] = {
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
     {"0030_audit_logs", sq_schema_audit},
+    {"0031_audit_entry_id", sq_schema_audit_entry_id},
     {"0033_limits", sq_schema_limits},
     {"0034_credentials", sq_schema_credentials},
     {"0035_vaults", sq_schema_vaults},

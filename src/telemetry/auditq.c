@@ -48,6 +48,13 @@ static void clear_strings(struct audit_rec *r)
     r->path = r->route = r->client_ip = r->user_agent = r->user_id = r->domain = NULL;
 }
 
+int auditq_room(struct auditq *q, const char *org)
+{
+    size_t i;
+    struct auditq_slot *s = slot_of(q, org, &i);
+    return q->n < q->cap && !(s->used && s->count >= q->per_org);
+}
+
 int auditq_push(struct auditq *q, struct audit_rec *r)
 {
     size_t i;

@@ -40,6 +40,8 @@ void auditq_free(struct auditq *q);
  * way). 0, or E_LIMIT when the queue or r's organization's share is full
  * (the entry is dropped and counted). */
 int auditq_push(struct auditq *q, struct audit_rec *r);
+/* 1 when an entry of org would be queued now (auditq_push would take it). */
+int auditq_room(struct auditq *q, const char *org);
 /* Moves every queued entry into out (room for q->cap entries; the caller
  * owns them) and gives every share back. Returns how many. */
 size_t auditq_take(struct auditq *q, struct audit_rec *out);

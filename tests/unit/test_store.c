@@ -1879,6 +1879,42 @@ static void audit_entries_filter_page_prune(void **state)
     xfree(rows);
 }
 
+/* Issue 33.7, "never loses an entry of an acknowledged change": a spool
+ * replayed after a crash inserts entries again; an entry id already stored
+ * is ignored (the batch still commits), entries without one are all kept. */
+static void audit_entry_id_inserted_once(void **state)
+{
+    struct store *st = *state;
+    struct audit_rec rows[3];
+    memset(rows, 0, sizeof rows);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(rows[i].org_id, sizeof rows[i].org_id, "oe");
+        snprintf(rows[i].method, sizeof rows[i].method, "POST");
+        snprintf(rows[i].auth_strategy, sizeof rows[i].auth_strategy, "api_key");
+        snprintf(rows[i].service, sizeof rows[i].service, "profiles");
+        rows[i].ts = 100 + (int64_t)i;
+        rows[i].status = 200;
+    }
+    snprintf(rows[0].entry_id, sizeof rows[0].entry_id, "e1");
+    snprintf(rows[1].entry_id, sizeof rows[1].entry_id, "e1"); /* the same entry again */
+    assert_int_equal(store_audit_insert(st, rows, 3), 0);
+    assert_true(rows[0].id > 0);
+    assert_int_equal(rows[1].id, 0);                      /* ignored */
+    assert_int_equal(store_audit_insert(st, rows, 1), 0); /* a replay */
+    assert_int_equal(rows[0].id, 0);
+    assert_int_equal(store_audit_insert(st, &rows[2], 1), 0); /* no id: another row */
+
+    struct audit_query q = {.start_ms = 0, .end_ms = 1000};
+    struct page pg = {.limit = 10};
+    struct audit_rec *out = NULL;
+    size_t n = 0;
+    assert_int_equal(store_audit_list(st, "oe", &q, &pg, &out, &n), 0);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&out[i]);
+    xfree(out);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1899,7 +1935,8 @@ static void audit_entries_filter_page_prune(void **state)
     X(vaults_and_items)                                                                            \
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)                                                             \
-    X(project_limits_hold_sessions_and_pools)
+    X(project_limits_hold_sessions_and_pools)                                                      \
+    X(audit_entry_id_inserted_once)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
