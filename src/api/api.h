@@ -142,6 +142,9 @@ struct live;
  * key's, 409 session_ended for one that has ended (nothing to release then). */
 int api_live_session(struct req *rq, struct session_rec *rec, struct live **live, char *ws,
                      size_t cap) WUR;
+/* api_live_session for the session id (a body field rather than the path). */
+int api_live_session_id(struct req *rq, const char *id, struct session_rec *rec, struct live **live,
+                        char *ws, size_t cap) WUR;
 
 /* Records as the API shows them (new references). */
 json_t *render_org(struct store *st, const struct org_rec *o);

@@ -39,12 +39,18 @@
 int api_live_session(struct req *rq, struct session_rec *rec, struct live **live, char *ws,
                      size_t cap)
 {
+    return api_live_session_id(rq, rq->params[0], rec, live, ws, cap);
+}
+
+int api_live_session_id(struct req *rq, const char *id, struct session_rec *rec, struct live **live,
+                        char *ws, size_t cap)
+{
     struct app *app = api_app(rq);
     struct auth *a = api_auth(rq);
     *live = NULL;
-    int rc = store_session_get(app->store, a->org.id, a->project.id, rq->params[0], 1, rec);
+    int rc = store_session_get(app->store, a->org.id, a->project.id, id, 1, rec);
     if (rc == E_NOTFOUND)
-        return err_set(&rq->err, rc, "not_found", "browser session %s not found", rq->params[0]);
+        return err_set(&rq->err, rc, "not_found", "browser session %s not found", id);
     if (rc)
         return rc;
     struct live *l = sessmgr_get(app->sessions, rec->id);

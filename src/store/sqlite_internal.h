@@ -216,4 +216,11 @@ int sq_ext_count(struct store *st_, const char *org_id, int64_t *n);
 int sq_ext_touch(struct store *st_, const char *id, int64_t last_used_at);
 int sq_ext_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
+/* searches (sqlite_search.c) */
+extern const char sq_schema_search[];
+int sq_search_put(struct store *st_, const char *id, const char *org_id, int64_t created_at,
+                  int64_t expires_at, const char *json);
+int sq_search_get(struct store *st_, const char *org_id, const char *id, int64_t now, char **json);
+int sq_search_prune(struct store *st_, int64_t now);
+
 #endif

@@ -399,6 +399,9 @@ static const struct store_ops pgx_ops = {
     .ext_count = pgx_ext_count,
     .ext_touch = pgx_ext_touch,
     .ext_delete = pgx_ext_delete,
+    .search_put = pgx_search_put,
+    .search_get = pgx_search_get,
+    .search_prune = pgx_search_prune,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -423,6 +426,7 @@ static const struct pgx_migration migrations[] = {
     {"0005_proxies", pgx_schema_proxies},           {"0010_telemetry", pgx_schema_telemetry},
     {"0019_extensions", pgx_schema_extensions},     {"0020_cluster", pgx_schema_cluster},
     {"0021_profiles_seq", pgx_schema_profiles_seq}, {"0030_audit_logs", pgx_schema_audit},
+    {"0040_searches", pgx_schema_search},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -403,6 +403,9 @@ static const struct store_ops sqx_ops = {
     .ext_touch = sq_ext_touch,
     .ext_delete = sq_ext_delete,
     /* ops: extensions */
+    .search_put = sq_search_put,
+    .search_get = sq_search_get,
+    .search_prune = sq_search_prune,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -424,6 +427,7 @@ static const struct sq_migration migrations[] = {
     {"0020_cluster", sq_schema_cluster},
     {"0021_profiles_seq", sq_schema_profiles_seq},
     {"0030_audit_logs", sq_schema_audit},
+    {"0040_searches", sq_schema_search},
 };
 
 static int migrate(struct conn *c)
