@@ -4,18 +4,25 @@
 // (one organization only), the strategy's fallback and attempts, result
 // content fetched through the caller's headless session from loopback pages
 // (markdown, text, max_chars), and 400s naming the field.
-import { startServer, startSite, request, assert, eq, isError, newOrg, createSession, deleteSession } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, newOrg, createSession, deleteSession, waitFor } from '../blackbox/lib.mjs';
 
 // A SearXNG JSON API (GET /search?q=&format=json) whose results point at
 // pages of site. q "fail" answers 500, q "nothing" an empty list.
+// q "hang" is held until release(); q "url:<u>" answers one result, u.
 async function fakeSearxng(label, pagesUrl) {
   const seen = [];
+  const held = [];
   const site = await startSite((rq, rs) => {
     const u = new URL(rq.url, 'http://x');
     seen.push({ path: u.pathname, q: u.searchParams.get('q'), format: u.searchParams.get('format'), auth: rq.headers.authorization });
     const q = u.searchParams.get('q') || '';
     if (u.pathname !== '/base/search' || u.searchParams.get('format') !== 'json') { rs.writeHead(404); return rs.end(); }
     if (q === 'fail') { rs.writeHead(500, { 'content-type': 'text/plain' }); return rs.end('upstream broke'); }
+    if (q === 'hang') { held.push(rs); return; }
+    if (q.startsWith('url:')) {
+      rs.writeHead(200, { 'content-type': 'application/json' });
+      return rs.end(JSON.stringify({ results: [{ url: q.slice(4), title: 'one', content: 'one' }] }));
+    }
     const results = q === 'nothing' ? [] : [
       { url: `${pagesUrl}/article`, title: `${label} article`, content: `${label} snippet for ${q}`, publishedDate: '2026-01-02T00:00:00' },
       { url: `${pagesUrl}/long`, title: `${label} long`, content: 'long page' },
@@ -24,6 +31,23 @@ async function fakeSearxng(label, pagesUrl) {
     ];
     rs.writeHead(200, { 'content-type': 'application/json' });
     rs.end(JSON.stringify({ query: q, results }));
+  });
+  const release = () => { for (const rs of held.splice(0)) rs.end(JSON.stringify({ results: [] })); };
+  return { ...site, seen, held, release, close: () => { release(); site.close(); } };
+}
+
+// A Brave Search API (GET /res/v1/web/search?q=, X-Subscription-Token).
+async function fakeBrave(token, pagesUrl) {
+  const seen = [];
+  const site = await startSite((rq, rs) => {
+    const u = new URL(rq.url, 'http://x');
+    seen.push({ path: u.pathname, q: u.searchParams.get('q'), count: u.searchParams.get('count'), token: rq.headers['x-subscription-token'] });
+    if (u.pathname !== '/res/v1/web/search') { rs.writeHead(404); return rs.end(); }
+    if (rq.headers['x-subscription-token'] !== token) { rs.writeHead(401); return rs.end('{}'); }
+    rs.writeHead(200, { 'content-type': 'application/json' });
+    rs.end(JSON.stringify({ type: 'search', web: { results: [
+      { url: `${pagesUrl}/article`, title: 'brave article', description: 'brave description', page_age: '2026-02-03' },
+    ] } }));
   });
   return { ...site, seen };
 }
@@ -226,6 +250,67 @@ export const tests = [
         const g = await request(s.base, 'GET', `/search/${tx.json.id}`, { key: s.key });
         eq(g.json.results[0].content.text, t.text, 'replayed content');
       } finally { await deleteSession(s, id); }
+    }, { sessions: true }),
+  },
+  {
+    name: 'issue 40.1: the brave protocol: GET /res/v1/web/search with X-Subscription-Token from key_env; a wrong key is an attempt error http_401',
+    timeout: 30000,
+    fn: async () => {
+      const pg = await pages();
+      const br = await fakeBrave('brave-token', pg.url);
+      const providers = [
+        { name: 'brave', protocol: 'brave', endpoint: br.url, key_env: 'TEST_BRAVE_KEY' },
+        { name: 'brave-bad', protocol: 'brave', endpoint: br.url, key: 'wrong' },
+      ];
+      const s = await startServer({ env: { TEST_BRAVE_KEY: 'brave-token', BROWSERD_SEARCH_PROVIDERS: JSON.stringify(providers) } });
+      try {
+        const r = await search(s, { query: 'brave query', max_results: 50 });
+        eq(r.status, 200, r.text);
+        eq(r.json.provider, 'brave', 'provider');
+        eq(r.json.results[0].title, 'brave article', 'title');
+        eq(r.json.results[0].snippet, 'brave description', 'description as the snippet');
+        eq(r.json.results[0].published_date, '2026-02-03', 'page_age as published_date');
+        const got = br.seen.find((y) => y.q === 'brave query');
+        assert(got && got.token === 'brave-token' && got.count === '20', `request ${JSON.stringify(br.seen)}`);
+        const bad = await search(s, { query: 'x', strategy: { type: 'pinned', providers: ['brave-bad'] } });
+        eq(bad.status, 502, bad.text);
+        eq(`${bad.json.attempts[0].error_code}:${bad.json.attempts[0].retryable}`, 'http_401:false', 'a refused key is not retryable');
+        assert(!bad.text.includes('wrong') && !bad.text.includes('brave-token'), 'no key in the answer');
+      } finally { await s.stop(); s.cleanup(); br.close(); pg.close(); }
+    },
+  },
+  {
+    name: 'issue 40.1: provider calls are capped per organization: the 5th search in flight is a 429 with Retry-After while another organization still searches',
+    timeout: 40000,
+    fn: () => withSearch(async (s, { a }) => {
+      const hung = [1, 2, 3, 4].map(() => search(s, { query: 'hang', strategy: { type: 'pinned', providers: ['alpha'] }, timeout_ms: 30000 }));
+      await waitFor(() => a.held.length === 4, 'four provider calls held');
+      const over = await search(s, { query: 'x' });
+      isError(over, 429);
+      assert(Number(over.headers['retry-after']) >= 1, `Retry-After ${over.headers['retry-after']}`);
+      const other = await newOrg(s, 'adm', { name: 'second-org' });
+      eq((await search(s, { query: 'x' }, other.key)).status, 200, 'another organization is not held up');
+      a.release();
+      for (const r of await Promise.all(hung)) eq(r.status, 200, r.text);
+      eq((await search(s, { query: 'x' })).status, 200, 'the share is given back');
+    }),
+  },
+  {
+    name: 'issue 40.1: content of a page the session\'s network rules refuse is blocked, of a page that is not found unavailable; the search still answers',
+    timeout: 90000,
+    fn: () => withSearch(async (s, { pg }) => {
+      const closed = await startSite((rq, rs) => rs.end('<p>secret</p>')); // not in --allow-loopback
+      const id = await createSession(s);
+      try {
+        const r = await search(s, { query: `url:${closed.url}/x`, content: { browser: { browser_id: id } } });
+        eq(r.status, 200, r.text);
+        const c = r.json.results[0].content;
+        eq(c.status, 'blocked', JSON.stringify(c));
+        assert(!c.text, 'no text');
+        const nf = await search(s, { query: `url:${pg.url}/missing`, content: { browser: { browser_id: id } } });
+        eq(nf.json.results[0].content.status, 'unavailable', JSON.stringify(nf.json.results[0].content));
+        eq(nf.json.results[0].content.http_status, 404, 'http_status');
+      } finally { await deleteSession(s, id); closed.close(); }
     }, { sessions: true }),
   },
 ];
