@@ -675,13 +675,14 @@ static const char *header_first(const json_t *headers, const char *name)
 }
 
 /* The content record of url fetched by the browser of sp->browser_id. */
-static json_t *fetch_content(struct req *rq, const struct sparams *sp, const char *url)
+static json_t *fetch_content(struct req *rq, const struct sparams *sp, const char *url,
+                             int timeout_ms)
 {
     struct curlreq cr;
     memset(&cr, 0, sizeof cr);
     cr.url = xstrdup(url);
     snprintf(cr.method, sizeof cr.method, "GET");
-    cr.timeout_ms = sp->content_timeout_ms;
+    cr.timeout_ms = timeout_ms;
     struct bcurl_result res;
     int rc = curl_session_run(rq, sp->browser_id, &cr, &res);
     json_t *c = json_pack("{s:s,s:s}", "method", "browser_curl", "cache_status", "miss");
@@ -832,6 +833,8 @@ int search_post(struct req *rq, struct resp *rs)
     json_t *r;
     if (!found)
         found = json_array();
+    int64_t content_deadline = clock_mono_ms() + LIM_SEARCH_CONTENT_TOTAL_MS;
+    int out_of_time = 0;
     json_array_foreach(found, i, r)
     {
         if ((int)json_array_size(results) >= sp.max_results)
@@ -844,10 +847,17 @@ int search_post(struct req *rq, struct resp *rs)
         snprintf(res_id, sizeof res_id, "%s_%zu", id, rank);
         json_object_set_new(r, "id", json_string(res_id));
         json_object_set_new(r, "rank", json_integer((json_int_t)rank));
+        int64_t left = content_deadline - clock_mono_ms();
         if (sp.content) {
-            if (fetches < LIM_SEARCH_CONTENT_FETCHES) {
-                json_object_set_new(r, "content", fetch_content(rq, &sp, url));
+            if (fetches < LIM_SEARCH_CONTENT_FETCHES && left >= CURL_TIMEOUT_MIN_MS) {
+                int t = left < sp.content_timeout_ms ? (int)left : sp.content_timeout_ms;
+                json_object_set_new(r, "content", fetch_content(rq, &sp, url, t));
                 fetches++;
+            } else if (fetches < LIM_SEARCH_CONTENT_FETCHES) {
+                json_object_set_new(
+                    r, "content",
+                    json_pack("{s:s,s:s}", "status", "timeout", "method", "browser_curl"));
+                out_of_time = 1;
             } else {
                 json_object_set_new(
                     r, "content",
@@ -855,6 +865,12 @@ int search_post(struct req *rq, struct resp *rs)
             }
         }
         json_array_append(results, r);
+    }
+    if (out_of_time) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "content fetches of one search end after %d ms",
+                 LIM_SEARCH_CONTENT_TOTAL_MS);
+        json_array_append_new(warnings, warning("content_timeout", "content", msg));
     }
     if (sp.content && fetches == LIM_SEARCH_CONTENT_FETCHES &&
         json_array_size(results) > LIM_SEARCH_CONTENT_FETCHES) {

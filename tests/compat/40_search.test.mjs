@@ -165,6 +165,10 @@ export const tests = [
       eq(pin.status, 502, pin.text);
       eq(pin.json.attempts.length, 1, 'pinned: one attempt');
       eq(pin.json.attempts[0].provider, 'beta', 'pinned provider');
+      // A provider that does not answer within timeout_ms is an attempt timeout.
+      const slow = await search(s, { query: 'hang', timeout_ms: 1000, strategy: { type: 'fallback', providers: ['alpha', 'beta'], fallback_on: ['timeout'] } });
+      eq(slow.status, 504, slow.text);
+      eq(slow.json.attempts.map((y) => `${y.provider}:${y.outcome}:${y.error_code}`).join(), 'alpha:timeout:timeout,beta:timeout:timeout', 'timeouts');
     }),
   },
   {
@@ -251,6 +255,25 @@ export const tests = [
         eq(g.json.results[0].content.text, t.text, 'replayed content');
       } finally { await deleteSession(s, id); }
     }, { sessions: true }),
+  },
+  {
+    name: 'issue 40.1: a BROWSERD_SEARCH_PROVIDERS mistake is a 503 naming the entry and the rule, never the key; none configured is a 503',
+    timeout: 30000,
+    fn: async () => {
+      const bad = [{ name: 'x', protocol: 'gopher', endpoint: 'http://127.0.0.1:9', key: 'sekret-key' }];
+      const s = await startServer({ env: { BROWSERD_SEARCH_PROVIDERS: JSON.stringify(bad) } });
+      try {
+        const r = await search(s, { query: 'x' });
+        isError(r, 503);
+        assert(r.json.message.includes('BROWSERD_SEARCH_PROVIDERS[0]') && r.json.message.includes('protocol'), r.text);
+        assert(!r.text.includes('sekret'), 'no key');
+      } finally { await s.stop(); s.cleanup(); }
+      const none = await startServer({ env: { BROWSERD_SEARCH_PROVIDERS: '' } });
+      try {
+        isError(await search(none, { query: 'x' }), 503);
+        eq((await request(none.base, 'GET', '/search/providers', { key: none.key })).json.providers.length, 0, 'no providers');
+      } finally { await none.stop(); none.cleanup(); }
+    },
   },
   {
     name: 'issue 40.1: the brave protocol: GET /res/v1/web/search with X-Subscription-Token from key_env; a wrong key is an attempt error http_401',
