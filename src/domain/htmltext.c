@@ -29,6 +29,31 @@ static void put_byte(struct writer *w, char c)
     w->p[w->len] = '\0';
 }
 
+/* The length of the valid UTF-8 sequence at s (n bytes left), or 0 when
+ * the byte there starts none (overlong forms, surrogates and code points
+ * past U+10FFFF are not valid; nor is NUL, which would end the C string). */
+static size_t utf8_valid(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)s[0];
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : (c >> 4) == 0xE        ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    if (len == 0 || len > n || c == 0)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if (((unsigned char)s[k] >> 6) != 2)
+            return 0;
+    unsigned char c1 = len > 1 ? (unsigned char)s[1] : 0;
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
+        (c == 0xF4 && c1 >= 0x90))
+        return 0;
+    return len;
+}
+
+static const char REPLACEMENT[] = "\xEF\xBF\xBD";
+
 /* Writes one character of n bytes (a UTF-8 sequence), after the space or
  * line breaks pending before it. */
 static void put_char(struct writer *w, const char *s, size_t n)
@@ -57,11 +82,9 @@ static void put_lit(struct writer *w, const char *s)
 {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t len = 1;
-        while (i + len < n && ((unsigned char)s[i + len] & 0xC0) == 0x80)
-            len++;
-        put_char(w, s + i, len);
-        i += len;
+        size_t len = utf8_valid(s + i, n - i);
+        put_char(w, len ? s + i : REPLACEMENT, len ? len : 3);
+        i += len ? len : 1;
     }
 }
 
@@ -226,11 +249,9 @@ static void text_byte_run(struct writer *w, const char *s, size_t n, int pre)
             i++;
             continue;
         }
-        size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (i + len > n)
-            len = n - i;
-        put_char(w, s + i, len);
-        i += len;
+        size_t len = utf8_valid(s + i, n - i);
+        put_char(w, len ? s + i : REPLACEMENT, len ? len : 3);
+        i += len ? len : 1;
     }
 }
 
@@ -342,18 +363,20 @@ void htmltext_convert(const char *html, size_t n, int markdown, size_t max_chars
 
 void htmltext_plain(const char *text, size_t n, size_t max_chars, char **out, int *truncated)
 {
-    size_t i = 0, chars = 0;
-    while (i < n && chars < max_chars) {
-        unsigned char c = (unsigned char)text[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (i + len > n)
-            len = n - i;
-        i += len;
-        chars++;
+    struct writer w = {0};
+    w.max_chars = max_chars;
+    for (size_t i = 0; i < n && !w.full;) {
+        size_t len = utf8_valid(text + i, n - i);
+        if (!w.full && w.chars + 1 > w.max_chars) {
+            w.full = 1;
+            break;
+        }
+        const char *c = len ? text + i : REPLACEMENT;
+        for (size_t k = 0; k < (len ? len : 3); k++)
+            put_byte(&w, c[k]);
+        w.chars++;
+        i += len ? len : 1;
     }
-    *truncated = i < n;
-    char *o = xmalloc(i + 1);
-    memcpy(o, text, i);
-    o[i] = '\0';
-    *out = o;
+    *truncated = w.full;
+    *out = w.p ? w.p : xstrdup("");
 }

@@ -5,8 +5,9 @@
  * become line breaks, entities are decoded, runs of white space collapse.
  * Markdown adds headings ("# "), links ("[text](href)"), list items ("- ")
  * and paragraphs (a blank line). Pure; bounded: the output holds at most
- * max_chars characters (UTF-8 code points), and a tag's name or an href
- * past their caps is cut.
+ * max_chars characters (UTF-8 code points), always valid UTF-8 (a byte
+ * that starts no valid sequence, and NUL, become U+FFFD), and a tag's name or an
+ * href past their caps is cut.
  */
 #ifndef BD_DOMAIN_HTMLTEXT_H
 #define BD_DOMAIN_HTMLTEXT_H
@@ -18,8 +19,8 @@
 void htmltext_convert(const char *html, size_t n, int markdown, size_t max_chars, char **out,
                       int *truncated);
 
-/* The first max_chars characters of n bytes of text (never cutting a
- * UTF-8 sequence), as htmltext_convert's *out and *truncated. */
+/* The first max_chars characters of n bytes of text, invalid bytes as
+ * U+FFFD, as htmltext_convert's *out and *truncated. */
 void htmltext_plain(const char *text, size_t n, size_t max_chars, char **out, int *truncated);
 
 #endif

@@ -65,6 +65,19 @@ static void test_plain(void **state)
     assert_string_equal(t, "h\xc3\xa9");
     assert_int_equal(cut, 1);
     xfree(t);
+    /* Invalid bytes (a lone continuation, a cut sequence, an overlong form,
+     * a surrogate) become U+FFFD: the text is always valid JSON. */
+    htmltext_plain("a\x80"
+                   "b\xe2\x82",
+                   5, 100, &t, &cut);
+    assert_string_equal(t, "a\xef\xbf\xbd"
+                           "b\xef\xbf\xbd\xef\xbf\xbd");
+    assert_int_equal(cut, 0);
+    xfree(t);
+    t = conv("<p>\xc0\xaf\xed\xa0\x80\xf0\x9f\x98\x80</p>", 0, 100, &cut);
+    assert_string_equal(
+        t, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xf0\x9f\x98\x80");
+    xfree(t);
 }
 
 int main(void)
