@@ -18,16 +18,13 @@
 #include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/htmltext.h"
+#include "domain/searchreq.h"
 #include "proxy/httpc.h"
 #include "runtime/sessmgr.h"
 
 #define PROVIDER_NAME_MAX     64
-#define PROVIDER_TIMEOUT_MIN  1000
-#define PROVIDER_TIMEOUT_MAX  60000
 #define PROVIDER_TIMEOUT_DFLT 10000
 #define CONFIG_FILE_MAX       (1u << 20)
-#define CONTENT_CHARS_DFLT    10000
-#define CONTENT_TIMEOUT_DFLT  15000
 
 /* ---- providers (BROWSERD_SEARCH_PROVIDERS) ---- */
 
@@ -156,8 +153,8 @@ static int load_provider(const json_t *o, size_t i, struct provider *p)
     p->key = key ? xstrdup(key) : NULL;
     json_t *t = json_object_get(o, "timeout_ms");
     p->timeout_ms = PROVIDER_TIMEOUT_DFLT;
-    if (t && (!json_is_integer(t) || json_integer_value(t) < PROVIDER_TIMEOUT_MIN ||
-              json_integer_value(t) > PROVIDER_TIMEOUT_MAX))
+    if (t && (!json_is_integer(t) || json_integer_value(t) < SEARCHREQ_TIMEOUT_MIN ||
+              json_integer_value(t) > SEARCHREQ_TIMEOUT_MAX))
         return config_fail(i, "%s", "timeout_ms must be an integer from 1000 to 60000");
     if (t)
         p->timeout_ms = (int)json_integer_value(t);
@@ -236,250 +233,7 @@ static int providers_ready(struct req *rq)
     return 0;
 }
 
-static const struct provider *provider_named(const char *name)
-{
-    for (size_t i = 0; i < nproviders; i++)
-        if (strcmp(providers[i].name, name) == 0)
-            return &providers[i];
-    return NULL;
-}
-
 /* ---- the request ---- */
-
-enum outcome { OUT_SUCCESS, OUT_EMPTY, OUT_ERROR, OUT_TIMEOUT };
-static const char *const outcome_names[] = {"success", "empty", "error", "timeout"};
-
-struct sparams {
-    const char *query;
-    int max_results;
-    const char *country, *language, *safe_search;
-    const json_t *include_domains, *exclude_domains;
-    int timeout_ms; /* 0: each provider's own */
-    const struct provider *order[LIM_SEARCH_PROVIDERS];
-    size_t norder;
-    unsigned fallback_on; /* 1 << enum outcome */
-    /* content */
-    int content, markdown, max_chars, content_timeout_ms;
-    const char *browser_id;
-};
-
-static int domain_list(struct req *rq, const json_t *body, const char *field, const json_t **out)
-{
-    json_t *v = json_object_get(body, field);
-    *out = NULL;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_array(v) || json_array_size(v) > 100)
-        return err_field(&rq->err, field, "must be an array of at most 100 domain names");
-    size_t i;
-    json_t *d;
-    json_array_foreach(
-        v, i, d) if (!json_is_string(d) || json_string_length(d) == 0 ||
-                     json_string_length(d) >
-                         253) return err_field(&rq->err, field,
-                                               "[%zu] must be a domain name of 1 to 253 bytes", i);
-    *out = v;
-    return 0;
-}
-
-static const char *opt_string(struct req *rq, const json_t *body, const char *field, size_t max)
-{
-    json_t *v = json_object_get(body, field);
-    if (!v || json_is_null(v))
-        return NULL;
-    if (!json_is_string(v) || json_string_length(v) > max) {
-        (void)err_field(&rq->err, field, "must be a string of at most %zu bytes", max);
-        return NULL;
-    }
-    return json_string_value(v);
-}
-
-static void parse_strategy(struct req *rq, const json_t *body, struct sparams *sp)
-{
-    const json_t *st = json_object_get(body, "strategy");
-    const char *type = "auto";
-    const json_t *list = NULL, *fb = NULL;
-    if (st && !json_is_null(st)) {
-        if (!json_is_object(st)) {
-            (void)err_field(&rq->err, "strategy",
-                            "must be an object {type, providers, fallback_on}");
-            return;
-        }
-        json_t *t = json_object_get(st, "type");
-        if (t && !json_is_string(t)) {
-            (void)err_field(&rq->err, "strategy.type", "must be auto, pinned or fallback");
-            return;
-        }
-        if (t)
-            type = json_string_value(t);
-        list = json_object_get(st, "providers");
-        fb = json_object_get(st, "fallback_on");
-    }
-    if (strcmp(type, "auto") != 0 && strcmp(type, "pinned") != 0 && strcmp(type, "fallback") != 0) {
-        (void)err_field(&rq->err, "strategy.type", "must be auto, pinned or fallback");
-        return;
-    }
-    if (list && !json_is_null(list)) {
-        if (!json_is_array(list) || json_array_size(list) == 0 ||
-            json_array_size(list) > LIM_SEARCH_PROVIDERS) {
-            (void)err_field(&rq->err, "strategy.providers",
-                            "must be an array of 1 to %d provider names", LIM_SEARCH_PROVIDERS);
-            return;
-        }
-        size_t i;
-        json_t *n;
-        json_array_foreach(list, i, n)
-        {
-            const struct provider *p =
-                json_is_string(n) ? provider_named(json_string_value(n)) : NULL;
-            if (!p) {
-                (void)err_field(&rq->err, "strategy.providers",
-                                "[%zu]: unknown provider (GET /search/providers lists them)", i);
-                return;
-            }
-            sp->order[sp->norder++] = p;
-        }
-    } else if (strcmp(type, "auto") != 0) {
-        (void)err_field(&rq->err, "strategy.providers", "is required with type %s", type);
-        return;
-    } else {
-        for (size_t i = 0; i < nproviders; i++)
-            sp->order[sp->norder++] = &providers[i];
-    }
-    if (strcmp(type, "pinned") == 0) {
-        if (sp->norder != 1)
-            (void)err_field(&rq->err, "strategy.providers", "pinned takes exactly one provider");
-        sp->fallback_on = 0;
-        return;
-    }
-    sp->fallback_on = 1u << OUT_ERROR | 1u << OUT_TIMEOUT;
-    if (fb && !json_is_null(fb)) {
-        if (!json_is_array(fb)) {
-            (void)err_field(&rq->err, "strategy.fallback_on",
-                            "must be an array of error, timeout, empty");
-            return;
-        }
-        sp->fallback_on = 0;
-        size_t i;
-        json_t *w;
-        json_array_foreach(fb, i, w)
-        {
-            const char *s = json_is_string(w) ? json_string_value(w) : "";
-            if (strcmp(s, "error") == 0)
-                sp->fallback_on |= 1u << OUT_ERROR;
-            else if (strcmp(s, "timeout") == 0)
-                sp->fallback_on |= 1u << OUT_TIMEOUT;
-            else if (strcmp(s, "empty") == 0)
-                sp->fallback_on |= 1u << OUT_EMPTY;
-            else
-                (void)err_field(&rq->err, "strategy.fallback_on",
-                                "[%zu] must be error, timeout or empty", i);
-        }
-    }
-}
-
-static void parse_content(struct req *rq, const json_t *body, struct sparams *sp)
-{
-    const json_t *c = json_object_get(body, "content");
-    if (!c || json_is_null(c) || json_is_false(c))
-        return;
-    sp->content = 1;
-    sp->max_chars = CONTENT_CHARS_DFLT;
-    sp->content_timeout_ms = CONTENT_TIMEOUT_DFLT;
-    if (json_is_true(c))
-        c = NULL;
-    else if (!json_is_object(c)) {
-        (void)err_field(&rq->err, "content",
-                        "must be true or an object {source, browser, format, max_chars}");
-        return;
-    }
-    const char *source = c ? jsonx_str(c, "source") : NULL;
-    if (c && json_object_get(c, "source") &&
-        (!source ||
-         (strcmp(source, "auto") && strcmp(source, "browser") && strcmp(source, "provider"))))
-        (void)err_field(&rq->err, "content.source", "must be auto, provider or browser");
-    if (source && strcmp(source, "provider") == 0)
-        (void)err_field(&rq->err, "content.source",
-                        "provider: no configured provider returns page content here; use browser");
-    const char *format = c ? jsonx_str(c, "format") : NULL;
-    if (c && json_object_get(c, "format") &&
-        (!format || (strcmp(format, "markdown") && strcmp(format, "text"))))
-        (void)err_field(&rq->err, "content.format", "must be markdown or text");
-    sp->markdown = !format || strcmp(format, "markdown") == 0;
-    json_t *mc = c ? json_object_get(c, "max_chars") : NULL;
-    if (mc && (!json_is_integer(mc) || json_integer_value(mc) < 1 ||
-               json_integer_value(mc) > LIM_SEARCH_CONTENT_CHARS))
-        (void)err_field(&rq->err, "content.max_chars", "must be an integer from 1 to %d",
-                        LIM_SEARCH_CONTENT_CHARS);
-    else if (mc)
-        sp->max_chars = (int)json_integer_value(mc);
-    json_t *to = c ? json_object_get(c, "timeout_ms") : NULL;
-    if (to && (!json_is_integer(to) || json_integer_value(to) < CURL_TIMEOUT_MIN_MS ||
-               json_integer_value(to) > CURL_TIMEOUT_MAX_MS))
-        (void)err_field(&rq->err, "content.timeout_ms", "must be an integer from %d to %d",
-                        CURL_TIMEOUT_MIN_MS, CURL_TIMEOUT_MAX_MS);
-    else if (to)
-        sp->content_timeout_ms = (int)json_integer_value(to);
-    json_t *age = c ? json_object_get(c, "max_age_hours") : NULL;
-    if (age && !json_is_null(age) && !json_is_integer(age))
-        (void)err_field(&rq->err, "content.max_age_hours", "must be an integer");
-    const json_t *b = c ? json_object_get(c, "browser") : NULL;
-    if (b && !json_is_null(b) && !json_is_object(b)) {
-        (void)err_field(&rq->err, "content.browser", "must be an object {browser_id, mode}");
-        return;
-    }
-    const char *mode = b ? jsonx_str(b, "mode") : NULL;
-    if (b && json_object_get(b, "mode") &&
-        (!mode || (strcmp(mode, "curl") && strcmp(mode, "render"))))
-        (void)err_field(&rq->err, "content.browser.mode", "must be curl or render");
-    sp->browser_id = b ? jsonx_str(b, "browser_id") : NULL;
-    if (!sp->browser_id || !*sp->browser_id)
-        (void)err_field(&rq->err, "content.browser.browser_id",
-                        "is required: this server fetches content through one of your browser "
-                        "sessions (POST /browsers)");
-}
-
-static int parse_params(struct req *rq, const json_t *body, struct sparams *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    json_t *q = json_object_get(body, "query");
-    if (!json_is_string(q) || json_string_length(q) == 0 ||
-        json_string_length(q) > LIM_SEARCH_QUERY_BYTES)
-        (void)err_field(&rq->err, "query", "is required: a string of 1 to %d bytes",
-                        LIM_SEARCH_QUERY_BYTES);
-    else
-        sp->query = json_string_value(q);
-    sp->max_results = 10;
-    json_t *mr = json_object_get(body, "max_results");
-    if (mr && !json_is_null(mr) &&
-        (!json_is_integer(mr) || json_integer_value(mr) < 1 || json_integer_value(mr) > 100))
-        (void)err_field(&rq->err, "max_results", "must be an integer from 1 to 100");
-    else if (mr && !json_is_null(mr))
-        sp->max_results = (int)json_integer_value(mr);
-    sp->country = opt_string(rq, body, "country", 16);
-    sp->language = opt_string(rq, body, "language", 16);
-    json_t *ss = json_object_get(body, "safe_search");
-    if (ss && !json_is_null(ss)) {
-        const char *s = json_is_string(ss) ? json_string_value(ss) : "";
-        if (strcmp(s, "off") && strcmp(s, "moderate") && strcmp(s, "strict"))
-            (void)err_field(&rq->err, "safe_search", "must be off, moderate or strict");
-        else
-            sp->safe_search = s;
-    }
-    (void)domain_list(rq, body, "include_domains", &sp->include_domains);
-    (void)domain_list(rq, body, "exclude_domains", &sp->exclude_domains);
-    json_t *to = json_object_get(body, "timeout_ms");
-    if (to && !json_is_null(to) &&
-        (!json_is_integer(to) || json_integer_value(to) < PROVIDER_TIMEOUT_MIN ||
-         json_integer_value(to) > PROVIDER_TIMEOUT_MAX))
-        (void)err_field(&rq->err, "timeout_ms", "must be an integer from %d to %d",
-                        PROVIDER_TIMEOUT_MIN, PROVIDER_TIMEOUT_MAX);
-    else if (to && !json_is_null(to))
-        sp->timeout_ms = (int)json_integer_value(to);
-    parse_strategy(rq, body, sp);
-    parse_content(rq, body, sp);
-    return err_has_fields(&rq->err) ? E_INVALID : 0;
-}
 
 /* ---- one provider call ---- */
 
@@ -538,10 +292,10 @@ static json_t *normalize(enum protocol proto, const json_t *root)
     return out;
 }
 
-/* Asks p: the outcome, with *results (OUT_SUCCESS) or an error code and
- * whether a retry may help (OUT_ERROR, OUT_TIMEOUT). */
-static enum outcome call_provider(const struct provider *p, const struct sparams *sp,
-                                  json_t **results, char *code, size_t cap, int *retryable)
+/* Asks p: the outcome, with *results (SEARCH_SUCCESS) or an error code and
+ * whether a retry may help (SEARCH_ERROR, SEARCH_TIMEOUT). */
+static enum search_outcome call_provider(const struct provider *p, const struct searchreq *sp,
+                                         json_t **results, char *code, size_t cap, int *retryable)
 {
     *results = NULL;
     *retryable = 0;
@@ -579,7 +333,7 @@ static enum outcome call_provider(const struct provider *p, const struct sparams
                 : xasprintf("Accept: application/json\r\nAuthorization: Bearer %s\r\n", p->key);
     else
         fields = xstrdup("Accept: application/json\r\n");
-    enum outcome out = OUT_ERROR;
+    enum search_outcome out = SEARCH_ERROR;
     struct err e;
     err_init(&e);
     struct httpc_resp resp = {0};
@@ -589,8 +343,8 @@ static enum outcome call_provider(const struct provider *p, const struct sparams
     }
     int fd = httpc_dial(p->host, p->port, deadline, &e);
     if (fd < 0) {
-        out = clock_mono_ms() >= deadline ? OUT_TIMEOUT : OUT_ERROR;
-        snprintf(code, cap, "%s", out == OUT_TIMEOUT ? "timeout" : "connect_failed");
+        out = clock_mono_ms() >= deadline ? SEARCH_TIMEOUT : SEARCH_ERROR;
+        snprintf(code, cap, "%s", out == SEARCH_TIMEOUT ? "timeout" : "connect_failed");
         *retryable = 1;
         goto done;
     }
@@ -605,7 +359,7 @@ static enum outcome call_provider(const struct provider *p, const struct sparams
     };
     if (httpc_exchange(fd, &hr, &resp, &e) != 0) {
         int timed_out = clock_mono_ms() >= deadline || strstr(e.message, "timed out") != NULL;
-        out = timed_out ? OUT_TIMEOUT : OUT_ERROR;
+        out = timed_out ? SEARCH_TIMEOUT : SEARCH_ERROR;
         snprintf(code, cap, "%s",
                  timed_out          ? "timeout"
                  : e.rc == E_TOOBIG ? "answer_too_large"
@@ -626,7 +380,7 @@ static enum outcome call_provider(const struct provider *p, const struct sparams
         goto done;
     }
     json_decref(root);
-    out = json_array_size(*results) ? OUT_SUCCESS : OUT_EMPTY;
+    out = json_array_size(*results) ? SEARCH_SUCCESS : SEARCH_EMPTY;
 done:
     httpc_resp_free(&resp);
     buf_free(&target);
@@ -635,33 +389,6 @@ done:
 }
 
 /* ---- content through the caller's browser ---- */
-
-/* 1 when url's host is domain or under it. */
-static int host_in(const char *url, const char *domain)
-{
-    const char *h = strstr(url, "://");
-    if (!h)
-        return 0;
-    h += 3;
-    size_t hl = strcspn(h, "/?#:");
-    size_t dl = strlen(domain);
-    if (hl < dl || strncasecmp(h + hl - dl, domain, dl) != 0)
-        return 0;
-    return hl == dl || h[hl - dl - 1] == '.';
-}
-
-static int kept(const struct sparams *sp, const char *url)
-{
-    size_t i;
-    json_t *d;
-    if (sp->exclude_domains)
-        json_array_foreach(sp->exclude_domains, i,
-                           d) if (host_in(url, json_string_value(d))) return 0;
-    if (!sp->include_domains)
-        return 1;
-    json_array_foreach(sp->include_domains, i, d) if (host_in(url, json_string_value(d))) return 1;
-    return 0;
-}
 
 static const char *header_first(const json_t *headers, const char *name)
 {
@@ -675,7 +402,7 @@ static const char *header_first(const json_t *headers, const char *name)
 }
 
 /* The content record of url fetched by the browser of sp->browser_id. */
-static json_t *fetch_content(struct req *rq, const struct sparams *sp, const char *url,
+static json_t *fetch_content(struct req *rq, const struct searchreq *sp, const char *url,
                              int timeout_ms)
 {
     struct curlreq cr;
@@ -748,8 +475,11 @@ int search_post(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
-    struct sparams sp;
-    if ((rc = parse_params(rq, body, &sp)) != 0) {
+    const char *names[LIM_SEARCH_PROVIDERS];
+    for (size_t i = 0; i < nproviders; i++)
+        names[i] = providers[i].name;
+    struct searchreq sp;
+    if ((rc = searchreq_parse(body, names, nproviders, &sp, &rq->err)) != 0) {
         json_decref(body);
         return rc;
     }
@@ -764,9 +494,7 @@ int search_post(struct req *rq, struct resp *rs)
                                   warning("param_not_supported", unapplied[i],
                                           "this server's providers do not apply this parameter"));
     if (sp.content) {
-        const json_t *b = json_object_get(json_object_get(body, "content"), "browser");
-        const char *mode = jsonx_str(b, "mode");
-        if (mode && strcmp(mode, "render") == 0)
+        if (sp.render)
             json_array_append_new(warnings, warning("render_not_supported", "content.browser.mode",
                                                     "render is not supported on this server: "
                                                     "content was fetched with curl"));
@@ -793,18 +521,18 @@ int search_post(struct req *rq, struct resp *rs)
     }
     json_t *attempts = json_array(), *found = NULL;
     const struct provider *used = NULL;
-    enum outcome last = OUT_ERROR;
+    enum search_outcome last = SEARCH_ERROR;
     for (size_t i = 0; i < sp.norder; i++) {
-        used = sp.order[i];
+        used = &providers[sp.order[i]];
         char code[48] = "";
         int retryable = 0;
         int64_t t0 = clock_mono_ms();
         json_decref(found);
         last = call_provider(used, &sp, &found, code, sizeof code, &retryable);
-        json_t *at =
-            json_pack("{s:s,s:s,s:I}", "provider", used->name, "outcome", outcome_names[last],
-                      "duration_ms", (json_int_t)(clock_mono_ms() - t0));
-        if (last == OUT_ERROR || last == OUT_TIMEOUT) {
+        json_t *at = json_pack("{s:s,s:s,s:I}", "provider", used->name, "outcome",
+                               searchreq_outcome_names[last], "duration_ms",
+                               (json_int_t)(clock_mono_ms() - t0));
+        if (last == SEARCH_ERROR || last == SEARCH_TIMEOUT) {
             json_object_set_new(at, "error_code", json_string(code));
             json_object_set_new(at, "retryable", json_boolean(retryable));
         }
@@ -813,11 +541,11 @@ int search_post(struct req *rq, struct resp *rs)
             break;
     }
     share_give(&inflight, a->org.id, a->project.id);
-    if (last == OUT_ERROR || last == OUT_TIMEOUT) {
-        rs->status = last == OUT_TIMEOUT ? 504 : 502;
+    if (last == SEARCH_ERROR || last == SEARCH_TIMEOUT) {
+        rs->status = last == SEARCH_TIMEOUT ? 504 : 502;
         rs->json = json_pack("{s:s,s:s,s:o}", "code", "search_failed", "message",
-                             last == OUT_TIMEOUT ? "search: the provider did not answer in time"
-                                                 : "search: no provider answered with results",
+                             last == SEARCH_TIMEOUT ? "search: the provider did not answer in time"
+                                                    : "search: no provider answered with results",
                              "attempts", attempts);
         json_decref(found);
         json_decref(warnings);
@@ -840,7 +568,7 @@ int search_post(struct req *rq, struct resp *rs)
         if ((int)json_array_size(results) >= sp.max_results)
             break;
         const char *url = jsonx_str(r, "url");
-        if (!kept(&sp, url))
+        if (!searchreq_kept(&sp, url))
             continue;
         size_t rank = json_array_size(results) + 1;
         char res_id[CRYPTO_ID_LEN + 16];
