@@ -31,15 +31,15 @@
 enum protocol { PROTO_SEARXNG, PROTO_BRAVE };
 
 struct provider {
-    char name[PROVIDER_NAME_MAX];
+    char *key; /* NULL: none */
     enum protocol proto;
     int tls;
+    int timeout_ms;
+    char name[PROVIDER_NAME_MAX];
     char host[256]; /* to dial (no brackets) */
     char port[8];
     char hostfield[300]; /* the Host field ("name:port" unless the default) */
     char prefix[1024];   /* the endpoint's path, no trailing '/' */
-    char *key;           /* NULL: none */
-    int timeout_ms;
 };
 
 static struct provider providers[LIM_SEARCH_PROVIDERS];
