@@ -510,6 +510,19 @@ int search_post(struct req *rq, struct resp *rs)
             err_init(&rq->err);
             rc = err_field(&rq->err, "content.browser.browser_id",
                            "names no browser session of this project");
+        } else if (rc == E_CONFLICT) {
+            /* Not running here: on a cluster, the node that runs it serves
+             * the whole search (its answer is this one's). */
+            struct err ended = rq->err;
+            err_init(&rq->err);
+            int fw = api_cluster_forward(rq, rs, a->org.id, sp.browser_id, 0);
+            if (fw == -1)
+                rq->err = ended;
+            else {
+                json_decref(warnings);
+                json_decref(body);
+                return fw;
+            }
         }
     }
     if (rc == 0)
