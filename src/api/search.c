@@ -513,11 +513,11 @@ int search_post(struct req *rq, struct resp *rs)
         } else if (rc == E_CONFLICT) {
             /* Not running here: on a cluster, the node that runs it serves
              * the whole search (its answer is this one's). */
-            struct err ended = rq->err;
             err_init(&rq->err);
             int fw = api_cluster_forward(rq, rs, a->org.id, sp.browser_id, 0);
             if (fw == -1)
-                rq->err = ended;
+                rc = err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended",
+                             sp.browser_id);
             else {
                 json_decref(warnings);
                 json_decref(body);
