@@ -319,7 +319,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 40.1: content of a page the session\'s network rules refuse is blocked, of a page that is not found unavailable; the search still answers',
+    name: 'issue 40.1: content of a page the session\'s network rules refuse is blocked, of a page that is not found unavailable; the search still answers; an ended session is a 409',
     timeout: 90000,
     fn: () => withSearch(async (s, { pg }) => {
       const closed = await startSite((rq, rs) => rs.end('<p>secret</p>')); // not in --allow-loopback
@@ -334,6 +334,8 @@ export const tests = [
         eq(nf.json.results[0].content.status, 'unavailable', JSON.stringify(nf.json.results[0].content));
         eq(nf.json.results[0].content.http_status, 404, 'http_status');
       } finally { await deleteSession(s, id); closed.close(); }
+      // An ended session fetches nothing: 409 before any provider is asked.
+      isError(await search(s, { query: 'x', content: { browser: { browser_id: id } } }), 409, 'session_ended');
     }, { sessions: true }),
   },
 ];
