@@ -71,19 +71,15 @@ static void report(const struct session_rec *rec, struct live *live, int status,
     live_touch(live);
 }
 
-/* Runs cr through the session's browser (the key's session rq->params[0]):
- * 0 with *res filled, a transport error already rendered into rs as the 502
- * record; or an E_* code (the session is not there, too many in flight, the
- * browser does not answer). Counts as activity and reports the call. */
-static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
-                    struct bcurl_result *res)
+int curl_session_run(struct req *rq, const char *session_id, const struct curlreq *cr,
+                     struct bcurl_result *res)
 {
     int64_t t0 = clock_mono_us();
     memset(res, 0, sizeof *res);
     struct session_rec rec;
     struct live *live = NULL;
     char ws[512];
-    int rc = api_live_session(rq, &rec, &live, ws, sizeof ws);
+    int rc = api_live_session_id(rq, session_id, &rec, &live, ws, sizeof ws);
     if (rc)
         return rc;
     live_touch(live);
@@ -92,6 +88,20 @@ static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
         rc = bcurl_run(ws, cr, res, &rq->err);
         share_give(&inflight, rec.org_id, rec.id);
     }
+    report(&rec, live, rc ? 500 : res->transport_error ? 502 : 200, t0);
+    sessmgr_put(live);
+    session_rec_clear(&rec);
+    return rc;
+}
+
+/* Runs cr through the session's browser (the key's session rq->params[0]):
+ * 0 with *res filled, a transport error already rendered into rs as the 502
+ * record; or an E_* code (the session is not there, too many in flight, the
+ * browser does not answer). Counts as activity and reports the call. */
+static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
+                    struct bcurl_result *res)
+{
+    int rc = curl_session_run(rq, rq->params[0], cr, res);
     if (rc == 0 && res->transport_error) {
         rs->status = 502;
         rs->json = json_pack("{s:s,s:s}", "code", "transport_error", "message", res->message);
@@ -104,9 +114,6 @@ static int run_curl(struct req *rq, struct resp *rs, const struct curlreq *cr,
         if (rq->no_retry)
             resp_header(rs, "x-should-retry", "false");
     }
-    report(&rec, live, rc ? 500 : res->transport_error ? 502 : 200, t0);
-    sessmgr_put(live);
-    session_rec_clear(&rec);
     return rc;
 }
 

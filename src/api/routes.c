@@ -28,6 +28,7 @@
 #include "api/mcp.h"
 #include "api/openapi.h"
 #include "api/scrape.h"
+#include "api/search.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -241,8 +242,11 @@ const struct route api_routes[] = {
     {"GET", "/credentials/{id}/totp-code", credentials_totp_code, KEY},
     NI("/credential_providers"),
     NI("/credential_providers/*"),
-    NI("/search"),
-    NI("/search/*"),
+    /* routes: search (docs/search.md) */
+    {"POST", "/search", search_post, SLOW},
+    {"GET", "/search/providers", search_providers, KEY},
+    {"GET", "/search/{id}", search_get, KEY},
+    {"POST", "/search/{id}/contents", search_contents, KEY},
     {"GET", "/audit-logs", audit_list, ORGADM},
     {"GET", "/audit-logs/export/chunk", audit_export_chunk, ORGADM},
     NI("/audit-logs/export/destinations"),

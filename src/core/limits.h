@@ -372,4 +372,22 @@
 #define LIM_VAULT_FILL_TIMEOUT_MS 30000
 #define LIM_VAULT_ITEM_EVENTS     100
 
+/* search (docs/search.md): provider calls in flight on this server (each
+ * holds a blocking thread for up to its timeout) and one organization's (and
+ * one project's) share of them (core/share.h); the largest provider answer
+ * read; content fetches through a browser per search (the results past it
+ * carry status unavailable and a warning) and the time all of them may take
+ * (later ones carry status timeout); the longest content text kept per
+ * result; the stored record's life; the longest query; the most providers
+ * BROWSERD_SEARCH_PROVIDERS may name. */
+#define LIM_SEARCH_INFLIGHT            32
+#define LIM_SEARCH_INFLIGHT_PER_ORG    4
+#define LIM_SEARCH_PROVIDER_BODY_BYTES (2u << 20)
+#define LIM_SEARCH_CONTENT_FETCHES     10
+#define LIM_SEARCH_CONTENT_TOTAL_MS    60000
+#define LIM_SEARCH_CONTENT_CHARS       100000
+#define LIM_SEARCH_TTL_MS              (24LL * 3600 * 1000)
+#define LIM_SEARCH_QUERY_BYTES         2000
+#define LIM_SEARCH_PROVIDERS           16
+
 #endif

@@ -177,6 +177,8 @@ static int take_response(struct cdp_client *c, const char *sid, const json_t *p,
                   BCURL_BODY_MAX);
     } else {
         out->status = (int)json_integer_value(json_object_get(p, "responseStatusCode"));
+        const char *final_url = jsonx_str(json_object_get(p, "request"), "url");
+        out->final_url = final_url ? xstrdup(final_url) : NULL;
         out->headers = raw ? split_raw(raw) : group_headers(hl);
         struct err ge;
         err_init(&ge);
@@ -345,5 +347,6 @@ void bcurl_result_clear(struct bcurl_result *res)
 {
     json_decref(res->headers);
     xfree(res->body);
+    xfree(res->final_url);
     memset(res, 0, sizeof *res);
 }

@@ -34,6 +34,7 @@ struct bcurl_result {
     json_t *headers; /* {name: [values]}, new reference */
     char *body;      /* raw bytes (NUL-terminated for convenience) */
     size_t body_len;
+    char *final_url; /* the URL that answered (after redirects); NULL when unknown */
     /* Or a transport error: */
     int transport_error;
     int net_error;           /* Chromium's number, 0 when unknown */

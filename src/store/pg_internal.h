@@ -294,4 +294,11 @@ int pgx_blob_get(struct store *st_, const char *key, void **data, size_t *len);
 int pgx_blob_delete(struct store *st_, const char *key);
 int pgx_run_exclusive(struct store *st_, const char *key, int (*fn)(void *ctx), void *ctx);
 
+/* searches (pg_search.c) */
+extern const char pgx_schema_search[];
+int pgx_search_put(struct store *st_, const char *id, const char *org_id, int64_t created_at,
+                   int64_t expires_at, const char *json);
+int pgx_search_get(struct store *st_, const char *org_id, const char *id, int64_t now, char **json);
+int pgx_search_prune(struct store *st_, int64_t now);
+
 #endif

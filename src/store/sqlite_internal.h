@@ -257,5 +257,11 @@ int sq_session_admit(struct store *st_, const struct session_rec *s, int64_t lim
                      int64_t *project_limit);
 int sq_pool_admit(struct store *st_, const struct pool_rec *p, int is_update, int64_t limit,
                   int64_t *pools, int64_t *sessions, int64_t *project_limit);
+/* searches (sqlite_search.c) */
+extern const char sq_schema_search[];
+int sq_search_put(struct store *st_, const char *id, const char *org_id, int64_t created_at,
+                  int64_t expires_at, const char *json);
+int sq_search_get(struct store *st_, const char *org_id, const char *id, int64_t now, char **json);
+int sq_search_prune(struct store *st_, int64_t now);
 
 #endif

@@ -481,6 +481,16 @@ struct store_ops {
     int (*vault_delete)(struct store *st, const char *org_id, const char *project_id,
                         const char *id);
     /* ops: vaults */
+    /* Searches (docs/search.md): search_put stores a Search record (its
+     * JSON text) of org until expires_at (ms since the epoch); search_get
+     * reads it back while now < expires_at (else E_NOTFOUND, as for
+     * another org's id) into *json (caller frees); search_prune deletes
+     * the records expired at now. */
+    int (*search_put)(struct store *st, const char *id, const char *org_id, int64_t created_at,
+                      int64_t expires_at, const char *json);
+    int (*search_get)(struct store *st, const char *org_id, const char *id, int64_t now,
+                      char **json);
+    int (*search_prune)(struct store *st, int64_t now);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -666,6 +676,9 @@ void org_rec_clear(struct org_rec *o);
 #define store_vault_update(st, ...) ((st)->ops->vault_update((st), __VA_ARGS__))
 #define store_vault_delete(st, ...) ((st)->ops->vault_delete((st), __VA_ARGS__))
 /* wrappers: extensions */
+#define store_search_put(st, ...)        ((st)->ops->search_put((st), __VA_ARGS__))
+#define store_search_get(st, ...)        ((st)->ops->search_get((st), __VA_ARGS__))
+#define store_search_prune(st, ...)      ((st)->ops->search_prune((st), __VA_ARGS__))
 #define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
 #define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))
 #define store_node_get(st, ...)          ((st)->ops->node_get((st), __VA_ARGS__))

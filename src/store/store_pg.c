@@ -411,6 +411,9 @@ static const struct store_ops pgx_ops = {
     .vault_count = pgx_vault_count,
     .vault_update = pgx_vault_update,
     .vault_delete = pgx_vault_delete,
+    .search_put = pgx_search_put,
+    .search_get = pgx_search_get,
+    .search_prune = pgx_search_prune,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -446,6 +449,7 @@ static const struct pgx_migration migrations[] = {
     {"0033_limits", pgx_schema_limits},
     {"0034_credentials", pgx_schema_credentials},
     {"0035_vaults", pgx_schema_vaults},
+    {"0040_searches", pgx_schema_search},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -421,6 +421,9 @@ static const struct store_ops sqx_ops = {
     .vault_update = sq_vault_update,
     .vault_delete = sq_vault_delete,
     /* ops: vaults */
+    .search_put = sq_search_put,
+    .search_get = sq_search_get,
+    .search_prune = sq_search_prune,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -446,6 +449,7 @@ static const struct sq_migration migrations[] = {
     {"0033_limits", sq_schema_limits},
     {"0034_credentials", sq_schema_credentials},
     {"0035_vaults", sq_schema_vaults},
+    {"0040_searches", sq_schema_search},
 };
 
 static int migrate(struct conn *c)

@@ -1915,6 +1915,27 @@ static void audit_entry_id_inserted_once(void **state)
     xfree(out);
 }
 
+/* Search records (docs/search.md): read back by their organization only,
+ * until they expire; pruned after. */
+static void searches_per_org_until_expiry(void **state)
+{
+    struct store *st = *state;
+    const char *rec = "{\"id\":\"srch_a\",\"query\":\"q \u00e9\"}";
+    assert_int_equal(store_search_put(st, "srch_a", "org1", 1000, 5000, rec), 0);
+    assert_int_equal(store_search_put(st, "srch_b", "org1", 1000, 9000, "{}"), 0);
+    char *got = NULL;
+    assert_int_equal(store_search_get(st, "org1", "srch_a", 4999, &got), 0);
+    assert_string_equal(got, rec);
+    xfree(got);
+    assert_int_equal(store_search_get(st, "org2", "srch_a", 2000, &got), E_NOTFOUND);
+    assert_int_equal(store_search_get(st, "org1", "srch_a", 5000, &got), E_NOTFOUND);
+    assert_int_equal(store_search_get(st, "org1", "srch_none", 2000, &got), E_NOTFOUND);
+    assert_int_equal(store_search_prune(st, 5000), 0);
+    assert_int_equal(store_search_get(st, "org1", "srch_a", 0, &got), E_NOTFOUND);
+    assert_int_equal(store_search_get(st, "org1", "srch_b", 0, &got), 0);
+    xfree(got);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1936,7 +1957,8 @@ static void audit_entry_id_inserted_once(void **state)
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)                                                      \
-    X(audit_entry_id_inserted_once)
+    X(audit_entry_id_inserted_once)                                                                \
+    X(searches_per_org_until_expiry)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
