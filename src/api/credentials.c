@@ -239,7 +239,7 @@ int credentials_seal_totp(struct req *rq, const json_t *body, json_t *d, int *se
     int rc = 0;
     if (json_string_length(t) == 0) {
         json_object_del(d, "totp");
-    } else if ((rc = totp_normalize(json_string_value(t), norm)) != 0) {
+    } else if (totp_normalize(json_string_value(t), norm) != 0) {
         rc = err_field(&rq->err, "totp_secret",
                        "must be a base32 secret (A-Z, 2-7; spaces ignored) of at most %d "
                        "characters",

@@ -254,8 +254,8 @@ static void ax_walk(const json_t *nodes, const json_t *index, const char *id, in
         if (name && *name && k > 0 && (size_t)k < sizeof line)
             k += snprintf(line + k, sizeof line - (size_t)k, " \"%.400s\"", name);
         if (json_is_integer(ref) && k > 0 && (size_t)k < sizeof line)
-            k += snprintf(line + k, sizeof line - (size_t)k, " [ref=%lld]",
-                          (long long)json_integer_value(ref));
+            snprintf(line + k, sizeof line - (size_t)k, " [ref=%lld]",
+                     (long long)json_integer_value(ref));
         if (buf_append(out, line, strlen(line)) != 0 || buf_append(out, "\n", 1) != 0)
             return;
     }

@@ -293,8 +293,8 @@ static int parse_invoke(struct req *rq, json_t *body, const char **ref, json_t *
  * or NULL. */
 static json_t *custom_for_ref(const char *sid, const char *ref)
 {
-    const char *dot = strchr(ref, '.');
-    if (strncmp(ref, "ct_", 3) != 0 || !dot)
+    const char *dot = ref ? strchr(ref, '.') : NULL;
+    if (!dot || strncmp(ref, "ct_", 3) != 0)
         return NULL;
     json_t *all = customs_of(sid), *hit = NULL, *t;
     size_t i;

@@ -108,9 +108,9 @@ int mcpreg_acquire(const char *org, const char *project, const char *id, struct 
                    struct err *e)
 {
     pthread_mutex_lock(&lock);
-    struct slot *s;
+    struct slot *s = NULL;
     int rc = take(org, project, id, &s, e);
-    if (rc == 0) {
+    if (rc == 0 && s) {
         s->busy = 1;
         *out = s->e;
     }
@@ -136,9 +136,9 @@ int mcpreg_close(const char *org, const char *project, const char *id, struct mc
                  struct err *e)
 {
     pthread_mutex_lock(&lock);
-    struct slot *s;
+    struct slot *s = NULL;
     int rc = take(org, project, id, &s, e);
-    if (rc == 0) {
+    if (rc == 0 && s) {
         *out = s->e;
         memset(s, 0, sizeof *s);
         pthread_cond_broadcast(&freed);
