@@ -155,4 +155,39 @@ export const tests = [
       }
     }),
   },
+  {
+    name: 'issue 35.3: one organization runs at most LIM_CREDPROV_CALLS_PER_ORG (2) Connect calls at once: a third is 429 with Retry-After while another organization still gets through',
+    fn: async () => {
+      // Connect holds every /v1/vaults answer until release() (the held requests are counted).
+      const held = [];
+      let open = false;
+      const connect = await startSite((req, res) => {
+        const answer = () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify(req.url === '/v1/vaults' ? VAULTS : [])); };
+        if (open) answer(); else held.push(answer);
+      });
+      const release = () => { open = true; held.splice(0).forEach((f) => f()); };
+      try {
+        await server({ BROWSERD_ONEPASSWORD_CONNECT_URL: connect.url }, async (s) => {
+          const body = { name: 'p', provider_type: 'onepassword', token: TOKEN };
+          const mine = ok2xx(await request(s.base, 'POST', '/org/credential_providers', { key: s.key, body }), 'create');
+          const other = await newOrg(s, ADMIN, { name: 'other', plan: 'startup' });
+          const theirs = ok2xx(await request(s.base, 'POST', '/org/credential_providers', { key: other.key, body }), 'create other');
+          const slow = [1, 2].map(() => request(s.base, 'POST', `/org/credential_providers/${mine.id}/test`, { key: s.key }));
+          await waitFor(() => held.length === 2, 'two calls held by Connect');
+          const third = await request(s.base, 'POST', `/org/credential_providers/${mine.id}/test`, { key: s.key });
+          isError(third, 429, 'limit_exceeded');
+          assert(/calls to credential providers/.test(third.json.message), third.text);
+          assert(Number(third.headers['retry-after']) >= 1, `Retry-After: ${third.headers['retry-after']}`);
+          const elsewhere = request(s.base, 'POST', `/org/credential_providers/${theirs.id}/test`, { key: other.key });
+          await waitFor(() => held.length === 3, 'the other organization reached Connect');
+          release();
+          for (const r of [...await Promise.all(slow), await elsewhere]) eq(ok2xx(r, 'held call').success, true, 'held call succeeded');
+          eq(ok2xx(await request(s.base, 'POST', `/org/credential_providers/${mine.id}/test`, { key: s.key }), 'after').success, true, 'the slots are free again');
+        });
+      } finally {
+        release();
+        connect.close();
+      }
+    },
+  },
 ];
