@@ -371,6 +371,8 @@
 #define LIM_VAULT_FILL_BINDINGS   100
 #define LIM_VAULT_FILL_TIMEOUT_MS 30000
 #define LIM_VAULT_ITEM_EVENTS     100
+/* The vaults one browser links at creation (POST /browsers {vaults}). */
+#define LIM_VAULTS_PER_BROWSER 16
 
 /* Credential providers (/org/credential_providers, api/credprov.c,
  * docs/credentials.md): providers one organization keeps; a token's length;

@@ -190,4 +190,34 @@ export const tests = [
       }
     },
   },
+  {
+    name: 'issue 35.2: POST /browsers {vaults} resolves each VaultReference in the caller\'s project: an unknown or another organization\'s vault is a 404 naming vaults[i], a malformed reference a 400, a plan without features.vaults a 403 (no browser starts)',
+    fn: () => server({}, async (s) => {
+      const api = (m, p, body, key = s.key) => request(s.base, m, p, { key, body });
+      const v = ok2xx(await api('POST', '/vaults', { name: 'team' }), 'vault');
+      const other = await newOrg(s, ADMIN, { name: 'other', plan: 'startup' });
+      const theirs = ok2xx(await api('POST', '/vaults', { name: 'theirs' }, other.key), 'their vault');
+      for (const [vaults, idx, what] of [
+        [[{ name: 'team' }, { name: 'nope' }], 1, 'name nope'],
+        [[{ id: theirs.id }], 0, `id ${theirs.id}`],
+        [[{ name: 'theirs' }], 0, 'name theirs'],
+        [[{ id: 'team' }], 0, 'id team'], // a name given as an id
+      ]) {
+        const r = await api('POST', '/browsers', { vaults });
+        isError(r, 404, 'not_found');
+        assert(r.json.message.startsWith(`vaults[${idx}]: vault ${what} not found`), r.text);
+      }
+      const dup = await api('POST', '/browsers', { vaults: [{ name: 'team' }, { id: v.id }] });
+      isError(dup, 400, 'bad_request');
+      assert(/vaults\[1\]: vault [a-z0-9]+ is already listed/.test(dup.text), dup.text);
+      const bad = await api('POST', '/browsers', { vaults: [{ id: v.id, name: 'team' }, { color: 'x' }, 'team'] });
+      isError(bad, 400, 'bad_request');
+      assert(/vaults\[0\]/.test(bad.text) && /vaults\[1\]/.test(bad.text) && /vaults\[2\]/.test(bad.text), bad.text);
+      const dev = await newOrg(s, ADMIN, { name: 'dev', plan: 'developer' });
+      const g = await api('POST', '/browsers', { vaults: [{ name: 'team' }] }, dev.key);
+      isError(g, 403, 'feature_not_enabled');
+      assert(/features\.vaults/.test(g.json.message), g.text);
+      eq(ok2xx(await api('GET', '/browsers'), 'list'), [], 'no browser was created');
+    }),
+  },
 ];
