@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "api/computer.h"
 #include "api/credentials.h"
+#include "api/credprov.h"
 #include "api/curl.h"
 #include "api/extensions.h"
 #include "api/fs.h"
@@ -251,7 +252,14 @@ const struct route api_routes[] = {
     {"GET", "/audit-logs/export/chunk", audit_export_chunk, ORGADM},
     NI("/audit-logs/export/destinations"),
     NI("/audit-logs/export/destinations/*"),
-    NI("/org/credential_providers"),
+    /* routes: credential providers (issue 35.3, docs/credentials.md) */
+    {"POST", "/org/credential_providers", credprov_create, ORG},
+    {"GET", "/org/credential_providers", credprov_list, ORG},
+    {"GET", "/org/credential_providers/{id}", credprov_get, ORG},
+    {"PATCH", "/org/credential_providers/{id}", credprov_update, ORG},
+    {"DELETE", "/org/credential_providers/{id}", credprov_delete, ORG},
+    {"GET", "/org/credential_providers/{id}/items", credprov_items, ORG | HTTP_ROUTE_BLOCKING},
+    {"POST", "/org/credential_providers/{id}/test", credprov_test, ORG | HTTP_ROUTE_BLOCKING},
     NI("/org/credential_providers/*"),
     {"GET", "/org/limits", org_limits_get, ORG},
     {"PATCH", "/org/limits", org_limits_update, ORGADM},

@@ -25,6 +25,7 @@
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
 #include "runtime/sessmgr.h"
+#include "session/ext.h"
 #include "session/app.h"
 #include "store/store.h"
 
@@ -753,6 +754,99 @@ static void check_fill(struct req *rq, const json_t *body)
     }
 }
 
+/* A fill writes values of the vaults linked to the browser at its creation
+ * only (POST /browsers {vaults}): 403 vault_not_attached for another. */
+static int check_attached(struct req *rq, const struct session_rec *srec,
+                          const struct vault_rec *vault)
+{
+    json_t *sd = json_loads(srec->data ? srec->data : "{}", 0, NULL);
+    int found = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(sd, "vaults"), i, r)
+    {
+        const char *id = jsonx_str(r, "id");
+        found |= id && strcmp(id, vault->id) == 0;
+    }
+    json_decref(sd);
+    if (found)
+        return 0;
+    return err_set(&rq->err, E_FORBIDDEN, "vault_not_attached",
+                   "browser_id: browser session %s was not created with vault %s (link it with "
+                   "POST /browsers {vaults: [{\"name\": \"%s\"}]})",
+                   srec->id, vault->id, vault->name);
+}
+
+/* ---- POST /browsers {vaults} (session/ext.h) ---- */
+
+/* Resolves every VaultReference of the create ({id} or {name}, checked by
+ * domain/session_rules) in the owner's project and stores [{id, name}] in
+ * the session's document. */
+static int on_prepare(struct session_ctx *sc, struct err *e)
+{
+    json_t *refs = json_object_get(sc->body, "vaults");
+    if (!json_is_array(refs) || json_array_size(refs) == 0)
+        return 0;
+    if (!ent_feature_on(sc->ent, FEATURE))
+        return err_set(e, E_FORBIDDEN, "feature_not_enabled",
+                       "vaults: features.vaults is not enabled for this organization's plan");
+    if (json_array_size(refs) > LIM_VAULTS_PER_BROWSER)
+        return err_field(e, "vaults", "a browser links at most %d vaults", LIM_VAULTS_PER_BROWSER);
+    json_t *out = json_array();
+    int rc = 0;
+    size_t i;
+    json_t *ref;
+    json_array_foreach(refs, i, ref)
+    {
+        const char *id = jsonx_str(ref, "id"), *name = jsonx_str(ref, "name");
+        const char *want = id ? id : name;
+        char path[32];
+        snprintf(path, sizeof path, "vaults[%zu]", i);
+        struct vault_rec v;
+        memset(&v, 0, sizeof v);
+        int g = want ? store_vault_get(sc->app->store, sc->rec->org_id, sc->rec->project_id, "",
+                                       want, &v)
+                     : E_NOTFOUND;
+        if (g == 0 && strcmp(id ? v.id : v.name, want) != 0)
+            g = E_NOTFOUND; /* {id} matched a name or {name} an id */
+        if (g == E_NOTFOUND)
+            rc =
+                err_set(e, E_NOTFOUND, "not_found", "%s: vault %s %.255s not found in this project",
+                        path, id ? "id" : "name", want ? want : "");
+        else if (g)
+            rc = err_set(e, g, "internal", "%s: the vault could not be read", path);
+        size_t k;
+        json_t *seen;
+        json_array_foreach(out, k, seen) if (rc == 0 && strcmp(jsonx_str(seen, "id"), v.id) == 0)
+            rc = err_field(e, path, "vault %s is already listed", v.id);
+        if (rc == 0)
+            json_array_append_new(out, json_pack("{s:s,s:s}", "id", v.id, "name", v.name));
+        vault_rec_clear(&v);
+        if (rc)
+            break;
+    }
+    if (rc == 0)
+        json_object_set(sc->doc, "vaults", out);
+    json_decref(out);
+    return rc;
+}
+
+static void on_render(struct session_ctx *sc, json_t *record)
+{
+    json_t *v = sc->doc ? json_object_get(sc->doc, "vaults") : NULL;
+    if (json_is_array(v))
+        json_object_set(record, "vaults", v);
+}
+
+static const struct session_ext vaults_ext = {
+    .name = "vaults", .prepare = on_prepare, .render = on_render};
+
+/* Registered at load time, as api/repl does. */
+__attribute__((constructor)) static void vaults_register(void)
+{
+    session_ext_register(&vaults_ext);
+}
+
 int vault_item_operation(struct req *rq, struct resp *rs)
 {
     rq->no_retry = 1;
@@ -788,6 +882,8 @@ int vault_item_operation(struct req *rq, struct resp *rs)
     char ws[512];
     if (rc == 0)
         rc = api_live_session_id(rq, jsonx_str(body, "browser_id"), &srec, &live, ws, sizeof ws);
+    if (rc == 0)
+        rc = check_attached(rq, &srec, &vault);
     json_t *d = NULL;
     struct cdp_client *cc = NULL;
     char sid[128] = "";

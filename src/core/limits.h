@@ -371,6 +371,29 @@
 #define LIM_VAULT_FILL_BINDINGS   100
 #define LIM_VAULT_FILL_TIMEOUT_MS 30000
 #define LIM_VAULT_ITEM_EVENTS     100
+/* The vaults one browser links at creation (POST /browsers {vaults}). */
+#define LIM_VAULTS_PER_BROWSER 16
+
+/* Credential providers (/org/credential_providers, api/credprov.c,
+ * docs/credentials.md): providers one organization keeps; a token's length;
+ * the largest cache_ttl_seconds and priority; concurrent calls to the
+ * 1Password Connect server one organization may run, and the whole
+ * server's (past either, 429 with Retry-After); the deadline of one items
+ * or test call (every Connect request of it shares it); one Connect
+ * answer's body; the vaults and items one items call returns, and the URLs
+ * kept per item. */
+#define LIM_CREDPROV_PER_ORG        20
+#define LIM_CREDPROV_TOKEN_BYTES    8192
+#define LIM_CREDPROV_CACHE_TTL_S    86400
+#define LIM_CREDPROV_PRIORITY_MAX   1000
+#define LIM_CREDPROV_CALLS_PER_ORG  2
+#define LIM_CREDPROV_CALLS_TOTAL    16
+#define LIM_CREDPROV_RETRY_AFTER_S  1
+#define LIM_CREDPROV_TIMEOUT_MS     15000
+#define LIM_CREDPROV_RESPONSE_BYTES (4 * 1024 * 1024)
+#define LIM_CREDPROV_VAULTS         100
+#define LIM_CREDPROV_ITEMS          5000
+#define LIM_CREDPROV_ITEM_URLS      16
 
 /* search (docs/search.md): provider calls in flight on this server (each
  * holds a blocking thread for up to its timeout) and one organization's (and

@@ -100,18 +100,6 @@ void sess_set_launcher(const struct sess_launcher *l)
 
 /* ---- create ---- */
 
-/* Vaults are an area this server does not serve (issue notes): a clear 501
- * naming the field, never a silent drop. The fields modules serve
- * (profile, proxy, telemetry export) are checked by their hooks;
- * extensions by api/extensions before launch. */
-static int unsupported_create_fields(struct err *e, const struct sessrules_create *c)
-{
-    if (c->vaults && json_array_size(c->vaults) > 0)
-        return err_set(e, E_NOTIMPL, "not_implemented",
-                       "vaults: vaults are not served by this server");
-    return 0;
-}
-
 static json_t *proxy_record(const struct proxysel *p)
 {
     return json_pack("{s:s}", "mode", p->kind == PROXYSEL_DIRECT ? "direct" : "default");
@@ -298,7 +286,7 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
     int rc = sessrules_validate_create_min(body, min_timeout(app), &c, e);
     if (rc)
         return rc;
-    if ((rc = unsupported_create_fields(e, &c)) || (rc = check_limits(app, ent, &c, e))) {
+    if ((rc = check_limits(app, ent, &c, e))) {
         sessrules_create_clear(&c);
         return rc;
     }
@@ -753,7 +741,9 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     if (sessrules_validate_create_min(body, min_timeout(app), &c, &scratch) != 0)
         return 0; /* the cold path reports it */
     enum spare_kind k = spare_match(&c, NULL);
-    if (k == SPARE_NONE || unsupported_create_fields(&scratch, &c) ||
+    /* A create with vaults takes the cold path: api/vaults' prepare hook
+     * resolves them (spares run no prepare hook). */
+    if (k == SPARE_NONE || (c.vaults && json_array_size(c.vaults) > 0) ||
         check_limits(app, ent, &c, &scratch)) {
         sessrules_create_clear(&c);
         return 0;

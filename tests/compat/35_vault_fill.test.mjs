@@ -34,7 +34,7 @@ const LOGIN = '<!doctype html><title>login-35</title><form>'
 
 export const tests = [
   {
-    name: 'issue 35.2: fill writes a credential item\'s values (and a TOTP code) into a loopback login page by selector, firing input and change; the answer and events show per-field outcomes, never a value',
+    name: 'issue 35.2: a browser created with vaults shows them; fill writes a credential item\'s values (and a TOTP code) into a loopback login page by selector, firing input and change; the answer and events show per-field outcomes, never a value',
     timeout: 90000,
     fn: async () => {
       const got = [];
@@ -54,7 +54,15 @@ export const tests = [
           eq(it.status, 200, `put: ${it.text}`);
           assert(!it.text.includes(PASSWORD) && !it.text.includes(SECRET), `the item shows no value: ${it.text}`);
           eq(it.json.available_operations, ['fill'], 'operations');
-          const id = await createSession(s, { start_url: `${site.url}/login` });
+          const id = await createSession(s, { start_url: `${site.url}/login`, vaults: [{ name: 'team' }] });
+          // issue 35.2: the vaults linked at creation are on the Browser record.
+          eq(ok2xx(await api('GET', `/browsers/${id}`), 'browser').vaults, [{ id: v.id, name: 'team' }], 'the linked vaults');
+          // A fill from a vault not linked to the browser is refused (before any value is opened).
+          const other = ok2xx(await api('POST', '/vaults', { name: 'not-linked' }), 'another vault');
+          ok2xx(await api('PUT', '/vaults/not-linked/items/login', { type: 'credential', spec }), 'its item');
+          const nl = await api('POST', `/vaults/${other.id}/items/login/operations`, { type: 'fill', browser_id: id, bindings: [{ selector: '#pw', field: 'password' }] });
+          isError(nl, 403, 'vault_not_attached');
+          assert(/browser_id: .*not created with vault/.test(nl.json.message), nl.text);
           const op = (body) => api('POST', `/vaults/${v.id}/items/login/operations`, { type: 'fill', browser_id: id, ...body });
           // The page may still be loading: fill until the page is the login form.
           const r = await waitFor(async () => {
