@@ -59,11 +59,16 @@ int console_get(struct req *rq, struct resp *rs)
     char style[64], script[64];
     element_hash("<style>", "</style>", style, sizeof style);
     element_hash("<script>", "</script>", script, sizeof script);
-    resp_header(rs, "Content-Security-Policy",
-                "default-src 'self'; script-src %s; style-src %s; img-src 'self' data:; "
-                "media-src 'self' blob:; connect-src 'self'; frame-src 'none'; "
-                "frame-ancestors 'none'; base-uri 'none'; form-action 'none'; object-src 'none'",
-                script[0] ? script : "'none'", style[0] ? style : "'none'");
+    /* Longer than a resp_header value: one of the response's more_headers. */
+    char *csp = xasprintf(
+        "default-src 'self'; script-src %s; style-src %s; img-src 'self' data:; "
+        "media-src 'self' blob:; connect-src 'self'; frame-src 'none'; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'none'; object-src 'none'",
+        script[0] ? script : "'none'", style[0] ? style : "'none'");
+    if (!rs->more_headers)
+        rs->more_headers = json_array();
+    json_array_append_new(rs->more_headers, json_pack("[s,s]", "Content-Security-Policy", csp));
+    xfree(csp);
     resp_header(rs, "X-Frame-Options", "DENY");
     resp_header(rs, "Cache-Control", "no-store");
     resp_header(rs, "Referrer-Policy", "no-referrer");
