@@ -61,6 +61,8 @@ $(BUILD)/bench/egress: bench/egress.c $(BUILD)/libbrowserd.a
 
 # The OpenAPI document is assembled into this object (.incbin, api/openapi.c).
 $(BUILD)/src/api/openapi.o: docs/openapi.yaml
+# The console page likewise (.incbin, api/console.c).
+$(BUILD)/src/api/console.o: src/api/console.html
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
 

@@ -27,6 +27,7 @@
 #include "api/proxies.h"
 #include "api/health.h"
 #include "api/mcp.h"
+#include "api/console.h"
 #include "api/openapi.h"
 #include "api/scrape.h"
 #include "api/search.h"
@@ -287,6 +288,9 @@ const struct route api_routes[] = {
     {"POST", "/mcp", mcp_post, SLOW},
     {"DELETE", "/mcp", mcp_delete, SLOW},
     {"GET", "/mcp", mcp_get, KEY},
+    /* routes: console (no key to load the page; it calls the API with the
+     * key it asks for: docs/console.md) */
+    {"GET", "/console", console_get, AUTH_NONE},
     /* routes: health (no key; docs/operator.md "Health and readiness") */
     {"GET", "/health", health_get, AUTH_NONE | HTTP_ROUTE_PROBE},
     {"GET", "/ready", ready_get, AUTH_NONE | HTTP_ROUTE_PROBE},

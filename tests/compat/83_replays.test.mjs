@@ -153,7 +153,7 @@ const near = (px, c) => px && px.every((v, i) => Math.abs(v - c[i]) < 40);
 // natively: {launch, eval(expr), click(x, y), close}. The live view page must
 // work in current Chromium and Firefox (issue 18). Prefs keep it off the
 // network (no update, telemetry or remote settings calls).
-async function firefox() {
+export async function firefox() {
   const { spawn } = await import('node:child_process');
   const { createRequire } = await import('node:module');
   const WebSocket = createRequire(import.meta.url)('ws');
