@@ -315,7 +315,7 @@ int webmcp_invoke(struct req *rq, struct resp *rs)
 {
     rq->no_retry = 1;
     json_t *body = NULL, *input = NULL, *res = NULL;
-    const char *ref = NULL;
+    const char *ref = ""; /* set by parse_invoke */
     int timeout_s = 0, timed_out = 0;
     struct call c;
     memset(&c, 0, sizeof c);
