@@ -91,7 +91,12 @@ static const char *const cr_fixed_flags[] = {
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
     "PrivacySandboxSettings4,SafeBrowsingEnhancedProtection,NetworkTimeServiceQuerying,"
-    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies,PaintHolding",
+    "AcceptCHFrame,MediaEngagementBypassAutoplayPolicies,PaintHolding,"
+    /* Processes an idle session does not need (issue 39.1, docs/runtime.md):
+     * the omnibox popup's WebUI renderer preloaded at start, the spare
+     * renderer kept for the next site, and the on-device model service. */
+    "WebUIOmniboxPopup,WebUIOmniboxFullPopup,WebUIOmniboxAimPopup,PreloadTopChromeWebUI,"
+    "SpareRendererForSitePerProcess,OptimizationGuideOnDeviceModel,OptimizationTargetPrediction",
 };
 
 struct chromium {

@@ -401,4 +401,22 @@ export const tests = [
       eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
     }),
   },
+  {
+    name: 'issue 39.1: a session, headless or headful, runs no omnibox popup WebUI (chrome://omnibox-popup.top-chrome), which Chromium preloads in its own renderer',
+    timeout: 60000,
+    fn: () => withServer(async (s) => {
+      for (const body of [{ headless: true }, { headless: false }]) {
+        const b = await create(s, body);
+        const br = await chromium.connectOverCDP(b.cdp_ws_url);
+        try {
+          const c = await br.newBrowserCDPSession();
+          const { targetInfos } = await c.send('Target.getTargets', { filter: [{}] });
+          const urls = targetInfos.map((t) => `${t.type} ${t.url}`);
+          assert(urls.some((u) => u === 'page about:blank'), `the session's page is listed: ${urls.join(', ')}`);
+          assert(!urls.some((u) => u.includes('top-chrome')), `${JSON.stringify(body)}: a top-chrome WebUI runs: ${urls.join(', ')}`);
+        } finally { await br.close(); }
+        eq((await api(s, 'DELETE', `/browsers/${b.session_id}`)).status, 204);
+      }
+    }),
+  },
 ];
