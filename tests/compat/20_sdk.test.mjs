@@ -153,7 +153,9 @@ function keysOnly(obj, allowed, what) {
 const BROWSER_FIELDS = ['session_id', 'created_at', 'cdp_ws_url', 'webdriver_ws_url', 'region', 'stealth', 'headless',
   'memory', 'timeout_seconds', 'base_url', 'browser_live_view_url', 'chrome_policy', 'deleted_at', 'gpu', 'kiosk_mode',
   'name', 'network', 'pool', 'profile', 'profile_save_changes', 'proxy', 'proxy_id', 'start_url', 'tags', 'telemetry',
-  'usage', 'usage_status', 'vaults', 'viewport'];
+  'usage', 'usage_status', 'vaults', 'viewport',
+  // browserd's own (issue 38): the classic WebDriver URL beside webdriver_ws_url.
+  'webdriver_url'];
 function checkBrowser(b, what) {
   assert(b && typeof b === 'object', `${what}: Browser record expected`);
   keysOnly(b, BROWSER_FIELDS, what);
@@ -161,6 +163,7 @@ function checkBrowser(b, what) {
   isTime(b.created_at, `${what}.created_at`);
   assert(/^wss?:\/\/[^/]+\/browser\/cdp\?jwt=[\w-]+\.[\w-]+\.[\w-]+$/.test(b.cdp_ws_url), `${what}: cdp_ws_url ${b.cdp_ws_url}`);
   assert(typeof b.webdriver_ws_url === 'string' && /^wss?:\/\//.test(b.webdriver_ws_url), `${what}: webdriver_ws_url`);
+  if ('webdriver_url' in b) assert(/^https?:\/\/[^/]+\/browser\/wd\/[\w.-]+$/.test(b.webdriver_url), `${what}: webdriver_url ${b.webdriver_url}`);
   assert(['us-east', 'eu-west', 'ap-southeast'].includes(b.region), `${what}: region ${b.region}`);
   eq(typeof b.stealth, 'boolean', `${what}.stealth`);
   eq(typeof b.headless, 'boolean', `${what}.headless`);
