@@ -69,6 +69,8 @@ const char *log_escape(const char *in, char *out, size_t cap)
 /* Formats one line (timestamp, level, message with its control characters
  * escaped, newline) into line (cap bytes); returns its length. */
 static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
+    __attribute__((format(printf, 2, 0)));
+static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
     char msg[2048];

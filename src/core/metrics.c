@@ -53,8 +53,8 @@ static const char *const counter_help[METRICS_NCOUNTERS] = {
     [METRICS_EGRESS_BYTES] = "Bytes the egress proxy moved between browsers and the network.",
     [METRICS_OOM_KILLS] = "Processes of sessions killed by the kernel's out-of-memory killer.",
     [METRICS_ORPHANS_REAPED] =
-        "Sessions left by a server that died (this node's previous run or another node), ended "
-        "by recovery.",
+        ("Sessions left by a server that died (this node's previous run or another node), "
+         "ended by recovery."),
 };
 static _Atomic uint64_t counters[METRICS_NCOUNTERS];
 
