@@ -85,8 +85,11 @@ static const char *const cr_fixed_flags[] = {
     "--disable-backgrounding-occluded-windows",
     "--disable-renderer-backgrounding",
     "--disable-hang-monitor",
-    /* WebMCP (document.modelContext and the DevTools WebMCP domain): docs/webmcp.md. */
-    "--enable-blink-features=WebMCP",
+    /* WebMCP (document.modelContext and the DevTools WebMCP domain): docs/webmcp.md.
+     * As a feature, not --enable-blink-features, which Chromium counts as an
+     * unsupported flag: a headful window showed a warning bar over the page
+     * (in live view, screenshots and replays). */
+    "--enable-features=WebMCP",
     "--disable-features=Translate,OptimizationHints,OptimizationGuideModelDownloading,"
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
