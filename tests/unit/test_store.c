@@ -511,6 +511,7 @@ static void project_limits_hold_sessions_and_pools(void **state)
     d.max_sessions = 0;
     assert_int_equal(store_limits_put(st, &d), 0);
     assert_int_equal(store_session_admit(st, &s, -1, NULL, &plimit), 0);
+    org_rec_clear(&o);
 }
 
 /* pool_list: "region (NULL: any) filters on the config's region; a pool
