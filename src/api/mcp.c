@@ -678,6 +678,82 @@ static json_t *t_files(struct call *c, const json_t *args)
     return err;
 }
 
+/* The session's Browser REPL (POST /browsers/{id}/repl, docs/repl.md): its
+ * text output as text parts, its images as image parts; an exception, a
+ * syntax error or a REPL that ended is a result with isError. */
+static json_t *t_repl(struct call *c, const json_t *args)
+{
+    const json_t *code = json_object_get(args, "code");
+    const json_t *reset = json_object_get(args, "reset");
+    const json_t *tmo = json_object_get(args, "timeout_sec");
+    if (code && !json_is_string(code))
+        return tool_error("code: must be a string of JavaScript");
+    if (reset && !json_is_boolean(reset))
+        return tool_error("reset: must be true or false");
+    if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 1 ||
+                json_integer_value(tmo) > LIM_MCP_REPL_TIMEOUT_S))
+        return tool_error("timeout_sec: must be an integer between 1 and %d",
+                          LIM_MCP_REPL_TIMEOUT_S);
+    json_t *err = ensure_browser(c);
+    if (err)
+        return err;
+    json_t *body = json_pack("{s:s}", "code", code ? json_string_value(code) : "");
+    if (reset)
+        json_object_set(body, "reset", (json_t *)reset);
+    if (tmo)
+        json_object_set(body, "timeout_sec", (json_t *)tmo);
+    char *text = jsonx_dump(body);
+    json_decref(body);
+    char path[160];
+    snprintf(path, sizeof path, "/browsers/%s/repl", c->ent.session_id);
+    struct http_call_res r;
+    int rc = api_call(c->rq, "POST", path, NULL, text, strlen(text), &r);
+    xfree(text);
+    if (rc != 0)
+        return tool_error("the REPL's answer is too large for an MCP answer");
+    if (r.status != 200 || !json_is_object(r.json)) {
+        err = tool_error("repl failed (%d): %s", r.status, api_message(&r));
+        http_call_res_clear(&r);
+        return err;
+    }
+    json_t *parts = json_array();
+    size_t i;
+    json_t *part;
+    json_array_foreach(json_object_get(r.json, "content"), i, part)
+    {
+        const char *type = jsonx_str(part, "type");
+        if (type && strcmp(type, "text") == 0 && jsonx_str(part, "text"))
+            json_array_append_new(parts, text_part(jsonx_str(part, "text")));
+        else if (type && strcmp(type, "image") == 0 && jsonx_str(part, "data_b64"))
+            json_array_append_new(parts, json_pack("{s:s,s:s,s:s}", "type", "image", "data",
+                                                   jsonx_str(part, "data_b64"), "mimeType",
+                                                   jsonx_str(part, "mime_type")
+                                                       ? jsonx_str(part, "mime_type")
+                                                       : "image/png"));
+    }
+    int ok = json_is_true(json_object_get(r.json, "success"));
+    if (!ok) {
+        const char *msg = jsonx_str(r.json, "error");
+        const char *stack = jsonx_str(r.json, "stack");
+        char line[2048];
+        snprintf(line, sizeof line, "%s%s%s%s", msg ? msg : "the code failed", stack ? "\n" : "",
+                 stack ? stack : "",
+                 json_is_true(json_object_get(r.json, "repl_terminated"))
+                     ? "\n(the REPL ended; the next call starts a fresh one)"
+                     : "");
+        json_array_append_new(parts, text_part(line));
+    }
+    if (json_is_true(json_object_get(r.json, "content_truncated")))
+        json_array_append_new(parts, text_part("(output truncated)"));
+    if (json_array_size(parts) == 0)
+        json_array_append_new(parts, text_part(""));
+    json_t *res = json_pack("{s:o}", "content", parts);
+    if (!ok)
+        json_object_set_new(res, "isError", json_true());
+    http_call_res_clear(&r);
+    return res;
+}
+
 /* ---- the tool list ---- */
 
 struct tool {
@@ -724,6 +800,14 @@ static const struct tool tools[] = {
      "\"write\"]},\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
      "\"required\":[\"action\",\"path\"]}",
      t_files},
+    {"repl",
+     "Run JavaScript in the browser's persistent REPL (Node, beside the browser): top-level "
+     "declarations persist between calls; output only through repl.write(), the console and "
+     "repl.emitImage(); globals gotoUrl, pageInfo, click, typeText, cdp and more (repl.help()).",
+     "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\"},\"reset\":{\"type\":"
+     "\"boolean\"},\"timeout_sec\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":150}},"
+     "\"required\":[\"code\"]}",
+     t_repl},
 };
 
 static json_t *tools_list(void)

@@ -305,6 +305,9 @@
 #define LIM_MCP_BUSY_WAIT_MS     30000
 #define LIM_MCP_SNAPSHOT_BYTES   (256u * 1024u)
 #define LIM_MCP_RETRY_AFTER_S    10
+/* The longest timeout_sec of the MCP repl tool (the hosted MCP server's
+ * browser_repl caps it at 150; the REPL itself allows 300). */
+#define LIM_MCP_REPL_TIMEOUT_S 150
 
 /* Metrics (core/metrics.h, GET /metrics): the routes whose requests are
  * counted one by one (the route table's size is far below it; requests of

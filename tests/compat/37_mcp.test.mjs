@@ -38,7 +38,7 @@ export const tests = [
         await withServer({ args: [...site.allow, '--admin-token', 'adm'] }, async (s) => {
           const { client, transport } = await connect(s, s.key);
           const names = (await client.listTools()).tools.map((t) => t.name);
-          for (const n of ['navigate', 'snapshot', 'click', 'type', 'press_key', 'screenshot', 'evaluate', 'tabs', 'live_view_url', 'files'])
+          for (const n of ['navigate', 'snapshot', 'click', 'type', 'press_key', 'screenshot', 'evaluate', 'tabs', 'live_view_url', 'files', 'repl'])
             assert(names.includes(n), `tools/list lacks ${n}: ${names}`);
           eq((await activeSessions(s, s.key)).length, 0, 'no browser before the first tool call');
 
@@ -86,6 +86,20 @@ export const tests = [
           eq(text(await client.callTool({ name: 'files', arguments: { action: 'read', path: '/tmp/mcp.txt' } })), 'from mcp', 'files read');
           const lv = await client.callTool({ name: 'live_view_url', arguments: {} });
           assert(lv.isError === true && /headless/.test(text(lv)), `a headless browser has no live view: ${text(lv)}`);
+
+          // The REPL (issue 37.6: "the REPL (when it exists)"): state kept
+          // between calls, the page reached, an exception isError, an image part.
+          const r1 = await client.callTool({ name: 'repl', arguments: { code: 'const six = 6; repl.write(String(six * 7))' } });
+          assert(!r1.isError, `repl: ${JSON.stringify(r1).slice(0, 300)}`);
+          eq(text(r1), '42', 'repl output');
+          eq(text(await client.callTool({ name: 'repl', arguments: { code: 'repl.write(String(six), (await pageInfo()).url.startsWith("http"))' } })), '6 true', 'repl state and page');
+          const r3 = await client.callTool({ name: 'repl', arguments: { code: 'throw new Error("repl boom")' } });
+          assert(r3.isError === true && /repl boom/.test(text(r3)), `a thrown error is isError: ${text(r3)}`);
+          const r4 = await client.callTool({ name: 'repl', arguments: { code: 'repl.emitImage(await captureScreenshot())' } });
+          const rimg = r4.content.find((c) => c.type === 'image');
+          assert(!r4.isError && rimg && Buffer.from(rimg.data, 'base64').subarray(1, 4).toString() === 'PNG', `repl image part: ${JSON.stringify(r4).slice(0, 300)}`);
+          const r5 = await client.callTool({ name: 'repl', arguments: { code: '1', timeout_sec: 151 } });
+          assert(r5.isError === true && /timeout_sec/.test(text(r5)), `timeout_sec over 150: ${text(r5)}`);
 
           const shot = await client.callTool({ name: 'screenshot', arguments: {} });
           const img = shot.content.find((c) => c.type === 'image');
