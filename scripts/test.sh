@@ -3,16 +3,19 @@
 #   scripts/test.sh BUILD [ASAN_BUILD]   unit + black-box on each build
 #   scripts/test.sh --unit-only BUILD    unit tests only
 #   scripts/test.sh --fast BUILD         unit + the black-box suite (make check)
+#   scripts/test.sh --analyze BUILD...   also the static analysis, beside them
 set -u
 unit_only=0
 fast=0
+analyze=0
 if [ "${1:-}" = "--unit-only" ]; then unit_only=1; shift; fi
 if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
+if [ "${1:-}" = "--analyze" ]; then analyze=1; shift; fi
 passed=0
 failed=0
 log=$(mktemp)
 t0=$(date +%s)
-trap 'rm -f "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".sdk "$log".sdk.rc' EXIT
+trap 'rm -f "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
 
 count() { # $1: label; reads the suite's output from $log
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
@@ -191,9 +194,34 @@ run_fuzz() {
     done
 }
 
+# The static analysis (scripts/analyze.sh: clang-tidy, about ten minutes of
+# CPU) runs beside the suites at the lowest priority: the suites spend much
+# of their time waiting on browsers and deadlines, and a nice 19 process gets
+# a core only when nothing else wants it, so it takes little from the tests
+# and about five minutes off the run. Its result is counted before the fuzz
+# smoke runs, which want both cores.
+if [ $analyze -eq 1 ]; then
+    an_t0=$(date +%s)
+    (
+        nice -n 19 sh scripts/analyze.sh >"$log.an" 2>&1
+        echo $? >"$log.an.rc"
+    ) &
+    an_pid=$!
+fi
 for b in "$@"; do
     run_build "$b"
 done
+if [ $analyze -eq 1 ]; then
+    wait "$an_pid"
+    cat "$log.an"
+    if [ "$(cat "$log.an.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
+        echo "1 passed, 0 failed" >"$log"
+    else
+        echo "0 passed, 1 failed" >"$log"
+    fi
+    t0=$an_t0
+    count "static analysis (clang-tidy, beside the suites)" 0
+fi
 [ $unit_only -eq 1 ] || [ $fast -eq 1 ] || run_fuzz
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
