@@ -227,6 +227,18 @@ int credentials_seal_values(struct req *rq, const json_t *vals, json_t *dst)
     return 0;
 }
 
+json_t *credentials_doc(const char *data)
+{
+    json_t *d = json_loads(data ? data : "{}", 0, NULL);
+    if (!json_is_object(d)) {
+        json_decref(d);
+        d = json_object();
+    }
+    if (!json_is_object(json_object_get(d, "values")))
+        json_object_set_new(d, "values", json_object());
+    return d;
+}
+
 /* Seals the normalized totp_secret of body into d["totp"] ("" removes it);
  * *set is 1 when a secret was just set. */
 int credentials_seal_totp(struct req *rq, const json_t *body, json_t *d, int *set)
@@ -361,9 +373,8 @@ int credentials_create(struct req *rq, struct resp *rs)
                      (long long)count, LIM_CREDENTIALS_PER_ORG);
         e->retry_after = LIM_CREDENTIALS_RETRY_AFTER_S;
     }
-    json_t *d = json_object();
-    json_t *sealed = json_object();
-    json_object_set_new(d, "values", sealed);
+    json_t *d = credentials_doc(NULL);
+    json_t *sealed = json_object_get(d, "values");
     int totp_set = 0;
     if (rc == 0)
         rc = credentials_seal_values(rq, vals, sealed);
@@ -483,16 +494,8 @@ int credentials_update(struct req *rq, struct resp *rs)
     json_t *d = NULL;
     int totp_set = 0;
     if (rc == 0) {
-        d = json_loads(c.data ? c.data : "{}", 0, NULL);
-        if (!json_is_object(d)) {
-            json_decref(d);
-            d = json_object();
-        }
+        d = credentials_doc(c.data);
         json_t *sealed = json_object_get(d, "values");
-        if (!json_is_object(sealed)) {
-            sealed = json_object();
-            json_object_set_new(d, "values", sealed);
-        }
         size_t i;
         json_t *k;
         if (json_is_array(rm))

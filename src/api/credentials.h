@@ -37,6 +37,10 @@ void credentials_check_values(const json_t *vals, const char *field, struct err 
 int credentials_check_totp(const json_t *obj, int allow_empty, struct err *e);
 /* Seals every value of vals into dst (an object of sealed strings). */
 int credentials_seal_values(struct req *rq, const json_t *vals, json_t *dst) WUR;
+/* The data document of a stored credential or vault item (data: its JSON
+ * text; NULL, or text that is no object, reads as {}) with "values" an
+ * object, added when missing. A new reference. */
+json_t *credentials_doc(const char *data);
 /* Seals obj's normalized totp_secret into d["totp"] ("" removes it); *set
  * is 1 when a secret was just set. */
 int credentials_seal_totp(struct req *rq, const json_t *obj, json_t *d, int *set) WUR;
