@@ -289,8 +289,10 @@ int credentials_check_totp(const json_t *body, int allow_empty, struct err *e)
     return 0;
 }
 
-static void unknown_fields(const json_t *body, const char *const *known, const char *what,
-                           struct err *e)
+/* A 400 detail "is not a field of <what>" for each key of body not in known
+ * (NULL-ended). */
+void credentials_check_fields(const json_t *body, const char *const *known, const char *what,
+                              struct err *e)
 {
     const char *k;
     json_t *v;
@@ -351,7 +353,7 @@ int credentials_create(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a credential", e);
+    credentials_check_fields(body, known, "a credential", e);
     const char *name, *domain, *sso;
     str_field(body, "name", LIM_CREDENTIAL_NAME_BYTES, 1, &name, e);
     str_field(body, "domain", LIM_CREDENTIAL_NAME_BYTES, 1, &domain, e);
@@ -459,7 +461,7 @@ int credentials_update(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a credential update", e);
+    credentials_check_fields(body, known, "a credential update", e);
     const char *name;
     str_field(body, "name", LIM_CREDENTIAL_NAME_BYTES, 0, &name, e);
     json_t *sso = json_object_get(body, "sso_provider");

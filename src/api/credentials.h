@@ -31,6 +31,10 @@ int credentials_totp_code(struct req *rq, struct resp *rs);
 int credentials_load_key(struct req *rq) WUR;
 /* The loaded key (after credentials_load_key). */
 const unsigned char *credentials_key(void);
+/* 400 details "is not a field of <what>" for each key of obj not in known
+ * (NULL-ended). */
+void credentials_check_fields(const json_t *obj, const char *const *known, const char *what,
+                              struct err *e);
 /* 400 details for a values object ({key: string}) at field. */
 void credentials_check_values(const json_t *vals, const char *field, struct err *e);
 /* 400 detail for obj's totp_secret (allow_empty: "" removes it). */

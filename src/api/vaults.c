@@ -183,16 +183,8 @@ int vaults_upsert(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "name") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of a vault (POST /vaults takes name)");
-        }
-    }
+    static const char *const known[] = {"name", NULL};
+    credentials_check_fields(body, known, "a vault (POST /vaults takes name)", &rq->err);
     json_t *nm = json_object_get(body, "name");
     if (!json_is_string(nm) || json_string_length(nm) < 1 ||
         json_string_length(nm) > NAME_MAX_BYTES ||
@@ -462,16 +454,8 @@ int vault_item_put(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "type") != 0 && strcmp(k, "spec") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of an item (PUT takes type and spec)");
-        }
-    }
+    static const char *const known[] = {"type", "spec", NULL};
+    credentials_check_fields(body, known, "an item (PUT takes type and spec)", &rq->err);
     if (strlen(rq->params[1]) > NAME_MAX_BYTES)
         err_field(&rq->err, "key", "must be at most %d bytes", NAME_MAX_BYTES);
     check_spec(rq, spec, 0);
@@ -604,16 +588,8 @@ int vault_item_patch(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "version") != 0 && strcmp(k, "spec") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of an item update (version, spec)");
-        }
-    }
+    static const char *const known[] = {"version", "spec", NULL};
+    credentials_check_fields(body, known, "an item update (version, spec)", &rq->err);
     json_t *ver = json_object_get(body, "version");
     if (!json_is_integer(ver) || json_integer_value(ver) < 1)
         err_field(&rq->err, "version", "is required: the item's current version (an integer >= 1)");
