@@ -557,6 +557,7 @@ static int provider_items(struct req *rq, struct resp *rs, const struct vault_re
 {
     char why[300] = "";
     json_t *vaults = NULL, *items = json_array();
+    size_t bytes = 0; /* of the text kept in items, against LIM_CREDPROV_ITEMS_BYTES */
     int rc = connect_vaults(c, &vaults, why, sizeof why);
     size_t i;
     json_t *vt;
@@ -590,10 +591,21 @@ static int provider_items(struct req *rq, struct resp *rs, const struct vault_re
                 json_array_foreach(urls, k, u)
                 {
                     const char *href = jsonx_str(u, "href");
-                    if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS)
+                    if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS) {
                         json_array_append_new(hrefs, json_string(href));
+                        bytes += strlen(href);
+                    }
                 }
                 json_object_set_new(o, "urls", hrefs);
+            }
+            /* id, title, vault_id, vault_name and the path (both names). */
+            bytes += strlen(id) + 2 * (strlen(title) + strlen(vname)) + strlen(jsonx_str(vt, "id"));
+            if (bytes > LIM_CREDPROV_ITEMS_BYTES) {
+                json_decref(o);
+                snprintf(why, sizeof why,
+                         "the 1Password Connect server's items are larger than the answer cap");
+                rc = E_UPSTREAM;
+                break;
             }
             json_array_append_new(items, o);
         }
