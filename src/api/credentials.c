@@ -227,6 +227,18 @@ int credentials_seal_values(struct req *rq, const json_t *vals, json_t *dst)
     return 0;
 }
 
+json_t *credentials_doc(const char *data)
+{
+    json_t *d = json_loads(data ? data : "{}", 0, NULL);
+    if (!json_is_object(d)) {
+        json_decref(d);
+        d = json_object();
+    }
+    if (!json_is_object(json_object_get(d, "values")))
+        json_object_set_new(d, "values", json_object());
+    return d;
+}
+
 /* Seals the normalized totp_secret of body into d["totp"] ("" removes it);
  * *set is 1 when a secret was just set. */
 int credentials_seal_totp(struct req *rq, const json_t *body, json_t *d, int *set)
@@ -277,8 +289,10 @@ int credentials_check_totp(const json_t *body, int allow_empty, struct err *e)
     return 0;
 }
 
-static void unknown_fields(const json_t *body, const char *const *known, const char *what,
-                           struct err *e)
+/* A 400 detail "is not a field of <what>" for each key of body not in known
+ * (NULL-ended). */
+void credentials_check_fields(const json_t *body, const char *const *known, const char *what,
+                              struct err *e)
 {
     const char *k;
     json_t *v;
@@ -339,7 +353,7 @@ int credentials_create(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a credential", e);
+    credentials_check_fields(body, known, "a credential", e);
     const char *name, *domain, *sso;
     str_field(body, "name", LIM_CREDENTIAL_NAME_BYTES, 1, &name, e);
     str_field(body, "domain", LIM_CREDENTIAL_NAME_BYTES, 1, &domain, e);
@@ -361,9 +375,8 @@ int credentials_create(struct req *rq, struct resp *rs)
                      (long long)count, LIM_CREDENTIALS_PER_ORG);
         e->retry_after = LIM_CREDENTIALS_RETRY_AFTER_S;
     }
-    json_t *d = json_object();
-    json_t *sealed = json_object();
-    json_object_set_new(d, "values", sealed);
+    json_t *d = credentials_doc(NULL);
+    json_t *sealed = json_object_get(d, "values");
     int totp_set = 0;
     if (rc == 0)
         rc = credentials_seal_values(rq, vals, sealed);
@@ -448,7 +461,7 @@ int credentials_update(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a credential update", e);
+    credentials_check_fields(body, known, "a credential update", e);
     const char *name;
     str_field(body, "name", LIM_CREDENTIAL_NAME_BYTES, 0, &name, e);
     json_t *sso = json_object_get(body, "sso_provider");
@@ -483,16 +496,8 @@ int credentials_update(struct req *rq, struct resp *rs)
     json_t *d = NULL;
     int totp_set = 0;
     if (rc == 0) {
-        d = json_loads(c.data ? c.data : "{}", 0, NULL);
-        if (!json_is_object(d)) {
-            json_decref(d);
-            d = json_object();
-        }
+        d = credentials_doc(c.data);
         json_t *sealed = json_object_get(d, "values");
-        if (!json_is_object(sealed)) {
-            sealed = json_object();
-            json_object_set_new(d, "values", sealed);
-        }
         size_t i;
         json_t *k;
         if (json_is_array(rm))

@@ -31,12 +31,20 @@ int credentials_totp_code(struct req *rq, struct resp *rs);
 int credentials_load_key(struct req *rq) WUR;
 /* The loaded key (after credentials_load_key). */
 const unsigned char *credentials_key(void);
+/* 400 details "is not a field of <what>" for each key of obj not in known
+ * (NULL-ended). */
+void credentials_check_fields(const json_t *obj, const char *const *known, const char *what,
+                              struct err *e);
 /* 400 details for a values object ({key: string}) at field. */
 void credentials_check_values(const json_t *vals, const char *field, struct err *e);
 /* 400 detail for obj's totp_secret (allow_empty: "" removes it). */
 int credentials_check_totp(const json_t *obj, int allow_empty, struct err *e);
 /* Seals every value of vals into dst (an object of sealed strings). */
 int credentials_seal_values(struct req *rq, const json_t *vals, json_t *dst) WUR;
+/* The data document of a stored credential or vault item (data: its JSON
+ * text; NULL, or text that is no object, reads as {}) with "values" an
+ * object, added when missing. A new reference. */
+json_t *credentials_doc(const char *data);
 /* Seals obj's normalized totp_secret into d["totp"] ("" removes it); *set
  * is 1 when a secret was just set. */
 int credentials_seal_totp(struct req *rq, const json_t *obj, json_t *d, int *set) WUR;

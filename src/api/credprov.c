@@ -521,31 +521,44 @@ static int connect_vaults(struct connect *c, json_t **out, char *why, size_t why
     return 0;
 }
 
-static int provider_call(struct req *rq, struct vault_rec *v, struct connect *c)
-{
-    int rc = gate(rq);
-    if (rc == 0)
-        rc = load(rq, v);
-    if (rc == 0)
-        rc = connect_open(rq, v, c);
-    if (rc == 0 && (rc = call_begin(rq, v->org_id)) != 0)
-        connect_close(c);
-    return rc;
-}
+/* What a handler does over the provider's Connect server (v: the provider,
+ * c: its opened connection, its call slot held); 0, or an error set in
+ * rq->err. */
+typedef int (*connect_fn)(struct req *rq, struct resp *rs, const struct vault_rec *v,
+                          struct connect *c);
 
-int credprov_items(struct req *rq, struct resp *rs)
+/* The Connect handlers' frame: gates the request, loads the provider of the
+ * path, opens its Connect server and takes a call slot of the organization,
+ * runs fn, then gives back the slot, wipes the token and clears the
+ * provider. */
+static int connect_call(struct req *rq, struct resp *rs, connect_fn fn)
 {
     struct vault_rec v;
     struct connect c;
     memset(&v, 0, sizeof v);
-    int rc = provider_call(rq, &v, &c);
-    if (rc) {
-        vault_rec_clear(&v);
-        return rc;
+    int rc = gate(rq);
+    if (rc == 0)
+        rc = load(rq, &v);
+    if (rc == 0)
+        rc = connect_open(rq, &v, &c);
+    if (rc == 0 && (rc = call_begin(rq, v.org_id)) != 0)
+        connect_close(&c);
+    if (rc == 0) {
+        rc = fn(rq, rs, &v, &c);
+        call_end(v.org_id);
+        connect_close(&c);
     }
+    vault_rec_clear(&v);
+    return rc;
+}
+
+static int provider_items(struct req *rq, struct resp *rs, const struct vault_rec *v,
+                          struct connect *c)
+{
     char why[300] = "";
     json_t *vaults = NULL, *items = json_array();
-    rc = connect_vaults(&c, &vaults, why, sizeof why);
+    size_t bytes = 0; /* of the text kept in items, against LIM_CREDPROV_ITEMS_BYTES */
+    int rc = connect_vaults(c, &vaults, why, sizeof why);
     size_t i;
     json_t *vt;
     json_array_foreach(vaults, i, vt)
@@ -555,7 +568,7 @@ int credprov_items(struct req *rq, struct resp *rs)
         char path[128];
         snprintf(path, sizeof path, "/v1/vaults/%s/items", jsonx_str(vt, "id"));
         json_t *raw;
-        rc = connect_get(&c, path, &raw, why, sizeof why);
+        rc = connect_get(c, path, &raw, why, sizeof why);
         size_t j;
         json_t *it;
         json_array_foreach(raw, j, it)
@@ -578,46 +591,55 @@ int credprov_items(struct req *rq, struct resp *rs)
                 json_array_foreach(urls, k, u)
                 {
                     const char *href = jsonx_str(u, "href");
-                    if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS)
+                    if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS) {
                         json_array_append_new(hrefs, json_string(href));
+                        bytes += strlen(href);
+                    }
                 }
                 json_object_set_new(o, "urls", hrefs);
+            }
+            /* id, title, vault_id, vault_name and the path (both names). */
+            bytes += strlen(id) + 2 * (strlen(title) + strlen(vname)) + strlen(jsonx_str(vt, "id"));
+            if (bytes > LIM_CREDPROV_ITEMS_BYTES) {
+                json_decref(o);
+                snprintf(why, sizeof why,
+                         "the 1Password Connect server's items are larger than the answer cap");
+                rc = E_UPSTREAM;
+                break;
             }
             json_array_append_new(items, o);
         }
         json_decref(raw);
     }
-    call_end(v.org_id);
-    connect_close(&c);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:o}", "items", json_incref(items)));
     else
-        err_set(&rq->err, E_UPSTREAM, "bad_gateway", "credential provider %s: %s", v.id, why);
+        err_set(&rq->err, E_UPSTREAM, "bad_gateway", "credential provider %s: %s", v->id, why);
     json_decref(items);
     json_decref(vaults);
-    vault_rec_clear(&v);
     return rc ? rq->err.rc : 0;
 }
 
-int credprov_test(struct req *rq, struct resp *rs)
+int credprov_items(struct req *rq, struct resp *rs)
 {
-    struct vault_rec v;
-    struct connect c;
-    memset(&v, 0, sizeof v);
-    int rc = provider_call(rq, &v, &c);
-    if (rc) {
-        vault_rec_clear(&v);
-        return rc;
-    }
+    return connect_call(rq, rs, provider_items);
+}
+
+static int provider_test(struct req *rq, struct resp *rs, const struct vault_rec *v,
+                         struct connect *c)
+{
+    (void)rq, (void)v;
     char why[300] = "";
     json_t *vaults = NULL;
-    int bad = connect_vaults(&c, &vaults, why, sizeof why);
-    call_end(v.org_id);
-    connect_close(&c);
+    int bad = connect_vaults(c, &vaults, why, sizeof why);
     json_t *r = json_pack("{s:b,s:o}", "success", !bad, "vaults", vaults ? vaults : json_array());
     if (bad)
         json_object_set_new(r, "error", json_string(why));
     resp_json(rs, 200, r);
-    vault_rec_clear(&v);
     return 0;
+}
+
+int credprov_test(struct req *rq, struct resp *rs)
+{
+    return connect_call(rq, rs, provider_test);
 }

@@ -140,6 +140,29 @@ static json_t *ensure_browser(struct call *c)
     return err;
 }
 
+/* Calls method /browsers/{the MCP session's browser}{suffix} (query and body
+ * as api_call's), creating the browser on first use. NULL with the answer in
+ * *r (clear it) when it is 2xx, with a JSON object when want_object; else
+ * the tool error to return: too_large when no answer could be had (it did
+ * not fit an MCP answer), "<what> (<status>): <message>" for an error. */
+static json_t *browser_call(struct call *c, const char *method, const char *suffix,
+                            const char *const *query, const char *body, size_t len, int want_object,
+                            const char *what, const char *too_large, struct http_call_res *r)
+{
+    json_t *err = ensure_browser(c);
+    if (err)
+        return err;
+    char path[160];
+    snprintf(path, sizeof path, "/browsers/%s%s", c->ent.session_id, suffix);
+    if (api_call(c->rq, method, path, query, body, len, r) != 0)
+        return tool_error("%s", too_large);
+    if (r->status / 100 == 2 && (!want_object || json_is_object(r->json)))
+        return NULL;
+    err = tool_error("%s (%d): %s", what, r->status, api_message(r));
+    http_call_res_clear(r);
+    return err;
+}
+
 /* Opens DevTools on the browser and attaches to the selected page (the
  * first one when none is selected, or the selected one closed). */
 static json_t *open_page(struct call *c)
@@ -615,18 +638,13 @@ static json_t *t_tabs(struct call *c, const json_t *args)
 static json_t *t_live_view_url(struct call *c, const json_t *args)
 {
     (void)args;
-    json_t *err = ensure_browser(c);
+    struct http_call_res r;
+    json_t *err = browser_call(c, "GET", "", NULL, NULL, 0, 0, "cannot read the browser session",
+                               "cannot read the browser session", &r);
     if (err)
         return err;
-    char path[160];
-    snprintf(path, sizeof path, "/browsers/%s", c->ent.session_id);
-    struct http_call_res r;
-    if (api_call(c->rq, "GET", path, NULL, NULL, 0, &r) != 0)
-        return tool_error("cannot read the browser session");
     const char *url = jsonx_str(r.json, "browser_live_view_url");
-    if (r.status != 200)
-        err = tool_error("cannot read the browser session (%d): %s", r.status, api_message(&r));
-    else if (!url)
+    if (!url)
         err = tool_error("this MCP session's browser is headless: it has no live view");
     else
         err = tool_text(url);
@@ -646,20 +664,18 @@ static json_t *t_files(struct call *c, const json_t *args)
     int write = strcmp(action, "write") == 0;
     if (write && !content)
         return tool_error("content: required with write, the file's text");
-    json_t *err = ensure_browser(c);
+    const char *query[] = {"path", fpath, NULL};
+    char what[1024], too_large[1024];
+    snprintf(what, sizeof what, "%s %s failed", action, fpath);
+    snprintf(too_large, sizeof too_large, "%s %s: the file is too large for an MCP answer", action,
+             fpath);
+    struct http_call_res r;
+    json_t *err =
+        browser_call(c, write ? "PUT" : "GET", write ? "/fs/write_file" : "/fs/read_file", query,
+                     content, content && write ? strlen(content) : 0, 0, what, too_large, &r);
     if (err)
         return err;
-    char path[160];
-    snprintf(path, sizeof path, "/browsers/%s/fs/%s", c->ent.session_id,
-             write ? "write_file" : "read_file");
-    const char *query[] = {"path", fpath, NULL};
-    struct http_call_res r;
-    if (api_call(c->rq, write ? "PUT" : "GET", path, query, content,
-                 content && write ? strlen(content) : 0, &r) != 0)
-        return tool_error("%s %s: the file is too large for an MCP answer", action, fpath);
-    if (r.status / 100 != 2)
-        err = tool_error("%s %s failed (%d): %s", action, fpath, r.status, api_message(&r));
-    else if (write)
+    if (write)
         err = tool_text("Wrote the file");
     else if (r.text && memchr(r.text, '\0', r.text_len) == NULL) {
         char *t = xstrndup(r.text, r.text_len);
@@ -694,9 +710,6 @@ static json_t *t_repl(struct call *c, const json_t *args)
                 json_integer_value(tmo) > LIM_MCP_REPL_TIMEOUT_S))
         return tool_error("timeout_sec: must be an integer between 1 and %d",
                           LIM_MCP_REPL_TIMEOUT_S);
-    json_t *err = ensure_browser(c);
-    if (err)
-        return err;
     json_t *body = json_pack("{s:s}", "code", code ? json_string_value(code) : "");
     if (reset)
         json_object_set(body, "reset", (json_t *)reset);
@@ -704,18 +717,12 @@ static json_t *t_repl(struct call *c, const json_t *args)
         json_object_set(body, "timeout_sec", (json_t *)tmo);
     char *text = jsonx_dump(body);
     json_decref(body);
-    char path[160];
-    snprintf(path, sizeof path, "/browsers/%s/repl", c->ent.session_id);
     struct http_call_res r;
-    int rc = api_call(c->rq, "POST", path, NULL, text, strlen(text), &r);
+    json_t *err = browser_call(c, "POST", "/repl", NULL, text, strlen(text), 1, "repl failed",
+                               "the REPL's answer is too large for an MCP answer", &r);
     xfree(text);
-    if (rc != 0)
-        return tool_error("the REPL's answer is too large for an MCP answer");
-    if (r.status != 200 || !json_is_object(r.json)) {
-        err = tool_error("repl failed (%d): %s", r.status, api_message(&r));
-        http_call_res_clear(&r);
+    if (err)
         return err;
-    }
     json_t *parts = json_array();
     size_t i;
     json_t *part;

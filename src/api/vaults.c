@@ -131,6 +131,29 @@ static int load_item(struct req *rq, struct vault_rec *vault, struct vault_rec *
     return 0;
 }
 
+/* What a handler does with the item of its path (vault: the item's vault;
+ * ctx: the handler's); 0, or an error set in rq->err. */
+typedef int (*item_fn)(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                       struct vault_rec *it, void *ctx);
+
+/* The item handlers' frame: answers E_INVALID when rq->err already holds
+ * field details, else gates the request, loads the vault and item of the
+ * path, runs fn on them and clears both. */
+static int with_item(struct req *rq, struct resp *rs, item_fn fn, void *ctx)
+{
+    int rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq);
+    struct vault_rec vault, it;
+    memset(&vault, 0, sizeof vault);
+    memset(&it, 0, sizeof it);
+    if (rc == 0)
+        rc = load_item(rq, &vault, &it);
+    if (rc == 0)
+        rc = fn(rq, rs, &vault, &it, ctx);
+    vault_rec_clear(&vault);
+    vault_rec_clear(&it);
+    return rc;
+}
+
 /* ------------------------------------------------------------ vaults */
 
 /* limits.max_vaults of the plan (null: LIM_VAULTS_PER_ORG) against the org's count. */
@@ -160,16 +183,8 @@ int vaults_upsert(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "name") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of a vault (POST /vaults takes name)");
-        }
-    }
+    static const char *const known[] = {"name", NULL};
+    credentials_check_fields(body, known, "a vault (POST /vaults takes name)", &rq->err);
     json_t *nm = json_object_get(body, "name");
     if (!json_is_string(nm) || json_string_length(nm) < 1 ||
         json_string_length(nm) > NAME_MAX_BYTES ||
@@ -392,8 +407,8 @@ static void add_event(json_t *d, json_t *ev)
         json_array_remove(evs, 0);
 }
 
-/* Applies a spec to d: domain, sealed values (null/"" removes on patch),
- * TOTP secret. */
+/* Applies a spec to d (a credentials_doc): domain, sealed values (null/""
+ * removes on patch), TOTP secret. */
 static int apply_spec(struct req *rq, const json_t *spec, json_t *d)
 {
     json_t *dom = json_object_get(spec, "domain");
@@ -402,10 +417,6 @@ static int apply_spec(struct req *rq, const json_t *spec, json_t *d)
     else if (dom && json_is_null(dom))
         json_object_del(d, "domain");
     json_t *sealed = json_object_get(d, "values");
-    if (!json_is_object(sealed)) {
-        sealed = json_object();
-        json_object_set_new(d, "values", sealed);
-    }
     json_t *vals = json_object_get(spec, "values");
     json_t *set = json_object();
     const char *k;
@@ -443,16 +454,8 @@ int vault_item_put(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "type") != 0 && strcmp(k, "spec") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of an item (PUT takes type and spec)");
-        }
-    }
+    static const char *const known[] = {"type", "spec", NULL};
+    credentials_check_fields(body, known, "an item (PUT takes type and spec)", &rq->err);
     if (strlen(rq->params[1]) > NAME_MAX_BYTES)
         err_field(&rq->err, "key", "must be at most %d bytes", NAME_MAX_BYTES);
     check_spec(rq, spec, 0);
@@ -492,7 +495,7 @@ int vault_item_put(struct req *rq, struct resp *rs)
             rc = err_set(&rq->err, E_FORBIDDEN, "limit_exceeded",
                          "vault %s holds %lld items, the most one vault may (%d)", vault.name,
                          (long long)n, LIM_VAULT_ITEMS);
-        json_t *d = json_object();
+        json_t *d = credentials_doc(NULL);
         if (rc == 0)
             rc = apply_spec(rq, spec, d);
         json_object_set_new(d, "spec_mac", json_string(mac));
@@ -525,124 +528,111 @@ out:
     return rc;
 }
 
-int vault_item_get(struct req *rq, struct resp *rs)
+static int item_show(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                     struct vault_rec *it, void *ctx)
 {
-    struct vault_rec vault, it;
-    memset(&vault, 0, sizeof vault);
-    memset(&it, 0, sizeof it);
-    int rc = gate(rq);
-    if (rc == 0)
-        rc = load_item(rq, &vault, &it);
-    if (rc == 0)
-        resp_json(rs, 200, render_item(&it));
-    vault_rec_clear(&vault);
-    vault_rec_clear(&it);
-    return rc;
+    (void)rq, (void)vault, (void)ctx;
+    resp_json(rs, 200, render_item(it));
+    return 0;
 }
 
-int vault_item_patch(struct req *rq, struct resp *rs)
+int vault_item_get(struct req *rq, struct resp *rs)
 {
+    return with_item(rq, rs, item_show, NULL);
+}
+
+/* A PATCH's version and spec (borrowed from its body). */
+struct item_patch {
+    json_int_t version;
+    const json_t *spec;
+};
+
+static int item_patch(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                      struct vault_rec *it, void *ctx)
+{
+    (void)vault;
+    const struct item_patch *p = ctx;
     struct auth *a = api_auth(rq);
-    json_t *body;
-    int rc = req_json_object(rq, 0, &body);
-    if (rc)
-        return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "version") != 0 && strcmp(k, "spec") != 0) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(&rq->err, path, "is not a field of an item update (version, spec)");
-        }
-    }
-    json_t *ver = json_object_get(body, "version");
-    if (!json_is_integer(ver) || json_integer_value(ver) < 1)
-        err_field(&rq->err, "version", "is required: the item's current version (an integer >= 1)");
-    json_t *spec = json_object_get(body, "spec");
-    check_spec(rq, spec, 1);
-    rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq);
-    struct vault_rec vault, it;
-    memset(&vault, 0, sizeof vault);
-    memset(&it, 0, sizeof it);
-    if (rc == 0)
-        rc = load_item(rq, &vault, &it);
-    if (rc == 0 && it.version != json_integer_value(ver))
-        rc = err_set(&rq->err, E_CONFLICT, "version_conflict",
-                     "item %s is at version %lld, not %lld: read it again", it.name,
-                     (long long)it.version, (long long)json_integer_value(ver));
-    json_t *d = NULL;
-    if (rc == 0) {
-        d = json_loads(it.data ? it.data : "{}", 0, NULL);
-        if (!json_is_object(d)) {
-            json_decref(d);
-            d = json_object();
-        }
-        rc = apply_spec(rq, spec, d);
-    }
+    if (it->version != p->version)
+        return err_set(&rq->err, E_CONFLICT, "version_conflict",
+                       "item %s is at version %lld, not %lld: read it again", it->name,
+                       (long long)it->version, (long long)p->version);
+    json_t *d = credentials_doc(it->data);
+    int rc = apply_spec(rq, p->spec, d);
     if (rc == 0) {
         /* A later PUT of any spec conflicts: the item no longer is one PUT's. */
         json_object_set_new(d, "spec_mac", json_string(""));
         add_event(d, json_pack("{s:s,s:s}", "type", "updated", "api_key_id", a->key.id));
-        xfree(it.data);
-        it.data = jsonx_dump(d);
-        int64_t was = it.version;
-        it.version = was + 1;
-        it.updated_at = clock_now_ms();
-        rc = store_vault_update(api_app(rq)->store, &it, was);
+        xfree(it->data);
+        it->data = jsonx_dump(d);
+        int64_t was = it->version;
+        it->version = was + 1;
+        it->updated_at = clock_now_ms();
+        rc = store_vault_update(api_app(rq)->store, it, was);
         if (rc)
             err_set(&rq->err, rc,
                     rc == E_CONFLICT   ? "version_conflict"
                     : rc == E_NOTFOUND ? "not_found"
                                        : "internal",
-                    "item %s could not be updated", it.name);
+                    "item %s could not be updated", it->name);
     }
     if (rc == 0)
-        resp_json(rs, 200, render_item(&it));
+        resp_json(rs, 200, render_item(it));
     json_decref(d);
-    vault_rec_clear(&vault);
-    vault_rec_clear(&it);
+    return rc;
+}
+
+int vault_item_patch(struct req *rq, struct resp *rs)
+{
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    static const char *const known[] = {"version", "spec", NULL};
+    credentials_check_fields(body, known, "an item update (version, spec)", &rq->err);
+    json_t *ver = json_object_get(body, "version");
+    if (!json_is_integer(ver) || json_integer_value(ver) < 1)
+        err_field(&rq->err, "version", "is required: the item's current version (an integer >= 1)");
+    json_t *spec = json_object_get(body, "spec");
+    check_spec(rq, spec, 1);
+    struct item_patch p = {json_integer_value(ver), spec};
+    rc = with_item(rq, rs, item_patch, &p);
     credentials_wipe(rq, json_is_object(spec) ? spec : NULL);
     json_decref(body);
     return rc;
 }
 
+static int item_delete(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                       struct vault_rec *it, void *ctx)
+{
+    (void)vault, (void)ctx;
+    struct auth *a = api_auth(rq);
+    int rc = store_vault_delete(api_app(rq)->store, a->org.id, a->project.id, it->id);
+    if (rc)
+        return err_set(&rq->err, rc, "internal", "item %s could not be deleted", it->name);
+    resp_empty(rs, 204);
+    return 0;
+}
+
 int vault_item_delete(struct req *rq, struct resp *rs)
 {
-    struct auth *a = api_auth(rq);
-    struct vault_rec vault, it;
-    memset(&vault, 0, sizeof vault);
-    memset(&it, 0, sizeof it);
-    int rc = gate(rq);
-    if (rc == 0)
-        rc = load_item(rq, &vault, &it);
-    if (rc == 0 && (rc = store_vault_delete(api_app(rq)->store, a->org.id, a->project.id, it.id)))
-        err_set(&rq->err, rc, "internal", "item %s could not be deleted", it.name);
-    vault_rec_clear(&vault);
-    vault_rec_clear(&it);
-    if (rc == 0)
-        resp_empty(rs, 204);
-    return rc;
+    return with_item(rq, rs, item_delete, NULL);
+}
+
+static int item_events(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                       struct vault_rec *it, void *ctx)
+{
+    (void)rq, (void)vault, (void)ctx;
+    json_t *d = json_loads(it->data ? it->data : "{}", 0, NULL);
+    json_t *evs = json_object_get(d, "events");
+    resp_json(rs, 200, json_is_array(evs) ? json_incref(evs) : json_array());
+    json_decref(d);
+    return 0;
 }
 
 int vault_item_events(struct req *rq, struct resp *rs)
 {
-    struct vault_rec vault, it;
-    memset(&vault, 0, sizeof vault);
-    memset(&it, 0, sizeof it);
-    int rc = gate(rq);
-    if (rc == 0)
-        rc = load_item(rq, &vault, &it);
-    if (rc == 0) {
-        json_t *d = json_loads(it.data ? it.data : "{}", 0, NULL);
-        json_t *evs = json_object_get(d, "events");
-        resp_json(rs, 200, json_is_array(evs) ? json_incref(evs) : json_array());
-        json_decref(d);
-    }
-    vault_rec_clear(&vault);
-    vault_rec_clear(&it);
-    return rc;
+    return with_item(rq, rs, item_events, NULL);
 }
 
 /* ------------------------------------------------------------ fill */
@@ -847,43 +837,19 @@ __attribute__((constructor)) static void vaults_register(void)
     session_ext_register(&vaults_ext);
 }
 
-int vault_item_operation(struct req *rq, struct resp *rs)
+/* The fill of an item (ctx: the request's body, checked by check_fill). */
+static int item_fill(struct req *rq, struct resp *rs, const struct vault_rec *vault,
+                     struct vault_rec *it, void *ctx)
 {
-    rq->no_retry = 1;
+    const json_t *body = ctx;
     struct auth *a = api_auth(rq);
-    json_t *body;
-    int rc = req_json_object(rq, 0, &body);
-    if (rc)
-        return rc;
-    const char *type = jsonx_str(body, "type");
-    if (!type)
-        err_field(&rq->err, "type", "is required (credential items offer fill)");
-    else if (strcmp(type, "fill") != 0) {
-        int g = gate(rq);
-        if (g == 0)
-            g = err_set(&rq->err, E_CONFLICT, "operation_not_available",
-                        "operation %.64s is not available for a credential item (available: "
-                        "fill)",
-                        type);
-        json_decref(body); /* type belongs to body */
-        return g;
-    }
-    if (!err_has_fields(&rq->err))
-        check_fill(rq, body);
-    rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq);
-    struct vault_rec vault, it;
-    memset(&vault, 0, sizeof vault);
-    memset(&it, 0, sizeof it);
-    if (rc == 0)
-        rc = load_item(rq, &vault, &it);
     struct session_rec srec;
     memset(&srec, 0, sizeof srec);
     struct live *live = NULL;
     char ws[512];
+    int rc = api_live_session_id(rq, jsonx_str(body, "browser_id"), &srec, &live, ws, sizeof ws);
     if (rc == 0)
-        rc = api_live_session_id(rq, jsonx_str(body, "browser_id"), &srec, &live, ws, sizeof ws);
-    if (rc == 0)
-        rc = check_attached(rq, &srec, &vault);
+        rc = check_attached(rq, &srec, vault);
     json_t *d = NULL;
     struct cdp_client *cc = NULL;
     char sid[128] = "";
@@ -895,7 +861,7 @@ int vault_item_operation(struct req *rq, struct resp *rs)
     int64_t deadline = clock_mono_ms() + ms;
     if (rc == 0) {
         live_touch(live);
-        d = json_loads(it.data ? it.data : "{}", 0, NULL);
+        d = json_loads(it->data ? it->data : "{}", 0, NULL);
         struct err e;
         err_init(&e);
         if (cdp_client_open(ws, left_ms(deadline), &cc, &e) != 0 ||
@@ -946,10 +912,10 @@ int vault_item_operation(struct req *rq, struct resp *rs)
         }
         add_event(d, json_pack("{s:s,s:s,s:s,s:i}", "type", "fill", "browser_id", srec.id,
                                "api_key_id", a->key.id, "fields_filled", filled));
-        xfree(it.data);
-        it.data = jsonx_dump(d);
+        xfree(it->data);
+        it->data = jsonx_dump(d);
         /* An event is no change of the item: version and updated_at stay. */
-        (void)store_vault_update(api_app(rq)->store, &it, it.version);
+        (void)store_vault_update(api_app(rq)->store, it, it->version);
         char t[40];
         resp_json(rs, 200,
                   json_pack("{s:s,s:s,s:s,s:o,s:s}", "type", "fill", "status",
@@ -966,8 +932,32 @@ int vault_item_operation(struct req *rq, struct resp *rs)
         sessmgr_put(live);
     session_rec_clear(&srec);
     json_decref(d);
-    vault_rec_clear(&vault);
-    vault_rec_clear(&it);
+    return rc;
+}
+
+int vault_item_operation(struct req *rq, struct resp *rs)
+{
+    rq->no_retry = 1;
+    json_t *body;
+    int rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    const char *type = jsonx_str(body, "type");
+    if (!type)
+        err_field(&rq->err, "type", "is required (credential items offer fill)");
+    else if (strcmp(type, "fill") != 0) {
+        int g = gate(rq);
+        if (g == 0)
+            g = err_set(&rq->err, E_CONFLICT, "operation_not_available",
+                        "operation %.64s is not available for a credential item (available: "
+                        "fill)",
+                        type);
+        json_decref(body); /* type belongs to body */
+        return g;
+    }
+    if (!err_has_fields(&rq->err))
+        check_fill(rq, body);
+    rc = with_item(rq, rs, item_fill, body);
     json_decref(body);
     return rc;
 }

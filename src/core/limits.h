@@ -384,7 +384,9 @@
  * server's (past either, 429 with Retry-After); the deadline of one items
  * or test call (every Connect request of it shares it); one Connect
  * answer's body; the vaults and items one items call returns, and the URLs
- * kept per item. */
+ * kept per item; the text (ids, titles, names, paths, URLs) one items call
+ * keeps from all its Connect answers (past it, 502: a hostile Connect server
+ * would otherwise make one call hold LIM_CREDPROV_VAULTS answers' worth). */
 #define LIM_CREDPROV_PER_ORG        20
 #define LIM_CREDPROV_TOKEN_BYTES    8192
 #define LIM_CREDPROV_CACHE_TTL_S    86400
@@ -397,6 +399,7 @@
 #define LIM_CREDPROV_VAULTS         100
 #define LIM_CREDPROV_ITEMS          5000
 #define LIM_CREDPROV_ITEM_URLS      16
+#define LIM_CREDPROV_ITEMS_BYTES    (4 * 1024 * 1024)
 
 /* search (docs/search.md): provider calls in flight on this server (each
  * holds a blocking thread for up to its timeout) and one organization's (and

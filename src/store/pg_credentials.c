@@ -26,14 +26,6 @@ static void cred_row(const PGresult *r, int i, struct cred_rec *c)
     c->data = pgx_dup(r, i, 7, "{}");
 }
 
-/* E_NOTFOUND when the statement that made r touched no row; clears r. */
-static int touched(PGresult *r)
-{
-    int ret = pgx_changed(r) > 0 ? 0 : E_NOTFOUND;
-    PQclear(r);
-    return ret;
-}
-
 int pgx_cred_insert(struct store *st_, const struct cred_rec *cr)
 {
     PGCONN(p, c);
@@ -41,7 +33,7 @@ int pgx_cred_insert(struct store *st_, const struct cred_rec *cr)
                     "INSERT INTO credentials (" CRED_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
                     " $8)",
                     "sssssiis", cr->id, cr->org_id, cr->project_id, cr->name, cr->domain,
-                    cr->created_at, cr->updated_at, cr->data ? cr->data : "{}");
+                    cr->created_at, cr->updated_at, PG_DATA(cr->data));
     pgx_put(p, c);
     return ret;
 }
@@ -97,13 +89,12 @@ int pgx_cred_update(struct store *st_, const struct cred_rec *cr)
 {
     PGCONN(p, c);
     PGresult *r;
-    int ret =
-        pgx_q(c, &r,
-              "UPDATE credentials SET name = $1, updated_at = $2, data = $3"
-              " WHERE id = $4 AND org_id = $5",
-              "sisss", cr->name, cr->updated_at, cr->data ? cr->data : "{}", cr->id, cr->org_id);
+    int ret = pgx_q(c, &r,
+                    "UPDATE credentials SET name = $1, updated_at = $2, data = $3"
+                    " WHERE id = $4 AND org_id = $5",
+                    "sisss", cr->name, cr->updated_at, PG_DATA(cr->data), cr->id, cr->org_id);
     if (ret == 0)
-        ret = touched(r);
+        ret = pgx_touched(r);
     pgx_put(p, c);
     return ret;
 }
@@ -116,7 +107,7 @@ int pgx_cred_delete(struct store *st_, const char *org_id, const char *project_i
         pgx_q(c, &r, "DELETE FROM credentials WHERE org_id = $1 AND project_id = $2 AND id = $3",
               "sss", org_id, project_id, id);
     if (ret == 0)
-        ret = touched(r);
+        ret = pgx_touched(r);
     pgx_put(p, c);
     return ret;
 }

@@ -87,6 +87,13 @@ char *pgx_dup(const PGresult *r, int row, int col, const char *dflt);
 int64_t pgx_changed(const PGresult *r);
 /* 0 when r has a row, else E_NOTFOUND; clears r in that case. */
 int pgx_one(PGresult *r);
+/* The data column of a record (credentials, vault items, proxies): a JSON
+ * document whose secrets the API layer sealed before the store saw it,
+ * bound as text ("{}" for a record without one) and read back with
+ * pgx_dup(r, row, col, "{}"). */
+#define PG_DATA(d) ((d) ? (d) : "{}")
+/* E_NOTFOUND when the statement that made r touched no row, else 0; clears r. */
+int pgx_touched(PGresult *r);
 
 /* Opens the function's connection: declares p and c, returns E_INTERNAL when
  * no connection can be had. Pair with pgx_put(p, c) on every path. */

@@ -35,7 +35,7 @@ int pgx_proxy_insert(struct store *st_, const struct proxy_rec *pr)
                     "INSERT INTO proxies (" PROXY_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
                     " $9)",
                     "ssssssiis", pr->id, pr->org_id, pr->project_id, pr->name, pr->type, pr->status,
-                    pr->last_checked, pr->created_at, pr->data ? pr->data : "{}");
+                    pr->last_checked, pr->created_at, PG_DATA(pr->data));
     pgx_put(p, c);
     return ret;
 }
@@ -91,14 +91,6 @@ int pgx_proxy_list(struct store *st_, const char *org_id, const char *project_id
     return ret ? E_INTERNAL : 0;
 }
 
-/* E_NOTFOUND when the statement that made r touched no row; clears r. */
-static int touched(PGresult *r)
-{
-    int ret = pgx_changed(r) > 0 ? 0 : E_NOTFOUND;
-    PQclear(r);
-    return ret;
-}
-
 int pgx_proxy_update(struct store *st_, const struct proxy_rec *pr)
 {
     PGCONN(p, c);
@@ -106,10 +98,10 @@ int pgx_proxy_update(struct store *st_, const struct proxy_rec *pr)
     int ret = pgx_q(c, &r,
                     "UPDATE proxies SET name = $1, status = $2, last_checked = $3, data = $4"
                     " WHERE id = $5 AND org_id = $6",
-                    "ssisss", pr->name, pr->status, pr->last_checked, pr->data ? pr->data : "{}",
-                    pr->id, pr->org_id);
+                    "ssisss", pr->name, pr->status, pr->last_checked, PG_DATA(pr->data), pr->id,
+                    pr->org_id);
     if (ret == 0)
-        ret = touched(r);
+        ret = pgx_touched(r);
     pgx_put(p, c);
     return ret;
 }
@@ -121,7 +113,7 @@ int pgx_proxy_delete(struct store *st_, const char *org_id, const char *project_
     int ret = pgx_q(c, &r, "DELETE FROM proxies WHERE org_id = $1 AND project_id = $2 AND id = $3",
                     "sss", org_id, project_id, id);
     if (ret == 0)
-        ret = touched(r);
+        ret = pgx_touched(r);
     pgx_put(p, c);
     return ret;
 }

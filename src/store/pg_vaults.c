@@ -37,7 +37,7 @@ int pgx_vault_insert(struct store *st_, const struct vault_rec *v)
                     "INSERT INTO vaults (" VAULT_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
                     " $9, $10)",
                     "ssssssiiis", v->id, v->org_id, v->project_id, v->vault_id, v->name, v->type,
-                    v->version, v->created_at, v->updated_at, v->data ? v->data : "{}");
+                    v->version, v->created_at, v->updated_at, PG_DATA(v->data));
     pgx_put(p, c);
     return ret;
 }
@@ -98,7 +98,7 @@ int pgx_vault_update(struct store *st_, const struct vault_rec *v, int64_t expec
     int ret = pgx_q(c, &r,
                     "UPDATE vaults SET data = $1, version = $2, updated_at = $3"
                     " WHERE id = $4 AND org_id = $5 AND version = $6",
-                    "siissi", v->data ? v->data : "{}", v->version, v->updated_at, v->id, v->org_id,
+                    "siissi", PG_DATA(v->data), v->version, v->updated_at, v->id, v->org_id,
                     expected_version);
     if (ret == 0) {
         int changed = pgx_changed(r) > 0;

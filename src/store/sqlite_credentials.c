@@ -23,8 +23,7 @@ static void cred_row(sqlite3_stmt *st, struct cred_rec *r)
     sqx_col(st, 4, r->domain, sizeof r->domain);
     r->created_at = sqlite3_column_int64(st, 5);
     r->updated_at = sqlite3_column_int64(st, 6);
-    const unsigned char *d = sqlite3_column_text(st, 7);
-    r->data = xstrdup(d ? (const char *)d : "{}");
+    r->data = sqx_data(st, 7);
 }
 
 int sq_cred_insert(struct store *st_, const struct cred_rec *r)
@@ -33,7 +32,7 @@ int sq_cred_insert(struct store *st_, const struct cred_rec *r)
     int rc =
         sqx_q(c, NULL, "INSERT INTO credentials (" CRED_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
               "sssssiis", r->id, r->org_id, r->project_id, r->name, r->domain, r->created_at,
-              r->updated_at, r->data ? r->data : "{}");
+              r->updated_at, SQ_DATA(r->data));
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
@@ -95,26 +94,21 @@ int sq_cred_count(struct store *st_, const char *org_id, int64_t *n)
 int sq_cred_update(struct store *st_, const struct cred_rec *r)
 {
     CONN(s, c);
-    int rc = sqx_q(c, NULL,
-                   "UPDATE credentials SET name = ?, updated_at = ?, data = ?"
-                   " WHERE id = ? AND org_id = ?",
-                   "sisss", r->name, r->updated_at, r->data ? r->data : "{}", r->id, r->org_id);
-    int changed = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    int ret =
+        sqx_touched(c, sqx_q(c, NULL,
+                             "UPDATE credentials SET name = ?, updated_at = ?, data = ?"
+                             " WHERE id = ? AND org_id = ?",
+                             "sisss", r->name, r->updated_at, SQ_DATA(r->data), r->id, r->org_id));
     sqx_conn_put(s, c);
-    if (rc < 0)
-        return sqx_qrc(rc);
-    return changed ? 0 : E_NOTFOUND;
+    return ret;
 }
 
 int sq_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "DELETE FROM credentials WHERE org_id = ? AND project_id = ? AND id = ?",
-              "sss", org_id, project_id, id);
-    int changed = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    int ret = sqx_touched(
+        c, sqx_q(c, NULL, "DELETE FROM credentials WHERE org_id = ? AND project_id = ? AND id = ?",
+                 "sss", org_id, project_id, id));
     sqx_conn_put(s, c);
-    if (rc < 0)
-        return sqx_qrc(rc);
-    return changed ? 0 : E_NOTFOUND;
+    return ret;
 }

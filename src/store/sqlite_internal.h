@@ -72,6 +72,16 @@ int sqx_commit(struct conn *c);
 void sqx_rollback(struct conn *c);
 /* Copies column i as text into buf (truncated to cap - 1 bytes). */
 void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap);
+/* The data column of a record (credentials, vault items, proxies): a JSON
+ * document whose secrets the API layer sealed before the store saw it. The
+ * store binds it as text ("{}" for a record without one: SQ_DATA) and reads
+ * it back as an owned string ("{}" when NULL: sqx_data). */
+#define SQ_DATA(d) ((d) ? (d) : "{}")
+char *sqx_data(sqlite3_stmt *st, int i);
+/* The answer of an UPDATE or DELETE sqx_q ran (rc its result): 0 when it
+ * changed a row, E_NOTFOUND when none, else sqx_qrc(rc). Call before the
+ * connection is put back. */
+int sqx_touched(struct conn *c, int rc);
 
 /* Opens the function's connection: declares s and c, returns E_INTERNAL when
  * no connection can be had. Pair with sqx_conn_put(s, c) on every path. */

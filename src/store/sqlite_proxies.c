@@ -26,8 +26,7 @@ static void proxy_row(sqlite3_stmt *st, struct proxy_rec *r)
     sqx_col(st, 5, r->status, sizeof r->status);
     r->last_checked = sqlite3_column_int64(st, 6);
     r->created_at = sqlite3_column_int64(st, 7);
-    const unsigned char *d = sqlite3_column_text(st, 8);
-    r->data = xstrdup(d ? (const char *)d : "{}");
+    r->data = sqx_data(st, 8);
 }
 
 int sq_proxy_insert(struct store *st_, const struct proxy_rec *r)
@@ -36,7 +35,7 @@ int sq_proxy_insert(struct store *st_, const struct proxy_rec *r)
     int rc =
         sqx_q(c, NULL, "INSERT INTO proxies (" PROXY_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
               "ssssssiis", r->id, r->org_id, r->project_id, r->name, r->type, r->status,
-              r->last_checked, r->created_at, r->data ? r->data : "{}");
+              r->last_checked, r->created_at, SQ_DATA(r->data));
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
@@ -105,26 +104,22 @@ int sq_proxy_list(struct store *st_, const char *org_id, const char *project_id,
 int sq_proxy_update(struct store *st_, const struct proxy_rec *r)
 {
     CONN(s, c);
-    int rc = sqx_q(c, NULL,
-                   "UPDATE proxies SET name = ?, status = ?, last_checked = ?, data = ?"
-                   " WHERE id = ? AND org_id = ?",
-                   "ssisss", r->name, r->status, r->last_checked, r->data ? r->data : "{}", r->id,
-                   r->org_id);
-    int changed = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    int ret =
+        sqx_touched(c, sqx_q(c, NULL,
+                             "UPDATE proxies SET name = ?, status = ?, last_checked = ?, data = ?"
+                             " WHERE id = ? AND org_id = ?",
+                             "ssisss", r->name, r->status, r->last_checked, SQ_DATA(r->data), r->id,
+                             r->org_id));
     sqx_conn_put(s, c);
-    if (rc < 0)
-        return sqx_qrc(rc);
-    return changed ? 0 : E_NOTFOUND;
+    return ret;
 }
 
 int sq_proxy_delete(struct store *st_, const char *org_id, const char *project_id, const char *id)
 {
     CONN(s, c);
-    int rc = sqx_q(c, NULL, "DELETE FROM proxies WHERE org_id = ? AND project_id = ? AND id = ?",
-                   "sss", org_id, project_id, id);
-    int changed = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    int ret = sqx_touched(
+        c, sqx_q(c, NULL, "DELETE FROM proxies WHERE org_id = ? AND project_id = ? AND id = ?",
+                 "sss", org_id, project_id, id));
     sqx_conn_put(s, c);
-    if (rc < 0)
-        return sqx_qrc(rc);
-    return changed ? 0 : E_NOTFOUND;
+    return ret;
 }

@@ -26,8 +26,7 @@ static void vault_row(sqlite3_stmt *st, struct vault_rec *r)
     r->version = sqlite3_column_int64(st, 6);
     r->created_at = sqlite3_column_int64(st, 7);
     r->updated_at = sqlite3_column_int64(st, 8);
-    const unsigned char *d = sqlite3_column_text(st, 9);
-    r->data = xstrdup(d ? (const char *)d : "{}");
+    r->data = sqx_data(st, 9);
 }
 
 int sq_vault_insert(struct store *st_, const struct vault_rec *r)
@@ -36,7 +35,7 @@ int sq_vault_insert(struct store *st_, const struct vault_rec *r)
     int rc =
         sqx_q(c, NULL, "INSERT INTO vaults (" VAULT_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
               "ssssssiiis", r->id, r->org_id, r->project_id, r->vault_id, r->name, r->type,
-              r->version, r->created_at, r->updated_at, r->data ? r->data : "{}");
+              r->version, r->created_at, r->updated_at, SQ_DATA(r->data));
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
@@ -103,7 +102,7 @@ int sq_vault_update(struct store *st_, const struct vault_rec *r, int64_t expect
     int rc = sqx_q(c, NULL,
                    "UPDATE vaults SET data = ?, version = ?, updated_at = ?"
                    " WHERE id = ? AND org_id = ? AND version = ?",
-                   "siissi", r->data ? r->data : "{}", r->version, r->updated_at, r->id, r->org_id,
+                   "siissi", SQ_DATA(r->data), r->version, r->updated_at, r->id, r->org_id,
                    expected_version);
     int changed = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
     int exists = 0;

@@ -316,6 +316,13 @@ int pgx_one(PGresult *r)
     return E_NOTFOUND;
 }
 
+int pgx_touched(PGresult *r)
+{
+    int ret = pgx_changed(r) > 0 ? 0 : E_NOTFOUND;
+    PQclear(r);
+    return ret;
+}
+
 /* ---- lifecycle ---- */
 
 static void pgx_close(struct store *st_)

@@ -193,6 +193,19 @@ void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
+char *sqx_data(sqlite3_stmt *st, int i)
+{
+    const unsigned char *d = sqlite3_column_text(st, i);
+    return xstrdup(d ? (const char *)d : "{}");
+}
+
+int sqx_touched(struct conn *c, int rc)
+{
+    if (rc < 0)
+        return sqx_qrc(rc);
+    return rc == SQLITE_DONE && sqlite3_changes(c->db) ? 0 : E_NOTFOUND;
+}
+
 /* ---- commits synced in the background ---- */
 
 struct sq_syncer {
