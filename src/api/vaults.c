@@ -421,15 +421,18 @@ static int apply_spec(struct req *rq, const json_t *spec, json_t *d)
     json_t *set = json_object();
     const char *k;
     json_t *v;
+    size_t added = 0; /* keys set that the item does not hold yet */
     json_object_foreach(vals, k, v)
     {
-        if (json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0))
+        if (json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0)) {
             json_object_del(sealed, k);
-        else
+        } else {
             json_object_set(set, k, v);
+            added += json_object_get(sealed, k) == NULL;
+        }
     }
     int rc = 0;
-    if (json_object_size(sealed) + json_object_size(set) > LIM_CREDENTIAL_VALUES)
+    if (json_object_size(sealed) + added > LIM_CREDENTIAL_VALUES)
         rc = err_field(&rq->err, "spec.values", "an item holds at most %d keys",
                        LIM_CREDENTIAL_VALUES);
     if (rc == 0)

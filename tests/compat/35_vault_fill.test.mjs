@@ -116,6 +116,15 @@ export const tests = [
       isError(await api('PATCH', '/vaults/v/items/k', { version: 7, spec: { values: { password: 'x' } } }), 409, 'version_conflict');
       const p = ok2xx(await api('PATCH', '/vaults/v/items/k', { version: 1, spec: { values: { username: null, pin: '1234' } } }), 'patch');
       eq([p.version, p.spec.value_keys.sort()], [2, ['password', 'pin']], 'patched');
+      // An item holding the most keys (32) may still change one of them;
+      // a new key past the cap is 400 naming spec.values.
+      const full = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, 'v']));
+      const f32 = ok2xx(await api('PUT', '/vaults/v/items/full', { type: 'credential', spec: { values: full } }), 'an item of 32 keys');
+      eq(ok2xx(await api('PATCH', '/vaults/v/items/full', { version: f32.version, spec: { values: { k0: 'changed' } } }), 'a full item changes a key').version, f32.version + 1, 'patched at the cap');
+      const over = await api('PATCH', '/vaults/v/items/full', { version: f32.version + 1, spec: { values: { k32: 'new' } } });
+      isError(over, 400, 'bad_request');
+      assert(/spec\.values: an item holds at most 32 keys/.test(over.text), over.text);
+      eq((await api('DELETE', '/vaults/v/items/full')).status, 204, 'delete the full item');
       for (const type of ['wallet', 'card']) {
         const w = await api('PUT', '/vaults/v/items/w', { type, spec: {} });
         isError(w, 501, 'not_implemented');
