@@ -336,6 +336,18 @@
  * the organization's entries are dropped and counted until the writer has
  * taken the queue, so that one tenant never fills the queue for the others. */
 #define LIM_AUDIT_QUEUE_PER_ORG (LIM_AUDIT_QUEUE / 8u)
+/* Bytes the audit spool (<data>/audit-spool.*) may hold at once: records of
+ * entries not yet in the store. It grows only while the store refuses
+ * batches (an outage); past the cap, or past an organization's share of it
+ * (LIM_AUDIT_SPOOL_BYTES / LIM_AUDIT_SPOOL_ORG_DIV), a change that would
+ * need an entry is refused 503 before it acts (api/audit.h api_audit_admit),
+ * so that nothing acknowledged goes unaudited and one organization's burst
+ * never fills the folder for the others. As every share (core/share.h), its
+ * last LIM_AUDIT_SPOOL_BYTES / LIM_SHARE_RESERVE_DIV bytes are kept for
+ * organizations with nothing spooled. BROWSERD_AUDIT_SPOOL_MB may set a
+ * smaller cap (docs/operator.md). */
+#define LIM_AUDIT_SPOOL_BYTES   (64LL * 1024 * 1024)
+#define LIM_AUDIT_SPOOL_ORG_DIV 8
 /* Bytes of a stored path or user agent (the client's bytes; longer ones are
  * cut). */
 #define LIM_AUDIT_FIELD_BYTES 1024u
