@@ -7,7 +7,7 @@
 // the audit entries acknowledged before a kill -9 of the server are all
 // stored after the restart. (A profile saved by a session ended during load:
 // 91_lifecycle_load, issue 30.1.) Pages are served on 127.0.0.1.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -106,6 +106,12 @@ export const tests = [
           assert(r.json.repl_id && r.json.repl_id !== first, `a new repl_id after the timeout: ${first} then ${r.json.repl_id}`);
           const out = (r.json.content || []).filter((c) => c.type === 'text' && c.channel === 'write').map((c) => c.text).join('');
           eq(out, 'undefined busy page', 'fresh state, and the session drives its page');
+          // The timed-out REPL's process is gone: one REPL (node) process
+          // in the session's sandbox, the new one.
+          const repls = () => sessionPids(s.dir, id).filter((pid) => {
+            try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node'; } catch { return false; }
+          });
+          await waitFor(() => repls().length === 1, `one REPL process left in the session (${repls().length})`, 30000, 250);
           const rec = await api(s, 'GET', `/browsers/${id}`);
           eq(rec.status, 200, rec.text);
           assert(!rec.json.deleted_at, 'the session lives on');
