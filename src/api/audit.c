@@ -91,6 +91,12 @@ static void make_entry(struct req *rq, int64_t duration_us)
         return;
     if (!failed && !org[0] && !(flags & AUTH_ADMIN))
         return; /* refused before authentication (404, 405, 413 on the header pass) */
+    struct err full;
+    err_init(&full);
+    if (failed && audit_admit(app->audit, org, &full) != 0)
+        return; /* a failed authentication changed nothing: with the spool full (the store
+                   refusing) its entry is not kept, so that a flood of them cannot grow the
+                   spool past its cap */
     struct audit_rec r = {0};
     int64_t ms = duration_us / 1000;
     r.ts = clock_now_ms() - ms;

@@ -10,7 +10,8 @@
 
 /* http_config.answering: spools and queues the request's audit entry when
  * it is one (an authenticated call that changes something, or a failed
- * authentication), before its response rs is queued; duration_us is the
+ * authentication: not kept when the spool has no room for its
+ * organization, audit_admit), before its response rs is queued; duration_us is the
  * time until the answer. One write() to the spool; never waits for the
  * store. */
 void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us);

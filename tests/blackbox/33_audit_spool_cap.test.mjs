@@ -7,7 +7,7 @@
 // unaudited; another organization still changes things; once the store is
 // back the spool drains and every acknowledged change has its entry once.
 // No Chromium: profiles are the changes.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, request, assert, eq, isError, newOrg, waitFor } from './lib.mjs';
@@ -37,7 +37,7 @@ const change = (s, key, tag, name = tag) => request(s.base, 'POST', '/profiles',
 
 export const tests = [
   {
-    name: 'issue h7.2: while the audit store refuses, an organization past its share of the audit spool gets 503 naming the spool before its change acts; another organization still changes things; healed, the spool drains and every acknowledged change has its entry once',
+    name: 'issue h7.2: while the audit store refuses, an organization past its share of the audit spool gets 503 naming the spool before its change acts; another organization still changes things; a flood of failed authentications grows it by at most the operator's share; healed, the spool drains and every acknowledged change has its entry once',
     timeout: 90000,
     fn: async () => {
       const tmp = mkdtempSync(join(tmpdir(), 'browserd-outage-'));
@@ -70,6 +70,17 @@ export const tests = [
         // Another organization is not held up by a's burst.
         const other = await change(s, b.key, 'b0');
         assert(other.status >= 200 && other.status < 300, `another organization's change: ${other.text}`);
+        // Failed authentications (an unknown key: the operator's share) stop
+        // being kept once that share is full: a flood of them grows the spool
+        // by at most the share (1 MiB / 8) and a record.
+        const spooled = () => ['0', '1'].reduce((n, i) => n + statSync(join(s.dir, `audit-spool.${i}`)).size, 0);
+        const before = spooled();
+        for (let i = 0; i < 250; i++) {
+          const r = await request(s.base, 'POST', '/profiles', { key: 'sk_not_a_key', body: { name: 'x' }, headers: { 'user-agent': 'x'.repeat(1000) } });
+          assert(r.status === 401 || r.status === 429, `a bad key: ${r.status} ${r.text}`);
+        }
+        const grew = spooled() - before;
+        assert(grew <= 128 * 1024 + 16 * 1024, `the spool grew by ${grew} bytes for failed authentications`);
         // Healed: the spool drains by itself, and a may change things again.
         rmSync(outage);
         const again = await waitFor(async () => {
