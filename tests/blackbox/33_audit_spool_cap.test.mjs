@@ -37,7 +37,7 @@ const change = (s, key, tag, name = tag) => request(s.base, 'POST', '/profiles',
 
 export const tests = [
   {
-    name: 'issue h7.2: while the audit store refuses, an organization past its share of the audit spool gets 503 naming the spool before its change acts; another organization still changes things; a flood of failed authentications grows it by at most the operator's share; healed, the spool drains and every acknowledged change has its entry once',
+    name: 'issue h7.2: while the audit store refuses, an organization past its share of the audit spool gets 503 naming the spool before its change acts; another organization still changes things; a flood of failed authentications grows it by at most the operator\'s share; healed, the spool drains and every acknowledged change has its entry once',
     timeout: 90000,
     fn: async () => {
       const tmp = mkdtempSync(join(tmpdir(), 'browserd-outage-'));
