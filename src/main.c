@@ -112,11 +112,15 @@ static const char usage[] =
     "BROWSERD_METRICS_LISTEN (PORT or HOST:PORT; a bare port is on 127.0.0.1): GET /metrics\n"
     "there without the admin token (on the main address it needs the token; docs/operator.md).\n"
     "BROWSERD_AUDIT_RETENTION_SECONDS (audit log entries kept, default 7776000: 90 days).\n"
+    "BROWSERD_AUDIT_SPOOL_MB (audit entries spooled while the store refuses them, 1..64, default\n"
+    "64; past it changes are refused 503).\n"
     "Shorter deadlines (docs/operator.md): BROWSERD_MIN_SESSION_TIMEOUT_SECONDS (the smallest\n"
     "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
     "download_dir_zip stream ends, 1..20, default 20).\n"
     "Test mode only:\n"
-    "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md).\n";
+    "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md),\n"
+    "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
+    "refusing every batch; docs/operator.md).\n";
 
 static int set_oom_score_adj(int adj)
 {
@@ -395,6 +399,7 @@ struct serve {
     int nspares;
     long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
     long audit_retention_s; /* BROWSERD_AUDIT_RETENTION_SECONDS */
+    long audit_spool_mb;    /* BROWSERD_AUDIT_SPOOL_MB */
     int zip_idle_s;         /* BROWSERD_ZIP_IDLE_SECONDS (runtime/zipstreams.h) */
     double overcommit;      /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
     sigset_t signals;       /* SIGTERM and SIGINT, taken by sigwait */
@@ -523,7 +528,9 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_BLOCKING_THREADS", LIM_HTTP_BLOCKING_THREADS, 1,
                  LIM_HTTP_BLOCKING_THREADS, &sv->blockers) ||
         env_long("BROWSERD_AUDIT_RETENTION_SECONDS", AUDIT_RETENTION_DAYS_DEFAULT * 86400L, 1,
-                 3650 * 86400L, &sv->audit_retention_s))
+                 3650 * 86400L, &sv->audit_retention_s) ||
+        env_long("BROWSERD_AUDIT_SPOOL_MB", (long)(LIM_AUDIT_SPOOL_BYTES >> 20), 1,
+                 (long)(LIM_AUDIT_SPOOL_BYTES >> 20), &sv->audit_spool_mb))
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
@@ -735,7 +742,15 @@ static int start_audit(struct serve *sv)
 {
     struct err e;
     err_init(&e);
+    /* A test switch (docs/operator.md): the audit store's outage, on while
+     * the named file exists. */
+    const char *outage = env_or("BROWSERD_TEST_AUDIT_OUTAGE_FILE", NULL);
+    if (outage && *outage)
+        log_warn("audit: BROWSERD_TEST_AUDIT_OUTAGE_FILE is set: a test switch; while %s exists "
+                 "the audit log's store is taken as refusing every batch",
+                 outage);
     if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, sv->app.cfg.data_dir,
+                    (int64_t)sv->audit_spool_mb << 20, outage && *outage ? outage : NULL,
                     &sv->app.audit, &e)) {
         log_error("%s", e.message);
         return 1;

@@ -84,11 +84,19 @@ static void make_entry(struct req *rq, int64_t duration_us)
                    client could send the hop header itself) */
     if (a && a->org.id[0])
         org = a->org.id;
+    if (rq->status == 503 && strcmp(rq->err.code, AUDIT_SPOOL_FULL_CODE) == 0)
+        return; /* refused before it acted, for want of room for this very entry */
     int failed = rq->status == 401;
     if (!failed && !mutating(rq->method))
         return;
     if (!failed && !org[0] && !(flags & AUTH_ADMIN))
         return; /* refused before authentication (404, 405, 413 on the header pass) */
+    struct err full;
+    err_init(&full);
+    if (failed && audit_admit(app->audit, org, &full) != 0)
+        return; /* a failed authentication changed nothing: with the spool full (the store
+                   refusing) its entry is not kept, so that a flood of them cannot grow the
+                   spool past its cap */
     struct audit_rec r = {0};
     int64_t ms = duration_us / 1000;
     r.ts = clock_now_ms() - ms;
@@ -109,6 +117,18 @@ static void make_entry(struct req *rq, int64_t duration_us)
     r.user_id = field(user);
     r.domain = field(req_header(rq, "Host"));
     audit_submit(app->audit, &r);
+}
+
+int api_audit_admit(struct req *rq, unsigned flags)
+{
+    struct app *app = api_app(rq);
+    const struct auth *a = rq->auth;
+    if (!app || !app->audit || !mutating(rq->method) || (a && a->forwarded))
+        return 0;
+    const char *org = a && a->org.id[0] ? a->org.id : "";
+    if (!org[0] && !(flags & AUTH_ADMIN))
+        return 0; /* no entry: make_entry skips it */
+    return audit_admit(app->audit, org, &rq->err);
 }
 
 void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us)

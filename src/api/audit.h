@@ -10,10 +10,17 @@
 
 /* http_config.answering: spools and queues the request's audit entry when
  * it is one (an authenticated call that changes something, or a failed
- * authentication), before its response rs is queued; duration_us is the
+ * authentication: not kept when the spool has no room for its
+ * organization, audit_admit), before its response rs is queued; duration_us is the
  * time until the answer. One write() to the spool; never waits for the
  * store. */
 void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us);
+/* Called by the authorize hook once rq is authenticated (flags: its
+ * route's), before anything acts: 0, or E_UNAVAIL with rq->err filled (503
+ * naming the audit spool, Retry-After) when rq is a change that will need an
+ * audit entry and the spool has no room for it (telemetry/audit.h
+ * audit_admit): a change is refused rather than done and left unaudited. */
+int api_audit_admit(struct req *rq, unsigned flags) __attribute__((warn_unused_result));
 /* http_config.completed: the entry of an exchange that ended without an
  * answer (status 0: the client left while a blocking handler ran). */
 void api_audit_completed(struct req *rq, int64_t duration_us);

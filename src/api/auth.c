@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/audit.h"
 #include "core/b64.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -288,6 +289,8 @@ int api_authorize(struct req *rq, unsigned flags)
              strncmp(pat, "/wd/hub/session/{id}/", 21) == 0))
             rq->tenant_session = rq->params[0];
     }
+    if (rc == 0)
+        rc = api_audit_admit(rq, flags);
     return rc;
 }
 

@@ -80,6 +80,13 @@
  * data less its last bytes, which may begin a delimiter. */
 #define LIM_MULTIPART_PADDING 64
 #define LIM_MULTIPART_WINDOW  (64u * 1024u)
+/* Every share of a server-wide cap (core/share.h) keeps its last
+ * total / LIM_SHARE_RESERVE_DIV units (at least one) for organizations that
+ * hold none of it: organizations already holding units, however many, can
+ * fill it only up to total minus that reserve, so a newcomer is never refused
+ * because others together hold everything. An eighth: a few newcomers at
+ * once get in while the rest of the cap stays usable. */
+#define LIM_SHARE_RESERVE_DIV 8
 /* browsers.fs (docs/fs.md): entries one list_files answers; entries and
  * unpacked bytes of one upload_zip (the session's 1 GiB tmpfs stops the rest);
  * download_dir_zip streams being zipped at once on this server (a thread
@@ -89,7 +96,8 @@
 #define LIM_FS_ZIP_UNPACKED_BYTES (512LL * 1024 * 1024)
 #define LIM_FS_ZIP_STREAMS        16
 /* ... and each organization's and each session's share of those streams
- * (core/share.h): one tenant never holds all of them. A stream whose client
+ * (core/share.h): one tenant never holds all of them, and the last
+ * SHARE_RESERVE(16) = 2 are kept for organizations holding none. A stream whose client
  * reads nothing for LIM_FS_ZIP_IDLE_S seconds is ended and its slot freed. */
 #define LIM_FS_ZIP_STREAMS_PER_ORG     4
 #define LIM_FS_ZIP_STREAMS_PER_SESSION 2
@@ -202,7 +210,8 @@
 #define LIM_COMPUTER_LOCK_WAIT_MS 5000
 /* browsers.curl: requests in flight on this server (each holds a thread of
  * the HTTP pool and a page of a browser for up to its timeout), and each
- * organization's and each session's share of them (core/share.h). */
+ * organization's and each session's share of them (core/share.h); the last
+ * SHARE_RESERVE(32) = 4 are kept for organizations holding none. */
 #define LIM_CURL_INFLIGHT             32
 #define LIM_CURL_INFLIGHT_PER_ORG     8
 #define LIM_CURL_INFLIGHT_PER_SESSION 4
@@ -327,6 +336,18 @@
  * the organization's entries are dropped and counted until the writer has
  * taken the queue, so that one tenant never fills the queue for the others. */
 #define LIM_AUDIT_QUEUE_PER_ORG (LIM_AUDIT_QUEUE / 8u)
+/* Bytes the audit spool (<data>/audit-spool.*) may hold at once: records of
+ * entries not yet in the store. It grows only while the store refuses
+ * batches (an outage); past the cap, or past an organization's share of it
+ * (LIM_AUDIT_SPOOL_BYTES / LIM_AUDIT_SPOOL_ORG_DIV), a change that would
+ * need an entry is refused 503 before it acts (api/audit.h api_audit_admit),
+ * so that nothing acknowledged goes unaudited and one organization's burst
+ * never fills the folder for the others. As every share (core/share.h), its
+ * last LIM_AUDIT_SPOOL_BYTES / LIM_SHARE_RESERVE_DIV bytes are kept for
+ * organizations with nothing spooled. BROWSERD_AUDIT_SPOOL_MB may set a
+ * smaller cap (docs/operator.md). */
+#define LIM_AUDIT_SPOOL_BYTES   (64LL * 1024 * 1024)
+#define LIM_AUDIT_SPOOL_ORG_DIV 8
 /* Bytes of a stored path or user agent (the client's bytes; longer ones are
  * cut). */
 #define LIM_AUDIT_FIELD_BYTES 1024u
@@ -403,7 +424,8 @@
 
 /* search (docs/search.md): provider calls in flight on this server (each
  * holds a blocking thread for up to its timeout) and one organization's (and
- * one project's) share of them (core/share.h); the largest provider answer
+ * one project's) share of them (core/share.h; the last SHARE_RESERVE(32) = 4
+ * are kept for organizations holding none); the largest provider answer
  * read; content fetches through a browser per search (the results past it
  * carry status unavailable and a warning) and the time all of them may take
  * (later ones carry status timeout); the longest content text kept per

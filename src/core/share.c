@@ -29,11 +29,12 @@ enum share_full share_take(struct share *s, const char *org, const char *session
 {
     pthread_mutex_lock(&s->mu);
     enum share_full r = SHARE_OK;
+    int held = count_locked(s, org, NULL);
     if (count_locked(s, org, session) >= s->per_session)
         r = SHARE_FULL_SESSION;
-    else if (count_locked(s, org, NULL) >= s->per_org)
+    else if (held >= s->per_org)
         r = SHARE_FULL_ORG;
-    else if (s->used >= s->total)
+    else if (s->used >= s->total || (held > 0 && s->total - s->used - 1 < s->reserve))
         r = SHARE_FULL_SERVER;
     if (r == SHARE_OK) {
         char o[SHARE_KEY_MAX], k[SHARE_KEY_MAX];
@@ -101,6 +102,7 @@ int share_take_or_err(struct share *s, const char *org, const char *session, int
                        "when one ends",
                        s->per_org, s->what);
     return err_set(e, E_LIMIT, "rate_limited",
-                   "this server already holds %d %s (its cap); retry in a moment", s->total,
-                   s->what);
+                   "this server already holds %d %s (its cap; the last %d of them are kept for "
+                   "organizations holding none); retry in a moment",
+                   s->total, s->what, s->reserve);
 }

@@ -31,8 +31,24 @@
  * retention (a short retention is pruned to within a quarter of itself). */
 #define AUDIT_PRUNE_MS 60000
 
+/* Bytes of spool records per organization in one spool file (under mu):
+ * what audit_admit counts. Cleared when the file is emptied. A short array:
+ * one row per organization with records in the file. */
+struct spool_org {
+    char org[STORE_ID];
+    int64_t bytes;
+};
+struct spool_acct {
+    struct spool_org *v;
+    size_t n, cap;
+    int64_t bytes;
+};
+
 struct audit {
     struct store *st;
+    int64_t spool_cap;
+    char *outage_file; /* test switch: batches refused while it exists */
+    struct spool_acct acct[2];
     int64_t retention_ms;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -55,6 +71,86 @@ struct audit {
     pthread_t thread;
 };
 
+static void acct_add(struct spool_acct *c, const char *org, int64_t bytes)
+{
+    size_t i = 0;
+    while (i < c->n && strcmp(c->v[i].org, org) != 0)
+        i++;
+    if (i == c->n) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 8;
+            c->v = xrealloc(c->v, c->cap * sizeof *c->v);
+        }
+        snprintf(c->v[i].org, sizeof c->v[i].org, "%s", org);
+        c->v[i].bytes = 0;
+        c->n++;
+    }
+    c->v[i].bytes += bytes;
+    c->bytes += bytes;
+}
+
+static int64_t acct_get(const struct spool_acct *c, const char *org)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->v[i].org, org) == 0)
+            return c->v[i].bytes;
+    return 0;
+}
+
+/* Spool file f was emptied: its records count no more. Takes mu. */
+static void acct_emptied(struct audit *a, int f)
+{
+    pthread_mutex_lock(&a->mu);
+    a->acct[f].n = 0;
+    a->acct[f].bytes = 0;
+    pthread_mutex_unlock(&a->mu);
+}
+
+int64_t audit_spooled(struct audit *a, const char *org)
+{
+    pthread_mutex_lock(&a->mu);
+    int64_t n = 0;
+    for (int f = 0; f < 2; f++)
+        n += org ? acct_get(&a->acct[f], org) : a->acct[f].bytes;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+int audit_admit(struct audit *a, const char *org, struct err *e)
+{
+    if (!a)
+        return 0;
+    org = org ? org : "";
+    int64_t share = a->spool_cap / LIM_AUDIT_SPOOL_ORG_DIV;
+    int64_t reserve = a->spool_cap / LIM_SHARE_RESERVE_DIV;
+    pthread_mutex_lock(&a->mu);
+    int64_t total = a->acct[0].bytes + a->acct[1].bytes;
+    int64_t mine = acct_get(&a->acct[0], org) + acct_get(&a->acct[1], org);
+    pthread_mutex_unlock(&a->mu);
+    if (mine < share && total < a->spool_cap && (mine == 0 || total < a->spool_cap - reserve))
+        return 0;
+    e->retry_after = AUDIT_SPOOL_RETRY_S;
+    if (mine >= share)
+        return err_set(e, E_UNAVAIL, AUDIT_SPOOL_FULL_CODE,
+                       "the audit spool holds this organization's share (%lld bytes) of entries "
+                       "the audit log's store has not accepted yet; nothing was changed, retry "
+                       "once the store is back",
+                       (long long)share);
+    return err_set(e, E_UNAVAIL, AUDIT_SPOOL_FULL_CODE,
+                   "the audit spool is full (%lld bytes of entries the audit log's store has not "
+                   "accepted yet; the last %lld kept for organizations with none there); nothing "
+                   "was changed, retry once the store is back",
+                   (long long)a->spool_cap, (long long)reserve);
+}
+
+/* The store's insert, or E_UNAVAIL while the test switch's file exists. */
+static int insert(struct audit *a, struct audit_rec *rows, size_t n)
+{
+    if (a->outage_file && access(a->outage_file, F_OK) == 0)
+        return E_UNAVAIL;
+    return store_audit_insert(a->st, rows, n);
+}
+
 void audit_submit(struct audit *a, struct audit_rec *r)
 {
     if (!a) {
@@ -75,6 +171,8 @@ void audit_submit(struct audit *a, struct audit_rec *r)
         ssize_t w = len ? write(a->spool[a->cur], rec, len) : -1;
         if (w != (ssize_t)len)
             a->unspooled++; /* queued all the same: only a crash loses it */
+        else
+            acct_add(&a->acct[a->cur], r->org_id, (int64_t)len);
     }
     (void)auditq_push(&a->q, r);
     if ((a->idle && a->q.n) || a->q.n == a->q.cap / 2) {
@@ -110,7 +208,7 @@ static int replay_one(void *ctx, struct audit_rec *r)
     rp->a->batch[rp->n++] = *r;
     if (rp->n < rp->a->q.cap)
         return 0;
-    int rc = store_audit_insert(rp->a->st, rp->a->batch, rp->n);
+    int rc = insert(rp->a, rp->a->batch, rp->n);
     for (size_t i = 0; i < rp->n; i++)
         audit_rec_clear(&rp->a->batch[i]);
     rp->total += rp->n;
@@ -128,7 +226,7 @@ static int replay_file(struct audit *a, int f, size_t *total)
     size_t skipped = 0;
     int rc = auditspool_read(a->spool[f], replay_one, &rp, &skipped);
     if (rc == 0 && rp.n)
-        rc = store_audit_insert(a->st, a->batch, rp.n);
+        rc = insert(a, a->batch, rp.n);
     for (size_t i = 0; i < rp.n; i++)
         audit_rec_clear(&a->batch[i]);
     *total = rp.total + rp.n;
@@ -150,7 +248,7 @@ static void write_batch(struct audit *a, size_t n, int f)
 {
     if (n == 0)
         return;
-    int rc = store_audit_insert(a->st, a->batch, n);
+    int rc = insert(a, a->batch, n);
     for (size_t i = 0; i < n; i++)
         audit_rec_clear(&a->batch[i]);
     if (rc == 0 && a->pending[f]) {
@@ -169,6 +267,29 @@ static void write_batch(struct audit *a, size_t n, int f)
     } else if (a->pending[f] && ftruncate(a->spool[f], 0) == 0) {
         a->pending[f] = 0;
     }
+    if (!a->pending[f])
+        acct_emptied(a, f);
+}
+
+/* While the store refuses, no new entry may come (audit_admit refuses the
+ * changes), so the writer tries the spool again by itself: the file not
+ * being appended to (cur is swapped first when only that one is pending),
+ * committed from the file and emptied. */
+static void retry_pending(struct audit *a)
+{
+    pthread_mutex_lock(&a->mu);
+    if (!a->pending[a->cur ^ 1] && a->pending[a->cur])
+        a->cur ^= 1;
+    int f = a->cur ^ 1;
+    pthread_mutex_unlock(&a->mu);
+    if (!a->pending[f])
+        return;
+    size_t total = 0;
+    if (replay_file(a, f, &total) != 0)
+        return;
+    a->pending[f] = 0;
+    acct_emptied(a, f);
+    log_info("audit: %zu entries of the spool stored (the store accepts them again)", total);
 }
 
 static void prune(struct audit *a)
@@ -193,15 +314,20 @@ static void *writer(void *arg)
         prune_every = AUDIT_PRUNE_MS;
     if (prune_every < AUDIT_FLUSH_MS)
         prune_every = AUDIT_FLUSH_MS;
-    int64_t next_prune = 0;
+    int64_t next_prune = 0, next_retry = 0;
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        /* Nothing queued: sleep until an entry comes or the prune is due
-         * (no wake-ups while the server is idle), then gather entries for
-         * AUDIT_FLUSH_MS. */
-        while (!a->stop && a->q.n == 0 && clock_mono_ms() < next_prune) {
+        /* Nothing queued: sleep until an entry comes, the prune is due or
+         * (records a refused batch left) the next retry (no wake-ups while
+         * the server is idle), then gather entries for AUDIT_FLUSH_MS. */
+        for (;;) {
+            int64_t wake = next_prune;
+            if ((a->pending[0] || a->pending[1]) && next_retry < wake)
+                wake = next_retry;
+            if (a->stop || a->q.n || clock_mono_ms() >= wake)
+                break;
             a->idle = 1;
-            struct timespec ts = clock_deadline(next_prune - clock_mono_ms());
+            struct timespec ts = clock_deadline(wake - clock_mono_ms());
             pthread_cond_timedwait(&a->cv, &a->mu, &ts);
         }
         a->idle = 0;
@@ -232,6 +358,10 @@ static void *writer(void *arg)
         }
         write_batch(a, n, f);
         int64_t now = clock_mono_ms();
+        if (n == 0 && (a->pending[0] || a->pending[1]) && now >= next_retry) {
+            retry_pending(a);
+            next_retry = now + AUDIT_RETRY_MS;
+        }
         if (now >= next_prune) {
             prune(a);
             next_prune = now + prune_every;
@@ -251,6 +381,9 @@ static void free_audit(struct audit *a)
             close(a->spool[i]);
     auditq_free(&a->q);
     xfree(a->batch);
+    xfree(a->acct[0].v);
+    xfree(a->acct[1].v);
+    xfree(a->outage_file);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     xfree(a);
@@ -280,11 +413,13 @@ static int open_spool(struct audit *a, const char *dir, struct err *e)
     return 0;
 }
 
-int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, struct audit **out,
-                struct err *e)
+int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, int64_t spool_cap,
+                const char *outage_file, struct audit **out, struct err *e)
 {
     struct audit *a = xcalloc(1, sizeof *a);
     a->st = st;
+    a->spool_cap = spool_cap;
+    a->outage_file = outage_file ? xstrdup(outage_file) : NULL;
     a->retention_ms = retention_ms;
     a->spool[0] = a->spool[1] = -1;
     pthread_mutex_init(&a->mu, NULL);

@@ -29,12 +29,37 @@
 
 struct audit;
 
+/* Error.code and Retry-After (seconds) of a change refused because the
+ * spool is full. Such a refusal has no entry of its own: it changed nothing,
+ * and its entry would fill the spool it was refused for. */
+#define AUDIT_SPOOL_FULL_CODE "audit_spool_full"
+#define AUDIT_SPOOL_RETRY_S   5
+/* While batches are refused, the writer tries the spool again this often
+ * even when no new entry comes (the spool drains once the store is back). */
+#define AUDIT_RETRY_MS 500
+
 /* Stores the entries the spool files spool_dir/audit-spool.{0,1} hold (a
  * crash left them), then starts the writer on st (borrowed until
- * audit_stop), keeping entries for retention_ms. 0, or E_INTERNAL with e
- * filled (a spool that cannot be opened, a store that refuses its entries). */
-int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, struct audit **out,
-                struct err *e) __attribute__((warn_unused_result));
+ * audit_stop), keeping entries for retention_ms, with at most spool_cap
+ * bytes spooled (audit_admit). outage_file: NULL, or (a test switch,
+ * docs/operator.md) a path whose existence makes the writer take every
+ * batch as refused by the store. 0, or E_INTERNAL with e filled (a spool
+ * that cannot be opened, a store that refuses its entries). */
+int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, int64_t spool_cap,
+                const char *outage_file, struct audit **out, struct err *e)
+    __attribute__((warn_unused_result));
+/* Whether a change of org ("" for the operator's) may go ahead: 0 when its
+ * entry will find room in the spool, else E_UNAVAIL with e filled (503,
+ * naming the audit spool, Retry-After AUDIT_SPOOL_RETRY_S): the spool holds
+ * spool_cap bytes, or org's share of it (spool_cap /
+ * LIM_AUDIT_SPOOL_ORG_DIV), or org holds some and only the newcomer reserve
+ * is left. Called before the change acts; an admitted change's entry is
+ * always spooled, so the spool may pass the cap by the entries of the
+ * changes admitted at once. Any thread. */
+int audit_admit(struct audit *a, const char *org, struct err *e)
+    __attribute__((warn_unused_result));
+/* Bytes now spooled: by everyone (org NULL) or by org. */
+int64_t audit_spooled(struct audit *a, const char *org);
 /* Gives r an entry id, appends its record to the spool (one write()) and
  * queues it (its strings are taken; r's pointers are cleared). Any thread;
  * never waits for the store nor syncs a file. An entry past its

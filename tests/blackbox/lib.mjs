@@ -95,17 +95,20 @@ const loads = new Set();
 // shared server is normally in. stress-ng is started in a process group of its
 // own and ended by it (its workers with it) when fn settles; --timeout bounds
 // it should this process die first. Resolves to fn's result.
-export async function withLoad(fn, { seconds = 300 } = {}) {
+// stressors: other stress-ng stressor arguments (e.g. ['--cpu', '2', '--vm',
+// '1', '--vm-bytes', '256M']), workers: how many worker processes they fork.
+export async function withLoad(fn, { seconds = 300, stressors, workers = 4 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'browserd-load-'));
-  const proc = spawn('stress-ng', ['--cpu', '2', '--vm', '1', '--vm-bytes', '768M', '--hdd', '1',
-    '--hdd-bytes', '256M', '--temp-path', dir, '--timeout', `${seconds}s`, '--quiet'],
-  { stdio: 'ignore', detached: true });
+  const what = stressors || ['--cpu', '2', '--vm', '1', '--vm-bytes', '768M', '--hdd', '1',
+    '--hdd-bytes', '256M', '--temp-path', dir];
+  const proc = spawn('stress-ng', [...what, '--timeout', `${seconds}s`, '--quiet'],
+    { stdio: 'ignore', detached: true });
   loads.add(proc);
   const exited = new Promise((r) => proc.once('exit', r));
   try {
     // Under way once its workers run (stress-ng forks one per stressor).
     await waitFor(() => {
-      try { return readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/).length >= 4; } catch { return false; }
+      try { return readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/).length >= workers; } catch { return false; }
     }, 'the background load to start', 15000);
     return await fn();
   } finally {

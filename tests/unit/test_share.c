@@ -42,7 +42,7 @@ static const struct scase cases[] = {
       {0, "o1", "s3", SHARE_FULL_ORG}},
      4},
     {"one organization full leaves room for another",
-     4,
+     5,
      2,
      2,
      {{0, "o1", "s1", SHARE_OK},
@@ -60,6 +60,52 @@ static const struct scase cases[] = {
       {0, "o3", "s3", SHARE_OK},
       {0, "o4", "s4", SHARE_FULL_SERVER}},
      4},
+    {"issue h7.1: organizations holding units fill the cap only up to its newcomer reserve; an "
+     "organization holding none takes from it",
+     8,
+     2,
+     2,
+     {{0, "o1", "s1", SHARE_OK},
+      {0, "o1", "s1", SHARE_OK},
+      {0, "o2", "s2", SHARE_OK},
+      {0, "o2", "s2", SHARE_OK},
+      {0, "o3", "s3", SHARE_OK},
+      {0, "o3", "s3", SHARE_OK},
+      {0, "o4", "s4", SHARE_OK},
+      {0, "o4", "s4", SHARE_FULL_SERVER},
+      {0, "o5", "s5", SHARE_OK},
+      {0, "o6", "s6", SHARE_FULL_SERVER}},
+     10},
+    {"issue h7.1: a share of total 2 holds one unit per organization while another may come",
+     2,
+     2,
+     2,
+     {{0, "o1", "s1", SHARE_OK},
+      {0, "o1", "s1", SHARE_FULL_SERVER},
+      {0, "o2", "s2", SHARE_OK},
+      {0, "o3", "s3", SHARE_FULL_SERVER}},
+     4},
+    {"issue h7.1: a share of total 1 is all reserve: whoever holds none takes it once it is free",
+     1,
+     1,
+     1,
+     {{0, "o1", "s1", SHARE_OK},
+      {0, "o2", "s2", SHARE_FULL_SERVER},
+      {1, "o1", "s1", SHARE_OK},
+      {0, "o2", "s2", SHARE_OK}},
+     4},
+    {"issue h7.1: an organization that gave back all it held is a newcomer again",
+     4,
+     4,
+     4,
+     {{0, "o1", "s1", SHARE_OK},
+      {0, "o1", "s1", SHARE_OK},
+      {0, "o1", "s1", SHARE_OK},
+      {0, "o1", "s1", SHARE_FULL_SERVER},
+      {0, "o2", "s2", SHARE_OK},
+      {1, "o2", "s2", SHARE_OK},
+      {0, "o2", "s2", SHARE_OK}},
+     7},
     {"a unit given back can be taken again",
      4,
      2,
@@ -129,6 +175,16 @@ static void counts_and_errors(void **state)
     share_give(&s, "o1", "s1");
     assert_int_equal(share_used(&s, NULL, NULL), 0);
     xfree(s.keys);
+
+    /* issue h7.1: the reserve's refusal is the server's 429, naming it. */
+    struct share r = SHARE_INIT("zip streams", 2, 2, 2);
+    assert_int_equal(r.reserve, 1);
+    assert_int_equal(share_take_or_err(&r, "o1", "s1", 1, &e), 0);
+    assert_int_equal(share_take_or_err(&r, "o1", "s1", 3, &e), E_LIMIT);
+    assert_int_equal(e.retry_after, 3);
+    assert_non_null(strstr(e.message, "kept for organizations holding none"));
+    share_give(&r, "o1", "s1");
+    xfree(r.keys);
 }
 
 int main(void)
