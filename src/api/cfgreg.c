@@ -95,10 +95,9 @@ static int country_allowed(const json_t *countries, const char *country)
 {
     if (!countries)
         return 1;
-    size_t i;
-    json_t *v;
-    json_array_foreach((json_t *)countries, i,
-                       v) if (country && strcmp(json_string_value(v), country) == 0) return 1;
+    for (size_t i = 0; country && i < json_array_size(countries); i++)
+        if (strcmp(json_string_value(json_array_get(countries, i)), country) == 0)
+            return 1;
     return 0;
 }
 
@@ -525,6 +524,9 @@ int cfgreg_resolve(struct req *rq, struct resp *rs)
                   "created_at", clock_fmt_rfc3339(now, when, sizeof when), "finished_at", "failure",
                   "target", target_json(&j->target), "url", j->url, "candidates",
                   (json_int_t)json_array_size(j->candidates), "attempts", "recommendation");
+    if (store_cfgreg_prune(app->store, j->org_id, LIM_CFGREG_KEPT_ANALYSES - 1,
+                           LIM_CFGREG_KEPT_ENTRIES - 1) != 0)
+        log_warn("config registry: the oldest analyses of org %s could not be deleted", j->org_id);
     save_analysis(j);
     /* The entry keeps its previous recommendation until this one ends. */
     json_t *prev = read_entry(rq, &j->target);

@@ -114,3 +114,21 @@ int pgx_cfgreg_entry_list(struct store *st_, const char *org_id, const char *sea
     pgx_put(p, c);
     return ret ? E_INTERNAL : 0;
 }
+
+int pgx_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses,
+                     size_t keep_entries)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL,
+                    "DELETE FROM cfgreg_analyses WHERE org_id = $1 AND id NOT IN (SELECT id FROM"
+                    " cfgreg_analyses WHERE org_id = $1 ORDER BY created_at DESC, id LIMIT $2)",
+                    "si", org_id, (int64_t)keep_analyses);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
+                    "DELETE FROM cfgreg_entries WHERE org_id = $1 AND domain NOT IN (SELECT domain"
+                    " FROM cfgreg_entries WHERE org_id = $1 ORDER BY last_requested_at DESC,"
+                    " domain LIMIT $2)",
+                    "si", org_id, (int64_t)keep_entries);
+    pgx_put(p, c);
+    return ret;
+}

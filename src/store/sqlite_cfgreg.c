@@ -129,3 +129,21 @@ int sq_cfgreg_entry_list(struct store *st_, const char *org_id, const char *sear
     sqx_conn_put(s, c);
     return rc ? E_INTERNAL : 0;
 }
+
+int sq_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses,
+                    size_t keep_entries)
+{
+    CONN(s, c);
+    int rc = sqx_q(c, NULL,
+                   "DELETE FROM cfgreg_analyses WHERE org_id = ?1 AND id NOT IN (SELECT id FROM"
+                   " cfgreg_analyses WHERE org_id = ?1 ORDER BY created_at DESC, id LIMIT ?2)",
+                   "si", org_id, (int64_t)keep_analyses);
+    if (rc >= 0)
+        rc = sqx_q(c, NULL,
+                   "DELETE FROM cfgreg_entries WHERE org_id = ?1 AND domain NOT IN (SELECT domain"
+                   " FROM cfgreg_entries WHERE org_id = ?1 ORDER BY last_requested_at DESC, domain"
+                   " LIMIT ?2)",
+                   "si", org_id, (int64_t)keep_entries);
+    sqx_conn_put(s, c);
+    return sqx_qrc(rc);
+}

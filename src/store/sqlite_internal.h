@@ -277,4 +277,7 @@ int sq_cfgreg_entry_list(struct store *st_, const char *org_id, const char *sear
                          enum cfgreg_sort sort, int descending, struct page *pg,
                          struct cfgreg_text **rows, size_t *n);
 
+int sq_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses,
+                    size_t keep_entries);
+
 #endif

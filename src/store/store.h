@@ -518,7 +518,9 @@ struct store_ops {
      * (caller frees); _list pages an org's analyses, newest first, whose
      * domain holds search (NULL = any). cfgreg_entry_put inserts or replaces
      * the entry of (org, domain); _get and _list as for analyses, sorted by
-     * sort then domain. Rows: xfree each json, then the array. */
+     * sort then domain. Rows: xfree each json, then the array.
+     * cfgreg_prune keeps an org's newest keep_analyses analyses (by
+     * created_at) and keep_entries entries (by last_requested_at). */
     int (*cfgreg_analysis_put)(struct store *st, const char *org_id, const char *id,
                                const char *domain, int64_t created_at, const char *json);
     int (*cfgreg_analysis_get)(struct store *st, const char *org_id, const char *id, char **json);
@@ -529,6 +531,8 @@ struct store_ops {
     int (*cfgreg_entry_list)(struct store *st, const char *org_id, const char *search,
                              enum cfgreg_sort sort, int descending, struct page *pg,
                              struct cfgreg_text **rows, size_t *n);
+    int (*cfgreg_prune)(struct store *st, const char *org_id, size_t keep_analyses,
+                        size_t keep_entries);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -740,6 +744,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_cfgreg_entry_put(st, ...)     ((st)->ops->cfgreg_entry_put((st), __VA_ARGS__))
 #define store_cfgreg_entry_get(st, ...)     ((st)->ops->cfgreg_entry_get((st), __VA_ARGS__))
 #define store_cfgreg_entry_list(st, ...)    ((st)->ops->cfgreg_entry_list((st), __VA_ARGS__))
+#define store_cfgreg_prune(st, ...)         ((st)->ops->cfgreg_prune((st), __VA_ARGS__))
 /* wrappers: cluster */
 #define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))

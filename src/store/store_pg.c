@@ -420,6 +420,7 @@ static const struct store_ops pgx_ops = {
     .cfgreg_entry_put = pgx_cfgreg_entry_put,
     .cfgreg_entry_get = pgx_cfgreg_entry_get,
     .cfgreg_entry_list = pgx_cfgreg_entry_list,
+    .cfgreg_prune = pgx_cfgreg_prune,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,

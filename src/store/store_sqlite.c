@@ -430,6 +430,7 @@ static const struct store_ops sqx_ops = {
     .cfgreg_entry_put = sq_cfgreg_entry_put,
     .cfgreg_entry_get = sq_cfgreg_entry_get,
     .cfgreg_entry_list = sq_cfgreg_entry_list,
+    .cfgreg_prune = sq_cfgreg_prune,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
