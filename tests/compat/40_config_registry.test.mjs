@@ -160,11 +160,13 @@ export const tests = [
     fn: async () => {
       const site = await picky();
       const s = await startServer({ args: site.allow, env: { BROWSERD_ADMIN_TOKEN: 'adm' } });
+      let ids = [];
       try {
         // Two analyses whose first visit the page holds: both in flight.
         const a = await post(s, '/config-registry/resolve', { url: `${site.url}/hold` });
         const b = await post(s, '/config-registry/resolve', { url: `http://localhost:${site.hostport.split(':')[1]}/hold` });
         eq([a.status, b.status], [200, 200], `${a.text} ${b.text}`);
+        ids = [a.json.analysis.id, b.json.analysis.id];
         const c = await post(s, '/config-registry/resolve', { url: 'http://example.com/' });
         isError(c, 429, 'rate_limited');
         assert(Number(c.headers['retry-after']) > 0, `Retry-After ${c.headers['retry-after']}`);
@@ -176,9 +178,16 @@ export const tests = [
         const stopped = s.stop();
         site.release();
         await stopped;
-        s.cleanup();
-        site.close();
       }
+      // The stop ended both analyses (after their current candidate), as failed.
+      const again = await startServer({ dataDir: s.dir, args: site.allow });
+      try {
+        for (const id of ids) {
+          const r = await get(again, `/config-registry/analyses/${id}`);
+          eq([r.json.status, r.json.failure && r.json.failure.code], ['failed', 'server_stopping'], r.text);
+          assert(r.json.attempts.length < 3, `ended early: ${r.text}`);
+        }
+      } finally { await again.stop(); again.cleanup(); site.close(); }
     },
   },
   {
