@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/admit.h"
+#include "runtime/bgjobs.h"
 #include "runtime/child.h"
 #include "runtime/crlauncher.h"
 #include "runtime/procjobs.h"
@@ -640,6 +641,7 @@ static int make_handles(struct serve *sv)
     app->viewers = viewers_new();
     app->zips = zipstreams_new(sv->zip_idle_s);
     app->fs_watches = fswatches_new();
+    app->cfgreg_jobs = bgjobs_new();
     return 0;
 }
 
@@ -653,6 +655,7 @@ static void free_handles(struct serve *sv)
     viewers_free(app->viewers);
     zipstreams_free(app->zips);
     fswatches_free(app->fs_watches);
+    bgjobs_free(app->cfgreg_jobs);
 }
 
 /* After the watcher (it must fork before any thread), before sessions. */
@@ -928,6 +931,14 @@ static void stop_fs_watches(struct serve *sv)
     fswatches_stop(sv->app.fs_watches);
 }
 
+/* The config registry's analyses: asked to stop and waited for while the
+ * sessions they made still run (they delete them), before the HTTP daemon
+ * stops (nothing can start another then). */
+static void drain_cfgreg_jobs(struct serve *sv)
+{
+    bgjobs_drain(sv->app.cfgreg_jobs, BGJOBS_DRAIN_MS);
+}
+
 static int start_http(struct serve *sv)
 {
     struct app_config *c = &sv->app.cfg;
@@ -1058,6 +1069,7 @@ static const struct engine engines[] = {
     {"log waker", .init = start_log_waker, .stop = stop_log_waker},
     {"recovery", .init = recover_sessions},
     {"fs watches", .stop = stop_fs_watches},
+    {"config registry", .drain = drain_cfgreg_jobs},
     {"http", .start = start_http, .drain = quiesce_http, .stop = stop_http},
     {"metrics listener", .start = start_metrics_http, .stop = stop_metrics_http},
     {"parked requests", .drain = answer_parked},

@@ -31,6 +31,7 @@
 #include "api/openapi.h"
 #include "api/scrape.h"
 #include "api/search.h"
+#include "api/cfgreg.h"
 
 /* Answers 501 with an Error record naming the feature, so that a client
  * calling an endpoint this server does not serve yet sees that, never a 404
@@ -266,8 +267,12 @@ const struct route api_routes[] = {
     {"PATCH", "/org/limits", org_limits_update, ORGADM},
     {"GET", "/org/projects/{id}/limits", org_project_limits_get, ORGADM},
     {"PATCH", "/org/projects/{id}/limits", org_project_limits_update, ORGADM},
-    NI("/config-registry"),
-    NI("/config-registry/*"),
+    /* routes: config registry (issue 40.2, docs/config-registry.md) */
+    {"GET", "/config-registry", cfgreg_list, KEY},
+    {"POST", "/config-registry/lookup", cfgreg_lookup, KEY},
+    {"POST", "/config-registry/resolve", cfgreg_resolve, KEY},
+    {"GET", "/config-registry/analyses", cfgreg_analyses_list, KEY},
+    {"GET", "/config-registry/analyses/{id}", cfgreg_analysis_get, KEY},
     /* routes: vaults (issue 35.2, docs/credentials.md); other paths 501 */
     {"POST", "/vaults", vaults_upsert, KEY},
     {"GET", "/vaults", vaults_list, KEY},

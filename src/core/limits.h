@@ -441,4 +441,23 @@
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
 
+/* The config registry (docs/config-registry.md): analyses running at once on
+ * the server, per organization and per project (each holds browser sessions
+ * of its organization while it runs; past them resolve answers 429 with
+ * Retry-After); the candidate configurations one analysis tries at most (one
+ * session each, one after the other); one visit's deadline (the session's
+ * start and the page's answer); the most of a page's body the classifier
+ * reads; the longest target URL; the most allowed_proxy_countries; the
+ * analyses and the registry entries (domains) an organization keeps: past
+ * them, each resolve deletes its oldest (by start, by last request). */
+#define LIM_CFGREG_ANALYSES         8
+#define LIM_CFGREG_ANALYSES_PER_ORG 2
+#define LIM_CFGREG_CANDIDATES       4
+#define LIM_CFGREG_VISIT_MS         20000
+#define LIM_CFGREG_CLASSIFY_BYTES   (256u << 10)
+#define LIM_CFGREG_URL_BYTES        2048
+#define LIM_CFGREG_COUNTRIES        32
+#define LIM_CFGREG_KEPT_ANALYSES    1000
+#define LIM_CFGREG_KEPT_ENTRIES     1000
+
 #endif

@@ -35,6 +35,7 @@ struct app_config {
 };
 
 struct audit;
+struct bgjobs;
 struct bidiopen;
 struct fswatches;
 struct node;
@@ -68,6 +69,7 @@ struct app {
     struct zipstreams *zips;        /* download_dir_zip's streams (runtime/zipstreams.h) */
     struct fswatches *fs_watches;   /* the fs API's watches (runtime/fswatch.h) */
     struct audit *audit;            /* the audit log's writer (telemetry/audit.h) */
+    struct bgjobs *cfgreg_jobs;     /* config registry analyses (runtime/bgjobs.h) */
 };
 
 #endif

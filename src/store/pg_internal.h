@@ -308,4 +308,20 @@ int pgx_search_put(struct store *st_, const char *id, const char *org_id, int64_
 int pgx_search_get(struct store *st_, const char *org_id, const char *id, int64_t now, char **json);
 int pgx_search_prune(struct store *st_, int64_t now);
 
+/* config registry (pg_cfgreg.c) */
+extern const char pgx_schema_cfgreg[];
+int pgx_cfgreg_analysis_put(struct store *st_, const char *org_id, const char *id,
+                            const char *domain, int64_t created_at, const char *json);
+int pgx_cfgreg_analysis_get(struct store *st_, const char *org_id, const char *id, char **json);
+int pgx_cfgreg_analysis_list(struct store *st_, const char *org_id, const char *search,
+                             struct page *pg, struct cfgreg_text **rows, size_t *n);
+int pgx_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *r);
+int pgx_cfgreg_entry_get(struct store *st_, const char *org_id, const char *domain, char **json);
+int pgx_cfgreg_entry_list(struct store *st_, const char *org_id, const char *search,
+                          enum cfgreg_sort sort, int descending, struct page *pg,
+                          struct cfgreg_text **rows, size_t *n);
+
+int pgx_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses,
+                     size_t keep_entries);
+
 #endif

@@ -287,6 +287,27 @@ struct page {
     int has_more; /* out */
 };
 
+/* Config registry rows (docs/config-registry.md): a record's JSON text (owned). */
+struct cfgreg_text {
+    char *json;
+};
+/* GET /config-registry's sort_by: target (the domain), analysis_status,
+ * recommended_config, last_requested_at, success_rate. */
+enum cfgreg_sort {
+    CFGREG_SORT_TARGET,
+    CFGREG_SORT_STATUS,
+    CFGREG_SORT_CONFIG,
+    CFGREG_SORT_REQUESTED,
+    CFGREG_SORT_RATE
+};
+/* One registry entry (an organization's registrable domain), borrowed
+ * strings: the sortable columns beside the record's JSON text. */
+struct cfgreg_entry_rec {
+    const char *org_id, *domain, *analysis_status, *recommended_config, *json;
+    int64_t last_requested_at; /* ms since the epoch */
+    int success_permille;      /* 0..1000; -1 none measured */
+};
+
 struct store;
 
 struct store_ops {
@@ -491,6 +512,27 @@ struct store_ops {
     int (*search_get)(struct store *st, const char *org_id, const char *id, int64_t now,
                       char **json);
     int (*search_prune)(struct store *st, int64_t now);
+    /* Config registry (docs/config-registry.md), per organization (another
+     * org's id or domain is E_NOTFOUND). cfgreg_analysis_put inserts or
+     * replaces an analysis record (JSON text); _get reads it into *json
+     * (caller frees); _list pages an org's analyses, newest first, whose
+     * domain holds search (NULL = any). cfgreg_entry_put inserts or replaces
+     * the entry of (org, domain); _get and _list as for analyses, sorted by
+     * sort then domain. Rows: xfree each json, then the array.
+     * cfgreg_prune keeps an org's newest keep_analyses analyses (by
+     * created_at) and keep_entries entries (by last_requested_at). */
+    int (*cfgreg_analysis_put)(struct store *st, const char *org_id, const char *id,
+                               const char *domain, int64_t created_at, const char *json);
+    int (*cfgreg_analysis_get)(struct store *st, const char *org_id, const char *id, char **json);
+    int (*cfgreg_analysis_list)(struct store *st, const char *org_id, const char *search,
+                                struct page *pg, struct cfgreg_text **rows, size_t *n);
+    int (*cfgreg_entry_put)(struct store *st, const struct cfgreg_entry_rec *r);
+    int (*cfgreg_entry_get)(struct store *st, const char *org_id, const char *domain, char **json);
+    int (*cfgreg_entry_list)(struct store *st, const char *org_id, const char *search,
+                             enum cfgreg_sort sort, int descending, struct page *pg,
+                             struct cfgreg_text **rows, size_t *n);
+    int (*cfgreg_prune)(struct store *st, const char *org_id, size_t keep_analyses,
+                        size_t keep_entries);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -695,6 +737,14 @@ void org_rec_clear(struct org_rec *o);
 #define store_blob_get(st, ...)          ((st)->ops->blob_get((st), __VA_ARGS__))
 #define store_blob_delete(st, ...)       ((st)->ops->blob_delete((st), __VA_ARGS__))
 #define store_run_exclusive(st, ...)     ((st)->ops->run_exclusive((st), __VA_ARGS__))
+/* wrappers: config registry */
+#define store_cfgreg_analysis_put(st, ...)  ((st)->ops->cfgreg_analysis_put((st), __VA_ARGS__))
+#define store_cfgreg_analysis_get(st, ...)  ((st)->ops->cfgreg_analysis_get((st), __VA_ARGS__))
+#define store_cfgreg_analysis_list(st, ...) ((st)->ops->cfgreg_analysis_list((st), __VA_ARGS__))
+#define store_cfgreg_entry_put(st, ...)     ((st)->ops->cfgreg_entry_put((st), __VA_ARGS__))
+#define store_cfgreg_entry_get(st, ...)     ((st)->ops->cfgreg_entry_get((st), __VA_ARGS__))
+#define store_cfgreg_entry_list(st, ...)    ((st)->ops->cfgreg_entry_list((st), __VA_ARGS__))
+#define store_cfgreg_prune(st, ...)         ((st)->ops->cfgreg_prune((st), __VA_ARGS__))
 /* wrappers: cluster */
 #define store_key_list(st, ...)   ((st)->ops->key_list((st), __VA_ARGS__))
 #define store_key_update(st, ...) ((st)->ops->key_update((st), __VA_ARGS__))

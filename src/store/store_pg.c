@@ -421,6 +421,13 @@ static const struct store_ops pgx_ops = {
     .search_put = pgx_search_put,
     .search_get = pgx_search_get,
     .search_prune = pgx_search_prune,
+    .cfgreg_analysis_put = pgx_cfgreg_analysis_put,
+    .cfgreg_analysis_get = pgx_cfgreg_analysis_get,
+    .cfgreg_analysis_list = pgx_cfgreg_analysis_list,
+    .cfgreg_entry_put = pgx_cfgreg_entry_put,
+    .cfgreg_entry_get = pgx_cfgreg_entry_get,
+    .cfgreg_entry_list = pgx_cfgreg_entry_list,
+    .cfgreg_prune = pgx_cfgreg_prune,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -457,6 +464,7 @@ static const struct pgx_migration migrations[] = {
     {"0034_credentials", pgx_schema_credentials},
     {"0035_vaults", pgx_schema_vaults},
     {"0040_searches", pgx_schema_search},
+    {"0041_config_registry", pgx_schema_cfgreg},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -437,6 +437,13 @@ static const struct store_ops sqx_ops = {
     .search_put = sq_search_put,
     .search_get = sq_search_get,
     .search_prune = sq_search_prune,
+    .cfgreg_analysis_put = sq_cfgreg_analysis_put,
+    .cfgreg_analysis_get = sq_cfgreg_analysis_get,
+    .cfgreg_analysis_list = sq_cfgreg_analysis_list,
+    .cfgreg_entry_put = sq_cfgreg_entry_put,
+    .cfgreg_entry_get = sq_cfgreg_entry_get,
+    .cfgreg_entry_list = sq_cfgreg_entry_list,
+    .cfgreg_prune = sq_cfgreg_prune,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -463,6 +470,7 @@ static const struct sq_migration migrations[] = {
     {"0034_credentials", sq_schema_credentials},
     {"0035_vaults", sq_schema_vaults},
     {"0040_searches", sq_schema_search},
+    {"0041_config_registry", sq_schema_cfgreg},
 };
 
 static int migrate(struct conn *c)

@@ -16,14 +16,10 @@ async function projectKey(s, p) {
 }
 
 // The service's paths (KERNEL_API_NEWER.md 1.2 and 1.4) with the methods its
-// clients use, and the feature the 501 must name (search is served since
-// issue 40: tests/compat/40_search.test.mjs).
+// clients use, and the feature the 501 must name (search and the config
+// registry are served since issue 40: tests/compat/40_search.test.mjs,
+// tests/compat/40_config_registry.test.mjs).
 const NOT_SERVED = [
-  ['GET', '/config-registry', 'config registry'],
-  ['POST', '/config-registry/lookup', 'config registry'],
-  ['POST', '/config-registry/resolve', 'config registry'],
-  ['GET', '/config-registry/analyses', 'config registry'],
-  ['GET', '/config-registry/analyses/abc', 'config registry'],
   ['POST', '/vaults/main/items/k/collect', 'vaults'],
   ['POST', '/vault-provider-configs', 'vault provider configs'],
   ['GET', '/vault-provider-configs', 'vault provider configs'],

@@ -1937,6 +1937,82 @@ static void searches_per_org_until_expiry(void **state)
     xfree(got);
 }
 
+/* The config registry (docs/config-registry.md): analyses and entries per
+ * organization, replaced by id / domain, listed with search and each sort,
+ * pruned to the newest. */
+static void config_registry_per_org(void **state)
+{
+    struct store *st = *state;
+    assert_int_equal(store_cfgreg_analysis_put(st, "org1", "cra_a", "a.com", 1000, "{\"v\":1}"), 0);
+    assert_int_equal(store_cfgreg_analysis_put(st, "org1", "cra_a", "a.com", 1000, "{\"v\":2}"), 0);
+    assert_int_equal(store_cfgreg_analysis_put(st, "org1", "cra_b", "b.org", 2000, "{\"v\":3}"), 0);
+    char *got = NULL;
+    assert_int_equal(store_cfgreg_analysis_get(st, "org1", "cra_a", &got), 0);
+    assert_string_equal(got, "{\"v\":2}");
+    xfree(got);
+    assert_int_equal(store_cfgreg_analysis_get(st, "org2", "cra_a", &got), E_NOTFOUND);
+    struct page pg = {.limit = 10};
+    struct cfgreg_text *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_cfgreg_analysis_list(st, "org1", NULL, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].json, "{\"v\":3}"); /* newest first */
+    for (size_t i = 0; i < n; i++)
+        xfree(rows[i].json);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_analysis_list(st, "org1", "a.c", &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(rows[0].json);
+    xfree(rows);
+    struct cfgreg_entry_rec e1 = {"org1",          "a.com", "completed", "headless stealth direct",
+                                  "{\"d\":\"a\"}", 5000,    500};
+    struct cfgreg_entry_rec e2 = {"org1", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
+    struct cfgreg_entry_rec e3 = {"org2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+    assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
+    assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
+    assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
+    e1.success_permille = 1000;
+    assert_int_equal(store_cfgreg_entry_put(st, &e1), 0); /* replaced */
+    assert_int_equal(store_cfgreg_entry_get(st, "org1", "a.com", &got), 0);
+    assert_string_equal(got, "{\"d\":\"a\"}");
+    xfree(got);
+    assert_int_equal(store_cfgreg_entry_get(st, "org2", "a.com", &got), E_NOTFOUND);
+    static const struct {
+        enum cfgreg_sort sort;
+        int desc;
+        const char *first;
+    } sorts[] = {
+        {CFGREG_SORT_TARGET, 0, "{\"d\":\"a\"}"},    {CFGREG_SORT_TARGET, 1, "{\"d\":\"b\"}"},
+        {CFGREG_SORT_RATE, 1, "{\"d\":\"a\"}"},      {CFGREG_SORT_RATE, 0, "{\"d\":\"b\"}"},
+        {CFGREG_SORT_REQUESTED, 0, "{\"d\":\"b\"}"}, {CFGREG_SORT_STATUS, 1, "{\"d\":\"b\"}"},
+        {CFGREG_SORT_CONFIG, 0, "{\"d\":\"b\"}"},
+    };
+    for (size_t k = 0; k < sizeof sorts / sizeof *sorts; k++) {
+        assert_int_equal(
+            store_cfgreg_entry_list(st, "org1", NULL, sorts[k].sort, sorts[k].desc, &pg, &rows, &n),
+            0);
+        assert_int_equal(n, 2);
+        assert_string_equal(rows[0].json, sorts[k].first);
+        for (size_t i = 0; i < n; i++)
+            xfree(rows[i].json);
+        xfree(rows);
+    }
+    assert_int_equal(
+        store_cfgreg_entry_list(st, "org1", ".org", CFGREG_SORT_TARGET, 0, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(rows[0].json);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_prune(st, "org1", 1, 1), 0);
+    assert_int_equal(store_cfgreg_analysis_get(st, "org1", "cra_a", &got), E_NOTFOUND);
+    assert_int_equal(store_cfgreg_analysis_get(st, "org1", "cra_b", &got), 0);
+    xfree(got);
+    assert_int_equal(store_cfgreg_entry_get(st, "org1", "b.org", &got), E_NOTFOUND);
+    assert_int_equal(store_cfgreg_entry_get(st, "org1", "a.com", &got), 0);
+    xfree(got);
+    assert_int_equal(store_cfgreg_entry_get(st, "org2", "c.net", &got), 0);
+    xfree(got);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1959,7 +2035,8 @@ static void searches_per_org_until_expiry(void **state)
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)                                                      \
     X(audit_entry_id_inserted_once)                                                                \
-    X(searches_per_org_until_expiry)
+    X(searches_per_org_until_expiry)                                                               \
+    X(config_registry_per_org)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \

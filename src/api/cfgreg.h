@@ -1,0 +1,32 @@
+/*
+ * api/cfgreg: the config registry (KERNEL_API_NEWER.md 1.4 "Config
+ * Registry"; docs/config-registry.md): per organization, a recommended
+ * browser configuration for each registrable domain, learned by analyses.
+ *
+ * POST /config-registry/resolve starts an analysis of a target URL: a
+ * bounded list of candidate configurations (browser options, and the
+ * organization's proxies of the key's project) is tried one after the
+ * other, each by a real browser session made for the caller (POST
+ * /browsers run in-process with the caller's own key, so its plan's limits,
+ * defaults and network rules apply) that visits the target (the session's
+ * curl, through its egress rules) and is deleted; each visit is classified
+ * by domain/siteclass. The analysis runs on a job thread (runtime/bgjobs,
+ * app->cfgreg_jobs) within a share of analyses in flight per server,
+ * organization and project (LIM_CFGREG_ANALYSES*): past it 429. The first
+ * accessed candidate becomes the domain's recommendation, whose `browser`
+ * is a POST /browsers body. lookup reads the registry only; the analyses
+ * and the registry are listed and read per organization (another one's id
+ * is 404).
+ */
+#ifndef BD_API_CFGREG_H
+#define BD_API_CFGREG_H
+
+#include "http/http.h"
+
+int cfgreg_lookup(struct req *rq, struct resp *rs);
+int cfgreg_resolve(struct req *rq, struct resp *rs);
+int cfgreg_list(struct req *rq, struct resp *rs);
+int cfgreg_analyses_list(struct req *rq, struct resp *rs);
+int cfgreg_analysis_get(struct req *rq, struct resp *rs);
+
+#endif
