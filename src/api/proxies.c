@@ -1079,6 +1079,15 @@ static int self_attach(void *ctx, const char *sid, const char *target, int fd, c
     return browsers_cdp_fd(ctx, sid, target, fd, accept, e);
 }
 
+/* BROWSERD_EGRESS_SOCKMAP (docs/operator.md): "off" or "0" relays every
+ * egress tunnel in user space; anything else (the default) splices CONNECT
+ * tunnels in the kernel when it allows. */
+static int sockmap_on(void)
+{
+    const char *v = getenv("BROWSERD_EGRESS_SOCKMAP");
+    return !(v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0));
+}
+
 int proxies_init(struct app *app, struct err *e)
 {
     M.app = app;
@@ -1103,6 +1112,7 @@ int proxies_init(struct app *app, struct err *e)
         .resolve = resolve_hook,
         .failed = failed_hook,
         .ctx = NULL,
+        .sockmap = sockmap_on(),
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))
         return rc;

@@ -226,6 +226,13 @@ static int render_gauges(struct buf *out, const struct metrics_gauges *g)
         if (!rc)
             rc = put(out, "browserd_spares_ready %lld\n", g->spares_ready);
     }
+    if (!rc && g->egress_in_kernel >= 0) {
+        rc = head(out, "browserd_egress_in_kernel", "gauge",
+                  "1 when the egress proxy splices CONNECT tunnels in the kernel (sockmap), 0 "
+                  "when it relays them in user space.");
+        if (!rc)
+            rc = put(out, "browserd_egress_in_kernel %lld\n", g->egress_in_kernel);
+    }
     return rc;
 }
 

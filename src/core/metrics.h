@@ -75,6 +75,7 @@ struct metrics_gauges {
     long long pool_acquired;    /* pool browsers leased to sessions */
     long long pool_waiters;     /* acquire calls queued on pools */
     long long spares_ready;     /* prelaunched spares ready to hand out */
+    long long egress_in_kernel; /* 1: egress tunnels spliced in the kernel, 0: in user space */
 };
 
 /* Appends the text exposition of every family to out: 0, or -E2BIG when out
