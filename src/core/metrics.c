@@ -47,6 +47,7 @@ static const char *const counter_names[METRICS_NCOUNTERS] = {
     [METRICS_EGRESS_BYTES] = "browserd_egress_bytes_total",
     [METRICS_OOM_KILLS] = "browserd_oom_kills_total",
     [METRICS_ORPHANS_REAPED] = "browserd_orphans_reaped_total",
+    [METRICS_KERNEL_TUNNELS] = "browserd_egress_kernel_tunnels_total",
 };
 static const char *const counter_help[METRICS_NCOUNTERS] = {
     [METRICS_RELAY_BYTES] = "Bytes the CDP and BiDi relay moved between clients and browsers.",
@@ -55,6 +56,8 @@ static const char *const counter_help[METRICS_NCOUNTERS] = {
     [METRICS_ORPHANS_REAPED] =
         ("Sessions left by a server that died (this node's previous run or another node), "
          "ended by recovery."),
+    [METRICS_KERNEL_TUNNELS] = "Egress tunnels spliced in the kernel (sockmap) rather than "
+                               "relayed in user space.",
 };
 static _Atomic uint64_t counters[METRICS_NCOUNTERS];
 

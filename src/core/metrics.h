@@ -28,6 +28,7 @@ enum metrics_counter {
     METRICS_EGRESS_BYTES,   /* bytes the egress proxy moved, both ways */
     METRICS_OOM_KILLS,      /* sessions' processes killed by the kernel's OOM killer */
     METRICS_ORPHANS_REAPED, /* sessions of a server that died, ended by recovery */
+    METRICS_KERNEL_TUNNELS, /* egress tunnels spliced in the kernel (sockmap) */
     METRICS_NCOUNTERS
 };
 

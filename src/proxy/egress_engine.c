@@ -1567,6 +1567,7 @@ static int kjoin(struct worker *w, struct econn *c)
         return -1; /* what send_pre sent is not sent again */
     c->kbase[0] = bd;
     c->kbase[1] = bc + (int64_t)d->prelen;
+    metrics_add(METRICS_KERNEL_TUNNELS, 1);
     /* Bytes no longer pass through here: only the end of a direction and
      * failures wake the worker (not every arrival). */
     if (ep_mod(w->epfd, c->cfd, EPOLLRDHUP | EPOLLET, tag(c, T_CFD)) != 0 ||
