@@ -13,7 +13,9 @@
  *            answer (30 s);
  *   RELAY    answer the browser, then move bytes both ways with splice(2)
  *            through one pipe per direction until both directions ended or
- *            either side fails.
+ *            either side fails; or, for a CONNECT tunnel when the in-kernel
+ *            splice is loaded, join both sockets in the kernel (ksplice) and
+ *            only watch for the ends (kjoin, kcheck).
  * Plain HTTP requests are rewritten to origin form with "Connection: close",
  * so every proxied HTTP request has its own connection and its own decision.
  *
