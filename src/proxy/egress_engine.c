@@ -2207,7 +2207,7 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
                      "available: %s",
                      ke.message);
     } else if (rc == 0) {
-        log_info("egress: tunnels are relayed in user space (BROWSERD_EGRESS_SOCKMAP=off)");
+        log_info("egress: tunnels are relayed in user space (BROWSERD_EGRESS_SOCKMAP is off)");
     }
     int started = 0;
     if (rc == 0) {

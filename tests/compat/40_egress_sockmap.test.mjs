@@ -1,7 +1,7 @@
 // Issue 39 item 4: the egress splices a CONNECT tunnel's two sockets in the kernel (a sockmap
-// with an sk_skb verdict program, docs/egress-proxy.md "In the kernel"), and falls back to the
-// user-space relay when the operator turns it off (BROWSERD_EGRESS_SOCKMAP=off,
-// docs/operator.md). Both paths must carry the same bytes the same way.
+// with an sk_skb verdict program, docs/egress-proxy.md "In the kernel") when the operator turns
+// it on (BROWSERD_EGRESS_SOCKMAP=on, docs/operator.md), and relays in user space when it is
+// off. Both paths must carry the same bytes the same way.
 //
 // The traffic is a real session's: a Node script run inside the session's sandbox
 // (process.exec) opens CONNECT tunnels through the session's own egress listener (the port
@@ -191,10 +191,10 @@ export const tests = [
   {
     name: 'issue 39.4: a session\'s CONNECT tunnels spliced in the kernel carry bulk bytes intact (sha256) both ways, through a slow reader, across half-closes, with exact byte counts',
     timeout: 150000,
-    fn: () => run({}, true),
+    fn: () => run({ BROWSERD_EGRESS_SOCKMAP: 'on' }, true),
   },
   {
-    name: 'issue 39.4: with BROWSERD_EGRESS_SOCKMAP=off the user-space relay passes the same checks',
+    name: 'issue 39.4: with BROWSERD_EGRESS_SOCKMAP=off the user-space relay passes the same checks, and /metrics says so',
     timeout: 150000,
     fn: () => run({ BROWSERD_EGRESS_SOCKMAP: 'off' }, false),
   },
