@@ -1473,6 +1473,7 @@ static void kcheck(struct worker *w, struct econn *c)
         conn_end(w, c);
         return;
     }
+    int pending = 0;
     for (int i = 0; i < 2; i++) {
         struct dir *d = dirs[i];
         if (d->eof)
@@ -1483,8 +1484,14 @@ static void kcheck(struct worker *w, struct econn *c)
             conn_end(w, c);
             return;
         }
-        if ((p.revents & (POLLRDHUP | POLLHUP)) && ioctl(d->from, SIOCINQ, &inq) == 0 && inq == 0)
+        if (!(p.revents & (POLLRDHUP | POLLHUP)))
+            continue;
+        /* Bytes before the FIN not yet taken by the verdict: their taking
+         * wakes no one here (data wake-ups are masked), so check again. */
+        if (ioctl(d->from, SIOCINQ, &inq) == 0 && inq == 0)
             d->eof = 1;
+        else
+            pending = 1;
     }
     uint64_t bytes[2], passed[2];
     if (ksplice_counts(w->eg->ks, &c->kp, bytes, passed) != 0 || passed[0] || passed[1]) {
@@ -1494,7 +1501,6 @@ static void kcheck(struct worker *w, struct econn *c)
         conn_end(w, c);
         return;
     }
-    int pending = 0;
     for (int i = 0; i < 2; i++) {
         struct dir *d = dirs[i];
         if (!d->eof || d->done)
