@@ -180,9 +180,25 @@ static void test_half_close_keeps_the_other_direction(void **state)
     assert_true(bytes[0] == 4u << 20 && bytes[1] == 1u << 20);
 }
 
+/* "0, or a negative errno with the reason in e ... the reason says which step
+ * failed" (ksplice.h): maps of no room are refused by the kernel at load. */
+static void test_refused_load_names_the_step(void **state)
+{
+    (void)state;
+    struct ksplice *k = NULL;
+    struct err e;
+    err_init(&e);
+    int rc = ksplice_open(0, &k, &e);
+    assert_true(rc < 0);
+    assert_null(k);
+    assert_non_null(strstr(e.message, "cannot "));
+    ksplice_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refused_load_names_the_step),
         cmocka_unit_test_setup_teardown(test_join_carries_early_and_bulk_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_half_close_keeps_the_other_direction, setup, teardown),
     };
