@@ -56,6 +56,13 @@ int egress_verdict(struct __sk_buff *skb)
      * The relay passes the end on itself (shutdown), once the bytes are out. */
     if (len == 0)
         return SK_DROP;
+    /* The bytes arrive as page fragments of the skbs TCP received, and
+     * leave as the same fragments: a receiver on loopback (a browser, a
+     * local server) is charged the fragments' whole pages against their
+     * few bytes and keeps its window small (the sending socket was limited
+     * by it 95% of its busy time). One copy into a linear buffer here lets
+     * its window grow. Failure leaves the skb as it was. */
+    bpf_skb_pull_data(skb, len);
     long v = bpf_sk_redirect_hash(skb, &socks, &p->peer, 0);
     if (v == SK_PASS) {
         __sync_fetch_and_add(&p->bytes, len);

@@ -1082,8 +1082,8 @@ static int self_attach(void *ctx, const char *sid, const char *target, int fd, c
 /* BROWSERD_EGRESS_SOCKMAP (docs/operator.md): "on" or "1" splices CONNECT
  * tunnels in the kernel when it allows; anything else, or unset (the
  * default), relays every tunnel in user space. Off by default: on the
- * kernels measured (6.18) the in-kernel path moved bulk bytes slower than
- * the user-space relay (docs/egress-proxy.md, "In the kernel"). */
+ * kernel measured (6.18) the in-kernel path moved bulk bytes no faster
+ * than the user-space relay (docs/egress-proxy.md, "In the kernel"). */
 static int sockmap_on(void)
 {
     const char *v = getenv("BROWSERD_EGRESS_SOCKMAP");
