@@ -41,7 +41,6 @@
 #include <unistd.h>
 
 #include "core/err.h"
-#include "core/log.h"
 #include "core/xalloc.h"
 #include "proxy/egress.h"
 
@@ -922,10 +921,6 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (getenv("EGRESS_BENCH_DEBUG"))
-        log_set_level(LOG_DEBUG);
-    if (getenv("EGRESS_BENCH_DEBUG"))
-        log_set_level(LOG_DEBUG);
     /* Each open tunnel holds four descriptors here: the client's, the
      * egress's two and the echo server's. */
     if (raise_nofile(4L * o.tunnels + 256) != 0) {
