@@ -12,7 +12,7 @@ SAN     ?=
 FUZZ_SECONDS ?= 30
 
 PKGS    := libmicrohttpd jansson sqlite3 libpq libssl libcrypto libpsl libarchive \
-           xcb xcb-xtest xcb-xfixes xcb-shm zlib libseccomp
+           xcb xcb-xtest xcb-xfixes xcb-shm zlib libseccomp libbpf
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wvla -Werror
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS  = -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -Isrc -MMD -MP \
@@ -58,6 +58,19 @@ $(BUILD)/bench/egress: bench/egress.c $(BUILD)/libbrowserd.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libbrowserd.a $(LDLIBS)
+
+# The egress's in-kernel splice (docs/egress-proxy.md): a BPF object built
+# with clang for the bpf target and assembled into proxy/ksplice.o (.incbin),
+# so the binary carries it. The multiarch folder holds asm/types.h, which
+# linux/bpf.h includes.
+BPF_CC    ?= clang
+BPF_CFLAGS := -target bpf -O2 -g -Wall -Werror -I/usr/include/$(shell gcc -dumpmachine 2>/dev/null)
+$(BUILD)/bpf/egress_splice.bpf.o: bpf/egress_splice.bpf.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BPF     $@")
+	$(Q)$(BPF_CC) $(BPF_CFLAGS) -c $< -o $@
+$(BUILD)/src/proxy/ksplice.o: $(BUILD)/bpf/egress_splice.bpf.o
+$(BUILD)/src/proxy/ksplice.o: ALL_CFLAGS += -DKSPLICE_BPF_OBJ='"$(BUILD)/bpf/egress_splice.bpf.o"'
 
 # The OpenAPI document is assembled into this object (.incbin, api/openapi.c).
 $(BUILD)/src/api/openapi.o: docs/openapi.yaml

@@ -326,7 +326,9 @@ static void echo_stop(struct echo *s)
 
 struct bench {
     struct egress *eg;
-    int eport; /* the session's listener */
+    int eport;          /* the session's listener */
+    struct egress *keg; /* a second engine with the in-kernel splice (sockmap) */
+    int kport;          /* its session's listener */
     struct sink sink;
     struct echo echo;
     struct floor_relay *floor; /* the minimal relay (bench_bulk's third way) */
@@ -419,8 +421,8 @@ static int read_connect_answer(int fd)
 }
 
 /* Opens a usable connection to the sink (proxied 1: through the egress; 2:
- * through the minimal relay) and stores in *us the time from socket() until
- * then. The socket or -1. */
+ * through the minimal relay; 3: through the egress splicing in the kernel) and stores in *us the
+ * time from socket() until then. The socket or -1. */
 static int open_to_sink(struct bench *b, int proxied, double *us)
 {
     double t0 = now_us();
@@ -431,11 +433,12 @@ static int open_to_sink(struct bench *b, int proxied, double *us)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct timeval tv = {.tv_sec = IO_MS / 1000};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = loopback(proxied == 2 ? b->floor->port
-                                     : proxied    ? b->eport
-                                                  : b->sink.port);
+    struct sockaddr_in sa = loopback(proxied == 3   ? b->kport
+                                     : proxied == 2 ? b->floor->port
+                                     : proxied      ? b->eport
+                                                    : b->sink.port);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        (proxied == 1 &&
+        ((proxied == 1 || proxied == 3) &&
          (send_all(fd, b->connect_req, b->connect_len) != 0 || read_connect_answer(fd) != 0))) {
         close(fd);
         return -1;
@@ -455,7 +458,10 @@ static int close_to_sink(struct bench *b, int fd)
 
 static const char *way(int proxied)
 {
-    return proxied == 2 ? "via the minimal relay" : proxied ? "via egress" : "direct";
+    return proxied == 3   ? "via egress in the kernel"
+           : proxied == 2 ? "via the minimal relay"
+           : proxied      ? "via egress"
+                          : "direct";
 }
 
 /* Connect latency, n trials each way, interleaved. */
@@ -521,16 +527,16 @@ static double cpu_egress(void)
  * cpu[0] and cpu[1]: process CPU seconds of the direct and of the proxied
  * trials; cpu[2]: the egress threads' share of the proxied trials. */
 static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, double *proxied,
-                      double *floor, double cpu[3])
+                      double *floor, double *kern, double cpu[3])
 {
     char *buf = xcalloc(1, SINK_BUF);
     int rc = 0;
-    for (int i = 0; i < 3 * runs && rc == 0; i++) {
-        int p = i % 3;
+    for (int i = 0; i < 4 * runs && rc == 0; i++) {
+        int p = i % 4;
         double us = 0;
         int fd = open_to_sink(b, p, &us);
         if (fd < 0) {
-            fail("throughput %s, trial %d: the connection did not open", way(p), i / 3 + 1);
+            fail("throughput %s, trial %d: the connection did not open", way(p), i / 4 + 1);
             rc = -1;
             break;
         }
@@ -545,7 +551,7 @@ static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, 
         ok = ok && shutdown(fd, SHUT_WR) == 0 && wait_fd(fd, POLLIN, BULK_MS) &&
              recv(fd, &ack, 1, 0) == 1;
         double t1 = now_us();
-        (p == 2 ? floor : p ? proxied : direct)[i / 3] = (double)nbytes / (t1 - t0);
+        (p == 3 ? kern : p == 2 ? floor : p ? proxied : direct)[i / 4] = (double)nbytes / (t1 - t0);
         if (p < 2)
             cpu[p] += cpu_process() - c0;
         if (p == 1)
@@ -555,7 +561,7 @@ static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, 
         uint64_t got = __atomic_load_n(&b->sink.last, __ATOMIC_RELAXED);
         if (!ok || got != nbytes) {
             fail("throughput %s, trial %d: the sink read %" PRIu64 " of %zu bytes%s", way(p),
-                 i / 3 + 1, got, nbytes, ok ? "" : " (or the answer or close never came)");
+                 i / 4 + 1, got, nbytes, ok ? "" : " (or the answer or close never came)");
             rc = -1;
         }
     }
@@ -846,8 +852,9 @@ static int raise_nofile(long need)
 }
 
 static void report(const char *argv0, const struct opts *o, double *dc, double *pc, double *dm,
-                   double *pm, double *fm, const double cpu[3], const struct many *m, uint64_t sent,
-                   uint64_t recvd)
+                   double *pm, double *fm, double *km, int in_kernel, const double cpu[3],
+                   const struct many *m, uint64_t sent, uint64_t recvd, uint64_t ksent,
+                   uint64_t krecvd)
 {
     size_t n = (size_t)o->connects, r = (size_t)o->runs;
     double dmed = quantile(dc, n, 0.5), pmed = quantile(pc, n, 0.5);
@@ -858,7 +865,9 @@ static void report(const char *argv0, const struct opts *o, double *dc, double *
            "bench`); a loopback sink and echo server in the same process, reached directly or "
            "through one session listener of the egress with `CONNECT`, or through the minimal "
            "relay (one thread, blocking `splice` through a 1 MiB pipe, nothing else: the least a "
-           "relay in user space does, written into the benchmark); the three kinds of trial "
+           "relay in user space does, written into the benchmark), or through a second egress "
+           "whose tunnels are spliced in the kernel (a sockmap with an sk_skb verdict program, "
+           "BROWSERD_EGRESS_SOCKMAP on; the first has it off); the four kinds of trial "
            "alternate in one run.\n\n",
            argv0, o->bytes, o->tunnels, o->connects, o->runs);
     printf("| figure | direct | via egress | target |\n");
@@ -875,6 +884,14 @@ static void report(const char *argv0, const struct opts *o, double *dc, double *
            "stated |\n",
            o->runs, ft, 100.0 * ft / dt);
     printf("| throughput via egress / via the minimal relay | | %.0f%% | |\n", 100.0 * pt / ft);
+    double kt = quantile(km, r, 0.5);
+    printf("| throughput via egress with the in-kernel splice (sockmap%s), median of %d; / direct "
+           "| | %.0f MB/s; %.0f%% | >= 80%% |\n",
+           in_kernel ? "" : ": NOT LOADED, relayed in user space", o->runs, kt, 100.0 * kt / dt);
+    printf(
+        "| bytes counted by `egress_bytes` for the in-kernel trials, sent / received | | %" PRIu64
+        " / %" PRIu64 " (exactly %d x %" PRIu64 " / %d) | |\n",
+        ksent, krecvd, o->runs, o->bytes, o->runs);
     double gib = (double)o->runs * (double)o->bytes / 1073741824.0;
     printf("| CPU per GiB moved, whole process (sender, receiver, egress, kernel) | %.2f s | "
            "%.2f s | |\n",
@@ -929,6 +946,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "egress bench: cannot start the egress: %s\n", e.message);
         return 1;
     }
+    struct egress_config kcfg = {.allow_loopback = allow, .sockmap = 1};
+    if (egress_start(&kcfg, &b.keg, &e) != 0 ||
+        egress_open(b.keg, SESSION, "o", "p", NULL, &top, 0, 0, &b.kport, &e) != 0) {
+        fprintf(stderr, "egress bench: cannot start the second egress: %s\n", e.message);
+        return 1;
+    }
     int n = snprintf(b.connect_req, sizeof b.connect_req,
                      "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", b.sink.port,
                      b.sink.port);
@@ -939,6 +962,7 @@ int main(int argc, char **argv)
     double *dm = xcalloc((size_t)o.runs, sizeof *dm);
     double *pm = xcalloc((size_t)o.runs, sizeof *pm);
     double *fm = xcalloc((size_t)o.runs, sizeof *fm);
+    double *km = xcalloc((size_t)o.runs, sizeof *km);
     struct floor_relay floor = {.sink_port = b.sink.port};
     floor.lfd = listen_loopback(&floor.port, 0);
     if (floor.lfd < 0 || pthread_create(&floor.thr, NULL, floor_main, &floor) != 0) {
@@ -949,7 +973,7 @@ int main(int argc, char **argv)
     struct many m = {0};
     int ok = bench_connect(&b, o.connects, dc, pc) == 0;
     double cpu[3] = {0};
-    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, fm, cpu) == 0;
+    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, fm, km, cpu) == 0;
     ok = ok && bench_many(&b, o.tunnels, &m) == 0;
 
     /* Up through the egress went the bulk payloads and the echoed bytes
@@ -973,9 +997,25 @@ int main(int argc, char **argv)
         fail("egress_bytes counted %" PRIu64 " sent / %" PRIu64 " received, at least %" PRIu64
              " / %" PRIu64 " went through",
              sent, recvd, want_sent, want_recv);
+    /* The in-kernel engine carried the bulk trials only: exactly their
+     * payloads up and one byte each back. */
+    uint64_t ksent = 0, krecvd = 0;
+    for (double end = now_us() + 2e6; ok; sleep_ms(20)) {
+        if (egress_bytes(b.keg, SESSION, &ksent, &krecvd) != 0 ||
+            (ksent == (uint64_t)o.runs * o.bytes && krecvd == (uint64_t)o.runs) || now_us() > end)
+            break;
+    }
+    if (ok && (ksent != (uint64_t)o.runs * o.bytes || krecvd != (uint64_t)o.runs)) {
+        fail("egress_bytes of the in-kernel egress counted %" PRIu64 " sent / %" PRIu64
+             " received, exactly %" PRIu64 " / %d went through",
+             ksent, krecvd, (uint64_t)o.runs * o.bytes, o.runs);
+        ok = 0;
+    }
     if (ok)
-        report(argv[0], &o, dc, pc, dm, pm, fm, cpu, &m, sent, recvd);
+        report(argv[0], &o, dc, pc, dm, pm, fm, km, egress_in_kernel(b.keg), cpu, &m, sent, recvd,
+               ksent, krecvd);
 
+    egress_stop(b.keg);
     egress_stop(b.eg);
     shutdown(floor.lfd, SHUT_RDWR);
     pthread_join(floor.thr, NULL);
@@ -989,5 +1029,6 @@ int main(int argc, char **argv)
     xfree(dm);
     xfree(pm);
     xfree(fm);
+    xfree(km);
     return failures ? 1 : 0;
 }

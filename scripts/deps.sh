@@ -4,7 +4,9 @@ set -eu
 PKGS="pkg-config gcc make clang libclang-rt-14-dev clang-format libmicrohttpd-dev libjansson-dev libsqlite3-dev
 libssl-dev libpsl-dev libwslay-dev libcmocka-dev publicsuffix wrk chromium chromium-driver xvfb
 bubblewrap curl libarchive-dev ffmpeg libpq-dev libxcb1-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxcb-shm0-dev
-zlib1g-dev libseccomp-dev dpkg-dev"
+zlib1g-dev libseccomp-dev dpkg-dev libbpf-dev"
+# libbpf-dev: loads the egress's in-kernel splice (bpf/egress_splice.bpf.c,
+# built by clang above; docs/egress-proxy.md) and its bpf_helpers.h.
 # dpkg-dev: dpkg-shlibdeps, which names the shared libraries of `make deb`'s
 # Depends (dpkg-deb itself comes with dpkg).
 # For `make test` only: a throwaway PostgreSQL server for the cluster suites,

@@ -1079,6 +1079,17 @@ static int self_attach(void *ctx, const char *sid, const char *target, int fd, c
     return browsers_cdp_fd(ctx, sid, target, fd, accept, e);
 }
 
+/* BROWSERD_EGRESS_SOCKMAP (docs/operator.md): "on" or "1" splices CONNECT
+ * tunnels in the kernel when it allows; anything else, or unset (the
+ * default), relays every tunnel in user space. Off by default: on the
+ * kernel measured (6.18) the in-kernel path moved bulk bytes no faster
+ * than the user-space relay (docs/egress-proxy.md, "In the kernel"). */
+static int sockmap_on(void)
+{
+    const char *v = getenv("BROWSERD_EGRESS_SOCKMAP");
+    return v && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0);
+}
+
 int proxies_init(struct app *app, struct err *e)
 {
     M.app = app;
@@ -1103,6 +1114,7 @@ int proxies_init(struct app *app, struct err *e)
         .resolve = resolve_hook,
         .failed = failed_hook,
         .ctx = NULL,
+        .sockmap = sockmap_on(),
     };
     if ((rc = egress_start(&cfg, &M.eg, e)))
         return rc;

@@ -3,9 +3,11 @@
 
 #include "api/api.h"
 #include "api/pools.h"
+#include "api/proxies.h"
 #include "core/buf.h"
 #include "core/limits.h"
 #include "core/metrics.h"
+#include "proxy/egress.h"
 #include "runtime/pool.h"
 #include "runtime/sessmgr.h"
 #include "runtime/spares.h"
@@ -17,6 +19,7 @@ int scrape_get(struct req *rq, struct resp *rs)
         .sessions_running = app->sessions ? sessmgr_running(app->sessions) : -1,
         .pool_size = -1,
         .spares_ready = -1,
+        .egress_in_kernel = proxies_egress() ? egress_in_kernel(proxies_egress()) : -1,
     };
     struct pool_totals t;
     if (pools_totals(&t) == 0) {

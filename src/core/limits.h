@@ -38,6 +38,17 @@
 /* Egress proxy: a browser's request head, or an upstream proxy's response
  * head (CONNECT reply), read before anything is relayed. */
 #define LIM_EGRESS_HEAD_BYTES (16u * 1024u)
+/* The egress's in-kernel splice (proxy/ksplice, docs/egress-proxy.md): sockets its maps hold
+ * (two per tunnel; the maps' memory is charged to the server's memory cgroup), and the tunnels
+ * one session and one organization may have there. Beyond a share, tunnels are relayed in user
+ * space: still carried, with the relay's cost. */
+#define LIM_EGRESS_KERNEL_SOCKETS 65536
+#define LIM_EGRESS_KERNEL_SESSION 1024
+#define LIM_EGRESS_KERNEL_ORG     8192
+/* The send buffer asked for on both sockets of a tunnel spliced in the kernel (the kernel
+ * doubles it and caps it with net.core.wmem_max): what the kernel may hold for a slow reader,
+ * beside the source's receive buffer, as TCP does for any connection. */
+#define LIM_EGRESS_KERNEL_SNDBUF (4 << 20)
 /* A custom proxy's ca_bundle (PEM, issue 33.5): its size and how many
  * certificates it may hold. It is kept in the proxy's row and parsed for
  * every TLS connection to the proxy, so it stays small (a CA chain is a few

@@ -47,6 +47,7 @@ static const char *const counter_names[METRICS_NCOUNTERS] = {
     [METRICS_EGRESS_BYTES] = "browserd_egress_bytes_total",
     [METRICS_OOM_KILLS] = "browserd_oom_kills_total",
     [METRICS_ORPHANS_REAPED] = "browserd_orphans_reaped_total",
+    [METRICS_KERNEL_TUNNELS] = "browserd_egress_kernel_tunnels_total",
 };
 static const char *const counter_help[METRICS_NCOUNTERS] = {
     [METRICS_RELAY_BYTES] = "Bytes the CDP and BiDi relay moved between clients and browsers.",
@@ -55,6 +56,8 @@ static const char *const counter_help[METRICS_NCOUNTERS] = {
     [METRICS_ORPHANS_REAPED] =
         ("Sessions left by a server that died (this node's previous run or another node), "
          "ended by recovery."),
+    [METRICS_KERNEL_TUNNELS] = "Egress tunnels spliced in the kernel (sockmap) rather than "
+                               "relayed in user space.",
 };
 static _Atomic uint64_t counters[METRICS_NCOUNTERS];
 
@@ -225,6 +228,13 @@ static int render_gauges(struct buf *out, const struct metrics_gauges *g)
                   "Prelaunched spare browsers ready to hand to a create.");
         if (!rc)
             rc = put(out, "browserd_spares_ready %lld\n", g->spares_ready);
+    }
+    if (!rc && g->egress_in_kernel >= 0) {
+        rc = head(out, "browserd_egress_in_kernel", "gauge",
+                  "1 when the egress proxy splices CONNECT tunnels in the kernel (sockmap), 0 "
+                  "when it relays them in user space.");
+        if (!rc)
+            rc = put(out, "browserd_egress_in_kernel %lld\n", g->egress_in_kernel);
     }
     return rc;
 }

@@ -28,6 +28,7 @@ enum metrics_counter {
     METRICS_EGRESS_BYTES,   /* bytes the egress proxy moved, both ways */
     METRICS_OOM_KILLS,      /* sessions' processes killed by the kernel's OOM killer */
     METRICS_ORPHANS_REAPED, /* sessions of a server that died, ended by recovery */
+    METRICS_KERNEL_TUNNELS, /* egress tunnels spliced in the kernel (sockmap) */
     METRICS_NCOUNTERS
 };
 
@@ -75,6 +76,7 @@ struct metrics_gauges {
     long long pool_acquired;    /* pool browsers leased to sessions */
     long long pool_waiters;     /* acquire calls queued on pools */
     long long spares_ready;     /* prelaunched spares ready to hand out */
+    long long egress_in_kernel; /* 1: egress tunnels spliced in the kernel, 0: in user space */
 };
 
 /* Appends the text exposition of every family to out: 0, or -E2BIG when out

@@ -184,6 +184,11 @@ struct egress_config {
     void *ctx;
     /* Worker threads; 0 = one per core, at most 4. */
     int workers;
+    /* 1: splice CONNECT tunnels in the kernel (proxy/ksplice: a sockmap with
+     * an sk_skb verdict program) when it loads; when it does not (no
+     * permission, an old kernel, a verifier refusal) the reason is logged
+     * once and every tunnel is relayed in user space, as with 0. */
+    int sockmap;
 };
 
 struct egress;
@@ -191,6 +196,9 @@ struct egress;
 /* Parses the config and starts the worker threads. E_INVALID when
  * allow_loopback, allow_private or host_rules cannot be parsed. */
 int egress_start(const struct egress_config *cfg, struct egress **out, struct err *e) WUR;
+/* 1 when CONNECT tunnels are spliced in the kernel (egress_config.sockmap
+ * and the program loaded), 0 when they are relayed in user space. */
+int egress_in_kernel(const struct egress *eg);
 /* Closes every listener and connection, waits for the threads; accepts NULL. */
 void egress_stop(struct egress *eg);
 

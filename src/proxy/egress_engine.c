@@ -13,7 +13,9 @@
  *            answer (30 s);
  *   RELAY    answer the browser, then move bytes both ways with splice(2)
  *            through one pipe per direction until both directions ended or
- *            either side fails.
+ *            either side fails; or, for a CONNECT tunnel when the in-kernel
+ *            splice is loaded, join both sockets in the kernel (ksplice) and
+ *            only watch for the ends (kjoin, kcheck).
  * Plain HTTP requests are rewritten to origin form with "Connection: close",
  * so every proxied HTTP request has its own connection and its own decision.
  *
@@ -35,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/sockios.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,6 +51,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -60,6 +64,7 @@
 #include "core/netns.h"
 #include "core/xalloc.h"
 #include "domain/addrclass.h"
+#include "proxy/ksplice.h"
 #include "proxy/tls_client.h"
 
 #define EGRESS_HEAD_MAX      LIM_EGRESS_HEAD_BYTES
@@ -74,6 +79,7 @@
 #define EGRESS_PIPE_BULK     (1 << 20) /* pipe size for a tunnel that fills its pipe */
 #define EGRESS_SCAN_MS       1000      /* deadline granularity */
 #define EGRESS_TLS_BUF       16384     /* a TLS record's payload: one read or write */
+#define EGRESS_DRAIN_MS_MAX  64        /* longest wait between checks of a kernel drain */
 
 static const char EST[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
@@ -131,14 +137,25 @@ struct econn {
     size_t uplen, upoff;
     char *resp; /* the upstream's answer */
     size_t resplen;
-    int tls;                     /* the upstream is spoken to over TLS */
-    SSL *ssl;                    /* on dfd once the upstream's TCP connect is done */
-    char tlshost[256];           /* the name its certificate must carry */
-    char *ca_pem;                /* owned: the proxy's own CA bundle (ca_bundle), or NULL */
-    const char *code;            /* the proxy_error code of a failure, when known there */
-    int timed_out;               /* the last connect attempt ran out of time */
-    char whybuf[200];            /* a refusal reason made for this connection */
-    struct dir up, down;         /* browser -> destination, destination -> browser */
+    int tls;             /* the upstream is spoken to over TLS */
+    SSL *ssl;            /* on dfd once the upstream's TCP connect is done */
+    char tlshost[256];   /* the name its certificate must carry */
+    char *ca_pem;        /* owned: the proxy's own CA bundle (ca_bundle), or NULL */
+    const char *code;    /* the proxy_error code of a failure, when known there */
+    int timed_out;       /* the last connect attempt ran out of time */
+    char whybuf[200];    /* a refusal reason made for this connection */
+    struct dir up, down; /* browser -> destination, destination -> browser */
+    /* In the kernel (ksplice): kp.cookie[0] is dfd's, [1] cfd's; kbase
+     * their ksplice_written at the join. A direction whose source ended
+     * waits on w->kdrain until the kernel has written all it redirected,
+     * then its half-close is passed on. */
+    int kern;      /* set under eg->mu */
+    int killed;    /* __atomic: another thread shut the sockets down */
+    int kdraining; /* on w->kdrain */
+    struct ksplice_pair kp;
+    int64_t kbase[2];
+    int64_t kdue, kdelay;
+    struct econn *knext;         /* w->kdrain */
     struct econn *next;          /* the session's list (eg->mu) */
     struct econn *sprev, *snext; /* w->setup */
     struct econn *qnext;         /* lookup queue, w->done, w->grave */
@@ -159,6 +176,7 @@ struct esess {
     struct egress_top top;
     int routes_on;           /* proxy_routes apply (after setup) */
     uint64_t sent, received; /* __atomic */
+    int nkern;               /* tunnels spliced in the kernel (eg->mu) */
     int refs;                /* the session list + one per connection */
     int closed;
     struct econn *conns;
@@ -173,6 +191,7 @@ struct worker {
     pthread_mutex_t qmu;
     struct econn *done; /* lookups finished (qmu) */
     struct econn *setup, *grave, *again;
+    struct econn *kdrain; /* kernel tunnels waiting for a direction to drain */
     int64_t next_scan;
 };
 
@@ -198,6 +217,7 @@ struct egress {
     int stopping;
     int spare_fd;           /* /dev/null, given up to refuse a connection when out of fds */
     struct tls_client *tls; /* for https upstream proxies */
+    struct ksplice *ks;     /* the in-kernel splice, or NULL: user space only */
     struct esess *sessions;
     struct worker *w;
     int nw, next_w;
@@ -362,6 +382,11 @@ static const char *addr_refused(struct egress *eg, int fam, const uint8_t *a, in
     default:
         return "a loopback or host address not in --allow-loopback";
     }
+}
+
+int egress_in_kernel(const struct egress *eg)
+{
+    return eg && eg->ks ? 1 : 0;
 }
 
 int egress_addr_allowed(struct egress *eg, int fam, const uint8_t *addr, int port)
@@ -1115,15 +1140,39 @@ static void conn_free(struct econn *c)
 
 /* Ends a connection: unlinks it, closes its descriptors; freed after the
  * batch. Not for connections a lookup thread holds (C_LOOKUP). */
+static void kdrain_del(struct worker *w, struct econn *c)
+{
+    if (!c->kdraining)
+        return;
+    for (struct econn **pp = &w->kdrain; *pp; pp = &(*pp)->knext)
+        if (*pp == c) {
+            *pp = c->knext;
+            break;
+        }
+    c->kdraining = 0;
+}
+
 static void conn_end(struct worker *w, struct econn *c)
 {
     if (c->st == C_DEAD)
         return;
     setup_del(w, c);
+    kdrain_del(w, c);
     c->st = C_DEAD;
     struct egress *eg = w->eg;
     pthread_mutex_lock(&eg->mu);
     struct esess *s = c->s;
+    if (c->kern) {
+        /* The kernel's counts become the session's (egress_bytes adds
+         * those of live kernel tunnels itself, under the same lock). */
+        uint64_t b[2];
+        ksplice_leave(eg->ks, &c->kp, b);
+        __atomic_add_fetch(&s->received, b[0], __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->sent, b[1], __ATOMIC_RELAXED);
+        metrics_add(METRICS_EGRESS_BYTES, b[0] + b[1]);
+        s->nkern--;
+        c->kern = 0;
+    }
     for (struct econn **pp = &s->conns; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -1379,6 +1428,165 @@ static void relay(struct worker *w, struct econn *c, int up, int down)
     }
 }
 
+/* ---- in the kernel (ksplice) ---- */
+
+static int ep_mod(int epfd, int fd, uint32_t events, uint64_t data)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = data};
+    return epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+/* Kernel tunnels of an organization, over its sessions (eg->mu held). */
+static int org_kern_locked(const struct egress *eg, const char *org)
+{
+    int n = 0;
+    for (const struct esess *s = eg->sessions; s; s = s->next)
+        if (strcmp(s->org, org) == 0)
+            n += s->nkern;
+    return n;
+}
+
+static void kdrain_add(struct worker *w, struct econn *c)
+{
+    c->kdelay = c->kdelay ? c->kdelay * 2 : 1;
+    if (c->kdelay > EGRESS_DRAIN_MS_MAX)
+        c->kdelay = EGRESS_DRAIN_MS_MAX;
+    c->kdue = mono_ms() + c->kdelay;
+    if (c->kdraining)
+        return;
+    c->kdraining = 1;
+    c->knext = w->kdrain;
+    w->kdrain = c;
+}
+
+/* Where a kernel tunnel stands: a direction whose source ended (its FIN
+ * read by the verdict: nothing left in its receive queue) is shut down
+ * for writing on its destination once the kernel has written there every
+ * byte it redirected (the kernel may still hold some for a slow reader;
+ * a FIN sent before them would cut them off). The tunnel ends when both
+ * directions did, when a socket fails, or when another thread shut it
+ * down. */
+static void kcheck(struct worker *w, struct econn *c)
+{
+    struct dir *dirs[2] = {&c->down, &c->up}; /* from dfd (cookie 0), from cfd (1) */
+    if (__atomic_load_n(&c->killed, __ATOMIC_ACQUIRE)) {
+        conn_end(w, c);
+        return;
+    }
+    int pending = 0;
+    for (int i = 0; i < 2; i++) {
+        struct dir *d = dirs[i];
+        if (d->eof)
+            continue;
+        struct pollfd p = {.fd = d->from, .events = POLLIN | POLLRDHUP};
+        int inq = 0;
+        if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+            conn_end(w, c);
+            return;
+        }
+        if (!(p.revents & (POLLRDHUP | POLLHUP)))
+            continue;
+        /* Bytes before the FIN not yet taken by the verdict: their taking
+         * wakes no one here (data wake-ups are masked), so check again. */
+        if (ioctl(d->from, SIOCINQ, &inq) == 0 && inq == 0)
+            d->eof = 1;
+        else
+            pending = 1;
+    }
+    uint64_t bytes[2], passed[2];
+    if (ksplice_counts(w->eg->ks, &c->kp, bytes, passed) != 0 || passed[0] || passed[1]) {
+        log_debug("egress %s: a kernel tunnel to %s:%d ended: bytes arrived before both sockets "
+                  "were joined",
+                  c->s->id, c->hn, c->rq.port);
+        conn_end(w, c);
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        struct dir *d = dirs[i];
+        if (!d->eof || d->done)
+            continue;
+        int64_t wr = ksplice_written(d->to);
+        if (wr < 0) {
+            conn_end(w, c);
+            return;
+        }
+        if ((uint64_t)(wr - c->kbase[1 - i]) >= bytes[i]) {
+            shutdown(d->to, SHUT_WR);
+            d->done = 1;
+        } else {
+            pending = 1;
+        }
+    }
+    if (c->up.done && c->down.done) {
+        conn_end(w, c);
+        return;
+    }
+    if (pending)
+        kdrain_add(w, c);
+}
+
+/* Splices an answered CONNECT tunnel in the kernel: the browser gets its
+ * "200" from here first (nothing else is sent through user space), then
+ * both sockets are joined, the destination's first (it is silent until the
+ * browser speaks, and the browser speaks only after the 200). 0 when the
+ * kernel carries the tunnel from now on (or it ended); -1 to relay in user
+ * space: no splice loaded, a TLS upstream, the session relay, a plain
+ * request, bytes already read past a head, the session's or organization's
+ * share of the maps used, or a join the kernel refused. */
+static int kjoin(struct worker *w, struct econn *c)
+{
+    struct egress *eg = w->eg;
+    struct esess *s = c->s;
+    struct dir *u = &c->up, *d = &c->down;
+    if (!eg->ks || c->ssl || c->self || !c->rq.is_connect || u->prelen ||
+        d->prelen != sizeof EST - 1)
+        return -1;
+    int64_t bd = ksplice_written(c->dfd), bc = ksplice_written(c->cfd);
+    if (bd < 0 || bc < 0)
+        return -1;
+    pthread_mutex_lock(&eg->mu);
+    int ok =
+        s->nkern < LIM_EGRESS_KERNEL_SESSION && org_kern_locked(eg, s->org) < LIM_EGRESS_KERNEL_ORG;
+    if (ok)
+        s->nkern++;
+    pthread_mutex_unlock(&eg->mu);
+    if (!ok)
+        return -1;
+    int rc = send_pre(c, d) == (ssize_t)d->prelen ? 0 : -1;
+    if (rc == 0) {
+        /* The kernel moves redirected bytes to a socket from a work item
+         * that, when the socket's send buffer is full, tries again a tick
+         * later (4 ms at HZ=250): the default buffer made that the pace
+         * (about 250 MB/s on loopback). A fixed, larger buffer (capped by
+         * net.core.wmem_max) keeps the sender ahead. */
+        int sz = LIM_EGRESS_KERNEL_SNDBUF;
+        (void)setsockopt(c->dfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        (void)setsockopt(c->cfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    }
+    if (rc == 0)
+        rc = ksplice_join(eg->ks, c->dfd, c->cfd, &c->kp);
+    pthread_mutex_lock(&eg->mu);
+    if (rc == 0)
+        c->kern = 1;
+    else
+        s->nkern--;
+    pthread_mutex_unlock(&eg->mu);
+    if (rc != 0)
+        return -1; /* what send_pre sent is not sent again */
+    c->kbase[0] = bd;
+    c->kbase[1] = bc + (int64_t)d->prelen;
+    metrics_add(METRICS_KERNEL_TUNNELS, 1);
+    /* Bytes no longer pass through here: only the end of a direction and
+     * failures wake the worker (not every arrival). */
+    if (ep_mod(w->epfd, c->cfd, EPOLLRDHUP | EPOLLET, tag(c, T_CFD)) != 0 ||
+        ep_mod(w->epfd, c->dfd, EPOLLRDHUP | EPOLLET, tag(c, T_DFD)) != 0) {
+        conn_end(w, c);
+        return 0;
+    }
+    kcheck(w, c);
+    return 0;
+}
+
 /* The tunnel is open: answer the browser and start relaying. */
 static void established(struct worker *w, struct econn *c)
 {
@@ -1440,6 +1648,8 @@ static void established(struct worker *w, struct econn *c)
     }
     xfree(c->resp);
     c->resp = NULL;
+    if (kjoin(w, c) == 0)
+        return;
     relay(w, c, 1, 1);
 }
 
@@ -1736,6 +1946,13 @@ static void conn_event(struct worker *w, struct econn *c, int is_d, uint32_t ev)
             conn_end(w, c);
         break;
     case C_RELAY:
+        if (c->kern) {
+            if (ev & EPOLLERR)
+                conn_end(w, c);
+            else
+                kcheck(w, c);
+            break;
+        }
         /* reads from this socket: up from the browser, down from the
          * destination; writes to it: the other direction. */
         relay(w, c, is_d ? wr : rd, is_d ? rd : wr);
@@ -1856,6 +2073,15 @@ static void *worker_main(void *arg)
     struct epoll_event evs[128];
     while (!__atomic_load_n(&w->quit, __ATOMIC_ACQUIRE)) {
         int timeout = w->again ? 0 : w->setup ? EGRESS_SCAN_MS : -1;
+        if (!w->again && w->kdrain) {
+            int64_t now = mono_ms(), first = now + EGRESS_DRAIN_MS_MAX;
+            for (struct econn *c = w->kdrain; c; c = c->knext)
+                if (c->kdue < first)
+                    first = c->kdue;
+            int wait = first > now ? (int)(first - now) : 0;
+            if (timeout < 0 || wait < timeout)
+                timeout = wait;
+        }
         int n = epoll_wait(w->epfd, evs, 128, timeout);
         if (n < 0 && errno != EINTR)
             break;
@@ -1879,8 +2105,27 @@ static void *worker_main(void *arg)
             struct econn *c = again;
             again = c->anext;
             c->again = 0;
-            if (c->st == C_RELAY)
+            if (c->st == C_RELAY && !c->kern)
                 relay(w, c, 1, 1);
+        }
+        if (w->kdrain) {
+            int64_t now = mono_ms();
+            struct econn *due = NULL, *next;
+            for (struct econn **pp = &w->kdrain; *pp;) {
+                struct econn *c = *pp;
+                if (c->kdue <= now) {
+                    *pp = c->knext;
+                    c->kdraining = 0;
+                    c->knext = due;
+                    due = c;
+                } else {
+                    pp = &c->knext;
+                }
+            }
+            for (struct econn *c = due; c; c = next) {
+                next = c->knext;
+                kcheck(w, c);
+            }
         }
         while (w->grave) {
             struct econn *c = w->grave;
@@ -1912,6 +2157,7 @@ static void free_config(struct egress *eg)
     xfree(eg->ports);
     xfree(eg->locals);
     tls_client_free(eg->tls);
+    ksplice_free(eg->ks);
 }
 
 /* Stops the first n workers (their epolls and eventfds are set up). */
@@ -1958,6 +2204,17 @@ int egress_start(const struct egress_config *cfg, struct egress **out, struct er
         rc = parse_rules(eg, cfg->host_rules, e);
     if (rc == 0)
         rc = tls_client_new(cfg->proxy_ca_file, &eg->tls, e);
+    if (rc == 0 && cfg->sockmap) {
+        struct err ke = {0};
+        if (ksplice_open(LIM_EGRESS_KERNEL_SOCKETS, &eg->ks, &ke) == 0)
+            log_info("egress: CONNECT tunnels are spliced in the kernel (sockmap)");
+        else
+            log_warn("egress: tunnels are relayed in user space: the in-kernel splice is not "
+                     "available: %s",
+                     ke.message);
+    } else if (rc == 0) {
+        log_info("egress: tunnels are relayed in user space (BROWSERD_EGRESS_SOCKMAP is off)");
+    }
     int started = 0;
     if (rc == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -2017,6 +2274,7 @@ static void close_locked(struct egress *eg, struct esess *s)
     close(s->lfd);
     s->lfd = -1;
     for (struct econn *c = s->conns; c; c = c->next) {
+        __atomic_store_n(&c->killed, 1, __ATOMIC_RELEASE);
         shutdown(c->cfd, SHUT_RDWR);
         if (c->dfd >= 0)
             shutdown(c->dfd, SHUT_RDWR);
@@ -2126,6 +2384,7 @@ int egress_set_top(struct egress *eg, const char *session_id, const struct egres
     if (changed)
         for (struct econn *c = s->conns; c; c = c->next)
             if (c->uses_top) {
+                __atomic_store_n(&c->killed, 1, __ATOMIC_RELEASE);
                 shutdown(c->cfd, SHUT_RDWR);
                 if (c->dfd >= 0)
                     shutdown(c->dfd, SHUT_RDWR);
@@ -2158,6 +2417,7 @@ int egress_rekey(struct egress *eg, const char *session_id, const char *org_id,
         s->top = *top;
         /* Whatever the listener carried was opened before its owner had it. */
         for (struct econn *c = s->conns; c; c = c->next) {
+            __atomic_store_n(&c->killed, 1, __ATOMIC_RELEASE);
             shutdown(c->cfd, SHUT_RDWR);
             if (c->dfd >= 0)
                 shutdown(c->dfd, SHUT_RDWR);
@@ -2196,6 +2456,15 @@ int egress_bytes(struct egress *eg, const char *session_id, uint64_t *sent, uint
     if (s) {
         *sent = __atomic_load_n(&s->sent, __ATOMIC_RELAXED);
         *received = __atomic_load_n(&s->received, __ATOMIC_RELAXED);
+        /* Tunnels in the kernel: their counts so far (conn_end moves them
+         * into the session's under this lock). */
+        for (const struct econn *c = s->conns; c && eg->ks; c = c->next) {
+            uint64_t b[2], passed[2];
+            if (c->kern && ksplice_counts(eg->ks, &c->kp, b, passed) == 0) {
+                *received += b[0];
+                *sent += b[1];
+            }
+        }
     }
     pthread_mutex_unlock(&eg->mu);
     return s ? 0 : E_NOTFOUND;

@@ -23,7 +23,7 @@ static const char *const patterns[] = {"/browsers", "/browsers", "/browsers/{id}
 
 static char *scrape(const struct metrics_gauges *g)
 {
-    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1};
+    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1};
     struct buf b;
     buf_init(&b, LIM_METRICS_TEXT_BYTES);
     assert_int_equal(metrics_render(&b, g ? g : &none), 0);
@@ -196,7 +196,7 @@ static void test_http(void **state)
 static void test_gauges(void **state)
 {
     (void)state;
-    struct metrics_gauges g = {3, 4, 1, 2, 5, 6};
+    struct metrics_gauges g = {3, 4, 1, 2, 5, 6, 1};
     char *t = scrape(&g);
     assert_true(value(t, "browserd_sessions{state=\"running\"}") == 3);
     assert_true(value(t, "browserd_pool_size") == 4);
@@ -204,12 +204,14 @@ static void test_gauges(void **state)
     assert_true(value(t, "browserd_pool_browsers{state=\"acquired\"}") == 2);
     assert_true(value(t, "browserd_pool_waiters") == 5);
     assert_true(value(t, "browserd_spares_ready") == 6);
+    assert_true(value(t, "browserd_egress_in_kernel") == 1);
     free(t);
     metrics_creating(1);
     t = scrape(NULL);
     /* no engine: the family is left out, not shown as 0 */
     assert_null(strstr(t, "browserd_pool_size"));
     assert_null(strstr(t, "browserd_spares_ready"));
+    assert_null(strstr(t, "browserd_egress_in_kernel"));
     assert_null(strstr(t, "browserd_sessions{state=\"running\"}"));
     assert_true(value(t, "browserd_sessions{state=\"starting\"}") >= 1);
     free(t);
@@ -258,7 +260,7 @@ static void test_threads(void **state)
 static void test_cap(void **state)
 {
     (void)state;
-    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1};
+    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1};
     struct buf b;
     buf_init(&b, 256);
     assert_int_not_equal(metrics_render(&b, &none), 0);
