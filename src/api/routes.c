@@ -27,6 +27,7 @@
 #include "api/proxies.h"
 #include "api/health.h"
 #include "api/mcp.h"
+#include "api/authconn.h"
 #include "api/console.h"
 #include "api/openapi.h"
 #include "api/scrape.h"
@@ -234,6 +235,16 @@ const struct route api_routes[] = {
     NI("/deployments/*"),
     NI("/invocations"),
     NI("/invocations/*"),
+    /* routes: managed auth (issue 35.4, docs/managed-auth.md) */
+    {"POST", "/auth/connections", authconn_create, KEY},
+    {"GET", "/auth/connections", authconn_list, KEY},
+    {"GET", "/auth/connections/{id}", authconn_get, KEY},
+    {"PATCH", "/auth/connections/{id}", authconn_update, KEY},
+    {"DELETE", "/auth/connections/{id}", authconn_delete, KEY},
+    {"POST", "/auth/connections/{id}/login", authconn_login, KEY},
+    {"POST", "/auth/connections/{id}/submit", authconn_submit, KEY},
+    {"GET", "/auth/connections/{id}/events", authconn_events, KEY},
+    {"GET", "/auth/connections/{id}/timeline", authconn_timeline, KEY},
     NI("/auth/*"),
     /* routes: credentials (issue 35.1, docs/credentials.md) */
     {"POST", "/credentials", credentials_create, KEY},

@@ -411,6 +411,12 @@ static const struct store_ops pgx_ops = {
     .vault_count = pgx_vault_count,
     .vault_update = pgx_vault_update,
     .vault_delete = pgx_vault_delete,
+    .ac_insert = pgx_ac_insert,
+    .ac_get = pgx_ac_get,
+    .ac_list = pgx_ac_list,
+    .ac_count = pgx_ac_count,
+    .ac_update = pgx_ac_update,
+    .ac_delete = pgx_ac_delete,
     .search_put = pgx_search_put,
     .search_get = pgx_search_get,
     .search_prune = pgx_search_prune,
@@ -449,6 +455,7 @@ static const struct pgx_migration migrations[] = {
     {"0033_limits", pgx_schema_limits},
     {"0034_credentials", pgx_schema_credentials},
     {"0035_vaults", pgx_schema_vaults},
+    {"0037_auth_connections", pgx_schema_authconn},
     {"0040_searches", pgx_schema_search},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])

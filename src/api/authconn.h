@@ -1,0 +1,34 @@
+/*
+ * authconn: managed auth, the /auth/connections resource (issue 35 item 4;
+ * docs/managed-auth.md).
+ *
+ * A connection keeps a profile logged in to a domain. `login` runs a flow in
+ * a headless session of the connection's own (created as POST /browsers
+ * creates one, with the profile and save_changes) that browserd drives over
+ * its own DevTools connection: it finds the identifier, password and code
+ * fields with fixed heuristics (no language model), fills them from the
+ * connection's credential (api/credentials.h: values opened only in the
+ * flow's memory, never logged, never returned), answers a TOTP step with the
+ * credential's secret, and when a step needs a person (an emailed code, an
+ * unknown field) sets flow_step AWAITING_INPUT with the fields and waits for
+ * `submit`. Success (post_login_url reached, or the login form gone) ends the
+ * session, which saves the profile, and sets status AUTHENTICATED. State
+ * changes reach `events` (SSE) watchers and the connection's timeline.
+ * Gated by features.managed_auth; LIM_AUTHCONN_* bound what one tenant holds.
+ */
+#ifndef BD_API_AUTHCONN_H
+#define BD_API_AUTHCONN_H
+
+#include "http/http.h"
+
+int authconn_create(struct req *rq, struct resp *rs);
+int authconn_get(struct req *rq, struct resp *rs);
+int authconn_list(struct req *rq, struct resp *rs);
+int authconn_update(struct req *rq, struct resp *rs);
+int authconn_delete(struct req *rq, struct resp *rs);
+int authconn_login(struct req *rq, struct resp *rs);
+int authconn_submit(struct req *rq, struct resp *rs);
+int authconn_events(struct req *rq, struct resp *rs);
+int authconn_timeline(struct req *rq, struct resp *rs);
+
+#endif
