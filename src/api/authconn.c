@@ -547,8 +547,9 @@ static int is_terminal(const char *status)
 /* Writes the flow state st (borrowed: flow_status, flow_step, fields, ...)
  * into the connection's row and its timeline entry, with extra settings
  * (borrowed, may be NULL) merged at the top level, then publishes the state
- * event. E_NOTFOUND when the connection is gone. */
-static int publish(struct flow *f, const json_t *st, const json_t *extra)
+ * event; final marks the flow done (its thread then leaves it alone).
+ * E_NOTFOUND when the connection is gone. */
+static int publish(struct flow *f, const json_t *st, const json_t *extra, int final)
 {
     struct authconn_rec c;
     memset(&c, 0, sizeof c);
@@ -615,6 +616,9 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra)
     f->event = text;
     f->seq++;
     f->terminal = is_terminal(jsonx_str(st, "flow_status"));
+    /* From here on a final publish's flow belongs to the next login. */
+    if (final)
+        f->done = 1;
     wake_watchers(f->conn_id);
     pthread_mutex_unlock(&mu);
     authconn_rec_clear(&c);
@@ -835,12 +839,26 @@ struct run {
     int64_t deadline; /* mono ms */
     char url[URL_MAX + 1];
     char website_error[320];
+    const char *end_status, *end_code; /* static strings */
+    char end_msg[512];
 };
 
-/* Publishes a terminal state. */
+/* Records the terminal state, published once the session ended. */
 static void finish(struct flow *f, struct run *r, const char *status, const char *code,
                    const char *msg)
 {
+    (void)f;
+    r->end_status = status;
+    r->end_code = code;
+    snprintf(r->end_msg, sizeof r->end_msg, "%s", msg ? msg : "");
+}
+
+/* Publishes the terminal state of r as the flow's last word. */
+static void the_end(struct flow *f, struct run *r)
+{
+    const char *status = r->end_status ? r->end_status : "FAILED";
+    const char *code = r->end_status ? r->end_code : "internal";
+    const char *msg = r->end_status ? r->end_msg : "the flow stopped";
     json_t *st = state(f, status, strcmp(status, "SUCCESS") == 0 ? "COMPLETED" : "SUBMITTING",
                        r->type, r->expires, r->session_id);
     json_t *extra = json_object();
@@ -861,7 +879,14 @@ static void finish(struct flow *f, struct run *r, const char *status, const char
     } else if (code && strcmp(code, "rejected") == 0) {
         json_object_set_new(extra, "status", json_string("NEEDS_AUTH"));
     }
-    (void)publish(f, st, extra);
+    if (publish(f, st, extra, 1) != 0) {
+        /* The connection is gone (deleted during the flow): so is its flow. */
+        pthread_mutex_lock(&mu);
+        f->done = 1;
+        wake_watchers(f->conn_id);
+        flow_drop_done(f->conn_id);
+        pthread_mutex_unlock(&mu);
+    }
     json_decref(st);
     json_decref(extra);
 }
@@ -933,7 +958,7 @@ static void drive(struct flow *f, struct run *r)
                 state(f, "IN_PROGRESS", "AWAITING_INPUT", r->type, r->expires, r->session_id);
             json_object_set(st, "fields", pending);
             json_object_set(st, "discovered_fields", discovered);
-            (void)publish(f, st, NULL);
+            (void)publish(f, st, NULL, 0);
             json_decref(st);
             if (wait_input(f, r->deadline, &input) != 0) {
                 json_decref(pending);
@@ -947,7 +972,7 @@ static void drive(struct flow *f, struct run *r)
             }
         }
         json_t *st = state(f, "IN_PROGRESS", "SUBMITTING", r->type, r->expires, r->session_id);
-        (void)publish(f, st, NULL);
+        (void)publish(f, st, NULL, 0);
         json_decref(st);
         int first = -1, bad = 0;
         json_array_foreach(fields, i, x)
@@ -1072,7 +1097,7 @@ static void *flow_main(void *arg)
     if (!d)
         goto out;
     json_t *st = state(f, "IN_PROGRESS", "DISCOVERING", r.type, r.expires, NULL);
-    (void)publish(f, st, NULL);
+    (void)publish(f, st, NULL, 0);
     json_decref(st);
     /* The session, created as POST /browsers creates one. */
     json_t *body =
@@ -1130,12 +1155,7 @@ out:
     secretbox_wipe(r.totp);
     json_decref(d);
     authconn_rec_clear(&c);
-    pthread_mutex_lock(&mu);
-    f->done = 1;
-    if (!f->terminal)
-        f->terminal = 1;
-    wake_watchers(f->conn_id);
-    pthread_mutex_unlock(&mu);
+    the_end(f, &r);
     return NULL;
 }
 
@@ -1183,9 +1203,10 @@ int authconn_login(struct req *rq, struct resp *rs)
     else if (flows_running(c.org_id) >= LIM_AUTHCONN_FLOWS_PER_ORG ||
              flows_running(NULL) >= LIM_AUTHCONN_FLOWS) {
         rc = err_set(&rq->err, E_LIMIT, "limit_exceeded",
-                     "this organization runs %d login flows, the most one may at once (%d on "
-                     "this server)",
-                     flows_running(c.org_id), LIM_AUTHCONN_FLOWS_PER_ORG);
+                     "%d login flows run for this organization and %d on this server, the most "
+                     "one organization may run at once is %d (%d on the server)",
+                     flows_running(c.org_id), flows_running(NULL), LIM_AUTHCONN_FLOWS_PER_ORG,
+                     LIM_AUTHCONN_FLOWS);
         rq->err.retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
     } else {
         flow_drop_done(c.id);
@@ -1202,7 +1223,7 @@ int authconn_login(struct req *rq, struct resp *rs)
      * the answer sees the flow. */
     int64_t expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
     json_t *st = state(f, "IN_PROGRESS", "DISCOVERING", reauth ? "REAUTH" : "LOGIN", expires, NULL);
-    (void)publish(f, st, NULL);
+    (void)publish(f, st, NULL, 0);
     json_decref(st);
     pthread_t th;
     pthread_attr_t at;
@@ -1257,8 +1278,9 @@ int authconn_submit(struct req *rq, struct resp *rs)
         if (!ok)
             err_field(&rq->err, maps[m], "must be an object of at most %d field ids to strings",
                       LIM_AUTHCONN_SUBMIT_FIELDS);
-        else
-            json_object_update(vals, o);
+        else /* copies: the body's strings are wiped below */
+            json_object_foreach(o, k, v)
+                json_object_set_new(vals, k, json_string(json_string_value(v)));
     }
     if (!err_has_fields(&rq->err) && json_object_size(vals) == 0) {
         static const char *const choices[] = {"mfa_option_id",     "selected_choice_id",
@@ -1327,6 +1349,8 @@ int authconn_delete(struct req *rq, struct resp *rs)
         struct flow *f = flow_find(c.id);
         if (f)
             f->cancel = 1;
+        if (f && f->done)
+            flow_drop_done(c.id);
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
         rc = store_ac_delete(api_app(rq)->store, a->org.id, a->project.id, c.id);
