@@ -18,6 +18,7 @@
 
 #include "api/api.h"
 #include "api/credentials.h"
+#include "api/pools.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -479,6 +480,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct flow *flows;
 static struct watcher *watchers;
+static int nthreads; /* flow threads running (stop waits for none) */
+static int stopping;
 
 static struct flow *flow_find(const char *conn_id)
 {
@@ -839,6 +842,7 @@ struct run {
     int64_t deadline; /* mono ms */
     char url[URL_MAX + 1];
     char website_error[320];
+    char profile_name[STORE_NAME];
     const char *end_status, *end_code; /* static strings */
     char end_msg[512];
 };
@@ -876,6 +880,7 @@ static void the_end(struct flow *f, struct run *r)
         json_object_set_new(extra, "last_login_at", json_string(now));
         json_object_set_new(extra, "last_auth_at", json_string(now));
         json_object_set_new(extra, "last_auth_check_at", json_string(now));
+        json_object_set_new(extra, "last_check_ms", json_integer(clock_now_ms()));
     } else if (code && strcmp(code, "rejected") == 0) {
         json_object_set_new(extra, "status", json_string("NEEDS_AUTH"));
     }
@@ -887,6 +892,9 @@ static void the_end(struct flow *f, struct run *r)
         flow_drop_done(f->conn_id);
         pthread_mutex_unlock(&mu);
     }
+    /* Pools loading the profile restart on the new state. */
+    if (strcmp(status, "SUCCESS") == 0 && strcmp(r->type, "REAUTH") == 0)
+        pools_flush_profile(f->app, f->org_id, f->project_id, r->profile_name);
     json_decref(st);
     json_decref(extra);
 }
@@ -897,6 +905,13 @@ static void drive(struct flow *f, struct run *r)
     int submitted = 0;
     char prev[1024] = "";
     for (int step = 0; step < LIM_AUTHCONN_STEPS; step++) {
+        pthread_mutex_lock(&mu);
+        int canceled = f->cancel;
+        pthread_mutex_unlock(&mu);
+        if (canceled) {
+            finish(f, r, "CANCELED", "canceled", "the flow was canceled");
+            return;
+        }
         json_t *snap = NULL;
         if (snapshot(r->cc, r->sid, &snap) != 0 || !snap) {
             json_decref(snap);
@@ -964,7 +979,9 @@ static void drive(struct flow *f, struct run *r)
                 json_decref(pending);
                 json_decref(discovered);
                 json_decref(snap);
-                int canceled = f->cancel;
+                pthread_mutex_lock(&mu);
+                canceled = f->cancel;
+                pthread_mutex_unlock(&mu);
                 finish(f, r, canceled ? "CANCELED" : "EXPIRED", canceled ? "canceled" : "expired",
                        canceled ? "the flow was canceled"
                                 : "no one submitted the fields before the flow expired");
@@ -1088,6 +1105,7 @@ static void *flow_main(void *arg)
                  ? "REAUTH"
                  : "LOGIN";
     r.expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
+    snprintf(r.profile_name, sizeof r.profile_name, "%s", c.profile_name);
     r.deadline = clock_mono_ms() + LIM_AUTHCONN_FLOW_MS;
     if (d && open_credential(f, jsonx_str(json_object_get(d, "credential"), "name"), &r) != 0) {
         finish(f, &r, "FAILED", "credential_not_found",
@@ -1156,17 +1174,83 @@ out:
     json_decref(d);
     authconn_rec_clear(&c);
     the_end(f, &r);
+    pthread_mutex_lock(&mu);
+    nthreads--;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
     return NULL;
 }
 
 /* ------------------------------------------------------------ handlers */
+
+/* Starts a flow of type (LOGIN | REAUTH) for the connection c with the
+ * org's entitlements ent (copied): E_CONFLICT when one runs, E_LIMIT over
+ * the caps (e set). *expires: when it expires (wall ms). */
+static int start_flow(struct app *app, const struct authconn_rec *c, const json_t *ent,
+                      const char *type, int64_t *expires, struct err *e)
+{
+    struct flow *f = xcalloc(1, sizeof *f);
+    snprintf(f->conn_id, sizeof f->conn_id, "%s", c->id);
+    snprintf(f->org_id, sizeof f->org_id, "%s", c->org_id);
+    snprintf(f->project_id, sizeof f->project_id, "%s", c->project_id);
+    crypto_new_id(f->id);
+    crypto_new_id(f->interaction_id);
+    f->app = app;
+    f->ent = json_deep_copy(ent);
+    int rc = 0;
+    pthread_mutex_lock(&mu);
+    struct flow *old = flow_find(c->id);
+    if (stopping)
+        rc = err_set(e, E_UNAVAIL, "unavailable", "the server is stopping");
+    else if (old && !old->done)
+        rc = err_set(e, E_CONFLICT, "flow_in_progress",
+                     "auth connection %s has a login flow in progress", c->id);
+    else if (flows_running(c->org_id) >= LIM_AUTHCONN_FLOWS_PER_ORG ||
+             flows_running(NULL) >= LIM_AUTHCONN_FLOWS) {
+        rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "%d login flows run for this organization and %d on this server, the most "
+                     "one organization may run at once is %d (%d on the server)",
+                     flows_running(c->org_id), flows_running(NULL), LIM_AUTHCONN_FLOWS_PER_ORG,
+                     LIM_AUTHCONN_FLOWS);
+        e->retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
+    } else {
+        flow_drop_done(c->id);
+        f->next = flows;
+        flows = f;
+        nthreads++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (rc) {
+        flow_free(f);
+        return rc;
+    }
+    /* The first state, written before answering so that a GET right after
+     * the answer sees the flow. */
+    *expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
+    json_t *st = state(f, "IN_PROGRESS", "DISCOVERING", type, *expires, NULL);
+    (void)publish(f, st, NULL, 0);
+    json_decref(st);
+    log_info("auth connection %s: %s flow %s starts (org %s)", c->id, type, f->id, c->org_id);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, flow_main, f) != 0) {
+        pthread_mutex_lock(&mu);
+        f->done = 1;
+        nthreads--;
+        pthread_mutex_unlock(&mu);
+        rc = err_set(e, E_INTERNAL, "internal", "the login flow could not start");
+    }
+    pthread_attr_destroy(&at);
+    return rc;
+}
 
 int authconn_login(struct req *rq, struct resp *rs)
 {
     static const char *const known[] = {"browser", "proxy", "record_session", "browser_telemetry",
                                         NULL};
     rq->no_retry = 1;
-    struct auth *a = api_auth(rq);
     const json_t *ent = NULL;
     json_t *body;
     int rc = req_json_object(rq, 1, &body);
@@ -1185,63 +1269,15 @@ int authconn_login(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     json_t *d = json_loads(c.data ? c.data : "{}", 0, NULL);
-    int reauth = d && json_object_get(d, "last_login_at") != NULL;
+    const char *type = d && json_object_get(d, "last_login_at") ? "REAUTH" : "LOGIN";
     json_decref(d);
-    struct flow *f = xcalloc(1, sizeof *f);
-    snprintf(f->conn_id, sizeof f->conn_id, "%s", c.id);
-    snprintf(f->org_id, sizeof f->org_id, "%s", c.org_id);
-    snprintf(f->project_id, sizeof f->project_id, "%s", c.project_id);
-    crypto_new_id(f->id);
-    crypto_new_id(f->interaction_id);
-    f->app = api_app(rq);
-    f->ent = json_deep_copy(ent);
-    pthread_mutex_lock(&mu);
-    struct flow *old = flow_find(c.id);
-    if (old && !old->done)
-        rc = err_set(&rq->err, E_CONFLICT, "flow_in_progress",
-                     "auth connection %s has a login flow in progress", c.id);
-    else if (flows_running(c.org_id) >= LIM_AUTHCONN_FLOWS_PER_ORG ||
-             flows_running(NULL) >= LIM_AUTHCONN_FLOWS) {
-        rc = err_set(&rq->err, E_LIMIT, "limit_exceeded",
-                     "%d login flows run for this organization and %d on this server, the most "
-                     "one organization may run at once is %d (%d on the server)",
-                     flows_running(c.org_id), flows_running(NULL), LIM_AUTHCONN_FLOWS_PER_ORG,
-                     LIM_AUTHCONN_FLOWS);
-        rq->err.retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
-    } else {
-        flow_drop_done(c.id);
-        f->next = flows;
-        flows = f;
-    }
-    pthread_mutex_unlock(&mu);
-    if (rc) {
-        flow_free(f);
-        authconn_rec_clear(&c);
-        return rc;
-    }
-    /* The first state, written before answering so that a GET right after
-     * the answer sees the flow. */
-    int64_t expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
-    json_t *st = state(f, "IN_PROGRESS", "DISCOVERING", reauth ? "REAUTH" : "LOGIN", expires, NULL);
-    (void)publish(f, st, NULL, 0);
-    json_decref(st);
-    pthread_t th;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, flow_main, f) != 0) {
-        pthread_mutex_lock(&mu);
-        f->done = 1;
-        pthread_mutex_unlock(&mu);
-        rc = err_set(&rq->err, E_INTERNAL, "internal", "the login flow could not start");
-    }
-    pthread_attr_destroy(&at);
+    int64_t expires = 0;
+    rc = start_flow(api_app(rq), &c, ent, type, &expires, &rq->err);
     if (rc == 0) {
         char t[40];
         resp_json(rs, 200,
-                  json_pack("{s:s,s:s,s:s}", "id", c.id, "flow_type", reauth ? "REAUTH" : "LOGIN",
-                            "flow_expires_at", clock_fmt_rfc3339(expires, t, sizeof t)));
-        log_info("auth connection %s: login flow %s started (org %s)", c.id, f->id, a->org.id);
+                  json_pack("{s:s,s:s,s:s}", "id", c.id, "flow_type", type, "flow_expires_at",
+                            clock_fmt_rfc3339(expires, t, sizeof t)));
     }
     authconn_rec_clear(&c);
     return rc;
@@ -1504,4 +1540,218 @@ int authconn_events(struct req *rq, struct resp *rs)
     w->hs = hs;
     pthread_mutex_unlock(&mu);
     return 0;
+}
+
+/* ------------------------------------------------------------ health checks */
+
+static pthread_t health_th;
+static int health_started;
+
+/* Opens a session on the connection's profile (nothing saved), visits the
+ * page the last login landed on (else the login URL) and says whether a
+ * login form shows there: 1 expired, 0 logged in, -1 could not tell. The
+ * session's id into sid. */
+static int probe(struct app *app, const struct authconn_rec *c, const json_t *d, const json_t *ent,
+                 char sid_out[STORE_ID])
+{
+    const char *url = jsonx_str(d, "post_login_url");
+    if (!url)
+        url = jsonx_str(d, "login_url");
+    if (!url)
+        return -1;
+    json_t *body =
+        json_pack("{s:b,s:{s:s,s:b},s:i}", "headless", 1, "profile", "name", c->profile_name,
+                  "save_changes", 0, "timeout_seconds", LIM_AUTHCONN_STEP_MS / 1000 * 4);
+    if (jsonx_str(d, "proxy_id"))
+        json_object_set_new(body, "proxy_id", json_string(jsonx_str(d, "proxy_id")));
+    struct session_rec srec;
+    memset(&srec, 0, sizeof srec);
+    struct err e;
+    err_init(&e);
+    int rc = sess_create(app, c->org_id, c->project_id, ent, body, &srec, &e);
+    json_decref(body);
+    if (rc) {
+        log_info("auth connection %s: health check session: %s", c->id, e.message);
+        session_rec_clear(&srec);
+        return -1;
+    }
+    snprintf(sid_out, STORE_ID, "%s", srec.id);
+    int out = -1;
+    struct live *l = sessmgr_get(app->sessions, srec.id);
+    struct cdp_client *cc = NULL;
+    char ws[512], sid[128];
+    if (l && live_ws_url(l, ws, sizeof ws) == 0 &&
+        cdp_client_open(ws, LIM_AUTHCONN_STEP_MS, &cc, &e) == 0 &&
+        cdp_page_attach_first(cc, LIM_AUTHCONN_STEP_MS, sid, sizeof sid, &e) == 0) {
+        json_t *p = json_pack("{s:s}", "url", url), *res = NULL, *snap = NULL;
+        if (cdp_client_call(cc, sid, "Page.navigate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e) == 0) {
+            nap_ms(300); /* the navigation replaces the document it started on */
+            if (snapshot(cc, sid, &snap) == 0 && snap)
+                out = json_array_size(json_object_get(snap, "fields")) > 0;
+        }
+        json_decref(p);
+        json_decref(res);
+        json_decref(snap);
+    }
+    cdp_client_close(cc);
+    if (l)
+        sessmgr_put(l);
+    (void)sess_end(app, srec.id, "deleted");
+    session_rec_clear(&srec);
+    return out;
+}
+
+/* One health check of c: records it on the timeline; an expired session is
+ * re-authenticated when auto_reauth and a credential allow, else the
+ * connection needs auth. */
+static void check_one(struct app *app, struct authconn_rec *c)
+{
+    json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
+    struct org_rec org;
+    memset(&org, 0, sizeof org);
+    json_t *ent = NULL;
+    struct err e;
+    err_init(&e);
+    if (!d || store_org_get(app->store, c->org_id, &org) != 0 ||
+        api_resolve_entitlements(app->store, &org, &ent, &e) != 0 ||
+        !ent_feature_on(ent, FEATURE)) {
+        json_decref(d);
+        json_decref(ent);
+        return;
+    }
+    char sid[STORE_ID] = "";
+    int expired = probe(app, c, d, ent, sid);
+    /* Re-read: a flow or an update may have written the row meanwhile. */
+    struct authconn_rec now_c;
+    memset(&now_c, 0, sizeof now_c);
+    json_t *d2 = NULL;
+    if (store_ac_get(app->store, c->org_id, c->project_id, c->id, &now_c) == 0)
+        d2 = json_loads(now_c.data ? now_c.data : "{}", 0, NULL);
+    if (d2) {
+        char t[40], id[STORE_ID];
+        const char *now = clock_fmt_rfc3339(clock_now_ms(), t, sizeof t);
+        const char *prev = jsonx_str(d2, "status") ? jsonx_str(d2, "status") : "NEEDS_AUTH";
+        const char *status = expired == 1 ? "NEEDS_AUTH" : expired == 0 ? "AUTHENTICATED" : prev;
+        crypto_new_id(id);
+        json_t *ev = json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", id, "type", "health_check", "status",
+                               status, "previous_status", prev, "timestamp", now);
+        if (*sid)
+            json_object_set_new(ev, "browser_session_id", json_string(sid));
+        json_t *tl = json_object_get(d2, "timeline");
+        if (!json_is_array(tl)) {
+            tl = json_array();
+            json_object_set_new(d2, "timeline", tl);
+        }
+        json_array_append_new(tl, ev);
+        while (json_array_size(tl) > LIM_AUTHCONN_TIMELINE)
+            json_array_remove(tl, 0);
+        json_object_set_new(d2, "status", json_string(status));
+        json_object_set_new(d2, "last_auth_check_at", json_string(now));
+        json_object_set_new(d2, "last_auth_at", json_string(now));
+        json_object_set_new(d2, "last_check_ms", json_integer(clock_now_ms()));
+        xfree(now_c.data);
+        now_c.data = jsonx_dump(d2);
+        now_c.updated_at = clock_now_ms();
+        (void)store_ac_update(app->store, &now_c);
+        log_info("auth connection %s: health check: %s", c->id, status);
+        if (expired == 1 && jsonx_bool(d2, "auto_reauth", 1) &&
+            jsonx_str(json_object_get(d2, "credential"), "name")) {
+            int64_t exp;
+            err_init(&e);
+            if (start_flow(app, &now_c, ent, "REAUTH", &exp, &e) != 0)
+                log_info("auth connection %s: re-authentication not started: %s", c->id, e.message);
+        }
+    }
+    json_decref(d2);
+    authconn_rec_clear(&now_c);
+    org_rec_clear(&org);
+    json_decref(ent);
+    json_decref(d);
+}
+
+/* Whether c is due for a health check now (wall ms). */
+static int due(const struct authconn_rec *c, int64_t now)
+{
+    json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
+    int64_t every = json_integer_value(json_object_get(d, "health_check_interval"));
+    int64_t last = json_integer_value(json_object_get(d, "last_check_ms"));
+    int yes = d && jsonx_bool(d, "health_checks", 1) && every > 0 && last > 0 &&
+              strcmp(jsonx_str(d, "status") ? jsonx_str(d, "status") : "", "AUTHENTICATED") == 0 &&
+              now - last >= every * 1000;
+    json_decref(d);
+    if (yes) {
+        pthread_mutex_lock(&mu);
+        struct flow *f = flow_find(c->id);
+        yes = !f || f->done;
+        pthread_mutex_unlock(&mu);
+    }
+    return yes;
+}
+
+/* The checker: every second, the connections due, one at a time. */
+static void *health_main(void *arg)
+{
+    struct app *app = arg;
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        if (!stopping)
+            pthread_cond_timedwait(&cv, &mu, &ts);
+        int stop = stopping;
+        pthread_mutex_unlock(&mu);
+        if (stop)
+            return NULL;
+        struct page pg = {.limit = 100, .offset = 0};
+        for (;;) {
+            struct authconn_rec *rows = NULL;
+            size_t n = 0;
+            if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0)
+                break;
+            for (size_t i = 0; i < n; i++) {
+                pthread_mutex_lock(&mu);
+                stop = stopping;
+                pthread_mutex_unlock(&mu);
+                if (!stop && due(&rows[i], clock_now_ms()))
+                    check_one(app, &rows[i]);
+                authconn_rec_clear(&rows[i]);
+            }
+            xfree(rows);
+            if (!pg.has_more || stop)
+                break;
+            pg.offset += n;
+        }
+    }
+}
+
+int authconn_start(struct app *app)
+{
+    if (pthread_create(&health_th, NULL, health_main, app) != 0)
+        return E_INTERNAL;
+    health_started = 1;
+    return 0;
+}
+
+void authconn_stop(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    for (struct flow *f = flows; f; f = f->next)
+        f->cancel = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    if (health_started)
+        pthread_join(health_th, NULL);
+    health_started = 0;
+    /* The flows end at their next step (their sessions end with them). */
+    pthread_mutex_lock(&mu);
+    while (nthreads > 0)
+        pthread_cond_wait(&cv, &mu);
+    while (flows) {
+        struct flow *f = flows;
+        flows = f->next;
+        flow_free(f);
+    }
+    pthread_mutex_unlock(&mu);
 }

@@ -31,4 +31,13 @@ int authconn_submit(struct req *rq, struct resp *rs);
 int authconn_events(struct req *rq, struct resp *rs);
 int authconn_timeline(struct req *rq, struct resp *rs);
 
+struct app;
+/* Starts the health checker: every second it re-checks the connections
+ * whose health_check_interval passed since their last check (a session on
+ * the profile visits the page the last login landed on; a login form there
+ * means expired) and re-authenticates them when auto_reauth allows. */
+int authconn_start(struct app *app) WUR;
+/* Stops the checker, cancels the running flows and waits for them. */
+void authconn_stop(void);
+
 #endif

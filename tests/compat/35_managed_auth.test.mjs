@@ -239,4 +239,46 @@ export const tests = [
       } finally { web.close(); }
     },
   },
+  {
+    name: 'issue 35.4: a health check on the connection\'s interval finds the session expired (a login form on the page the login landed on), records it on the timeline, re-authenticates (auto_reauth) and flushes the pools using the profile',
+    timeout: 90000,
+    fn: async () => {
+      const sv = site();
+      const web = await startSite(sv.handler);
+      try {
+        await withServer({ args: [...web.allow, '--admin-token', 'ma-admin'] }, async (s) => {
+          // A plan whose shortest health-check interval is 1 s.
+          const org = await newOrg(s, 'ma-admin', { name: 'hc', overrides: { features: { managed_auth: { enabled: true, health_check_interval_min_seconds: 1, max_connections: 10 }, credentials: { enabled: true }, profiles: { enabled: true }, browser_pools: { enabled: true } } } });
+          const client = new Kernel({ baseURL: s.base, apiKey: org.key, maxRetries: 0 });
+          const api = (m, p, body) => request(s.base, m, p, { key: org.key, body });
+          ok2xx(await api('POST', '/credentials', { name: 'ann', domain: '127.0.0.1', values: { email: 'ann@example.com', password: PASSWORD } }), 'credential');
+          const c = await client.auth.connections.create({ domain: '127.0.0.1', profile_name: 'ma-hc', credential: { name: 'ann' }, login_url: `${web.url}/one`, health_check_interval: 1 });
+          eq(c.health_check_interval, 1, 'the plan allows 1 s');
+          await client.auth.connections.login(c.id);
+          let done = await flowEnds(client, c.id);
+          eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], JSON.stringify(done));
+          const pool = ok2xx(await api('POST', '/browser_pools', { name: 'hc-pool', size: 1, profile: { name: 'ma-hc' } }), 'a pool on the profile');
+          // The site forgets every session: the next check finds a login form.
+          sv.expire();
+          const tl = await waitFor(async () => {
+            const all = [];
+            for await (const t of client.auth.connections.timeline(c.id)) all.push(t);
+            return all.some((t) => t.type === 'reauth' && t.status === 'SUCCESS') ? all : null;
+          }, 'a re-authentication after the health check', 60000, 300);
+          const hc = tl.find((t) => t.type === 'health_check' && t.status === 'NEEDS_AUTH');
+          assert(hc, `an expired health check on the timeline: ${JSON.stringify(tl)}`);
+          eq(hc.previous_status, 'AUTHENTICATED', 'previous status');
+          done = await client.auth.connections.retrieve(c.id);
+          eq([done.status, done.flow_type], ['AUTHENTICATED', 'REAUTH'], JSON.stringify(done));
+          await waitFor(() => s.log.includes(`pool ${pool.id}: flushed (profile ma-hc re-authenticated)`), 'the pool flushed');
+          // auto_reauth false: an expired check leaves NEEDS_AUTH.
+          await client.auth.connections.update(c.id, { auto_reauth: false });
+          sv.expire();
+          await waitFor(async () => (await client.auth.connections.retrieve(c.id)).status === 'NEEDS_AUTH', 'NEEDS_AUTH without re-auth', 60000, 300);
+          await api('DELETE', `/browser_pools/${pool.id}`);
+          assert(!s.log.includes(PASSWORD), 'the log holds no password');
+        });
+      } finally { web.close(); }
+    },
+  },
 ];
