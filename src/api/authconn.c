@@ -30,6 +30,7 @@
 #include "domain/entitlements.h"
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
+#include "runtime/bgrun.h"
 #include "runtime/sessmgr.h"
 #include "session/app.h"
 #include "session/session.h"
@@ -480,7 +481,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct flow *flows;
 static struct watcher *watchers;
-static int nthreads; /* flow threads running (stop waits for none) */
+static struct bgrun *runner; /* flows and the health checker */
 static int stopping;
 
 static struct flow *flow_find(const char *conn_id)
@@ -1088,7 +1089,7 @@ static int open_credential(struct flow *f, const char *name, struct run *r)
     return 0;
 }
 
-static void *flow_main(void *arg)
+static void flow_main(void *arg)
 {
     struct flow *f = arg;
     struct run r;
@@ -1174,11 +1175,6 @@ out:
     json_decref(d);
     authconn_rec_clear(&c);
     the_end(f, &r);
-    pthread_mutex_lock(&mu);
-    nthreads--;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-    return NULL;
 }
 
 /* ------------------------------------------------------------ handlers */
@@ -1217,8 +1213,8 @@ static int start_flow(struct app *app, const struct authconn_rec *c, const json_
         flow_drop_done(c->id);
         f->next = flows;
         flows = f;
-        nthreads++;
     }
+    struct bgrun *run = runner;
     pthread_mutex_unlock(&mu);
     if (rc) {
         flow_free(f);
@@ -1231,18 +1227,12 @@ static int start_flow(struct app *app, const struct authconn_rec *c, const json_
     (void)publish(f, st, NULL, 0);
     json_decref(st);
     log_info("auth connection %s: %s flow %s starts (org %s)", c->id, type, f->id, c->org_id);
-    pthread_t th;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, flow_main, f) != 0) {
+    if (bgrun_spawn(run, flow_main, f) != 0) {
         pthread_mutex_lock(&mu);
         f->done = 1;
-        nthreads--;
         pthread_mutex_unlock(&mu);
-        rc = err_set(e, E_INTERNAL, "internal", "the login flow could not start");
+        rc = err_set(e, E_UNAVAIL, "unavailable", "the login flow could not start");
     }
-    pthread_attr_destroy(&at);
     return rc;
 }
 
@@ -1544,9 +1534,6 @@ int authconn_events(struct req *rq, struct resp *rs)
 
 /* ------------------------------------------------------------ health checks */
 
-static pthread_t health_th;
-static int health_started;
-
 /* Opens a session on the connection's profile (nothing saved), visits the
  * page the last login landed on (else the login URL) and says whether a
  * login form shows there: 1 expired, 0 logged in, -1 could not tell. The
@@ -1688,49 +1675,40 @@ static int due(const struct authconn_rec *c, int64_t now)
     return yes;
 }
 
-/* The checker: every second, the connections due, one at a time. */
-static void *health_main(void *arg)
+/* The checker's tick (every second): the connections due, one at a time. */
+static void health_tick(void *arg)
 {
     struct app *app = arg;
+    struct page pg = {.limit = 100, .offset = 0};
     for (;;) {
-        pthread_mutex_lock(&mu);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        if (!stopping)
-            pthread_cond_timedwait(&cv, &mu, &ts);
-        int stop = stopping;
-        pthread_mutex_unlock(&mu);
-        if (stop)
-            return NULL;
-        struct page pg = {.limit = 100, .offset = 0};
-        for (;;) {
-            struct authconn_rec *rows = NULL;
-            size_t n = 0;
-            if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0)
-                break;
-            for (size_t i = 0; i < n; i++) {
-                pthread_mutex_lock(&mu);
-                stop = stopping;
-                pthread_mutex_unlock(&mu);
-                if (!stop && due(&rows[i], clock_now_ms()))
-                    check_one(app, &rows[i]);
-                authconn_rec_clear(&rows[i]);
-            }
-            xfree(rows);
-            if (!pg.has_more || stop)
-                break;
-            pg.offset += n;
+        struct authconn_rec *rows = NULL;
+        size_t n = 0;
+        if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0)
+            return;
+        int stop = 0;
+        for (size_t i = 0; i < n; i++) {
+            pthread_mutex_lock(&mu);
+            stop = stopping;
+            pthread_mutex_unlock(&mu);
+            if (!stop && due(&rows[i], clock_now_ms()))
+                check_one(app, &rows[i]);
+            authconn_rec_clear(&rows[i]);
         }
+        xfree(rows);
+        if (!pg.has_more || stop)
+            return;
+        pg.offset += n;
     }
 }
 
 int authconn_start(struct app *app)
 {
-    if (pthread_create(&health_th, NULL, health_main, app) != 0)
-        return E_INTERNAL;
-    health_started = 1;
-    return 0;
+    struct bgrun *run = NULL;
+    int rc = bgrun_start(health_tick, app, 1000, &run);
+    pthread_mutex_lock(&mu);
+    runner = run;
+    pthread_mutex_unlock(&mu);
+    return rc;
 }
 
 void authconn_stop(void)
@@ -1741,13 +1719,13 @@ void authconn_stop(void)
         f->cancel = 1;
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
-    if (health_started)
-        pthread_join(health_th, NULL);
-    health_started = 0;
     /* The flows end at their next step (their sessions end with them). */
     pthread_mutex_lock(&mu);
-    while (nthreads > 0)
-        pthread_cond_wait(&cv, &mu);
+    struct bgrun *run = runner;
+    runner = NULL;
+    pthread_mutex_unlock(&mu);
+    bgrun_stop(run);
+    pthread_mutex_lock(&mu);
     while (flows) {
         struct flow *f = flows;
         flows = f->next;
