@@ -19,6 +19,7 @@
 #include "api/api.h"
 #include "api/credentials.h"
 #include "api/pools.h"
+#include "core/b64.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -28,6 +29,7 @@
 #include "core/totp.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
+#include "domain/replay_rules.h"
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
 #include "runtime/bgrun.h"
@@ -461,6 +463,8 @@ struct flow {
     json_t *ent;
     json_t *input; /* {field id: value} of the latest submit, owned */
     int cancel, done;
+    char ws[512]; /* the flow browser's DevTools URL while it runs ("" = none) */
+    int shooting; /* a hosted page's screenshot is being taken */
     int64_t seq;
     char *event; /* the latest managed_auth_state event (JSON text) */
     int terminal;
@@ -785,6 +789,20 @@ static void signature(const json_t *snap, char *out, size_t cap)
 
 /* ---- the flow thread ---- */
 
+/* PUBLIC/auth/hosted/CONN.INTERACTION.MAC: the flow's hosted page, valid
+ * while that flow runs (the MAC binds both ids; nothing stored). */
+static char *hosted_url(const struct flow *f)
+{
+    char who[STORE_ID + 16], mac[LIVEVIEW_MAC_HEX + 1];
+    snprintf(who, sizeof who, "authconn:%s", f->conn_id);
+    liveview_token_mac(f->app->token_key, sizeof f->app->token_key, who, f->interaction_id, mac);
+    const char *pub = f->app->cfg.public_url;
+    size_t n = strlen(pub);
+    while (n && pub[n - 1] == '/')
+        n--;
+    return xasprintf("%.*s/auth/hosted/%s.%s.%s", (int)n, pub, f->conn_id, f->interaction_id, mac);
+}
+
 /* The flow's state document (new ref). */
 static json_t *state(const struct flow *f, const char *status, const char *step, const char *type,
                      int64_t expires, const char *sid)
@@ -796,6 +814,11 @@ static json_t *state(const struct flow *f, const char *status, const char *step,
                   "interaction_id", f->interaction_id);
     if (sid && *sid)
         json_object_set_new(st, "browser_session_id", json_string(sid));
+    if (strcmp(status, "IN_PROGRESS") == 0) {
+        char *url = hosted_url(f);
+        json_object_set_new(st, "hosted_url", json_string(url));
+        xfree(url);
+    }
     return st;
 }
 
@@ -1141,8 +1164,13 @@ static void flow_main(void *arg)
     struct live *l = sessmgr_get(f->app->sessions, srec.id);
     char ws[512];
     err_init(&e);
-    if (!l || live_ws_url(l, ws, sizeof ws) != 0 ||
-        cdp_client_open(ws, LIM_AUTHCONN_STEP_MS, &r.cc, &e) != 0 ||
+    int has_ws = l && live_ws_url(l, ws, sizeof ws) == 0;
+    if (has_ws) {
+        pthread_mutex_lock(&mu);
+        snprintf(f->ws, sizeof f->ws, "%s", ws);
+        pthread_mutex_unlock(&mu);
+    }
+    if (!has_ws || cdp_client_open(ws, LIM_AUTHCONN_STEP_MS, &r.cc, &e) != 0 ||
         cdp_page_attach_first(r.cc, LIM_AUTHCONN_STEP_MS, r.sid, sizeof r.sid, &e) != 0) {
         finish(f, &r, "FAILED", "browser_unavailable", "the login session is not answering");
     } else {
@@ -1161,6 +1189,9 @@ static void flow_main(void *arg)
         json_decref(res);
     }
     cdp_client_close(r.cc);
+    pthread_mutex_lock(&mu);
+    f->ws[0] = '\0';
+    pthread_mutex_unlock(&mu);
     if (l)
         sessmgr_put(l);
     /* Ending the session saves the profile (save_changes). */
@@ -1265,11 +1296,44 @@ int authconn_login(struct req *rq, struct resp *rs)
     rc = start_flow(api_app(rq), &c, ent, type, &expires, &rq->err);
     if (rc == 0) {
         char t[40];
-        resp_json(rs, 200,
-                  json_pack("{s:s,s:s,s:s}", "id", c.id, "flow_type", type, "flow_expires_at",
-                            clock_fmt_rfc3339(expires, t, sizeof t)));
+        json_t *ans = json_pack("{s:s,s:s,s:s}", "id", c.id, "flow_type", type, "flow_expires_at",
+                                clock_fmt_rfc3339(expires, t, sizeof t));
+        pthread_mutex_lock(&mu);
+        struct flow *f = flow_find(c.id);
+        if (f) {
+            char *url = hosted_url(f);
+            json_object_set_new(ans, "hosted_url", json_string(url));
+            xfree(url);
+        }
+        pthread_mutex_unlock(&mu);
+        resp_json(rs, 200, ans);
     }
     authconn_rec_clear(&c);
+    return rc;
+}
+
+/* Hands a person's values (*vals, taken) to the running flow of conn_id
+ * (iid: the interaction they answer, NULL = the current one). */
+static int give_input(const char *conn_id, const char *iid, json_t **vals, struct err *e)
+{
+    int rc = 0;
+    pthread_mutex_lock(&mu);
+    struct flow *f = flow_find(conn_id);
+    if (!f || f->done)
+        rc = err_set(e, E_CONFLICT, "no_flow_in_progress",
+                     "auth connection %s has no login flow waiting for input", conn_id);
+    else if (iid && strcmp(iid, f->interaction_id) != 0)
+        rc = err_field(e, "interaction_id", "is not the flow's current interaction");
+    else {
+        if (f->input) {
+            wipe_json_strings(f->input);
+            json_decref(f->input);
+        }
+        f->input = *vals;
+        *vals = NULL;
+        pthread_cond_broadcast(&cv);
+    }
+    pthread_mutex_unlock(&mu);
     return rc;
 }
 
@@ -1325,24 +1389,7 @@ int authconn_submit(struct req *rq, struct resp *rs)
     if (rc == 0)
         rc = load(rq, &c); /* another org's connection: 404 */
     if (rc == 0) {
-        const char *iid = jsonx_str(body, "interaction_id");
-        pthread_mutex_lock(&mu);
-        struct flow *f = flow_find(c.id);
-        if (!f || f->done)
-            rc = err_set(&rq->err, E_CONFLICT, "no_flow_in_progress",
-                         "auth connection %s has no login flow waiting for input", c.id);
-        else if (iid && strcmp(iid, f->interaction_id) != 0)
-            rc = err_field(&rq->err, "interaction_id", "is not the flow's current interaction");
-        else {
-            if (f->input) {
-                wipe_json_strings(f->input);
-                json_decref(f->input);
-            }
-            f->input = vals;
-            vals = NULL;
-            pthread_cond_broadcast(&cv);
-        }
-        pthread_mutex_unlock(&mu);
+        rc = give_input(c.id, jsonx_str(body, "interaction_id"), &vals, &rq->err);
     }
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
@@ -1732,4 +1779,196 @@ void authconn_stop(void)
         flow_free(f);
     }
     pthread_mutex_unlock(&mu);
+}
+
+/* ------------------------------------------------------------ hosted page */
+
+static const char HOSTED_HTML[] =
+    "<!doctype html><html><head><meta charset=utf-8><title>Finish signing in</title>"
+    "<meta name=viewport content='width=device-width'><style>body{font:15px sans-serif;"
+    "max-width:900px;margin:2em auto;padding:0 1em}label{display:block;margin:.5em 0}"
+    "input{margin-left:.5em}img{max-width:100%;border:1px solid #ccc}#err{color:#b00}</style>"
+    "</head><body><h1>Finish signing in</h1><p id=st>Loading...</p><p id=err></p>"
+    "<form id=f hidden></form><img id=shot alt='the login page as the browser shows it'>"
+    "<script>\n"
+    "const base=location.pathname;let shown='';\n"
+    "async function poll(){const r=await fetch(base+'/state');\n"
+    " if(!r.ok){st.textContent='This sign-in has ended.';f.hidden=true;return}\n"
+    " const s=await r.json();st.textContent=s.flow_status+' / '+s.flow_step;\n"
+    " err.textContent=s.website_error||s.error_message||'';const "
+    "key=JSON.stringify(s.fields||[]);\n"
+    " if(s.flow_step==='AWAITING_INPUT'&&key!==shown){shown=key;f.textContent='';\n"
+    "  for(const x of s.fields||[]){const l=document.createElement('label');\n"
+    "   l.textContent=x.label||x.id;const i=document.createElement('input');i.name=x.id;\n"
+    "   "
+    "i.type=x.type==='password'?'password':'text';i.autocomplete='off';l.append(i);f.append(l)}\n"
+    "  const "
+    "b=document.createElement('button');b.textContent='Submit';f.append(b);f.hidden=false}\n"
+    " if(s.flow_step!=='AWAITING_INPUT')f.hidden=true;\n"
+    " shot.src=base+'/screenshot?t='+Date.now();\n"
+    " if(s.flow_status==='IN_PROGRESS')setTimeout(poll,1500)}\n"
+    "f.onsubmit=async e=>{e.preventDefault();const v={};\n"
+    " for(const i of f.querySelectorAll('input'))v[i.name]=i.value;f.hidden=true;shown='';\n"
+    " await fetch(base+'/submit',{method:'POST',headers:{'content-type':'application/json'},\n"
+    "  body:JSON.stringify({field_values:v})});setTimeout(poll,300)};\n"
+    "poll();\n"
+    "</script></body></html>\n";
+
+/* The running flow a hosted token names: its connection id into conn (and
+ * org/project); 404 for a bad MAC or a flow that ended. */
+static int hosted_open(struct req *rq, char conn[STORE_ID], char org[STORE_ID],
+                       char project[STORE_ID])
+{
+    const char *t = rq->params[0];
+    const char *d1 = strchr(t, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    char iid[STORE_ID];
+    int rc = E_NOTFOUND;
+    if (d1 && d2 && (size_t)(d1 - t) < STORE_ID && (size_t)(d2 - d1 - 1) < STORE_ID &&
+        strlen(d2 + 1) == LIVEVIEW_MAC_HEX) {
+        snprintf(conn, STORE_ID, "%.*s", (int)(d1 - t), t);
+        snprintf(iid, sizeof iid, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
+        char who[STORE_ID + 16], mac[LIVEVIEW_MAC_HEX + 1];
+        snprintf(who, sizeof who, "authconn:%s", conn);
+        struct app *app = api_app(rq);
+        liveview_token_mac(app->token_key, sizeof app->token_key, who, iid, mac);
+        if (CRYPTO_memcmp(mac, d2 + 1, LIVEVIEW_MAC_HEX) == 0) {
+            pthread_mutex_lock(&mu);
+            struct flow *f = flow_find(conn);
+            if (f && !f->done && strcmp(f->interaction_id, iid) == 0) {
+                snprintf(org, STORE_ID, "%s", f->org_id);
+                snprintf(project, STORE_ID, "%s", f->project_id);
+                rc = 0;
+            }
+            pthread_mutex_unlock(&mu);
+        }
+    }
+    if (rc)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "no sign-in in progress at this address");
+    return 0;
+}
+
+int authconn_hosted_page(struct req *rq, struct resp *rs)
+{
+    char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
+    int rc = hosted_open(rq, conn, org, project);
+    if (rc)
+        return rc;
+    resp_header(rs, "Cache-Control", "no-store");
+    resp_header(rs, "Referrer-Policy", "no-referrer");
+    resp_text(rs, 200, "text/html; charset=utf-8", xstrdup(HOSTED_HTML), sizeof HOSTED_HTML - 1);
+    return 0;
+}
+
+int authconn_hosted_state(struct req *rq, struct resp *rs)
+{
+    char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
+    int rc = hosted_open(rq, conn, org, project);
+    struct authconn_rec c;
+    memset(&c, 0, sizeof c);
+    if (rc == 0 && store_ac_get(api_app(rq)->store, org, project, conn, &c) != 0)
+        rc = err_set(&rq->err, E_NOTFOUND, "not_found", "no sign-in in progress at this address");
+    if (rc == 0) {
+        json_t *r = render(&c), *out = json_object();
+        static const char *const keys[] = {"domain",        "flow_status",   "flow_step", "fields",
+                                           "error_message", "website_error", NULL};
+        for (size_t i = 0; keys[i]; i++)
+            json_object_set(out, keys[i], json_object_get(r, keys[i]));
+        json_decref(r);
+        resp_header(rs, "Cache-Control", "no-store");
+        resp_json(rs, 200, out);
+    }
+    authconn_rec_clear(&c);
+    return rc;
+}
+
+int authconn_hosted_submit(struct req *rq, struct resp *rs)
+{
+    char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
+    rq->no_retry = 1;
+    int rc = hosted_open(rq, conn, org, project);
+    json_t *body = NULL;
+    if (rc == 0)
+        rc = req_json_object(rq, 0, &body);
+    if (rc)
+        return rc;
+    json_t *o = json_object_get(body, "field_values"), *vals = json_object();
+    const char *k;
+    json_t *v;
+    int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
+    json_object_foreach(o, k, v) ok &=
+        json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
+    if (!ok)
+        rc = err_field(&rq->err, "field_values",
+                       "must be an object of at most %d field ids to strings",
+                       LIM_AUTHCONN_SUBMIT_FIELDS);
+    else
+        json_object_foreach(o, k, v)
+            json_object_set_new(vals, k, json_string(json_string_value(v)));
+    if (rc == 0)
+        rc = give_input(conn, NULL, &vals, &rq->err);
+    if (rc == 0)
+        resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
+    if (vals) {
+        wipe_json_strings(vals);
+        json_decref(vals);
+    }
+    if (json_is_object(o))
+        wipe_json_strings(o);
+    if (rq->body && rq->body_len)
+        OPENSSL_cleanse(rq->body, rq->body_len);
+    json_decref(body);
+    return rc;
+}
+
+/* A JPEG of the flow's page over a DevTools connection of its own (the
+ * flow's is not shared); one at a time per flow. */
+int authconn_hosted_screenshot(struct req *rq, struct resp *rs)
+{
+    char conn[STORE_ID], org[STORE_ID], project[STORE_ID], ws[512] = "";
+    int rc = hosted_open(rq, conn, org, project);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&mu);
+    struct flow *f = flow_find(conn);
+    int busy = !f || f->shooting || !f->ws[0];
+    if (!busy) {
+        f->shooting = 1;
+        snprintf(ws, sizeof ws, "%s", f->ws);
+    }
+    pthread_mutex_unlock(&mu);
+    if (busy) {
+        rq->err.retry_after = 1;
+        return err_set(&rq->err, E_LIMIT, "busy", "the sign-in's picture is not ready; retry");
+    }
+    struct err e;
+    err_init(&e);
+    struct cdp_client *cc = NULL;
+    char sid[128];
+    json_t *res = NULL;
+    unsigned char *jpeg = NULL;
+    size_t len = 0;
+    if (cdp_client_open(ws, LIM_AUTHCONN_STEP_MS, &cc, &e) == 0 &&
+        cdp_page_attach_first(cc, LIM_AUTHCONN_STEP_MS, sid, sizeof sid, &e) == 0) {
+        json_t *p = json_pack("{s:s,s:i}", "format", "jpeg", "quality", 60);
+        if (cdp_client_call(cc, sid, "Page.captureScreenshot", p, 1, LIM_AUTHCONN_STEP_MS, &res,
+                            &e) == 0) {
+            const char *data = jsonx_str(res, "data");
+            if (data && b64_decode(data, strlen(data), &jpeg, &len) != 0)
+                jpeg = NULL;
+        }
+        json_decref(p);
+    }
+    json_decref(res);
+    cdp_client_close(cc);
+    pthread_mutex_lock(&mu);
+    f = flow_find(conn);
+    if (f)
+        f->shooting = 0;
+    pthread_mutex_unlock(&mu);
+    if (!jpeg)
+        return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",
+                       "the sign-in's browser did not answer");
+    resp_header(rs, "Cache-Control", "no-store");
+    resp_text(rs, 200, "image/jpeg", (char *)jpeg, len);
+    return 0;
 }

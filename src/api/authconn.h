@@ -31,6 +31,16 @@ int authconn_submit(struct req *rq, struct resp *rs);
 int authconn_events(struct req *rq, struct resp *rs);
 int authconn_timeline(struct req *rq, struct resp *rs);
 
+/* The hosted page of a running flow (its hosted_url, no API key: the URL's
+ * token, a MAC over the connection and the flow's interaction id, is the
+ * credential): the page, the flow's state (fields pending, no value), a
+ * JPEG of the flow's page, and the submit of the pending fields. 404 once
+ * the flow ended. */
+int authconn_hosted_page(struct req *rq, struct resp *rs);
+int authconn_hosted_state(struct req *rq, struct resp *rs);
+int authconn_hosted_screenshot(struct req *rq, struct resp *rs);
+int authconn_hosted_submit(struct req *rq, struct resp *rs);
+
 struct app;
 /* Starts the health checker: every second it re-checks the connections
  * whose health_check_interval passed since their last check (a session on

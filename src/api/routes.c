@@ -245,6 +245,11 @@ const struct route api_routes[] = {
     {"POST", "/auth/connections/{id}/submit", authconn_submit, KEY},
     {"GET", "/auth/connections/{id}/events", authconn_events, KEY},
     {"GET", "/auth/connections/{id}/timeline", authconn_timeline, KEY},
+    {"GET", "/auth/hosted/{token}", authconn_hosted_page, AUTH_NONE},
+    {"GET", "/auth/hosted/{token}/state", authconn_hosted_state, AUTH_NONE},
+    {"GET", "/auth/hosted/{token}/screenshot", authconn_hosted_screenshot,
+     AUTH_NONE | HTTP_ROUTE_BLOCKING},
+    {"POST", "/auth/hosted/{token}/submit", authconn_hosted_submit, AUTH_NONE},
     NI("/auth/*"),
     /* routes: credentials (issue 35.1, docs/credentials.md) */
     {"POST", "/credentials", credentials_create, KEY},

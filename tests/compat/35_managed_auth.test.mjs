@@ -155,7 +155,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 35.4: login flows with real Chromium: one-page form, two-step identifier-then-password, a TOTP step answered by the flow, an emailed code finished through submit (AWAITING_INPUT), a wrong password (FAILED rejected); SSE events and timeline; the saved profile is logged in for a new session; no secret in responses, the log or the data folder',
+    name: 'issue 35.4: login flows with real Chromium: one-page form, two-step identifier-then-password, a TOTP step answered by the flow, an emailed code finished through submit (AWAITING_INPUT) and through the hosted page, a wrong password (FAILED rejected); SSE events and timeline; the saved profile is logged in for a new session; no secret in responses, the log or the data folder',
     timeout: 90000,
     fn: async () => {
       const sv = site();
@@ -205,7 +205,8 @@ export const tests = [
 
           // Emailed code: AWAITING_INPUT with the field, finished by submit.
           const em = await conn('/email', 'ma-email');
-          await client.auth.connections.login(em.id);
+          const emLogin = await client.auth.connections.login(em.id);
+          assert(emLogin.hosted_url.startsWith(`${s.base}/auth/hosted/`), `hosted_url: ${emLogin.hosted_url}`);
           const w = await waitFor(async () => {
             const c = await client.auth.connections.retrieve(em.id);
             return c.flow_step === 'AWAITING_INPUT' || c.flow_status !== 'IN_PROGRESS' ? c : null;
@@ -213,9 +214,32 @@ export const tests = [
           eq([w.flow_status, w.flow_step], ['IN_PROGRESS', 'AWAITING_INPUT'], JSON.stringify(w));
           eq(w.fields.map((f) => [f.id, f.type]), [['email_code', 'code']], `pending fields: ${JSON.stringify(w.fields)}`);
           isError(await api('POST', `/auth/connections/${em.id}/submit`, { interaction_id: 'stale', field_values: { email_code: EMAIL_CODE } }), 400);
+          // issue 35.4: the hosted page (no API key: the URL is the credential) shows the flow and its pending fields.
+          const hp = await request(s.base, 'GET', new URL(emLogin.hosted_url).pathname);
+          eq(hp.status, 200, hp.text);
+          assert(/Finish signing in/.test(hp.text), 'the hosted page');
+          const hs = await request(s.base, 'GET', `${new URL(emLogin.hosted_url).pathname}/state`);
+          eq([hs.json.flow_step, hs.json.fields.map((f) => f.id)], ['AWAITING_INPUT', ['email_code']], hs.text);
+          const shot = await waitFor(async () => {
+            const r = await fetch(`${emLogin.hosted_url}/screenshot`);
+            return r.status === 200 ? r : null;
+          }, 'a picture of the flow\'s page');
+          eq(shot.headers.get('content-type'), 'image/jpeg', 'a JPEG');
+          assert((await shot.arrayBuffer()).byteLength > 1000, 'a picture');
+          isError(await request(s.base, 'GET', `/auth/hosted/${em.id}.${w.interaction_id}.${'0'.repeat(32)}`), 404, 'not_found');
           eq(await client.auth.connections.submit(em.id, { field_values: { email_code: EMAIL_CODE } }), { accepted: true }, 'submit');
           done = await flowEnds(client, em.id);
           eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], `emailed code: ${JSON.stringify(done)}`);
+          isError(await request(s.base, 'GET', new URL(emLogin.hosted_url).pathname), 404, 'not_found');
+
+          // issue 35.4: a person finishes a flow on the hosted page alone.
+          const em2 = await conn('/email', 'ma-email2');
+          const l2 = await client.auth.connections.login(em2.id);
+          await waitFor(async () => (await client.auth.connections.retrieve(em2.id)).flow_step === 'AWAITING_INPUT', 'the code step', 60000, 200);
+          const hsub = await request(s.base, 'POST', `${new URL(l2.hosted_url).pathname}/submit`, { body: { field_values: { email_code: EMAIL_CODE } } });
+          eq([hsub.status, hsub.json], [200, { accepted: true }], hsub.text);
+          done = await flowEnds(client, em2.id);
+          eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], `hosted submit: ${JSON.stringify(done)}`);
 
           // Wrong password: rejected, with the site's message.
           const bad = await conn('/one', 'ma-bad', 'wrong');
