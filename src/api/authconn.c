@@ -77,7 +77,8 @@ static json_t *render(const struct authconn_rec *c)
     json_t *v;
     json_object_foreach(d, k, v)
     {
-        if (strcmp(k, "flow") && strcmp(k, "timeline"))
+        if (strcmp(k, "flow") && strcmp(k, "timeline") && strcmp(k, "last_check_ms") &&
+            strcmp(k, "last_login_at"))
             json_object_set(r, k, v);
     }
     json_t *flow = json_object_get(d, "flow");
@@ -908,6 +909,10 @@ static void the_end(struct flow *f, struct run *r)
     } else if (code && strcmp(code, "rejected") == 0) {
         json_object_set_new(extra, "status", json_string("NEEDS_AUTH"));
     }
+    /* Pools loading the profile restart on the new state (saved: the
+     * session ended). Before the final publish, after which f is not ours. */
+    if (strcmp(status, "SUCCESS") == 0 && strcmp(r->type, "REAUTH") == 0)
+        pools_flush_profile(f->app, f->org_id, f->project_id, r->profile_name);
     if (publish(f, st, extra, 1) != 0) {
         /* The connection is gone (deleted during the flow): so is its flow. */
         pthread_mutex_lock(&mu);
@@ -916,9 +921,6 @@ static void the_end(struct flow *f, struct run *r)
         flow_drop_done(f->conn_id);
         pthread_mutex_unlock(&mu);
     }
-    /* Pools loading the profile restart on the new state. */
-    if (strcmp(status, "SUCCESS") == 0 && strcmp(r->type, "REAUTH") == 0)
-        pools_flush_profile(f->app, f->org_id, f->project_id, r->profile_name);
     json_decref(st);
     json_decref(extra);
 }
@@ -1289,9 +1291,8 @@ int authconn_login(struct req *rq, struct resp *rs)
         rc = load(rq, &c);
     if (rc)
         return rc;
-    json_t *d = json_loads(c.data ? c.data : "{}", 0, NULL);
-    const char *type = d && json_object_get(d, "last_login_at") ? "REAUTH" : "LOGIN";
-    json_decref(d);
+    /* A login asked for is LOGIN; REAUTH is the health checker's. */
+    const char *type = "LOGIN";
     int64_t expires = 0;
     rc = start_flow(api_app(rq), &c, ent, type, &expires, &rq->err);
     if (rc == 0) {
@@ -1722,8 +1723,8 @@ static int due(const struct authconn_rec *c, int64_t now)
     return yes;
 }
 
-/* The checker's tick (every second): the connections due, one at a time. */
-static void health_tick(void *arg)
+/* The connections due, one at a time. */
+static int health_pass(void *arg)
 {
     struct app *app = arg;
     struct page pg = {.limit = 100, .offset = 0};
@@ -1731,7 +1732,7 @@ static void health_tick(void *arg)
         struct authconn_rec *rows = NULL;
         size_t n = 0;
         if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0)
-            return;
+            return 0;
         int stop = 0;
         for (size_t i = 0; i < n; i++) {
             pthread_mutex_lock(&mu);
@@ -1743,9 +1744,20 @@ static void health_tick(void *arg)
         }
         xfree(rows);
         if (!pg.has_more || stop)
-            return;
+            return 0;
         pg.offset += n;
     }
+}
+
+/* The checker's tick (every second). On a shared store one node at a time
+ * makes a pass (the next one reads the checks recorded by the last). */
+static void health_tick(void *arg)
+{
+    struct app *app = arg;
+    if (store_shared(app->store))
+        (void)store_run_exclusive(app->store, "authconn_health", health_pass, app);
+    else
+        (void)health_pass(app);
 }
 
 int authconn_start(struct app *app)
