@@ -10,6 +10,8 @@
 #include "api/authconn.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -586,7 +588,7 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
     json_array_foreach(tl, i, x) if (strcmp(jsonx_str(x, "id") ? jsonx_str(x, "id") : "", f->id) ==
                                      0) ev = x;
     if (!ev) {
-        ev = json_pack("{s:s,s:s,s:s}", "id", f->id, "type",
+        ev = json_pack("{s:s,s:b,s:s,s:s}", "id", f->id, "telemetry_captured", 0, "type",
                        strcmp(jsonx_str(st, "flow_type"), "REAUTH") == 0 ? "reauth" : "login",
                        "timestamp", now);
         json_array_append_new(tl, ev);
@@ -790,13 +792,27 @@ static void signature(const json_t *snap, char *out, size_t cap)
 
 /* ---- the flow thread ---- */
 
+/* The hosted pages' token key: HMAC-SHA256 of a label under the server's
+ * token key, so that a hosted token never passes as a live view's (same
+ * form, api/liveview.c) nor the other way round. */
+static void hosted_key(const struct app *app, unsigned char out[32])
+{
+    static const char label[] = "browserd managed auth hosted page";
+    unsigned int n = 32;
+    if (!HMAC(EVP_sha256(), app->token_key, (int)sizeof app->token_key,
+              (const unsigned char *)label, sizeof label - 1, out, &n))
+        memset(out, 0, 32); /* no MAC then verifies: the hosted pages answer 404 */
+}
+
 /* PUBLIC/auth/hosted/CONN.INTERACTION.MAC: the flow's hosted page, valid
  * while that flow runs (the MAC binds both ids; nothing stored). */
 static char *hosted_url(const struct flow *f)
 {
-    char who[STORE_ID + 16], mac[LIVEVIEW_MAC_HEX + 1];
-    snprintf(who, sizeof who, "authconn:%s", f->conn_id);
-    liveview_token_mac(f->app->token_key, sizeof f->app->token_key, who, f->interaction_id, mac);
+    unsigned char key[32];
+    char mac[LIVEVIEW_MAC_HEX + 1];
+    hosted_key(f->app, key);
+    liveview_token_mac(key, sizeof key, f->conn_id, f->interaction_id, mac);
+    OPENSSL_cleanse(key, sizeof key);
     const char *pub = f->app->cfg.public_url;
     size_t n = strlen(pub);
     while (n && pub[n - 1] == '/')
@@ -1831,28 +1847,21 @@ static const char HOSTED_HTML[] =
 static int hosted_open(struct req *rq, char conn[STORE_ID], char org[STORE_ID],
                        char project[STORE_ID])
 {
-    const char *t = rq->params[0];
-    const char *d1 = strchr(t, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    unsigned char key[32];
     char iid[STORE_ID];
-    int rc = E_NOTFOUND;
-    if (d1 && d2 && (size_t)(d1 - t) < STORE_ID && (size_t)(d2 - d1 - 1) < STORE_ID &&
-        strlen(d2 + 1) == LIVEVIEW_MAC_HEX) {
-        snprintf(conn, STORE_ID, "%.*s", (int)(d1 - t), t);
-        snprintf(iid, sizeof iid, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
-        char who[STORE_ID + 16], mac[LIVEVIEW_MAC_HEX + 1];
-        snprintf(who, sizeof who, "authconn:%s", conn);
-        struct app *app = api_app(rq);
-        liveview_token_mac(app->token_key, sizeof app->token_key, who, iid, mac);
-        if (CRYPTO_memcmp(mac, d2 + 1, LIVEVIEW_MAC_HEX) == 0) {
-            pthread_mutex_lock(&mu);
-            struct flow *f = flow_find(conn);
-            if (f && !f->done && strcmp(f->interaction_id, iid) == 0) {
-                snprintf(org, STORE_ID, "%s", f->org_id);
-                snprintf(project, STORE_ID, "%s", f->project_id);
-                rc = 0;
-            }
-            pthread_mutex_unlock(&mu);
+    hosted_key(api_app(rq), key);
+    int rc = liveview_token_parse(key, sizeof key, rq->params[0], conn, STORE_ID, iid, STORE_ID);
+    OPENSSL_cleanse(key, sizeof key);
+    if (rc == 0) {
+        rc = E_NOTFOUND;
+        pthread_mutex_lock(&mu);
+        struct flow *f = flow_find(conn);
+        if (f && !f->done && strcmp(f->interaction_id, iid) == 0) {
+            snprintf(org, STORE_ID, "%s", f->org_id);
+            snprintf(project, STORE_ID, "%s", f->project_id);
+            rc = 0;
         }
+        pthread_mutex_unlock(&mu);
     }
     if (rc)
         return err_set(&rq->err, E_NOTFOUND, "not_found", "no sign-in in progress at this address");

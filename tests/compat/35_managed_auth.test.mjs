@@ -190,6 +190,7 @@ export const tests = [
           for await (const t of client.auth.connections.timeline(one.id)) tl.push(t);
           eq([tl[0].type, tl[0].status, tl[0].step], ['login', 'SUCCESS', 'COMPLETED'], `timeline: ${JSON.stringify(tl)}`);
           assert(tl[0].browser_session_id, 'the timeline names the flow\'s browser');
+          eq(tl[0].telemetry_captured, false, 'flows capture no telemetry');
 
           // Two-step form.
           const two = await conn('/two', 'ma-two');
