@@ -993,7 +993,11 @@ static void drive(struct flow *f, struct run *r)
                 continue;
             char id[64], sel[48];
             const char *name = jsonx_str(x, "name");
-            snprintf(id, sizeof id, "%.60s", name && *name ? name : "field");
+            if (name && *name)
+                snprintf(id, sizeof id, "%.60s", name);
+            else
+                snprintf(id, sizeof id, "field_%d",
+                         (int)json_integer_value(json_object_get(x, "i")));
             snprintf(sel, sizeof sel, "[data-bd-field=\"%d\"]",
                      (int)json_integer_value(json_object_get(x, "i")));
             json_array_append_new(pending,
@@ -1048,7 +1052,11 @@ static void drive(struct flow *f, struct run *r)
             if (!v && input) {
                 const char *name = jsonx_str(x, "name");
                 char id[64];
-                snprintf(id, sizeof id, "%.60s", name && *name ? name : "field");
+                if (name && *name)
+                    snprintf(id, sizeof id, "%.60s", name);
+                else
+                    snprintf(id, sizeof id, "field_%d",
+                             (int)json_integer_value(json_object_get(x, "i")));
                 v = jsonx_str(input, id);
             }
             if (v)
