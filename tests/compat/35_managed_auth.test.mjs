@@ -10,7 +10,7 @@ import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Kernel from '@onkernel/sdk';
-import { withServer, startSite, request, assert, eq, isError, waitFor, ok2xx, newOrg } from '../blackbox/lib.mjs';
+import { withServer, startServer, startSite, request, assert, eq, isError, waitFor, ok2xx, newOrg, sessionPids } from '../blackbox/lib.mjs';
 
 const PASSWORD = 'ma-pw-7Qz9xK-cleartext';
 const SECRET = 'KRSXG5CTMVRXEZLUKRSXG5CTMVRXEZLU';
@@ -304,6 +304,26 @@ export const tests = [
           assert(!s.log.includes(PASSWORD), 'the log holds no password');
         });
       } finally { web.close(); }
+    },
+  },
+  {
+    name: 'issue 35.4: a server stopped while a flow waits for a person ends the flow and its browser, and exits cleanly',
+    timeout: 60000,
+    fn: async () => {
+      const sv = site();
+      const web = await startSite(sv.handler);
+      const s = await startServer({ args: web.allow });
+      try {
+        const client = new Kernel({ baseURL: s.base, apiKey: s.key, maxRetries: 0 });
+        ok2xx(await request(s.base, 'POST', '/credentials', { key: s.key, body: { name: 'ann', domain: '127.0.0.1', values: { email: 'ann@example.com', password: PASSWORD } } }), 'credential');
+        const c = await client.auth.connections.create({ domain: '127.0.0.1', profile_name: 'ma-stop', credential: { name: 'ann' }, login_url: `${web.url}/email` });
+        await client.auth.connections.login(c.id);
+        const w = await waitFor(async () => { const x = await client.auth.connections.retrieve(c.id); return x.flow_step === 'AWAITING_INPUT' ? x : null; }, 'the code step', 60000, 200);
+        const sid = w.browser_session_id;
+        assert(sessionPids(s.dir, sid).length > 0, 'the flow\'s browser runs');
+        eq(await s.stop(), 0, 'the server exits cleanly');
+        eq(sessionPids(s.dir, sid), [], 'no browser of the flow is left');
+      } finally { await s.stop(); s.cleanup(); web.close(); }
     },
   },
 ];
