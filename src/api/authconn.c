@@ -462,6 +462,7 @@ struct flow {
     char conn_id[STORE_ID], org_id[STORE_ID], project_id[STORE_ID];
     char id[STORE_ID];
     char interaction_id[STORE_ID];
+    char proxy_id[STORE_ID]; /* the login's proxy ("" = the connection's) */
     struct app *app;
     json_t *ent;
     json_t *input; /* {field id: value} of the latest submit, owned */
@@ -1171,7 +1172,9 @@ static void flow_main(void *arg)
     json_t *body =
         json_pack("{s:b,s:{s:s,s:b},s:i}", "headless", 1, "profile", "name", c.profile_name,
                   "save_changes", 1, "timeout_seconds", LIM_AUTHCONN_FLOW_MS / 1000);
-    if (jsonx_str(d, "proxy_id"))
+    if (f->proxy_id[0])
+        json_object_set_new(body, "proxy_id", json_string(f->proxy_id));
+    else if (jsonx_str(d, "proxy_id"))
         json_object_set_new(body, "proxy_id", json_string(jsonx_str(d, "proxy_id")));
     struct session_rec srec;
     memset(&srec, 0, sizeof srec);
@@ -1240,9 +1243,10 @@ out:
  * org's entitlements ent (copied): E_CONFLICT when one runs, E_LIMIT over
  * the caps (e set). *expires: when it expires (wall ms). */
 static int start_flow(struct app *app, const struct authconn_rec *c, const json_t *ent,
-                      const char *type, int64_t *expires, struct err *e)
+                      const char *type, const char *proxy_id, int64_t *expires, struct err *e)
 {
     struct flow *f = xcalloc(1, sizeof *f);
+    snprintf(f->proxy_id, sizeof f->proxy_id, "%s", proxy_id ? proxy_id : "");
     snprintf(f->conn_id, sizeof f->conn_id, "%s", c->id);
     snprintf(f->org_id, sizeof f->org_id, "%s", c->org_id);
     snprintf(f->project_id, sizeof f->project_id, "%s", c->project_id);
@@ -1305,6 +1309,23 @@ int authconn_login(struct req *rq, struct resp *rs)
         return rc;
     unknown_fields(body, known, "a login", &rq->err);
     bool_field(body, "record_session", &rq->err);
+    json_t *bt = json_object_get(body, "browser_telemetry");
+    if (bt && !json_is_null(bt) && !json_is_object(bt))
+        err_field(&rq->err, "browser_telemetry", "must be an object or null");
+    json_t *br = json_object_get(body, "browser");
+    if (br && !json_is_null(br))
+        err_field(&rq->err, "browser",
+                  "login flows run in a headless session of their own: browser settings are "
+                  "not taken");
+    char proxy_id[STORE_ID] = "";
+    json_t *px = json_object_get(body, "proxy");
+    if (px && !json_is_null(px)) {
+        const char *id = jsonx_str(px, "id");
+        if (!json_is_object(px) || !id || !*id || strlen(id) >= STORE_ID)
+            err_field(&rq->err, "proxy.id", "is required: the id of a proxy of this project");
+        else
+            snprintf(proxy_id, sizeof proxy_id, "%s", id);
+    }
     rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq, &ent);
     json_decref(body);
     if (rc == 0)
@@ -1318,7 +1339,7 @@ int authconn_login(struct req *rq, struct resp *rs)
     /* A login asked for is LOGIN; REAUTH is the health checker's. */
     const char *type = "LOGIN";
     int64_t expires = 0;
-    rc = start_flow(api_app(rq), &c, ent, type, &expires, &rq->err);
+    rc = start_flow(api_app(rq), &c, ent, type, proxy_id, &expires, &rq->err);
     if (rc == 0) {
         char t[40];
         json_t *ans = json_pack("{s:s,s:s,s:s}", "id", c.id, "flow_type", type, "flow_expires_at",
@@ -1717,7 +1738,7 @@ static void check_one(struct app *app, struct authconn_rec *c)
             jsonx_str(json_object_get(d2, "credential"), "name")) {
             int64_t exp;
             err_init(&e);
-            if (start_flow(app, &now_c, ent, "REAUTH", &exp, &e) != 0)
+            if (start_flow(app, &now_c, ent, "REAUTH", NULL, &exp, &e) != 0)
                 log_info("auth connection %s: re-authentication not started: %s", c->id, e.message);
         }
     }

@@ -139,6 +139,11 @@ export const tests = [
       isError(await api('POST', '/auth/connections', { domain: 'x.test', profile_name: 'p', credential: { name: 'nope' } }), 404, 'not_found');
       isError(await api('POST', '/auth/connections', { domain: '127.0.0.1', profile_name: 'ma-crud' }), 409, 'conflict');
       isError(await api('PATCH', `/auth/connections/${c.id}`, { health_checks: 'yes' }), 400);
+      for (const body of [{ browser: { headless: false } }, { proxy: { name: 'x' } }, { record_session: 1 }]) {
+        const r = await api('POST', `/auth/connections/${c.id}/login`, body);
+        isError(r, 400);
+        assert(r.text.includes(Object.keys(body)[0]), `names the field: ${r.text}`);
+      }
       // Another org sees none of it, and cannot log in or submit.
       const other = await newOrg(s, 'ma-admin', { name: 'other', overrides: { features: { managed_auth: { enabled: true } } } });
       for (const [m, p] of [['GET', ''], ['PATCH', ''], ['DELETE', ''], ['POST', '/login'], ['GET', '/timeline'], ['GET', '/events']]) {
