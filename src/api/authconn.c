@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "api/api.h"
@@ -885,6 +886,8 @@ struct run {
     char url[URL_MAX + 1];
     char website_error[320];
     char profile_name[STORE_NAME];
+    char domain[STORE_NAME];
+    const json_t *allowed;             /* allowed_domains (borrowed) */
     const char *end_status, *end_code; /* static strings */
     char end_msg[512];
 };
@@ -942,6 +945,73 @@ static void the_end(struct flow *f, struct run *r)
     json_decref(extra);
 }
 
+/* Identity providers a login may pass through without being listed in
+ * allowed_domains (the hosted service's defaults). */
+static const char *const SSO_DOMAINS[] = {"accounts.google.com",
+                                          "login.microsoftonline.com",
+                                          "login.live.com",
+                                          "*.okta.com",
+                                          "*.oktapreview.com",
+                                          "*.auth0.com",
+                                          "appleid.apple.com",
+                                          "github.com",
+                                          "www.facebook.com",
+                                          "www.linkedin.com",
+                                          "*.amazoncognito.com",
+                                          "*.onelogin.com",
+                                          "*.pingone.com",
+                                          "*.pingidentity.com",
+                                          NULL};
+
+/* host is d, or under d ("*.x" and "x" both admit sub.x). */
+static int host_matches(const char *host, const char *d)
+{
+    if (strncmp(d, "*.", 2) == 0)
+        d += 2;
+    size_t hl = strlen(host), dl = strlen(d);
+    if (!dl || hl < dl)
+        return 0;
+    if (strcasecmp(host + hl - dl, d) != 0)
+        return 0;
+    return hl == dl || host[hl - dl - 1] == '.';
+}
+
+/* Whether url's host is the connection's domain, one of allowed (an array
+ * of strings) or a known identity provider. */
+static int host_allowed(const char *url, const char *domain, const json_t *allowed)
+{
+    const char *p = strstr(url, "://");
+    if (!p)
+        return 0;
+    p += 3;
+    size_t n = strcspn(p, "/?#");
+    char auth[300];
+    if (n >= sizeof auth)
+        return 0;
+    memcpy(auth, p, n);
+    auth[n] = '\0';
+    char *host = strrchr(auth, '@') ? strrchr(auth, '@') + 1 : auth;
+    if (*host == '[') {
+        char *e = strchr(host, ']');
+        if (!e)
+            return 0;
+        *e = '\0';
+        host++;
+    } else {
+        host[strcspn(host, ":")] = '\0';
+    }
+    if (host_matches(host, domain))
+        return 1;
+    size_t i;
+    json_t *x;
+    json_array_foreach(allowed, i, x) if (json_is_string(x) &&
+                                          host_matches(host, json_string_value(x))) return 1;
+    for (size_t k = 0; SSO_DOMAINS[k]; k++)
+        if (host_matches(host, SSO_DOMAINS[k]))
+            return 1;
+    return 0;
+}
+
 /* Walks the login steps; returns with the terminal state published. */
 static void drive(struct flow *f, struct run *r)
 {
@@ -978,6 +1048,14 @@ static void drive(struct flow *f, struct run *r)
             json_decref(snap);
             finish(f, r, "FAILED", "rejected",
                    "the site rejected the credentials (its login form is still there)");
+            return;
+        }
+        /* Values go into pages of the connection's domains only. */
+        if (!host_allowed(r->url, r->domain, r->allowed)) {
+            json_decref(snap);
+            finish(f, r, "FAILED", "domain_not_allowed",
+                   "the login form is on a page outside the connection's domain and "
+                   "allowed_domains: nothing was filled");
             return;
         }
         snprintf(prev, sizeof prev, "%s", sig);
@@ -1157,6 +1235,8 @@ static void flow_main(void *arg)
                  : "LOGIN";
     r.expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
     snprintf(r.profile_name, sizeof r.profile_name, "%s", c.profile_name);
+    snprintf(r.domain, sizeof r.domain, "%s", c.domain);
+    r.allowed = json_object_get(d, "allowed_domains");
     r.deadline = clock_mono_ms() + LIM_AUTHCONN_FLOW_MS;
     if (d && open_credential(f, jsonx_str(json_object_get(d, "credential"), "name"), &r) != 0) {
         finish(f, &r, "FAILED", "credential_not_found",

@@ -43,7 +43,7 @@ const PASS = '<label for=p>Password</label><input id=p name=password type=passwo
 // cookie value to valid; expire() ends them all (the health check's case).
 function site() {
   const valid = new Set();
-  const seen = { home: [] };
+  const seen = { home: [], posts: 0 };
   let n = 0;
   const read = (req) => new Promise((r) => { let b = ''; req.on('data', (d) => { b += d; }); req.on('end', () => r(Object.fromEntries(new URLSearchParams(b)))); });
   const cookie = (req) => (/(?:^|; )sid=([^;]+)/.exec(req.headers.cookie || '') || [])[1];
@@ -59,6 +59,7 @@ function site() {
     handler: async (req, res) => {
       const u = new URL(req.url, 'http://x');
       const f = req.method === 'POST' ? await read(req) : {};
+      if (req.method === 'POST') seen.posts++;
       const ok = f.email === 'ann@example.com' && f.password === PASSWORD;
       switch (`${req.method} ${u.pathname}`) {
         case 'GET /home': {
@@ -160,7 +161,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 35.4: login flows with real Chromium: one-page form, two-step identifier-then-password, a TOTP step answered by the flow, an emailed code finished through submit (AWAITING_INPUT) and through the hosted page, a wrong password (FAILED rejected); SSE events and timeline; the saved profile is logged in for a new session; no secret in responses, the log or the data folder',
+    name: 'issue 35.4: login flows with real Chromium: one-page form, two-step identifier-then-password, a TOTP step answered by the flow, an emailed code finished through submit (AWAITING_INPUT) and through the hosted page, a wrong password (FAILED rejected), a form outside the connection\'s domains (nothing filled); SSE events and timeline; the saved profile is logged in for a new session; no secret in responses, the log or the data folder',
     timeout: 90000,
     fn: async () => {
       const sv = site();
@@ -246,6 +247,14 @@ export const tests = [
           eq([hsub.status, hsub.json], [200, { accepted: true }], hsub.text);
           done = await flowEnds(client, em2.id);
           eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], `hosted submit: ${JSON.stringify(done)}`);
+
+          // A login form outside the connection's domain gets nothing.
+          const posts = sv.seen.posts;
+          const far = await client.auth.connections.create({ domain: 'example.test', profile_name: 'ma-far', credential: { name: 'ann' }, login_url: `${web.url}/one` });
+          await client.auth.connections.login(far.id);
+          done = await flowEnds(client, far.id);
+          eq([done.flow_status, done.error_code], ['FAILED', 'domain_not_allowed'], `another domain: ${JSON.stringify(done)}`);
+          eq(sv.seen.posts, posts, 'no form was submitted');
 
           // Wrong password: rejected, with the site's message.
           const bad = await conn('/one', 'ma-bad', 'wrong');
