@@ -1853,25 +1853,33 @@ static int health_pass(void *arg)
 {
     struct app *app = arg;
     struct page pg = {.limit = 100, .offset = 0};
+    /* One check per organization per pass: a tenant with many connections
+     * due delays the others by one check a pass at most. */
+    json_t *checked = json_object();
     for (;;) {
         struct authconn_rec *rows = NULL;
         size_t n = 0;
         if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0)
-            return 0;
+            break;
         int stop = 0;
         for (size_t i = 0; i < n; i++) {
             pthread_mutex_lock(&mu);
             stop = stopping;
             pthread_mutex_unlock(&mu);
-            if (!stop && due(&rows[i], clock_now_ms()))
+            if (!stop && !json_object_get(checked, rows[i].org_id) &&
+                due(&rows[i], clock_now_ms())) {
+                json_object_set_new(checked, rows[i].org_id, json_true());
                 check_one(app, &rows[i]);
+            }
             authconn_rec_clear(&rows[i]);
         }
         xfree(rows);
         if (!pg.has_more || stop)
-            return 0;
+            break;
         pg.offset += n;
     }
+    json_decref(checked);
+    return 0;
 }
 
 /* The checker's tick (every second). On a shared store one node at a time
