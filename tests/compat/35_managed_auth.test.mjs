@@ -234,6 +234,14 @@ export const tests = [
           eq(shot.headers.get('content-type'), 'image/jpeg', 'a JPEG');
           assert((await shot.arrayBuffer()).byteLength > 1000, 'a picture');
           isError(await request(s.base, 'GET', `/auth/hosted/${em.id}.${w.interaction_id}.${'0'.repeat(32)}`), 404, 'not_found');
+          // issue 35.4: two flows at once per organization: a third is 429 with Retry-After.
+          const cap = await conn('/email', 'ma-cap');
+          await client.auth.connections.login(cap.id);
+          const third = await api('POST', `/auth/connections/${one.id}/login`, {});
+          isError(third, 429, 'limit_exceeded');
+          assert(Number(third.headers['retry-after']) > 0, 'Retry-After');
+          isError(await api('POST', `/auth/connections/${cap.id}/login`, {}), 409, 'flow_in_progress');
+          await client.auth.connections.delete(cap.id); // cancels its flow
           eq(await client.auth.connections.submit(em.id, { field_values: { email_code: EMAIL_CODE } }), { accepted: true }, 'submit');
           done = await flowEnds(client, em.id);
           eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], `emailed code: ${JSON.stringify(done)}`);
