@@ -32,6 +32,7 @@
 #include "runtime/sandbox.h"
 #include "runtime/sesshelp.h"
 #include "api/api.h"
+#include "api/authconn.h"
 #include "api/computer.h"
 #include "api/logs.h"
 #include "api/webdriver.h"
@@ -893,6 +894,22 @@ static void stop_pools(struct serve *sv)
     pools_stop();
 }
 
+static int start_authconn(struct serve *sv)
+{
+    if (authconn_start(&sv->app) != 0) {
+        log_error("managed auth: the health checker cannot start");
+        return 1;
+    }
+    return 0;
+}
+
+/* Before the pools and sessions its flows use. */
+static void stop_authconn(struct serve *sv)
+{
+    (void)sv;
+    authconn_stop();
+}
+
 static int init_computer(struct serve *sv)
 {
     compapi_init(&sv->app);
@@ -1065,6 +1082,7 @@ static const struct engine engines[] = {
     {"cluster fence", .stop = halt_cluster_node},
     {"spares", .start = start_spares, .stop = stop_spares},
     {"pools", .init = init_pools, .start = start_pools, .stop = stop_pools},
+    {"managed auth", .start = start_authconn, .stop = stop_authconn},
     {"computer", .init = init_computer},
     {"log waker", .init = start_log_waker, .stop = stop_log_waker},
     {"recovery", .init = recover_sessions},

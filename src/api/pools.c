@@ -951,3 +951,33 @@ void pools_stop(void)
     __atomic_store_n(&P.eng, NULL, __ATOMIC_RELEASE);
     pool_engine_free(g);
 }
+
+/* Flushes the pools of org/project whose browsers load profile_name (a
+ * profile re-authenticated by managed auth, api/authconn.c): their idle
+ * browsers restart on the saved state. */
+void pools_flush_profile(struct app *app, const char *org_id, const char *project_id,
+                         const char *profile_name)
+{
+    struct page pg = {.limit = 100, .offset = 0};
+    for (;;) {
+        struct pool_rec *rows = NULL;
+        size_t n = 0;
+        if (store_pool_list(app->store, org_id, project_id, NULL, NULL, NULL, NULL, &pg, &rows,
+                            &n) != 0)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            json_t *cfg = json_loads(rows[i].config ? rows[i].config : "{}", 0, NULL);
+            const char *name = jsonx_str(json_object_get(cfg, "profile"), "name");
+            if (name && strcmp(name, profile_name) == 0 && engine() &&
+                pool_flush(engine(), rows[i].id) == 0)
+                log_info("pool %s: flushed (profile %s re-authenticated)", rows[i].id,
+                         profile_name);
+            json_decref(cfg);
+            pool_rec_clear(&rows[i]);
+        }
+        xfree(rows);
+        if (!pg.has_more)
+            return;
+        pg.offset += n;
+    }
+}

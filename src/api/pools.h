@@ -42,5 +42,9 @@ void pools_stop(void);
  * -ESRCH when no engine runs (before pools_start, after pools_stop). */
 struct pool_totals;
 int pools_totals(struct pool_totals *t) __attribute__((warn_unused_result));
+/* Flushes the pools of org/project whose browsers load profile_name. */
+struct app;
+void pools_flush_profile(struct app *app, const char *org_id, const char *project_id,
+                         const char *profile_name);
 
 #endif

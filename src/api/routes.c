@@ -27,6 +27,7 @@
 #include "api/proxies.h"
 #include "api/health.h"
 #include "api/mcp.h"
+#include "api/authconn.h"
 #include "api/console.h"
 #include "api/openapi.h"
 #include "api/scrape.h"
@@ -235,6 +236,21 @@ const struct route api_routes[] = {
     NI("/deployments/*"),
     NI("/invocations"),
     NI("/invocations/*"),
+    /* routes: managed auth (issue 35.4, docs/managed-auth.md) */
+    {"POST", "/auth/connections", authconn_create, KEY},
+    {"GET", "/auth/connections", authconn_list, KEY},
+    {"GET", "/auth/connections/{id}", authconn_get, KEY},
+    {"PATCH", "/auth/connections/{id}", authconn_update, KEY},
+    {"DELETE", "/auth/connections/{id}", authconn_delete, KEY},
+    {"POST", "/auth/connections/{id}/login", authconn_login, KEY},
+    {"POST", "/auth/connections/{id}/submit", authconn_submit, KEY},
+    {"GET", "/auth/connections/{id}/events", authconn_events, KEY},
+    {"GET", "/auth/connections/{id}/timeline", authconn_timeline, KEY},
+    {"GET", "/auth/hosted/{token}", authconn_hosted_page, AUTH_NONE},
+    {"GET", "/auth/hosted/{token}/state", authconn_hosted_state, AUTH_NONE},
+    {"GET", "/auth/hosted/{token}/screenshot", authconn_hosted_screenshot,
+     AUTH_NONE | HTTP_ROUTE_BLOCKING},
+    {"POST", "/auth/hosted/{token}/submit", authconn_hosted_submit, AUTH_NONE},
     NI("/auth/*"),
     /* routes: credentials (issue 35.1, docs/credentials.md) */
     {"POST", "/credentials", credentials_create, KEY},

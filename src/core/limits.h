@@ -409,6 +409,29 @@
 /* The vaults one browser links at creation (POST /browsers {vaults}). */
 #define LIM_VAULTS_PER_BROWSER 16
 
+/* Managed auth (/auth/connections, api/authconn.c, docs/managed-auth.md):
+ * connections one organization keeps when its plan sets no
+ * features.managed_auth.max_connections (null = unlimited: this cap still
+ * holds); login flows running at once for one organization (each is a
+ * browser session that also counts against the org's session limits) and
+ * on the whole server; the form steps one flow walks through (identifier,
+ * password, code, ...); the longest a flow lives (waiting for a person's
+ * submit included); the longest one step waits for the page to load or to
+ * answer a submit; timeline entries kept per connection (the newest); the
+ * values one submit carries; SSE watchers of flows on the whole server
+ * and per organization; the Retry-After of a refused flow. */
+#define LIM_AUTHCONN_PER_ORG          1000
+#define LIM_AUTHCONN_FLOWS_PER_ORG    2
+#define LIM_AUTHCONN_FLOWS            16
+#define LIM_AUTHCONN_STEPS            8
+#define LIM_AUTHCONN_FLOW_MS          (10 * 60 * 1000)
+#define LIM_AUTHCONN_STEP_MS          15000
+#define LIM_AUTHCONN_TIMELINE         50
+#define LIM_AUTHCONN_SUBMIT_FIELDS    16
+#define LIM_AUTHCONN_WATCHERS         256
+#define LIM_AUTHCONN_WATCHERS_PER_ORG 16
+#define LIM_AUTHCONN_RETRY_AFTER_S    30
+
 /* Credential providers (/org/credential_providers, api/credprov.c,
  * docs/credentials.md): providers one organization keeps; a token's length;
  * the largest cache_ttl_seconds and priority; concurrent calls to the

@@ -145,6 +145,7 @@ extern const char pgx_schema_audit_entry_id[];
 extern const char pgx_schema_extensions[];
 extern const char pgx_schema_credentials[];
 extern const char pgx_schema_vaults[];
+extern const char pgx_schema_authconn[];
 extern const char pgx_schema_cluster[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
@@ -262,6 +263,15 @@ int pgx_cred_list(struct store *st_, const char *org_id, const char *project_id,
 int pgx_cred_count(struct store *st_, const char *org_id, int64_t *n);
 int pgx_cred_update(struct store *st_, const struct cred_rec *r);
 int pgx_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_ac_insert(struct store *st_, const struct authconn_rec *r);
+int pgx_ac_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
+               struct authconn_rec *out);
+int pgx_ac_list(struct store *st_, const char *org_id, const char *project_id,
+                const char *profile_name, const char *domain, struct page *pg,
+                struct authconn_rec **rows, size_t *n);
+int pgx_ac_count(struct store *st_, const char *org_id, int64_t *n);
+int pgx_ac_update(struct store *st_, const struct authconn_rec *r);
+int pgx_ac_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 int pgx_vault_insert(struct store *st_, const struct vault_rec *v);
 int pgx_vault_get(struct store *st_, const char *org_id, const char *project_id,
                   const char *vault_id, const char *id_or_name, struct vault_rec *out);

@@ -71,3 +71,11 @@ void org_rec_clear(struct org_rec *o)
     xfree(o->overrides);
     o->overrides = NULL;
 }
+
+void authconn_rec_clear(struct authconn_rec *c)
+{
+    if (!c)
+        return;
+    xfree(c->data);
+    c->data = NULL;
+}

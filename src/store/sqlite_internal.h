@@ -235,6 +235,18 @@ int sq_cred_count(struct store *st_, const char *org_id, int64_t *n);
 int sq_cred_update(struct store *st_, const struct cred_rec *r);
 int sq_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 
+/* ---- auth connections (sqlite_authconn.c) ---- */
+extern const char sq_schema_authconn[];
+int sq_ac_insert(struct store *st_, const struct authconn_rec *r);
+int sq_ac_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
+              struct authconn_rec *out);
+int sq_ac_list(struct store *st_, const char *org_id, const char *project_id,
+               const char *profile_name, const char *domain, struct page *pg,
+               struct authconn_rec **rows, size_t *n);
+int sq_ac_count(struct store *st_, const char *org_id, int64_t *n);
+int sq_ac_update(struct store *st_, const struct authconn_rec *r);
+int sq_ac_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+
 /* ---- vaults (sqlite_vaults.c) ---- */
 extern const char sq_schema_vaults[];
 int sq_vault_insert(struct store *st_, const struct vault_rec *v);

@@ -251,6 +251,22 @@ struct vault_rec {
 
 void vault_rec_clear(struct vault_rec *v);
 /* records: vaults */
+/* A managed auth connection of a project (api/authconn.h): unique per
+ * profile name and domain in the project. `data` holds its settings, the
+ * state of its latest flow and its timeline; never a credential value. */
+struct authconn_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char profile_name[STORE_NAME];
+    char domain[STORE_NAME];
+    int64_t created_at;
+    int64_t updated_at;
+    char *data; /* owned JSON object text */
+};
+
+void authconn_rec_clear(struct authconn_rec *c);
+/* records: authconn */
 
 /* A server process of a cluster (shared store only). Times are the
  * database's clock, in ms since the epoch. */
@@ -502,6 +518,20 @@ struct store_ops {
     int (*vault_delete)(struct store *st, const char *org_id, const char *project_id,
                         const char *id);
     /* ops: vaults */
+    /* Managed auth connections. insert: E_CONFLICT for a second one of a
+     * profile and domain in the project; list: by creation, each filter NULL
+     * = any (org_id and project_id NULL: every organization's, for the health
+     * checks); update writes updated_at and data (by id and org). */
+    int (*ac_insert)(struct store *st, const struct authconn_rec *c);
+    int (*ac_get)(struct store *st, const char *org_id, const char *project_id, const char *id,
+                  struct authconn_rec *out);
+    int (*ac_list)(struct store *st, const char *org_id, const char *project_id,
+                   const char *profile_name, const char *domain, struct page *pg,
+                   struct authconn_rec **rows, size_t *n);
+    int (*ac_count)(struct store *st, const char *org_id, int64_t *n);
+    int (*ac_update)(struct store *st, const struct authconn_rec *c);
+    int (*ac_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
+    /* ops: authconn */
     /* Searches (docs/search.md): search_put stores a Search record (its
      * JSON text) of org until expires_at (ms since the epoch); search_get
      * reads it back while now < expires_at (else E_NOTFOUND, as for
@@ -718,6 +748,13 @@ void org_rec_clear(struct org_rec *o);
 #define store_vault_update(st, ...) ((st)->ops->vault_update((st), __VA_ARGS__))
 #define store_vault_delete(st, ...) ((st)->ops->vault_delete((st), __VA_ARGS__))
 /* wrappers: extensions */
+#define store_ac_insert(st, ...) ((st)->ops->ac_insert((st), __VA_ARGS__))
+#define store_ac_get(st, ...)    ((st)->ops->ac_get((st), __VA_ARGS__))
+#define store_ac_list(st, ...)   ((st)->ops->ac_list((st), __VA_ARGS__))
+#define store_ac_count(st, ...)  ((st)->ops->ac_count((st), __VA_ARGS__))
+#define store_ac_update(st, ...) ((st)->ops->ac_update((st), __VA_ARGS__))
+#define store_ac_delete(st, ...) ((st)->ops->ac_delete((st), __VA_ARGS__))
+/* wrappers: authconn */
 #define store_search_put(st, ...)        ((st)->ops->search_put((st), __VA_ARGS__))
 #define store_search_get(st, ...)        ((st)->ops->search_get((st), __VA_ARGS__))
 #define store_search_prune(st, ...)      ((st)->ops->search_prune((st), __VA_ARGS__))

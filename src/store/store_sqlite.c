@@ -434,6 +434,13 @@ static const struct store_ops sqx_ops = {
     .vault_update = sq_vault_update,
     .vault_delete = sq_vault_delete,
     /* ops: vaults */
+    .ac_insert = sq_ac_insert,
+    .ac_get = sq_ac_get,
+    .ac_list = sq_ac_list,
+    .ac_count = sq_ac_count,
+    .ac_update = sq_ac_update,
+    .ac_delete = sq_ac_delete,
+    /* ops: authconn */
     .search_put = sq_search_put,
     .search_get = sq_search_get,
     .search_prune = sq_search_prune,
@@ -469,6 +476,7 @@ static const struct sq_migration migrations[] = {
     {"0033_limits", sq_schema_limits},
     {"0034_credentials", sq_schema_credentials},
     {"0035_vaults", sq_schema_vaults},
+    {"0037_auth_connections", sq_schema_authconn},
     {"0040_searches", sq_schema_search},
     {"0041_config_registry", sq_schema_cfgreg},
 };

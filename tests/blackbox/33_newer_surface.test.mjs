@@ -32,8 +32,7 @@ const NOT_SERVED = [
   ['PATCH', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['DELETE', '/audit-logs/export/destinations/abc', 'audit logs'],
   ['POST', '/audit-logs/export/destinations/abc/test', 'audit logs'],
-  ['GET', '/auth/connections', 'managed auth'],
-  ['GET', '/credential_providers', 'credential providers'], // /org/credential_providers is served (issue 35.3)
+  ['GET', '/credential_providers', 'credential providers'], // /org/credential_providers is served (issue 35.3), /auth/connections too (35.4)
 ];
 
 export const tests = [
