@@ -100,11 +100,28 @@ async function __wm_tabs(conn) {
         windowId = (await Promise.race([conn.send('Browser.getWindowForTarget', { targetId: info.targetId }), late])).windowId;
       } catch {}
       const frames = new Map();
-      const walk = (node, parent) => {
-        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent });
-        for (const c of node.childFrames || []) walk(c, node.frame.id);
+      // sub: the frame's own CDP session when it is out of process (another
+      // site's iframe: a target of its own); undefined: the tab's.
+      const walk = (node, parent, sub) => {
+        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent, sub });
+        for (const c of node.childFrames || []) walk(c, node.frame.id, sub);
       };
-      walk((await send('Page.getFrameTree')).frameTree, null);
+      // The tab's out-of-process frames are attached to its session
+      // (auto-attach reports the existing ones before it answers).
+      const oopifs = [];
+      conn.on((m) => m.sessionId === sessionId && m.method === 'Target.attachedToTarget' &&
+        m.params.targetInfo.type === 'iframe' && oopifs.push(m.params));
+      await send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true });
+      walk((await send('Page.getFrameTree')).frameTree, null, undefined);
+      for (const o of oopifs) {
+        try {
+          const sub = { ...__wm_session(conn, o.sessionId), targetId: o.targetInfo.targetId };
+          const tree = (await Promise.race([sub.send('Page.getFrameTree'), late])).frameTree;
+          walk(tree, frames.get(tree.frame.id)?.parent ?? info.targetId, sub);
+        } catch {
+          // An iframe going away while it is looked at is not listed.
+        }
+      }
       tabs.push({ s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
     } catch {
       // A tab closing while it is looked at is not listed.
@@ -115,23 +132,32 @@ async function __wm_tabs(conn) {
 }
 
 // The tools the tab's documents registered (WebMCP.enable reports them all).
+// Each tool keeps the CDP session of its frame's target (__s: the tab's, or
+// an out-of-process frame's, where the WebMCP domain is enabled on its own).
 async function __wm_native(tab) {
   const tools = [];
-  tab.s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools));
-  tab.s.on('WebMCP.toolsRemoved', (ev) => {
-    for (const r of ev.tools) {
-      const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
-      if (i >= 0) tools.splice(i, 1);
+  const subs = [...new Set([...tab.frames.values()].map((f) => f.sub).filter(Boolean))];
+  for (const s of [tab.s, ...subs]) {
+    s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools.map((t) => ({ ...t, __s: s }))));
+    s.on('WebMCP.toolsRemoved', (ev) => {
+      for (const r of ev.tools) {
+        const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
+        if (i >= 0) tools.splice(i, 1);
+      }
+    });
+    try {
+      await s.send('WebMCP.enable');
+      // One more round trip: the events enable fires come before its answer's successor.
+      await s.send('Runtime.evaluate', { expression: '0' });
+    } catch (e) {
+      if (s === tab.s) throw e; // an iframe that went away has no tools
     }
-  });
-  await tab.s.send('WebMCP.enable');
-  // One more round trip: the events enable fires come before its answer's successor.
-  await tab.s.send('Runtime.evaluate', { expression: '0' });
+  }
   // Chromium 156's enable reports the main frame's tools only (those a child
   // frame registers later are reported): a child frame's are asked from its
   // document (getTools, its own tools only), in a world of ours.
   for (const [frameId, f] of tab.frames) {
-    if (f.parent === null || tools.some((t) => t.frameId === frameId)) continue;
+    if (f.parent === null || f.sub || tools.some((t) => t.frameId === frameId)) continue;
     try {
       const { executionContextId } = await tab.s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
       const r = await tab.s.send('Runtime.evaluate', {
@@ -143,7 +169,7 @@ async function __wm_native(tab) {
           .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined })))()`,
       });
       for (const t of Array.isArray(r.result?.value) ? r.result.value : [])
-        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId });
+        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId, __s: tab.s });
     } catch {}
   }
   return tools;
@@ -158,7 +184,7 @@ function __wm_source(tab, frameId, custom) {
     page_url: tab.url,
     page_title: tab.title,
     frame: top ? null : { frame_id: frameId, url: f.url },
-    target_id: tab.targetId,
+    target_id: f && f.sub ? f.sub.targetId : tab.targetId, // an out-of-process frame's own target
     ...(custom ? { custom } : {}),
   };
 }
@@ -267,8 +293,8 @@ async function __wm_invoke_in(tab, ref, req) {
   if (!t) return gone;
   if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
     const invocation_id = __wm_id();
-    const { object } = await tab.s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
-    await tab.s.send('Runtime.callFunctionOn', {
+    const { object } = await t.__s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
+    await t.__s.send('Runtime.callFunctionOn', {
       objectId: object.objectId,
       functionDeclaration: __wm_fill.toString(),
       arguments: [{ value: req.input }],
@@ -279,11 +305,11 @@ async function __wm_invoke_in(tab, ref, req) {
   const responded = new Promise((r) => (answered = r));
   const early = new Map();
   let mine = null;
-  tab.s.on('WebMCP.toolResponded', (ev) => {
+  t.__s.on('WebMCP.toolResponded', (ev) => {
     if (mine === ev.invocationId) answered(ev);
     else early.set(ev.invocationId, ev);
   });
-  const { invocationId } = await tab.s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
+  const { invocationId } = await t.__s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
   mine = invocationId;
   if (early.has(mine)) answered(early.get(mine));
   const ev = await deadline(responded);

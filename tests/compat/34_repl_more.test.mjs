@@ -151,4 +151,45 @@ export const tests = [
       assert(failed && /BROWSERD_REPL_RUNNING_PER_ORG must be an integer from 1 to 8/.test(failed.message), `9 (above the built-in cap) stops the server: ${failed?.message}`);
     },
   },
+  {
+    name: 'issue 34.5 WebMCP out-of-process iframes: a loopback page with an iframe of another site (127.0.0.2, its own process) whose document registers a tool: listed with its frame and the iframe\'s own target, invocable (its output), through the API and the REPL\'s webmcp.listTools',
+    timeout: 90000,
+    fn: async () => {
+      const inner = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(`<!doctype html><title>oop-34</title><script>
+document.modelContext.registerTool({ name: 'oop_tool', description: 'In another process', inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
+  execute: async ({ n }) => ({ twice: 2 * n, origin: location.origin }) });
+</script>`);
+      }, { host: '127.0.0.2' });
+      const outer = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(`<!doctype html><title>outer-34</title><iframe allow="tools" src="${inner.url}/oop"></iframe>`);
+      });
+      try {
+        await withServer({ args: ['--allow-loopback', `${outer.hostport},${inner.hostport}`] }, async (s) => {
+          const id = await createSession(s);
+          const nav = await ok(s, id, { code: `await gotoUrl(${JSON.stringify(`${outer.url}/outer`)}); repl.write(String((await cdp('Target.getTargets', {}, null)).targetInfos.filter((t) => t.type === 'iframe').length))` });
+          eq(text(nav, 'write'), '1', `the iframe runs in a process of its own (an iframe target): ${nav.text}`);
+          let last = null;
+          const tool = await waitFor(async () => {
+            const r = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools`, { key: s.key });
+            eq(r.status, 200, r.text);
+            last = r.json.tools;
+            return last.find((t) => t.tool.name === 'oop_tool');
+          }, 'the out-of-process iframe\'s tool listed', 30000, 250).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(last)}`); });
+          eq(tool.tool.description, 'In another process', 'its description');
+          assert(tool.source.frame && tool.source.frame.url === `${inner.url}/oop`, `listed with its frame: ${JSON.stringify(tool.source)}`);
+          eq(tool.source.page_url, `${outer.url}/outer`, 'on the outer page\'s tab');
+          assert(tool.source.target_id && tool.source.target_id !== tool.source.tab_id, `the iframe's own target: ${JSON.stringify(tool.source)}`);
+          const inv = await request(s.base, 'POST', `/browsers/${id}/webmcp/invoke`, { key: s.key, body: { tool_ref: tool.tool_ref, input: { n: 21 } } });
+          eq(inv.status, 200, inv.text);
+          eq(inv.json.status, 'completed', inv.text);
+          eq(JSON.stringify(inv.json.output), JSON.stringify({ twice: 42, origin: inner.url }), 'the iframe document\'s output');
+          const r = await ok(s, id, { code: `var l = await webmcp.listTools(); var t = l.find((x) => x.tool.name === 'oop_tool'); repl.write(JSON.stringify((await webmcp.invokeTool(t.tool_ref, { n: 2 })).output))` });
+          eq(text(r, 'write'), JSON.stringify({ twice: 4, origin: inner.url }), `in the REPL: ${r.text}`);
+        });
+      } finally { inner.close(); outer.close(); }
+    },
+  },
 ];
