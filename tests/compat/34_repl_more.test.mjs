@@ -1,7 +1,7 @@
 // Issue 34 (the rest of the Browser REPL, docs/repl.md): the REPL's own body
 // cap, httpGet through the session's egress, every documented global, and
 // the per-organization cap on executions running at once.
-import { withServer, startSite, createSession, request, assert, eq, isError, newOrg, waitFor } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, deleteSession, request, assert, eq, isError, newOrg, waitFor } from '../blackbox/lib.mjs';
 
 const repl = (s, id, body, key = s.key) => request(s.base, 'POST', `/browsers/${id}/repl`, { key, body });
 const rawRepl = (s, path, raw, key = s.key) => request(s.base, 'POST', path, { key, raw, headers: { 'content-type': 'application/json' } });
@@ -126,7 +126,7 @@ export const tests = [
         const b = await createSession(s);
         const c = await createSession(s, {}, other.key);
         await ok(s, b, { code: 'repl.write(1)' }); // b's REPL is started: its next call is refused, not slow
-        const slow = repl(s, a, { code: 'repl.write("started"); for (;;) {}', timeout_sec: 20 });
+        const slow = repl(s, a, { code: 'repl.write("started"); for (;;) {}', timeout_sec: 300 });
         let refused = null;
         await waitFor(async () => {
           const r = await repl(s, b, { code: 'repl.write("b")' });
@@ -138,9 +138,11 @@ export const tests = [
         assert(/1 REPL executions at once/.test(refused.text), refused.text);
         const r = await ok(s, c, { code: 'repl.write("other org")' }, other.key);
         eq(text(r, 'write'), 'other org', 'another organization is served');
+        // Deleting its session ends the running execution (its REPL killed).
+        await deleteSession(s, a);
         const done = await slow;
         eq(done.status, 200, done.text);
-        eq(done.json.repl_terminated, true, 'the slow one timed out');
+        eq(done.json.repl_terminated, true, 'the running one ended with its session');
         const again = await ok(s, b, { code: 'repl.write("b again")' });
         eq(text(again, 'write'), 'b again', 'the organization is served again once its execution ended');
       });
