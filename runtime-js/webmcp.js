@@ -155,21 +155,29 @@ async function __wm_native(tab) {
   }
   // Chromium 156's enable reports the main frame's tools only (those a child
   // frame registers later are reported): a child frame's are asked from its
-  // document (getTools, its own tools only), in a world of ours.
+  // document (getTools, its own tools only), in a world of ours. The
+  // DevTools events carry no title: every frame's document is asked for its
+  // tools' titles the same way.
   for (const [frameId, f] of tab.frames) {
-    if (f.parent === null || f.sub || tools.some((t) => t.frameId === frameId)) continue;
+    const s = f.sub ?? tab.s;
+    const root = f.parent === null || (f.sub && f.sub.targetId === frameId);
     try {
-      const { executionContextId } = await tab.s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
-      const r = await tab.s.send('Runtime.evaluate', {
+      const { executionContextId } = await s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
+      const r = await s.send('Runtime.evaluate', {
         contextId: executionContextId,
         awaitPromise: true,
         returnByValue: true,
         expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
           .filter((t) => t.window === window)
-          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined })))()`,
+          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
+            title: typeof t.title === 'string' && t.title ? t.title : undefined })))()`,
       });
-      for (const t of Array.isArray(r.result?.value) ? r.result.value : [])
-        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId, __s: tab.s });
+      for (const t of Array.isArray(r.result?.value) ? r.result.value : []) {
+        const known = tools.find((x) => x.name === t.name && x.frameId === frameId);
+        if (known) {
+          if (t.title !== undefined) known.title = t.title;
+        } else if (!root) tools.push({ ...t, frameId, __s: s });
+      }
     } catch {}
   }
   return tools;
@@ -192,6 +200,7 @@ function __wm_source(tab, frameId, custom) {
 function __wm_tool(t) {
   const a = t.annotations || {};
   const tool = { name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? { type: 'object' } };
+  if (typeof t.title === 'string') tool.title = t.title;
   const ann = {};
   if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
   if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;

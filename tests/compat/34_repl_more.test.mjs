@@ -154,13 +154,13 @@ export const tests = [
     },
   },
   {
-    name: 'issue 34.5 WebMCP out-of-process iframes: a loopback page with an iframe of another site (127.0.0.2, its own process) whose document registers a tool: listed with its frame and the iframe\'s own target, invocable (its output), through the API and the REPL\'s webmcp.listTools',
+    name: 'issue 34.5 WebMCP out-of-process iframes: a loopback page with an iframe of another site (127.0.0.2, its own process) (allow="tools") whose document registers a tool: listed with its title, its frame and the iframe\'s own target, invocable (its output), through the API and the REPL\'s webmcp.listTools',
     timeout: 90000,
     fn: async () => {
       const inner = await startSite((req, res) => {
         res.writeHead(200, { 'content-type': 'text/html' });
         res.end(`<!doctype html><title>oop-34</title><script>
-document.modelContext.registerTool({ name: 'oop_tool', description: 'In another process', inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
+document.modelContext.registerTool({ name: 'oop_tool', title: 'Twice', description: 'In another process', inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
   execute: async ({ n }) => ({ twice: 2 * n, origin: location.origin }) });
 </script>`);
       }, { host: '127.0.0.2' });
@@ -181,6 +181,7 @@ document.modelContext.registerTool({ name: 'oop_tool', description: 'In another 
             return last.find((t) => t.tool.name === 'oop_tool');
           }, 'the out-of-process iframe\'s tool listed', 30000, 250).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(last)}`); });
           eq(tool.tool.description, 'In another process', 'its description');
+          eq(tool.tool.title, 'Twice', 'its title (read from its document: the DevTools events carry none)');
           assert(tool.source.frame && tool.source.frame.url === `${inner.url}/oop`, `listed with its frame: ${JSON.stringify(tool.source)}`);
           eq(tool.source.page_url, `${outer.url}/outer`, 'on the outer page\'s tab');
           assert(tool.source.target_id && tool.source.target_id !== tool.source.tab_id, `the iframe's own target: ${JSON.stringify(tool.source)}`);
