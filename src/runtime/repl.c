@@ -98,7 +98,11 @@ static int repl_start(struct repl *r, const struct repl_req *q, struct err *e)
     snprintf(https_env, sizeof https_env, "HTTPS_PROXY=%s", q->egress ? q->egress : "");
     const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, NULL};
     const char *ro[] = {dir, NULL};
-    const char *env[] = {"NODE_OPTIONS=", cdp_env, q->egress ? http_env : NULL, https_env, NULL};
+    const char *env[] = {"NODE_OPTIONS=", cdp_env, NULL, NULL, NULL};
+    if (q->egress) {
+        env[2] = http_env;
+        env[3] = https_env;
+    }
     int chan[2] = {-1, -1};
     struct proc_spec s = {
         .session_id = q->session_id,
