@@ -10,6 +10,7 @@
 
 const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
 const __WM_TAB_MS = 5000; // the most a tools list waits for one tab
+const __WM_OOPIFS = 64; // out-of-process frames read per tab
 
 // A DevTools connection: send(method, params, sessionId?), on(fn) for every event.
 async function __wm_connect(url) {
@@ -106,18 +107,26 @@ async function __wm_tabs(conn) {
         frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent, sub });
         for (const c of node.childFrames || []) walk(c, node.frame.id, sub);
       };
-      // The tab's out-of-process frames are attached to its session
-      // (auto-attach reports the existing ones before it answers).
+      // The tab's out-of-process frames are attached to its session, and
+      // theirs to theirs (auto-attach reports the existing ones before it
+      // answers), at most __WM_OOPIFS per tab. The parent of one is the
+      // target that embeds it (its main frame's id is the target's id).
       const oopifs = [];
-      conn.on((m) => m.sessionId === sessionId && m.method === 'Target.attachedToTarget' &&
-        m.params.targetInfo.type === 'iframe' && oopifs.push(m.params));
-      await send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true });
+      const watch = (sid, parentTarget) =>
+        conn.on((m) => m.sessionId === sid && m.method === 'Target.attachedToTarget' &&
+          m.params.targetInfo.type === 'iframe' && oopifs.push({ ...m.params, parentTarget }));
+      const autoAttach = (x) => Promise.race([x.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true }), late]);
+      watch(sessionId, info.targetId);
+      await autoAttach(s);
       walk((await send('Page.getFrameTree')).frameTree, null, undefined);
-      for (const o of oopifs) {
+      for (let i = 0; i < oopifs.length && i < __WM_OOPIFS; i++) {
+        const o = oopifs[i];
         try {
           const sub = { ...__wm_session(conn, o.sessionId), targetId: o.targetInfo.targetId };
+          watch(o.sessionId, sub.targetId);
+          await autoAttach(sub);
           const tree = (await Promise.race([sub.send('Page.getFrameTree'), late])).frameTree;
-          walk(tree, frames.get(tree.frame.id)?.parent ?? info.targetId, sub);
+          walk(tree, o.parentTarget, sub);
         } catch {
           // An iframe going away while it is looked at is not listed.
         }

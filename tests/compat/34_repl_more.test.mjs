@@ -154,31 +154,37 @@ export const tests = [
     },
   },
   {
-    name: 'issue 34.5 WebMCP out-of-process iframes: a loopback page with an iframe of another site (127.0.0.2, its own process) (allow="tools") whose document registers a tool: listed with its title, its frame and the iframe\'s own target, invocable (its output), through the API and the REPL\'s webmcp.listTools',
+    name: 'issue 34.5 WebMCP out-of-process iframes: a loopback page with an iframe of another site (127.0.0.2, its own process) (allow="tools") whose document registers a tool, and a third site\'s frame inside it: listed with its title, its frame and the iframe\'s own target, invocable (its output), through the API and the REPL\'s webmcp.listTools',
     timeout: 90000,
     fn: async () => {
+      const deep = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(`<!doctype html><title>deep-34</title><script>
+document.modelContext.registerTool({ name: 'deep_tool', description: 'Two frames down', inputSchema: { type: 'object' }, execute: async () => ({ deep: location.origin }) });
+</script>`);
+      }, { host: '127.0.0.3' });
       const inner = await startSite((req, res) => {
         res.writeHead(200, { 'content-type': 'text/html' });
         res.end(`<!doctype html><title>oop-34</title><script>
 document.modelContext.registerTool({ name: 'oop_tool', title: 'Twice', description: 'In another process', inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
   execute: async ({ n }) => ({ twice: 2 * n, origin: location.origin }) });
-</script>`);
+</script><iframe allow="tools" src="${deep.url}/deep"></iframe>`);
       }, { host: '127.0.0.2' });
       const outer = await startSite((req, res) => {
         res.writeHead(200, { 'content-type': 'text/html' });
         res.end(`<!doctype html><title>outer-34</title><iframe allow="tools" src="${inner.url}/oop"></iframe>`);
       });
       try {
-        await withServer({ args: ['--allow-loopback', `${outer.hostport},${inner.hostport}`] }, async (s) => {
+        await withServer({ args: ['--allow-loopback', `${outer.hostport},${inner.hostport},${deep.hostport}`] }, async (s) => {
           const id = await createSession(s);
           const nav = await ok(s, id, { code: `await gotoUrl(${JSON.stringify(`${outer.url}/outer`)}); repl.write(String((await cdp('Target.getTargets', {}, null)).targetInfos.filter((t) => t.type === 'iframe').length))` });
-          eq(text(nav, 'write'), '1', `the iframe runs in a process of its own (an iframe target): ${nav.text}`);
+          eq(text(nav, 'write'), '2', `each iframe runs in a process of its own (an iframe target): ${nav.text}`);
           let last = null;
           const tool = await waitFor(async () => {
             const r = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools`, { key: s.key });
             eq(r.status, 200, r.text);
             last = r.json.tools;
-            return last.find((t) => t.tool.name === 'oop_tool');
+            return last.some((t) => t.tool.name === 'deep_tool') && last.find((t) => t.tool.name === 'oop_tool');
           }, 'the out-of-process iframe\'s tool listed', 30000, 250).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(last)}`); });
           eq(tool.tool.description, 'In another process', 'its description');
           eq(tool.tool.title, 'Twice', 'its title (read from its document: the DevTools events carry none)');
@@ -189,10 +195,14 @@ document.modelContext.registerTool({ name: 'oop_tool', title: 'Twice', descripti
           eq(inv.status, 200, inv.text);
           eq(inv.json.status, 'completed', inv.text);
           eq(JSON.stringify(inv.json.output), JSON.stringify({ twice: 42, origin: inner.url }), 'the iframe document\'s output');
+          const deepTool = last.find((t) => t.tool.name === 'deep_tool');
+          eq(deepTool.source.frame.url, `${deep.url}/deep`, 'a frame inside the out-of-process frame, listed with its frame');
+          const dinv = await request(s.base, 'POST', `/browsers/${id}/webmcp/invoke`, { key: s.key, body: { tool_ref: deepTool.tool_ref } });
+          eq(JSON.stringify(dinv.json && dinv.json.output), JSON.stringify({ deep: deep.url }), `invoked two frames down: ${dinv.text}`);
           const r = await ok(s, id, { code: `var l = await webmcp.listTools(); var t = l.find((x) => x.tool.name === 'oop_tool'); repl.write(JSON.stringify((await webmcp.invokeTool(t.tool_ref, { n: 2 })).output))` });
           eq(text(r, 'write'), JSON.stringify({ twice: 4, origin: inner.url }), `in the REPL: ${r.text}`);
         });
-      } finally { inner.close(); outer.close(); }
+      } finally { deep.close(); inner.close(); outer.close(); }
     },
   },
 ];
