@@ -317,12 +317,16 @@ async function newTab(url = 'about:blank') {
   return switchTab(targetId);
 }
 
+// closeTab(id?): returns once the tab is gone from the browser's targets
+// (closeTarget answers before it is), at most 5 s later.
 async function closeTab(id = tab.targetId) {
   await rawSend('Target.closeTarget', { targetId: id });
   if (id === tab.targetId) {
     tab.targetId = null;
     tab.sessionId = null;
   }
+  const end = Date.now() + 5000;
+  while (Date.now() < end && (await pages()).some((p) => p.targetId === id)) await sleep(50);
 }
 
 async function accessibilitySnapshot() {
@@ -362,6 +366,17 @@ async function waitForNetworkIdle({ idleMs = 500, timeoutMs = 30000 } = {}) {
 // tab when there is no page at all; returns currentTab().
 const internalUrl = (u) => /^(chrome|chrome-untrusted|chrome-extension|devtools|about):/.test(u ?? '');
 async function ensureRealTab() {
+  // A tab closing meanwhile (listed, then gone when attached to): again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ensureRealTabOnce();
+    } catch (e) {
+      if (attempt >= 5 || !/No target with given id/.test(e.message)) throw e;
+      await sleep(100);
+    }
+  }
+}
+async function ensureRealTabOnce() {
   const all = await pages();
   if (all.length === 0) return newTab('about:blank');
   const cur = all.find((p) => p.targetId === tab.targetId && tab.sessionId);
