@@ -143,7 +143,7 @@ async function __wm_tabs(conn) {
 // The tools the tab's documents registered (WebMCP.enable reports them all).
 // Each tool keeps the CDP session of its frame's target (__s: the tab's, or
 // an out-of-process frame's, where the WebMCP domain is enabled on its own).
-async function __wm_native(tab) {
+async function __wm_native(tab, { titles = true } = {}) {
   const tools = [];
   const subs = [...new Set([...tab.frames.values()].map((f) => f.sub).filter(Boolean))];
   for (const s of [tab.s, ...subs]) {
@@ -170,6 +170,7 @@ async function __wm_native(tab) {
   for (const [frameId, f] of tab.frames) {
     const s = f.sub ?? tab.s;
     const root = f.parent === null || (f.sub && f.sub.targetId === frameId);
+    if (root && !titles) continue; // an invocation needs no titles
     try {
       const { executionContextId } = await s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
       const r = await s.send('Runtime.evaluate', {
@@ -306,7 +307,7 @@ async function __wm_invoke_in(tab, ref, req) {
       return { invocation_id, status: 'error', error_text: String(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text).split('\n')[0] };
     return { invocation_id, ...__wm_output(JSON.parse(r.result.value)) };
   }
-  const tools = await __wm_native(tab);
+  const tools = await __wm_native(tab, { titles: false });
   const t = tools.find((x) => x.name === ref.n && x.frameId === ref.f);
   if (!t) return gone;
   if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
