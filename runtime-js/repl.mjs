@@ -11,6 +11,8 @@
 import nodeRepl from 'node:repl';
 import { PassThrough } from 'node:stream';
 import { readFileSync, writeFileSync, writeSync } from 'node:fs';
+import http from 'node:http';
+import tls from 'node:tls';
 import { createRequire, register } from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -315,12 +317,16 @@ async function newTab(url = 'about:blank') {
   return switchTab(targetId);
 }
 
+// closeTab(id?): returns once the tab is gone from the browser's targets
+// (closeTarget answers before it is), at most 5 s later.
 async function closeTab(id = tab.targetId) {
   await rawSend('Target.closeTarget', { targetId: id });
   if (id === tab.targetId) {
     tab.targetId = null;
     tab.sessionId = null;
   }
+  const end = Date.now() + 5000;
+  while (Date.now() < end && (await pages()).some((p) => p.targetId === id)) await sleep(50);
 }
 
 async function accessibilitySnapshot() {
@@ -352,6 +358,121 @@ async function waitForNetworkIdle({ idleMs = 500, timeoutMs = 30000 } = {}) {
     } else if (Date.now() - since >= idleMs) return;
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for the network to idle`);
     await sleep(100);
+  }
+}
+
+// ensureRealTab(): makes the current tab a page of the user's (not chrome://,
+// devtools://, an extension's or about:) when there is one, opening a blank
+// tab when there is no page at all; returns currentTab().
+const internalUrl = (u) => /^(chrome|chrome-untrusted|chrome-extension|devtools|about):/.test(u ?? '');
+async function ensureRealTab() {
+  // A tab closing meanwhile (listed, then gone when attached to): again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ensureRealTabOnce();
+    } catch (e) {
+      if (attempt >= 5 || !/No target with given id/.test(e.message)) throw e;
+      await sleep(100);
+    }
+  }
+}
+async function ensureRealTabOnce() {
+  const all = await pages();
+  if (all.length === 0) return newTab('about:blank');
+  const cur = all.find((p) => p.targetId === tab.targetId && tab.sessionId);
+  if (cur && !internalUrl(cur.url)) return currentTab();
+  const real = all.find((p) => !internalUrl(p.url));
+  if (real) return switchTab(real.targetId);
+  if (!cur) await switchTab(all[0].targetId);
+  return currentTab();
+}
+
+// httpGet(url, {headers, timeoutMs}?): a plain GET (no browser: no cookies,
+// no page) through the session's egress proxy (HTTP_PROXY, set by the
+// server), so the session's network rules apply as to its browser.
+// Redirects are followed (up to 5). Returns {status, url, headers, body}
+// (body as UTF-8 text, at most 10 MiB); throws when the egress refuses the
+// destination or it cannot be reached.
+const HTTPGET_BODY_MAX = 10 * 1024 * 1024;
+function refused(res, body, url) {
+  const why = body.toString('utf8').trim().slice(0, 300);
+  return new Error(`httpGet ${url}: the session's egress refused it (${res.statusCode}${why ? `: ${why}` : ''})`);
+}
+function readBody(res, url) {
+  return new Promise((resolve, reject) => {
+    const parts = [];
+    let n = 0;
+    res.on('data', (c) => {
+      n += c.length;
+      if (n > HTTPGET_BODY_MAX) {
+        res.destroy();
+        reject(new Error(`httpGet ${url}: the body exceeds ${HTTPGET_BODY_MAX} bytes`));
+      } else parts.push(c);
+    });
+    res.on('end', () => resolve(Buffer.concat(parts)));
+    res.on('error', reject);
+  });
+}
+function getOnce(u, headers, timeoutMs) {
+  const proxy = process.env.HTTP_PROXY;
+  if (!proxy) return Promise.reject(new Error('httpGet: this session has no egress proxy'));
+  const p = new URL(proxy);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`httpGet ${u.href}: timed out after ${timeoutMs} ms`)), timeoutMs);
+    let req = null;
+    let done = false;
+    const fail = (e) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      req?.destroy();
+      reject(e);
+    };
+    const answer = async (res) => {
+      try {
+        const body = await readBody(res, u.href);
+        if (res.headers['x-browserd-egress'] === 'refused') return fail(refused(res, body, u.href));
+        done = true;
+        clearTimeout(timer);
+        resolve({ status: res.statusCode, headers: res.headers, body });
+      } catch (e) {
+        fail(e);
+      }
+    };
+    const hdrs = { 'user-agent': 'browserd-repl', ...headers, host: u.host };
+    if (u.protocol === 'http:') {
+      req = http.request({ host: p.hostname, port: p.port, method: 'GET', path: u.href, headers: hdrs, agent: false }, answer);
+      req.on('error', (e) => fail(new Error(`httpGet ${u.href}: ${e.message}`)));
+      req.end();
+      return;
+    }
+    const port = u.port || 443;
+    const connect = http.request({ host: p.hostname, port: p.port, method: 'CONNECT', path: `${u.hostname}:${port}`, headers: { host: `${u.hostname}:${port}` }, agent: false });
+    req = connect;
+    connect.on('error', (e) => fail(new Error(`httpGet ${u.href}: ${e.message}`)));
+    connect.on('connect', (res, socket, head) => {
+      if (res.statusCode !== 200) {
+        socket.destroy();
+        return fail(refused(res, head ?? Buffer.alloc(0), u.href));
+      }
+      const tlsSock = tls.connect({ socket, servername: u.hostname.replace(/^\[|\]$/g, ''), ALPNProtocols: ['http/1.1'] });
+      req = http.request({ method: 'GET', path: `${u.pathname}${u.search}`, headers: hdrs, createConnection: () => tlsSock, agent: false }, answer);
+      req.on('error', (e) => fail(new Error(`httpGet ${u.href}: ${e.message}`)));
+      req.end();
+    });
+    connect.end();
+  });
+}
+async function httpGet(url, { headers = {}, timeoutMs = 30000 } = {}) {
+  let u = new URL(String(url));
+  for (let hop = 0; ; hop++) {
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`httpGet: not an http(s) URL: ${u.href}`);
+    const r = await getOnce(u, headers, timeoutMs);
+    if (r.status >= 300 && r.status < 400 && r.headers.location && hop < 5) {
+      u = new URL(r.headers.location, u);
+      continue;
+    }
+    return { status: r.status, url: u.href, headers: r.headers, body: r.body.toString('utf8') };
   }
 }
 
@@ -395,6 +516,7 @@ const helpers = {
   webmcp, cdp, drainEvents, waitForEvent, gotoUrl, pageInfo, accessibilitySnapshot, click, typeText,
   fillInput, pressKey, scroll, captureScreenshot, listTabs, currentTab, switchTab, newTab, closeTab,
   waitMs, waitForLoad, waitForElement, waitForNetworkIdle, js, uploadFile, iframeTarget,
+  ensureRealTab, httpGet,
 };
 const HELP = {
   cdp: 'cdp(method, params?, sessionId?) -> result: a DevTools call on the current tab (sessionId null: the browser)',
@@ -421,6 +543,8 @@ const HELP = {
   js: 'js(expression) -> value: evaluated in the page, promises awaited',
   uploadFile: 'uploadFile(selector, paths): sets files the browser sees (/tmp, /home) on a file input',
   iframeTarget: 'iframeTarget(urlPart) -> sessionId of an out-of-process frame, for cdp()',
+  ensureRealTab: 'ensureRealTab() -> currentTab(): switches to a page of the user\'s (not chrome://, devtools://, about:) when there is one; opens a blank tab when there is no page',
+  httpGet: 'httpGet(url, {headers, timeoutMs}?) -> {status, url, headers, body}: a plain GET (no browser cookies) through the session\'s egress proxy, its rules applied; redirects followed; body as text (at most 10 MiB); throws when the egress refuses it',
   'webmcp.listTools': 'webmcp.listTools() -> [{tool_ref, tool, source}]: the tools the pages registered (as GET webmcp/tools?exclude_custom=true)',
   'webmcp.invokeTool': 'webmcp.invokeTool(tool_ref, input?, {timeoutSec}?) -> {invocation_id, status, output?, error_text?}',
   'repl.write': 'repl.write(...values): output on the "write" channel',
@@ -493,10 +617,28 @@ async function execute(code) {
 
 // ---- frames on stdin ----
 
+// Chunks are kept in a list and joined once a frame is whole: an 8 MiB
+// frame arrives in many pipe-sized chunks, and joining at each would copy it
+// over and over.
 let pending = Buffer.alloc(0);
+const parts = [];
+let partBytes = 0;
+let need = -1; // the bytes of the frame being read, once its length is known
 let chain = Promise.resolve();
+const join = () => {
+  pending = Buffer.concat([pending, ...parts]);
+  parts.length = 0;
+  partBytes = 0;
+};
 process.stdin.on('data', (chunk) => {
-  pending = Buffer.concat([pending, chunk]);
+  parts.push(chunk);
+  partBytes += chunk.length;
+  if (need < 0 && pending.length + partBytes >= 4) {
+    join();
+    need = 4 + pending.readUInt32BE(0);
+  }
+  if (need < 0 || pending.length + partBytes < need) return;
+  join();
   while (pending.length >= 4) {
     const n = pending.readUInt32BE(0);
     if (pending.length < 4 + n) break;
@@ -504,6 +646,7 @@ process.stdin.on('data', (chunk) => {
     pending = pending.subarray(4 + n);
     chain = chain.then(() => execute(String(msg.code ?? '')));
   }
+  need = pending.length >= 4 ? 4 + pending.readUInt32BE(0) : -1;
 });
 process.stdin.on('end', () => process.exit(0));
 try {

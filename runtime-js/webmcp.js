@@ -10,6 +10,7 @@
 
 const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
 const __WM_TAB_MS = 5000; // the most a tools list waits for one tab
+const __WM_OOPIFS = 64; // out-of-process frames read per tab
 
 // A DevTools connection: send(method, params, sessionId?), on(fn) for every event.
 async function __wm_connect(url) {
@@ -100,11 +101,36 @@ async function __wm_tabs(conn) {
         windowId = (await Promise.race([conn.send('Browser.getWindowForTarget', { targetId: info.targetId }), late])).windowId;
       } catch {}
       const frames = new Map();
-      const walk = (node, parent) => {
-        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent });
-        for (const c of node.childFrames || []) walk(c, node.frame.id);
+      // sub: the frame's own CDP session when it is out of process (another
+      // site's iframe: a target of its own); undefined: the tab's.
+      const walk = (node, parent, sub) => {
+        frames.set(node.frame.id, { url: node.frame.url, loaderId: node.frame.loaderId, parent, sub });
+        for (const c of node.childFrames || []) walk(c, node.frame.id, sub);
       };
-      walk((await send('Page.getFrameTree')).frameTree, null);
+      // The tab's out-of-process frames are attached to its session, and
+      // theirs to theirs (auto-attach reports the existing ones before it
+      // answers), at most __WM_OOPIFS per tab. The parent of one is the
+      // target that embeds it (its main frame's id is the target's id).
+      const oopifs = [];
+      const watch = (sid, parentTarget) =>
+        conn.on((m) => m.sessionId === sid && m.method === 'Target.attachedToTarget' &&
+          m.params.targetInfo.type === 'iframe' && oopifs.push({ ...m.params, parentTarget }));
+      const autoAttach = (x) => Promise.race([x.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true }), late]);
+      watch(sessionId, info.targetId);
+      await autoAttach(s);
+      walk((await send('Page.getFrameTree')).frameTree, null, undefined);
+      for (let i = 0; i < oopifs.length && i < __WM_OOPIFS; i++) {
+        const o = oopifs[i];
+        try {
+          const sub = { ...__wm_session(conn, o.sessionId), targetId: o.targetInfo.targetId };
+          watch(o.sessionId, sub.targetId);
+          await autoAttach(sub);
+          const tree = (await Promise.race([sub.send('Page.getFrameTree'), late])).frameTree;
+          walk(tree, o.parentTarget, sub);
+        } catch {
+          // An iframe going away while it is looked at is not listed.
+        }
+      }
       tabs.push({ s, targetId: info.targetId, windowId, title: info.title, url: info.url, frames });
     } catch {
       // A tab closing while it is looked at is not listed.
@@ -115,35 +141,53 @@ async function __wm_tabs(conn) {
 }
 
 // The tools the tab's documents registered (WebMCP.enable reports them all).
-async function __wm_native(tab) {
+// Each tool keeps the CDP session of its frame's target (__s: the tab's, or
+// an out-of-process frame's, where the WebMCP domain is enabled on its own).
+async function __wm_native(tab, { titles = true } = {}) {
   const tools = [];
-  tab.s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools));
-  tab.s.on('WebMCP.toolsRemoved', (ev) => {
-    for (const r of ev.tools) {
-      const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
-      if (i >= 0) tools.splice(i, 1);
+  const subs = [...new Set([...tab.frames.values()].map((f) => f.sub).filter(Boolean))];
+  for (const s of [tab.s, ...subs]) {
+    s.on('WebMCP.toolsAdded', (ev) => tools.push(...ev.tools.map((t) => ({ ...t, __s: s }))));
+    s.on('WebMCP.toolsRemoved', (ev) => {
+      for (const r of ev.tools) {
+        const i = tools.findIndex((t) => t.name === r.name && t.frameId === r.frameId);
+        if (i >= 0) tools.splice(i, 1);
+      }
+    });
+    try {
+      await s.send('WebMCP.enable');
+      // One more round trip: the events enable fires come before its answer's successor.
+      await s.send('Runtime.evaluate', { expression: '0' });
+    } catch (e) {
+      if (s === tab.s) throw e; // an iframe that went away has no tools
     }
-  });
-  await tab.s.send('WebMCP.enable');
-  // One more round trip: the events enable fires come before its answer's successor.
-  await tab.s.send('Runtime.evaluate', { expression: '0' });
+  }
   // Chromium 156's enable reports the main frame's tools only (those a child
   // frame registers later are reported): a child frame's are asked from its
-  // document (getTools, its own tools only), in a world of ours.
+  // document (getTools, its own tools only), in a world of ours. The
+  // DevTools events carry no title: every frame's document is asked for its
+  // tools' titles the same way.
   for (const [frameId, f] of tab.frames) {
-    if (f.parent === null || tools.some((t) => t.frameId === frameId)) continue;
+    const s = f.sub ?? tab.s;
+    const root = f.parent === null || (f.sub && f.sub.targetId === frameId);
+    if (root && !titles) continue; // an invocation needs no titles
     try {
-      const { executionContextId } = await tab.s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
-      const r = await tab.s.send('Runtime.evaluate', {
+      const { executionContextId } = await s.send('Page.createIsolatedWorld', { frameId, worldName: 'browserd-webmcp' });
+      const r = await s.send('Runtime.evaluate', {
         contextId: executionContextId,
         awaitPromise: true,
         returnByValue: true,
         expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
           .filter((t) => t.window === window)
-          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined })))()`,
+          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
+            title: typeof t.title === 'string' && t.title ? t.title : undefined })))()`,
       });
-      for (const t of Array.isArray(r.result?.value) ? r.result.value : [])
-        if (!tools.some((x) => x.name === t.name && x.frameId === frameId)) tools.push({ ...t, frameId });
+      for (const t of Array.isArray(r.result?.value) ? r.result.value : []) {
+        const known = tools.find((x) => x.name === t.name && x.frameId === frameId);
+        if (known) {
+          if (t.title !== undefined) known.title = t.title;
+        } else if (!root) tools.push({ ...t, frameId, __s: s });
+      }
     } catch {}
   }
   return tools;
@@ -158,7 +202,7 @@ function __wm_source(tab, frameId, custom) {
     page_url: tab.url,
     page_title: tab.title,
     frame: top ? null : { frame_id: frameId, url: f.url },
-    target_id: tab.targetId,
+    target_id: f && f.sub ? f.sub.targetId : tab.targetId, // an out-of-process frame's own target
     ...(custom ? { custom } : {}),
   };
 }
@@ -166,6 +210,7 @@ function __wm_source(tab, frameId, custom) {
 function __wm_tool(t) {
   const a = t.annotations || {};
   const tool = { name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? { type: 'object' } };
+  if (typeof t.title === 'string') tool.title = t.title;
   const ann = {};
   if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
   if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;
@@ -262,13 +307,13 @@ async function __wm_invoke_in(tab, ref, req) {
       return { invocation_id, status: 'error', error_text: String(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text).split('\n')[0] };
     return { invocation_id, ...__wm_output(JSON.parse(r.result.value)) };
   }
-  const tools = await __wm_native(tab);
+  const tools = await __wm_native(tab, { titles: false });
   const t = tools.find((x) => x.name === ref.n && x.frameId === ref.f);
   if (!t) return gone;
   if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
     const invocation_id = __wm_id();
-    const { object } = await tab.s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
-    await tab.s.send('Runtime.callFunctionOn', {
+    const { object } = await t.__s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });
+    await t.__s.send('Runtime.callFunctionOn', {
       objectId: object.objectId,
       functionDeclaration: __wm_fill.toString(),
       arguments: [{ value: req.input }],
@@ -279,11 +324,11 @@ async function __wm_invoke_in(tab, ref, req) {
   const responded = new Promise((r) => (answered = r));
   const early = new Map();
   let mine = null;
-  tab.s.on('WebMCP.toolResponded', (ev) => {
+  t.__s.on('WebMCP.toolResponded', (ev) => {
     if (mine === ev.invocationId) answered(ev);
     else early.set(ev.invocationId, ev);
   });
-  const { invocationId } = await tab.s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
+  const { invocationId } = await t.__s.send('WebMCP.invokeTool', { frameId: ref.f, toolName: ref.n, input: req.input });
   mine = invocationId;
   if (early.has(mine)) answered(early.get(mine));
   const ev = await deadline(responded);

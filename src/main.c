@@ -28,6 +28,7 @@
 #include "runtime/fswatch.h"
 #include "proxy/bidiopen.h"
 #include "runtime/reaper.h"
+#include "runtime/repl.h"
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
 #include "runtime/sesshelp.h"
@@ -118,7 +119,8 @@ static const char usage[] =
     "64; past it changes are refused 503).\n"
     "Shorter deadlines (docs/operator.md): BROWSERD_MIN_SESSION_TIMEOUT_SECONDS (the smallest\n"
     "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
-    "download_dir_zip stream ends, 1..20, default 20).\n"
+    "download_dir_zip stream ends, 1..20, default 20). Smaller shares:\n"
+    "BROWSERD_REPL_RUNNING_PER_ORG (REPL executions at once per organization, 1..8, default 8).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md),\n"
     "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
@@ -536,11 +538,15 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
-    long min_timeout_s, zip_idle_s;
+    long min_timeout_s, zip_idle_s, repl_per_org;
     if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
                  SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
-        env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S, &zip_idle_s))
+        env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S,
+                 &zip_idle_s) ||
+        env_long("BROWSERD_REPL_RUNNING_PER_ORG", LIM_REPL_RUNNING_PER_ORG, 1,
+                 LIM_REPL_RUNNING_PER_ORG, &repl_per_org))
         return 2;
+    repl_set_org_cap((int)repl_per_org);
     c->min_timeout_s = (int)min_timeout_s;
     sv->zip_idle_s = (int)zip_idle_s;
     /* The sum of sessions' memory limits, as a multiple of the host's memory

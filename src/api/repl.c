@@ -7,6 +7,7 @@
  */
 #include "api/repl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/limits.h"
@@ -15,6 +16,19 @@
 #include "runtime/sandbox.h"
 #include "runtime/sessmgr.h"
 #include "session/ext.h"
+
+/* The session's egress proxy ("http://127.0.0.1:PORT" inside its network
+ * namespace, written by api/proxies at launch) into out, or "" when the
+ * session has none. */
+static void egress_of(const char *data, char *out, size_t cap)
+{
+    out[0] = '\0';
+    json_t *d = data ? json_loads(data, 0, NULL) : NULL;
+    const char *u = json_string_value(json_object_get(d, "egress_url"));
+    if (u && strncmp(u, "http://127.0.0.1:", 17) == 0 && strlen(u) < cap)
+        snprintf(out, cap, "%s", u);
+    json_decref(d);
+}
 
 /* The body's fields, or 400 naming the first one that is wrong. */
 static int parse(struct req *rq, json_t *body, const char **code, int *reset, int *timeout_s)
@@ -74,12 +88,15 @@ int repl_post(struct req *rq, struct resp *rs)
     if (rc == 0) {
         struct launch_settings ls;
         launch_settings_from_text(rec.data, &ls);
+        char egress[64];
+        egress_of(rec.data, egress, sizeof egress);
         struct repl_req q = {
             .sb = sb,
             .session_id = rec.id,
             .org_id = rec.org_id,
             .ws = ws,
             .display = ls.headless ? NULL : ":0",
+            .egress = egress[0] ? egress : NULL,
             .code = code,
             .reset = reset,
             .timeout_s = timeout_s,

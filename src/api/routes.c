@@ -168,7 +168,7 @@ const struct route api_routes[] = {
     {"POST", "/browsers/{id}/computer/clipboard/read", compapi_clip_read, SLOW},
     {"POST", "/browsers/{id}/computer/clipboard/write", compapi_clip_write, SLOW},
     /* routes: computer */
-    {"POST", "/browsers/{id}/repl", repl_post, SLOW},
+    {"POST", "/browsers/{id}/repl", repl_post, SLOW | HTTP_ROUTE_LARGE_BODY},
     {"GET", "/browsers/{id}/webmcp/tools", webmcp_tools_get, SLOW},
     {"POST", "/browsers/{id}/webmcp/invoke", webmcp_invoke, SLOW},
     {"GET", "/browsers/{id}/webmcp/custom-tools", webmcp_custom_list, SLOW},

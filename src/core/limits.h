@@ -11,6 +11,11 @@
 /* Request body cap of routes that take file uploads (HTTP_ROUTE_UPLOAD):
  * fs uploads and extension zips (the hosted client's own cap is 50 MiB). */
 #define LIM_UPLOAD_BYTES (64u * 1024u * 1024u)
+/* Request body cap of the JSON routes whose document allows more than
+ * LIM_BODY_BYTES (HTTP_ROUTE_LARGE_BODY): the Browser REPL's body is at most
+ * 8 MiB (KERNEL_API_NEWER.md 1.4). Like every body it is held inside its
+ * tenant's share of LIM_HTTP_BODY_BUDGET_BYTES (LIM_HTTP_BODY_TENANT_BYTES). */
+#define LIM_LARGE_BODY_BYTES (8u * 1024u * 1024u)
 /* Bytes of a streamed request body (HTTP_ROUTE_STREAM) held between the
  * connection and its handler: past it the connection stops reading until
  * the handler took them. */

@@ -98,7 +98,8 @@ struct route {
     const char *pattern; /* "/org/projects/{id}": {x} matches one non-empty segment;
                             a final "*" matches one or more remaining segments */
     http_handler_fn fn;
-    unsigned flags; /* passed to the authorize hook; HTTP_ROUTE_UPLOAD is the transport's */
+    unsigned flags; /* passed to the authorize hook; HTTP_ROUTE_UPLOAD and
+                       HTTP_ROUTE_LARGE_BODY are the transport's */
 };
 /* A route flag: the request body may be up to LIM_UPLOAD_BYTES (file uploads)
  * instead of LIM_BODY_BYTES. */
@@ -137,6 +138,11 @@ struct route {
  * it through to its handler whatever the node's state (the handler says
  * what the state is). */
 #define HTTP_ROUTE_PROBE (1u << 19)
+/* A route flag: the request body may be up to LIM_LARGE_BODY_BYTES (a JSON
+ * body the interface document allows past LIM_BODY_BYTES: the Browser REPL's
+ * code) instead of LIM_BODY_BYTES. It is held like any other body, inside its
+ * tenant's share of the body budget (http_config.body_share). */
+#define HTTP_ROUTE_LARGE_BODY (1u << 20)
 
 /* The next bytes of a streamed body (HTTP_ROUTE_STREAM), waiting for them:
  * > 0 bytes copied into buf, 0 at the end of the body, or E_TOOBIG (past

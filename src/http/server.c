@@ -125,7 +125,7 @@ struct ctx {
     char parambuf[LIM_PATH_BYTES];
     char pathbuf[LIM_PATH_BYTES]; /* the path after cfg.rewrite, when it rewrote it */
     struct buf body;        /* the request body, at most body_limit bytes; rq.body points into it */
-    size_t body_limit;      /* LIM_BODY_BYTES, or LIM_UPLOAD_BYTES on an HTTP_ROUTE_UPLOAD route */
+    size_t body_limit;      /* LIM_BODY_BYTES, or the route's larger cap (body_limit()) */
     int admitted;           /* routed and authorized on the header pass (admit) */
     int refused;            /* 0, or the E_* code the request is answered with instead */
     size_t body_taken;      /* bytes of srv->budget this request holds for tenant */
@@ -226,9 +226,10 @@ void req_header_each(struct req *rq, void (*fn)(void *, const char *, const char
 int req_json_object(struct req *rq, int empty_ok, json_t **out)
 {
     *out = NULL;
+    size_t cap = ((struct ctx *)rq)->body_limit; /* rq is the first member */
     if (rq->body_too_big)
         return err_set(&rq->err, E_TOOBIG, "payload_too_large",
-                       "request body exceeds the limit of %u bytes", LIM_BODY_BYTES);
+                       "request body exceeds the limit of %zu bytes", cap);
     size_t n = rq->body_len;
     const char *b = rq->body ? rq->body : "";
     while (n && (b[n - 1] == ' ' || b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == '\t'))
@@ -243,7 +244,7 @@ int req_json_object(struct req *rq, int empty_ok, json_t **out)
         return 0;
     }
     json_t *v;
-    int rc = jsonx_parse(b, rq->body_len, LIM_BODY_BYTES, &v, &rq->err);
+    int rc = jsonx_parse(b, rq->body_len, cap, &v, &rq->err);
     if (rc)
         return rc;
     if (!json_is_object(v)) {
@@ -1244,7 +1245,8 @@ static int dispatch(struct ctx *cx, struct resp *rs)
 }
 
 /* The body cap of a request, chosen from its route before a byte of the body
- * is read: uploads get LIM_UPLOAD_BYTES, everything else LIM_BODY_BYTES. */
+ * is read: uploads get LIM_UPLOAD_BYTES, HTTP_ROUTE_LARGE_BODY routes
+ * LIM_LARGE_BODY_BYTES, everything else LIM_BODY_BYTES. */
 static size_t body_limit(const struct http_server *srv, const char *method, const char *url)
 {
     char parambuf[LIM_PATH_BYTES];
@@ -1256,10 +1258,11 @@ static size_t body_limit(const struct http_server *srv, const char *method, cons
         return LIM_BODY_BYTES;
     for (size_t i = 0; i < srv->cfg.nroutes; i++) {
         const struct route *r = &srv->cfg.routes[i];
-        if (!(r->flags & HTTP_ROUTE_UPLOAD) || strcmp(r->method, method) != 0)
+        if (!(r->flags & (HTTP_ROUTE_UPLOAD | HTTP_ROUTE_LARGE_BODY)) ||
+            strcmp(r->method, method) != 0)
             continue;
         if (match(r->pattern, url, parambuf, sizeof parambuf, params, &n))
-            return LIM_UPLOAD_BYTES;
+            return (r->flags & HTTP_ROUTE_UPLOAD) ? LIM_UPLOAD_BYTES : LIM_LARGE_BODY_BYTES;
     }
     return LIM_BODY_BYTES;
 }

@@ -37,6 +37,13 @@ struct repl {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct repl *table;
+static int org_cap = LIM_REPL_RUNNING_PER_ORG; /* set once at start (repl_set_org_cap) */
+
+void repl_set_org_cap(int cap)
+{
+    if (cap >= 1 && cap <= LIM_REPL_RUNNING_PER_ORG)
+        org_cap = cap;
+}
 
 static void new_id(char out[REPL_ID_LEN + 1])
 {
@@ -82,12 +89,20 @@ static int repl_start(struct repl *r, const struct repl_req *q, struct err *e)
         return err_set(e, E_UNAVAIL, "unavailable",
                        "failed to start the REPL: runtime-js/ with repl.mjs and its packages not "
                        "found (run scripts/deps.sh, or set BROWSERD_RUNTIME_JS)");
-    char url[1024], cdp_env[1100];
+    char url[1024], cdp_env[1100], http_env[128], https_env[128];
     pwexec_local_url(q->ws, url, sizeof url);
     snprintf(cdp_env, sizeof cdp_env, "CDP_ENDPOINT=%s", url);
+    /* The session's egress proxy, for httpGet (and any tool of the tenant's
+     * that honours these variables): the namespace has no other way out. */
+    snprintf(http_env, sizeof http_env, "HTTP_PROXY=%s", q->egress ? q->egress : "");
+    snprintf(https_env, sizeof https_env, "HTTPS_PROXY=%s", q->egress ? q->egress : "");
     const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, NULL};
     const char *ro[] = {dir, NULL};
-    const char *env[] = {"NODE_OPTIONS=", cdp_env, NULL};
+    const char *env[] = {"NODE_OPTIONS=", cdp_env, NULL, NULL, NULL};
+    if (q->egress) {
+        env[2] = http_env;
+        env[3] = https_env;
+    }
     int chan[2] = {-1, -1};
     struct proc_spec s = {
         .session_id = q->session_id,
@@ -349,10 +364,9 @@ static int enter(const struct repl_req *q, struct repl **out, struct err *e)
     if (r && r->busy)
         rc = err_set(e, E_CONFLICT, "conflict",
                      "this session's REPL is running another execution (one at a time)");
-    else if (org_running >= LIM_REPL_RUNNING_PER_ORG) {
+    else if (org_running >= org_cap) {
         rc = err_set(e, E_LIMIT, "rate_limited",
-                     "this organization already runs %d REPL executions at once; retry",
-                     LIM_REPL_RUNNING_PER_ORG);
+                     "this organization already runs %d REPL executions at once; retry", org_cap);
         e->retry_after = 1;
     }
     if (rc == 0 && !r) {

@@ -34,6 +34,7 @@ struct repl_req {
     const char *org_id;
     const char *ws;      /* the browser's internal DevTools URL */
     const char *display; /* ":0" for a headful session, else NULL */
+    const char *egress;  /* the session's egress proxy URL (httpGet), or NULL */
     const char *code;    /* may be "" only with reset */
     int reset;
     int timeout_s; /* 1..LIM_REPL_TIMEOUT_MAX_S */
@@ -46,6 +47,12 @@ struct repl_req {
  * when runtime-js is missing or the server stops, E_INTERNAL when the
  * process cannot start. */
 int repl_exec(const struct repl_req *q, json_t **out, struct err *e) WUR;
+
+/* Lowers the executions one organization may run at once from
+ * LIM_REPL_RUNNING_PER_ORG to cap (1..LIM_REPL_RUNNING_PER_ORG; others are
+ * ignored): BROWSERD_REPL_RUNNING_PER_ORG, docs/operator.md. Called once at
+ * start, before any request. */
+void repl_set_org_cap(int cap);
 
 /* Kills the session's REPL and forgets it (the session ended). */
 void repl_session_end(const char *session_id);

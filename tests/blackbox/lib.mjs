@@ -71,13 +71,14 @@ export async function startServer({ env = {}, args = [], dataDir } = {}) {
   return srv;
 }
 
-// A site of the test's own on 127.0.0.1 (ephemeral port). Pages may reach it
-// only when the server lists it in --allow-loopback (OPERATOR.md): pass
-// site.allow as the server's args.
-export async function startSite(handler) {
+// A site of the test's own on 127.0.0.1 (ephemeral port; host: another
+// address of 127.0.0.0/8, such as 127.0.0.2 for a site of its own). Pages may
+// reach it only when the server lists it in --allow-loopback (OPERATOR.md):
+// pass site.allow as the server's args.
+export async function startSite(handler, { host = '127.0.0.1' } = {}) {
   const srv = http.createServer(handler);
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  const hostport = `127.0.0.1:${srv.address().port}`;
+  await new Promise((r) => srv.listen(0, host, r));
+  const hostport = `${host}:${srv.address().port}`;
   return { url: `http://${hostport}`, hostport, allow: ['--allow-loopback', hostport], close: () => srv.close() };
 }
 
