@@ -416,4 +416,10 @@
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
 
+/* spares (docs/spares.md, issue 39.2): one organization holds at most
+ * 1/LIM_SPARES_ORG_SHARE of the spares a server keeps of a kind (at least
+ * one) as live sessions served by them; its further creates of that kind
+ * launch cold, so that one tenant cannot take the spares of the others. */
+#define LIM_SPARES_ORG_SHARE 2
+
 #endif

@@ -60,7 +60,7 @@ static void fake_end(void *ctx, void *item, const char *reason)
     xfree(item);
 }
 
-static const struct spares_launcher fake = {fake_launch, fake_alive, fake_end, NULL};
+static const struct spares_launcher fake = {fake_launch, fake_alive, fake_end, NULL, NULL};
 
 static void reset(void)
 {
