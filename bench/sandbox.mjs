@@ -127,6 +127,20 @@ async function churn() {
     }
     for (let i = 0; i < RUNS; i++) raw.push(await rawLaunch());
   } finally { await s.stop(); s.cleanup(); }
+  // The same loop with no replacement under way when the next create comes
+  // (--spares 0: each create launches its own browser): what replenishing
+  // right after a hand-out is compared with.
+  const none = await startServer({ args: ['--spares', '0'] });
+  const coldOnly = [];
+  try {
+    for (let i = 0; i < CHURN; i++) {
+      const t0 = process.hrtime.bigint();
+      const r = await request(none.base, 'POST', '/browsers', { key: none.key, body: { headless: true } });
+      coldOnly.push(ms(t0));
+      if (r.status !== 200) throw new Error(`create: ${r.text}`);
+      await request(none.base, 'DELETE', `/browsers/${r.json.session_id}`, { key: none.key });
+    }
+  } finally { await none.stop(); none.cleanup(); }
   const f = (x) => x.toFixed(1);
   return ['## Creates under churn (issue 39.2)', '',
     `Command: \`BENCH_ONLY=churn node bench/sandbox.mjs\` (also run by \`make bench\`). The default server (its default spares: one headful, one headless),`,
@@ -134,6 +148,7 @@ async function churn() {
     `(the create answers once DevTools listens); ${2 * RUNS} raw \`chromium --headless=new\` launches to "DevTools listening", half before and half after.`, '',
     '| figure | value | target |', '|---|---|---|',
     `| \`POST /browsers {"headless":true}\` back to back with deletes, default server, median / p90 | ${f(median(creates))} / ${f(creates.slice().sort((a, b) => a - b)[Math.floor(creates.length * 0.9)])} ms (${fromSpare} of ${CHURN} served by a spare) | |`,
+    `| the same loop on a \`--spares 0\` server (each create launches cold; no replacement under way), median | ${f(median(coldOnly))} ms (${(median(coldOnly) / median(raw)).toFixed(2)}x raw) | |`,
     `| raw \`chromium --headless=new\` to "DevTools listening", median (same run) | ${f(median(raw))} ms | |`,
     `| churn create / raw launch | ${(median(creates) / median(raw)).toFixed(2)}x | <= 1.2x |`,
     `| load average during the run (1 min, at its end) | ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]} on ${availableParallelism()} CPUs | |`, ''];

@@ -139,6 +139,7 @@ static void check_alive_locked(struct spares *s)
         for (int i = 0; i < n[k]; i++)
             if (items[k][i] && s->nready[k] < SPARES_MAX)
                 s->ready[k][s->nready[k]++] = items[k][i];
+    pthread_cond_broadcast(&s->cv); /* a create that waited meanwhile takes one */
 }
 
 static void *fill(void *arg)
@@ -203,6 +204,7 @@ static void *fill(void *arg)
             continue;
         }
         s->ready[k][s->nready[k]++] = item;
+        pthread_cond_broadcast(&s->cv); /* a create waiting for it */
         log_debug("spares: a %s spare is ready (%d of %d)", spare_kind_name((enum spare_kind)k),
                   s->nready[k], s->target[k]);
     }
