@@ -247,6 +247,12 @@ void spares_stop(struct spares *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    /* A create still waiting (woken by the broadcast) leaves before the
+     * engine is freed. */
+    pthread_mutex_lock(&s->mu);
+    while (s->nwaiting > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     for (int k = 0; k < SPARE_KINDS; k++)
         for (int i = 0; i < s->nready[k]; i++)
             s->l.end(s->l.ctx, s->ready[k][i], "server stopped");
@@ -351,6 +357,8 @@ void *spares_take_wait(struct spares *s, int kind, const char *org_id)
         }
     if (item)
         s->waited_served++;
+    if (s->stopping)
+        pthread_cond_broadcast(&s->cv); /* spares_stop waits for the last waiter */
     pthread_mutex_unlock(&s->mu);
     log_debug("spares: a create waited %lld ms for a %s spare being launched: %s",
               (long long)(clock_mono_ms() - now), spare_kind_name((enum spare_kind)kind),
