@@ -340,7 +340,7 @@ void *spares_take_wait(struct spares *s, int kind, const char *org_id)
     if (s->l.priority)
         s->l.priority(s->l.ctx, kind, 0);
     pthread_mutex_lock(&s->mu);
-    /* Bounded: a launch slower than twice the estimate is not waited for. */
+    /* Bounded: a launch slower than SPARES_WAIT_FACTOR estimates is stuck, not late. */
     int64_t deadline = now + SPARES_WAIT_FACTOR * cold;
     for (;;) {
         int64_t t = clock_mono_ms();

@@ -91,7 +91,7 @@ void spares_cold_begin(struct spares *s);
 void spares_cold_end(struct spares *s, int64_t launch_ms);
 int64_t spares_cold_estimate_ms(struct spares *s);
 #define SPARES_COLD_ESTIMATE_MS 3000
-#define SPARES_WAIT_FACTOR      2
+#define SPARES_WAIT_FACTOR      3
 /* Spares of kind the engine keeps (its target; 0 with s NULL). */
 int spares_target(struct spares *s, int kind);
 /* The hand-out of an item taken by spares_take is over (handed out, ended
