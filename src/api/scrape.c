@@ -28,8 +28,14 @@ int scrape_get(struct req *rq, struct resp *rs)
         g.pool_acquired = t.acquired;
         g.pool_waiters = t.waiters;
     }
-    if (app->spares)
+    if (app->spares) {
         g.spares_ready = spares_ready(app->spares, -1);
+        uint64_t launched, waited, served;
+        spares_counts(app->spares, &launched, &waited, &served);
+        g.spares_launched = (long long)launched;
+        g.spares_waited = (long long)waited;
+        g.spares_waited_served = (long long)served;
+    }
     struct buf b;
     buf_init(&b, LIM_METRICS_TEXT_BYTES);
     if (metrics_render(&b, &g) != 0) {

@@ -498,5 +498,10 @@
 #define LIM_CFGREG_COUNTRIES        32
 #define LIM_CFGREG_KEPT_ANALYSES    1000
 #define LIM_CFGREG_KEPT_ENTRIES     1000
+/* spares (docs/spares.md, issue 39.2): one organization holds at most
+ * 1/LIM_SPARES_ORG_SHARE of the spares a server keeps of a kind (at least
+ * one) as live sessions served by them; its further creates of that kind
+ * launch cold, so that one tenant cannot take the spares of the others. */
+#define LIM_SPARES_ORG_SHARE 2
 
 #endif

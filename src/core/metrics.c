@@ -228,6 +228,20 @@ static int render_gauges(struct buf *out, const struct metrics_gauges *g)
                   "Prelaunched spare browsers ready to hand to a create.");
         if (!rc)
             rc = put(out, "browserd_spares_ready %lld\n", g->spares_ready);
+        if (!rc)
+            rc = head(out, "browserd_spare_launches_total", "counter",
+                      "Spare browsers the server began to launch.");
+        if (!rc)
+            rc = put(out, "browserd_spare_launches_total %lld\n", g->spares_launched);
+        if (!rc)
+            rc = head(out, "browserd_spare_waits_total", "counter",
+                      "Creates that waited for a spare being launched, by outcome: served by "
+                      "it, or launched cold after the wait.");
+        if (!rc)
+            rc = put(out,
+                     "browserd_spare_waits_total{outcome=\"served\"} %lld\n"
+                     "browserd_spare_waits_total{outcome=\"cold\"} %lld\n",
+                     g->spares_waited_served, g->spares_waited - g->spares_waited_served);
     }
     if (!rc && g->egress_in_kernel >= 0) {
         rc = head(out, "browserd_egress_in_kernel", "gauge",

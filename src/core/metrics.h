@@ -77,6 +77,9 @@ struct metrics_gauges {
     long long pool_waiters;     /* acquire calls queued on pools */
     long long spares_ready;     /* prelaunched spares ready to hand out */
     long long egress_in_kernel; /* 1: egress tunnels spliced in the kernel, 0: in user space */
+    /* With spares_ready: spare launches begun, creates that waited for a
+     * spare being launched, and of those the ones it served (issue 39.2). */
+    long long spares_launched, spares_waited, spares_waited_served;
 };
 
 /* Appends the text exposition of every family to out: 0, or -E2BIG when out

@@ -19,9 +19,11 @@ enum spare_kind spare_match(const struct sessrules_create *c, const char **field
         why = "gpu";
     else if (strcmp(c->memory, SESSRULES_MEMORY_DEFAULT) != 0)
         why = "memory"; /* the sandbox's cgroup limit, set at creation */
-    else if (c->viewport.width != dflt.width || c->viewport.height != dflt.height ||
-             c->viewport.refresh_rate != dflt.refresh_rate)
-        why = "viewport"; /* the window and the Xvfb screen size */
+    else if (!c->headless &&
+             (c->viewport.width != dflt.width || c->viewport.height != dflt.height ||
+              c->viewport.refresh_rate != dflt.refresh_rate))
+        why = "viewport"; /* headful: the Xvfb screen's size (a headless page is sized at
+                             hand-out, as at launch: chromium_fit_headless) */
     else if (c->profile)
         why = "profile"; /* the profile folder is filled before launch */
     /* proxy and network are not here: the spare's egress listener is given

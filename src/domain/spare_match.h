@@ -8,7 +8,9 @@
  * decides how the browser is launched (its command line, its sandbox, its
  * profile folder, its egress listener) equals what the spare was launched
  * with. The other fields are applied at hand-out, to the running browser:
- * name, tags, timeout_seconds, start_url (a navigation), telemetry without an
+ * name, tags, timeout_seconds, start_url (a navigation), a headless
+ * browser's viewport (its page is sized over CDP, as a headless launch sizes
+ * it; issue 39.2), telemetry without an
  * OTLP export (configured in memory), proxy and network (the egress listener
  * is given the owner's selection and rules), region (checked like any
  * create).
@@ -30,7 +32,7 @@ enum spare_kind {
 /* The kind of spare that can serve the validated create c, or SPARE_NONE
  * with *field (may be NULL) naming the first launch-affecting field that
  * differs from a spare's launch: "stealth", "kiosk_mode", "gpu", "memory",
- * "viewport", "profile", "telemetry.export", "chrome_policy", "extensions"
+ * "viewport" (headful only), "profile", "telemetry.export", "chrome_policy", "extensions"
  * or "vaults". */
 enum spare_kind spare_match(const struct sessrules_create *c, const char **field);
 

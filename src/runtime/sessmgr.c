@@ -31,6 +31,7 @@ struct live {
     /* The browser's running time before the session began: a spare's time
      * waiting for a create is nobody's usage (live_uptime_from_now). */
     long long uptime_skip_ms;
+    int spare_kind;              /* served by a spare of this kind (spares.h), plus one; 0: not */
     long long oom_seen;          /* out-of-memory kills in the sandbox's cgroup seen so far */
     struct memp_sample mem_last; /* the previous memory sample (mem_pressure) */
     int mem_ticks;               /* consecutive thrashing samples */
@@ -131,6 +132,23 @@ void live_uptime_from_now(struct live *l)
     pthread_mutex_lock(&l->m->mu);
     l->uptime_skip_ms = l->browser ? chromium_uptime_ms(l->browser) : 0;
     pthread_mutex_unlock(&l->m->mu);
+}
+
+void live_mark_spare(struct live *l, int kind)
+{
+    pthread_mutex_lock(&l->m->mu);
+    l->spare_kind = kind + 1;
+    pthread_mutex_unlock(&l->m->mu);
+}
+
+int sessmgr_count_spare(struct sessmgr *m, const char *org_id, int kind)
+{
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (struct live *l = m->head; l; l = l->next)
+        n += l->browser && l->spare_kind == kind + 1 && strcmp(l->org_id, org_id) == 0;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 /* A browser's total running time less what came before its session. */

@@ -81,6 +81,11 @@ long long live_uptime_ms(struct live *l);
 /* Usage starts now: a spare handed out as this session (api/browsers.c)
  * ran before the session existed, and that time is nobody's. */
 void live_uptime_from_now(struct live *l);
+/* The session was served by a spare of kind (runtime/spares.h), and the
+ * live sessions of an organization served so, by kind: one tenant holds a
+ * bounded share of the spares (issue 39.2, LIM_SPARES_ORG_SHARE). */
+void live_mark_spare(struct live *l, int kind);
+int sessmgr_count_spare(struct sessmgr *m, const char *org_id, int kind);
 /* CDP client bookkeeping for the idle timeout. */
 void live_client_attached(struct live *l);
 /* Activity that is not a connection (a computer-control call, say): the idle

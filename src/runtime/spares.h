@@ -49,6 +49,11 @@ struct spares_launcher {
      * removing everything it made. reason is for the log. */
     void (*end)(void *ctx, void *item, const char *reason);
     void *ctx;
+    /* The CPU priority of the launch of kind in progress (and of the next
+     * one, if none is): background 1 while a cold launch runs (the two
+     * would share the cores), 0 otherwise, and 0 when a create waits for
+     * it. May be NULL. Called without the engine lock. */
+    void (*priority)(void *ctx, int kind, int background);
 };
 
 /* Creates and starts the engine keeping `count` spares (0: none, and no
@@ -66,6 +71,29 @@ void spares_stop(struct spares *s);
  * so that the launch does not compete with the rest of the create. Accepts s
  * NULL (spares off). */
 void *spares_take(struct spares *s, int kind);
+/* Like spares_take, and when no spare of kind is ready but one is being
+ * launched, waits for it (issue 39.2: a cold launch beside it would share the
+ * cores with it and be later than the spare): only when the spare's expected
+ * remaining launch time (a running average of its kind's launches) is below
+ * the cold-launch estimate (spares_cold_estimate_ms), and at most
+ * SPARES_WAIT_FACTOR times that long (a slower launch is stuck, not late);
+ * the launch is given the foreground. One create per organization
+ * and kind waits at a time (the org's others launch cold), so that one
+ * tenant's burst does not queue ahead of the others. NULL: launch cold. */
+void *spares_take_wait(struct spares *s, int kind, const char *org_id);
+/* A cold launch (a create no spare served) begins, and ends after launch_ms
+ * (< 0: it failed). While one runs the filler starts no spare (for at most
+ * the cold-launch estimate), and a spare's launch in progress that no create
+ * waits for goes to the background: the two would share the cores. The estimate is
+ * a running average of the cold launches (before the first: of the spare
+ * launches, else SPARES_COLD_ESTIMATE_MS). Accept NULL. */
+void spares_cold_begin(struct spares *s);
+void spares_cold_end(struct spares *s, int64_t launch_ms);
+int64_t spares_cold_estimate_ms(struct spares *s);
+#define SPARES_COLD_ESTIMATE_MS 3000
+#define SPARES_WAIT_FACTOR      3
+/* Spares of kind the engine keeps (its target; 0 with s NULL). */
+int spares_target(struct spares *s, int kind);
 /* The hand-out of an item taken by spares_take is over (handed out, ended
  * or put back): the filler may replace it now. Accepts NULL. */
 void spares_handout_done(struct spares *s);
@@ -81,6 +109,9 @@ int spares_give_up(struct spares *s);
 /* Ready spares of kind (-1: all), and how many were handed out so far. */
 int spares_ready(struct spares *s, int kind);
 uint64_t spares_handed_out(struct spares *s);
+/* Spare launches begun, creates that waited for a spare being launched, and
+ * of those the ones it served (all 0 with s NULL). */
+void spares_counts(struct spares *s, uint64_t *launched, uint64_t *waited, uint64_t *served);
 
 /* Parses a --spares / BROWSERD_SPARES value: 0..SPARES_MAX. -1 if invalid. */
 int spares_parse_count(const char *v);

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/path.h"
@@ -264,12 +265,48 @@ static int insert_session(struct app *app, struct session_rec *s, const json_t *
 struct spare_out {
     struct chromium *browser;
     json_t *doc;
+    int kind; /* enum spare_kind, set by the caller */
 };
 
 /* sess_spawn, or with `spare` a spare's launch: no store row, no live
  * entry, no started hooks (they run at hand-out, for the session's owner). */
 /* Set once the server stops: spares being launched give up (chromium.h). */
 static int spares_cancel;
+
+/* The sandbox of the spare being launched, per kind, and the CPU priority
+ * the spares engine wants for it (spare_priority; spares.h): a spare
+ * launches in the foreground unless a cold launch runs, and waits in the
+ * background once ready. */
+static pthread_mutex_t starting_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sandbox *starting_sb[SPARE_KINDS];
+static int starting_bg[SPARE_KINDS];
+
+static void spare_starting(int kind, struct sandbox *sb)
+{
+    pthread_mutex_lock(&starting_mu);
+    starting_sb[kind] = sandbox_ref(sb);
+    (void)sandbox_set_background(sb, starting_bg[kind]);
+    pthread_mutex_unlock(&starting_mu);
+}
+
+static void spare_started(int kind)
+{
+    pthread_mutex_lock(&starting_mu);
+    sandbox_unref(starting_sb[kind]);
+    starting_sb[kind] = NULL;
+    pthread_mutex_unlock(&starting_mu);
+}
+
+/* spares_launcher.priority. */
+static void spare_priority(void *ctx, int kind, int background)
+{
+    (void)ctx;
+    pthread_mutex_lock(&starting_mu);
+    starting_bg[kind] = background;
+    if (starting_sb[kind])
+        (void)sandbox_set_background(starting_sb[kind], background);
+    pthread_mutex_unlock(&starting_mu);
+}
 
 /* The smallest timeout_seconds a create may ask for on this server. */
 static long long min_timeout(const struct app *app)
@@ -339,11 +376,11 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
         (rc = sandbox_create(s->id, spare ? NULL : org_id, o.memory_max_bytes, &sb, e)) != 0 &&
         !e->retry_after) /* past the admission's budget: its 429 or 503 stands */
         rc = launch_failed(s->id, "sandbox", rc, e);
-    /* A spare starts and waits in the background: its launch and the work
-     * Chromium does after it is ready yield the CPU to the creates being
-     * served (docs/spares.md); hand-out lifts it. */
+    /* A spare launches in the foreground unless a cold launch runs (on a
+     * busy host a launch in the idle class never ended: issue 39.2), and
+     * waits in the background once ready (docs/spares.md). */
     if (rc == 0 && sb && spare)
-        (void)sandbox_set_background(sb, 1);
+        spare_starting(spare->kind, sb);
     t_sandbox = clock_mono_us();
     if (rc == 0 && sb) {
         char root[1300];
@@ -380,6 +417,13 @@ static int spawn(struct app *app, const char *org_id, const char *project_id, co
                  (double)(t_store - t0) / 1e3, (double)(t_sandbox - t_store) / 1e3,
                  (double)(t_files - t_sandbox) / 1e3, (double)(t_modules - t_files) / 1e3,
                  (double)(t1 - t_modules) / 1e3);
+    }
+    if (sb && spare) {
+        spare_started(spare->kind);
+        /* Ready: Chromium's start-up work after it (about a second) yields
+         * to the creates being served; hand-out lifts it. */
+        if (rc == 0)
+            (void)sandbox_set_background(sb, 1);
     }
     sandbox_unref(sb);
     xfree(policy);
@@ -550,7 +594,7 @@ static int spare_launch(void *ctx, int kind, void **item)
     json_object_set_new(body, "region", json_string(app->cfg.region));
     json_t *ent = json_object(); /* no org: nothing entitlement-gated is asked */
     struct spare_item *sp = xcalloc(1, sizeof *sp);
-    struct spare_out out = {0};
+    struct spare_out out = {.kind = kind};
     struct err e;
     err_init(&e);
     int rc = spawn(app, "", "", ent, body, NULL, 1, &sp->rec, &out, &e);
@@ -608,6 +652,7 @@ static const struct spares_launcher spare_launcher = {
     .launch = spare_launch,
     .alive = spare_alive,
     .end = spare_end,
+    .priority = spare_priority,
 };
 
 int sess_spares_start(struct app *app, int count, struct err *e)
@@ -748,6 +793,15 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
         sessrules_create_clear(&c);
         return 0;
     }
+    /* One tenant holds a bounded share of a kind's spares (issue 39.2): its
+     * creates past it launch cold, and the others' still find spares. */
+    int share = spares_target(app->spares, k) / LIM_SPARES_ORG_SHARE;
+    if (sessmgr_count_spare(app->sessions, org_id, k) >= (share > 1 ? share : 1)) {
+        log_debug("spares: organization %s holds its share of the %s spares: a cold launch", org_id,
+                  spare_kind_name(k));
+        sessrules_create_clear(&c);
+        return 0;
+    }
     *served = 1;
     int64_t t0 = clock_mono_us(); /* where a hand-out spends its time, for the log */
     int rc = reserve_slot(app, org_id, ent, e);
@@ -764,7 +818,9 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     struct session_ctx oc = {app, &owner, mine, body, NULL, NULL, ent};
     if (rc == 0 && (rc = handout_check_all(&oc, states, e)) != 0)
         sessmgr_unreserve(app->sessions, org_id);
-    struct spare_item *sp = rc == 0 ? spares_take(app->spares, k) : NULL;
+    /* A spare of the kind being launched is waited for (issue 39.2): a
+     * cold launch beside it would share the cores and end later. */
+    struct spare_item *sp = rc == 0 ? spares_take_wait(app->spares, k, org_id) : NULL;
     if (rc == 0 && !sp) {
         sessmgr_unreserve(app->sessions, org_id);
         *served = 0;
@@ -843,6 +899,21 @@ static int from_spare(struct app *app, const char *org_id, const char *project_i
     char ws[512];
     if (l) {
         live_uptime_from_now(l);
+        live_mark_spare(l, k);
+        struct viewport dflt;
+        viewport_default(0, &dflt);
+        /* A headless spare was sized to the default viewport at launch: its
+         * page gets the one asked for the same way (issue 39.2). Best
+         * effort, as at launch. */
+        if (k == SPARE_HEADLESS &&
+            (c.viewport.width != dflt.width || c.viewport.height != dflt.height) &&
+            live_ws_url(l, ws, sizeof ws) == 0) {
+            err_init(&scratch);
+            if (chromium_fit_headless(ws, c.viewport.width, c.viewport.height, CDP_CALL_TIMEOUT_MS,
+                                      &scratch) != 0)
+                log_warn("session %s: the headless page could not be sized to %dx%d: %s", s->id,
+                         c.viewport.width, c.viewport.height, scratch.message);
+        }
         if (c.start_url[0] && live_ws_url(l, ws, sizeof ws) == 0)
             cdp_page_navigate_first(ws, c.start_url, CDP_CALL_TIMEOUT_MS);
         sessmgr_put(l);
@@ -874,12 +945,18 @@ int sess_create(struct app *app, const char *org_id, const char *project_id, con
     metrics_creating(1);
     int rc = from_spare(app, org_id, project_id, ent, body, out, &served, e);
     if (!served) {
+        /* No spare launch starts beside it; the launch time teaches the
+         * estimate a create waits for a spare at most (issue 39.2). */
+        spares_cold_begin(app->spares);
+        int64_t t_cold = clock_mono_us();
         rc = sess_spawn(app, org_id, project_id, ent, body, NULL, 0, out, e);
         /* The host had no room: spares are the first thing given up. */
         if (rc == E_UNAVAIL && spares_give_up(app->spares)) {
             err_init(e);
+            t_cold = clock_mono_us();
             rc = sess_spawn(app, org_id, project_id, ent, body, NULL, 0, out, e);
         }
+        spares_cold_end(app->spares, rc == 0 ? (clock_mono_us() - t_cold) / 1000 : -1);
     }
     metrics_creating(-1);
     metrics_create(served ? METRICS_CREATE_SPARE : METRICS_CREATE_COLD, rc == 0,

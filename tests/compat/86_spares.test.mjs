@@ -301,7 +301,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 21 spares: each launch-affecting field (stealth, kiosk_mode, viewport, memory, chrome_policy) gets a cold browser with that configuration, not a spare',
+    name: 'issue 21 spares: each launch-affecting field (stealth, kiosk_mode, a headful viewport, memory, chrome_policy) gets a cold browser with that configuration, not a spare (a headless viewport is applied at hand-out: 86_spares_churn)',
     timeout: 180000,
     async fn() {
       await withServer(async (s) => {
@@ -309,12 +309,12 @@ export const tests = [
         const cases = [
           [{ stealth: true }, (b) => eq(b.stealth, true, 'stealth')],
           [{ headless: true, kiosk_mode: true }, (b) => eq(b.kiosk_mode, true, 'kiosk_mode')],
-          [{ headless: true, viewport: { width: 1280, height: 800 } }, async (b) => {
+          [{ viewport: { width: 1280, height: 800 } }, async (b) => {
             eq(b.viewport.width, 1280, 'viewport.width');
             const { br, pg } = await connect(b);
-            const w = await pg.evaluate(() => window.outerWidth);
+            const w = await pg.evaluate(() => screen.width);
             await br.close();
-            eq(w, 1280, 'the window is 1280 wide');
+            eq(w, 1280, 'the screen is 1280 wide');
           }],
           [{ headless: true, memory: '2GiB' }, (b) => eq(b.memory, '2GiB', 'memory')],
           [{ headless: true, chrome_policy: { BookmarkBarEnabled: false } }, (b) => eq(b.chrome_policy.BookmarkBarEnabled, false, 'chrome_policy')],

@@ -73,6 +73,8 @@ static const struct match_case cases[] = {
     {"memory sets the sandbox's cgroup limit", "{\"memory\":\"2GiB\"}", SPARE_NONE, "memory"},
     {"viewport sets the window and screen size", "{\"viewport\":{\"width\":1280,\"height\":800}}",
      SPARE_NONE, "viewport"},
+    {"a headless viewport is applied at hand-out (issue 39.2)",
+     "{\"headless\":true,\"viewport\":{\"width\":1280,\"height\":800}}", SPARE_HEADLESS, NULL},
     {"viewport refresh_rate differs",
      "{\"viewport\":{\"width\":1920,\"height\":1080,"
      "\"refresh_rate\":60}}",

@@ -23,7 +23,8 @@ struct item {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int launched[SPARE_KINDS], ended, fail_launches;
-static int fail_kind = -1; /* every launch of this kind fails */
+static int fail_kind = -1;  /* every launch of this kind fails */
+static int launch_delay_ms; /* each launch takes this long */
 
 static int fake_launch(void *ctx, int kind, void **out)
 {
@@ -34,7 +35,12 @@ static int fake_launch(void *ctx, int kind, void **out)
         fail_launches--;
     else
         launched[kind]++;
+    int delay = launch_delay_ms;
     pthread_mutex_unlock(&mu);
+    if (delay) {
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (fail)
         return E_UNAVAIL;
     struct item *it = xcalloc(1, sizeof *it);
@@ -60,7 +66,7 @@ static void fake_end(void *ctx, void *item, const char *reason)
     xfree(item);
 }
 
-static const struct spares_launcher fake = {fake_launch, fake_alive, fake_end, NULL};
+static const struct spares_launcher fake = {fake_launch, fake_alive, fake_end, NULL, NULL};
 
 static void reset(void)
 {
@@ -69,6 +75,7 @@ static void reset(void)
     ended = 0;
     fail_launches = 0;
     fail_kind = -1;
+    launch_delay_ms = 0;
     pthread_mutex_unlock(&mu);
 }
 
@@ -211,6 +218,59 @@ static void test_failing_kind_alone(void **state)
     spares_stop(s);
 }
 
+static int launched_total(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = launched[SPARE_HEADFUL] + launched[SPARE_HEADLESS];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+static void test_take_wait(void **state)
+{
+    (void)state;
+    reset();
+    struct spares *s;
+    struct err e;
+    err_init(&e);
+    assert_int_equal(spares_start(&fake, 2, &s, &e), 0);
+    assert_true(wait_ready(s, SPARE_HEADLESS, 1));
+    assert_true(wait_ready(s, SPARE_HEADFUL, 1));
+    pthread_mutex_lock(&mu);
+    launch_delay_ms = 300;
+    pthread_mutex_unlock(&mu);
+    struct item *a = spares_take(s, SPARE_HEADLESS);
+    assert_non_null(a);
+    spares_handout_done(s);
+    /* "when no spare of kind is ready but one is being launched, waits for
+     * it": the replacement (300 ms) is taken, not NULL. */
+    struct item *b = spares_take_wait(s, SPARE_HEADLESS, "org-a");
+    assert_non_null(b);
+    uint64_t launched_n, waited, served;
+    spares_counts(s, &launched_n, &waited, &served);
+    assert_int_equal(waited, 1);
+    assert_int_equal(served, 1);
+    spares_handout_done(s);
+    /* "While one runs the filler starts no spare": the replacement of b
+     * waits for the cold launch's end. */
+    assert_true(wait_ready(s, SPARE_HEADLESS, 1));
+    spares_cold_begin(s);
+    int before = launched_total();
+    struct item *c = spares_take(s, SPARE_HEADLESS);
+    assert_non_null(c);
+    spares_handout_done(s);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    assert_int_equal(launched_total(), before);
+    spares_cold_end(s, 250);
+    assert_int_equal(spares_cold_estimate_ms(s), 250);
+    assert_true(wait_ready(s, SPARE_HEADLESS, 1));
+    xfree(a);
+    xfree(b);
+    xfree(c);
+    spares_stop(s);
+}
+
 static void test_parse(void **state)
 {
     (void)state;
@@ -229,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_count_zero),         cmocka_unit_test(test_split_take_replace),
         cmocka_unit_test(test_dead_replaced),      cmocka_unit_test(test_give_up),
         cmocka_unit_test(test_failing_kind_alone), cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_take_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
