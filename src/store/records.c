@@ -71,3 +71,11 @@ void org_rec_clear(struct org_rec *o)
     xfree(o->overrides);
     o->overrides = NULL;
 }
+
+void appobj_rec_clear(struct appobj_rec *r)
+{
+    if (!r)
+        return;
+    xfree(r->data);
+    r->data = NULL;
+}

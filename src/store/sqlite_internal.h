@@ -264,4 +264,16 @@ int sq_search_put(struct store *st_, const char *id, const char *org_id, int64_t
 int sq_search_get(struct store *st_, const char *org_id, const char *id, int64_t now, char **json);
 int sq_search_prune(struct store *st_, int64_t now);
 
+/* apps (sqlite_apps.c) */
+extern const char sq_schema_apps[];
+int sq_appobj_put(struct store *st_, const struct appobj_rec *r);
+int sq_appobj_get(struct store *st_, const char *org_id, const char *project_id, const char *kind,
+                  const char *id, struct appobj_rec *out);
+int sq_appobj_list(struct store *st_, const char *org_id, const char *project_id, const char *kind,
+                   const char *app_name, const char *version, const char *status, struct page *pg,
+                   struct appobj_rec **rows, size_t *n);
+int sq_appobj_delete(struct store *st_, const char *org_id, const char *project_id,
+                     const char *kind, const char *id);
+int sq_appobj_bytes(struct store *st_, const char *org_id, const char *kind, int64_t *n);
+
 #endif

@@ -414,6 +414,11 @@ static const struct store_ops pgx_ops = {
     .search_put = pgx_search_put,
     .search_get = pgx_search_get,
     .search_prune = pgx_search_prune,
+    .appobj_put = pgx_appobj_put,
+    .appobj_get = pgx_appobj_get,
+    .appobj_list = pgx_appobj_list,
+    .appobj_delete = pgx_appobj_delete,
+    .appobj_bytes = pgx_appobj_bytes,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -450,6 +455,7 @@ static const struct pgx_migration migrations[] = {
     {"0034_credentials", pgx_schema_credentials},
     {"0035_vaults", pgx_schema_vaults},
     {"0040_searches", pgx_schema_search},
+    {"0036_apps", pgx_schema_apps},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

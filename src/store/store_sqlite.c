@@ -424,6 +424,11 @@ static const struct store_ops sqx_ops = {
     .search_put = sq_search_put,
     .search_get = sq_search_get,
     .search_prune = sq_search_prune,
+    .appobj_put = sq_appobj_put,
+    .appobj_get = sq_appobj_get,
+    .appobj_list = sq_appobj_list,
+    .appobj_delete = sq_appobj_delete,
+    .appobj_bytes = sq_appobj_bytes,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -450,6 +455,7 @@ static const struct sq_migration migrations[] = {
     {"0034_credentials", sq_schema_credentials},
     {"0035_vaults", sq_schema_vaults},
     {"0040_searches", sq_schema_search},
+    {"0036_apps", sq_schema_apps},
 };
 
 static int migrate(struct conn *c)
