@@ -651,10 +651,14 @@ int deployments_create(struct req *rq, struct resp *rs)
     else if (ar.timed_out)
         snprintf(reason, sizeof reason, "loading the entrypoint took longer than %d s",
                  LIM_APP_DISCOVER_TIMEOUT_S);
+    else if (!res)
+        snprintf(reason, sizeof reason,
+                 "loading the entrypoint ended without an answer (exit status %d): see the "
+                 "build log",
+                 ar.exit_code);
     else if (!json_is_true(json_object_get(res, "ok")))
         snprintf(reason, sizeof reason, "%s",
-                 jsonx_str(res, "error") ? jsonx_str(res, "error")
-                                         : "the runner ended without an answer");
+                 jsonx_str(res, "error") ? jsonx_str(res, "error") : "loading the app failed");
     else if (!jsonx_str(app0, "name"))
         snprintf(reason, sizeof reason,
                  "the entrypoint declares no app (kernel.app(name).action(...))");
@@ -1105,7 +1109,8 @@ int invocations_create(struct req *rq, struct resp *rs)
     j->app = app;
     j->timeout_ms = (int64_t)timeout_s * 1000;
     snprintf(j->dep_id, sizeof j->dep_id, "%s", rows[0].id);
-    snprintf(j->entry, sizeof j->entry, "%s", jsonx_str(dd, "entrypoint_rel_path"));
+    const char *entry = jsonx_str(dd, "entrypoint_rel_path");
+    snprintf(j->entry, sizeof j->entry, "%s", entry ? entry : "");
     j->env = json_incref(json_object_get(dd, "env_vars"));
     if (!j->env)
         j->env = json_object();
@@ -1140,8 +1145,8 @@ int invocations_create(struct req *rq, struct resp *rs)
     }
     ev_push(r->id, inv_state_event(r), 0);
     if (async) {
-        json_t *out =
-            json_pack("{s:s,s:s,s:s}", "id", r->id, "action_name", action, "status", "queued");
+        json_t *out = json_pack("{s:s,s:O,s:s}", "id", r->id, "action_name",
+                                json_object_get(j->d, "action_name"), "status", "queued");
         pthread_t th;
         pthread_attr_t at;
         pthread_attr_init(&at);

@@ -242,7 +242,8 @@ static int unpack_app(const char *root, const char *zip_path, long long *bytes, 
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/home/kernel/app", root);
     int rc = 0;
-    if (mkdir(dir, 0755) != 0) {
+    /* chmod: the server's umask would take the app's read access away. */
+    if (mkdir(dir, 0755) != 0 || chmod(dir, 0755) != 0) {
         rc = err_set(e, E_INTERNAL, "internal", "apps: cannot make the app's folder: %s",
                      strerror(errno));
     } else {

@@ -37,7 +37,8 @@ int pgx_appobj_put(struct store *st_, const struct appobj_rec *v)
     int ret =
         pgx_q(c, NULL,
               "INSERT INTO app_objects (" APPOBJ_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
-              " $8, $9, $10, $11) ON CONFLICT (id) DO UPDATE SET status = excluded.status,"
+              " $8, $9, $10, $11) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+              "app_name = excluded.app_name,"
               " bytes = excluded.bytes, updated_at = excluded.updated_at,"
               " data = excluded.data",
               "sssssssiiis", v->id, v->org_id, v->project_id, v->kind, v->app_name, v->version,

@@ -37,7 +37,8 @@ int sq_appobj_put(struct store *st_, const struct appobj_rec *r)
     CONN(s, c);
     int rc = sqx_q(c, NULL,
                    "INSERT INTO app_objects (" APPOBJ_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                   " ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status,"
+                   " ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, app_name = "
+                   "excluded.app_name,"
                    " bytes = excluded.bytes, updated_at = excluded.updated_at,"
                    " data = excluded.data",
                    "sssssssiiis", r->id, r->org_id, r->project_id, r->kind, r->app_name, r->version,

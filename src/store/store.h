@@ -512,7 +512,7 @@ struct store_ops {
                       char **json);
     int (*search_prune)(struct store *st, int64_t now);
     /* Apps (api/apps.h): appobj_put inserts a record or, for an existing
-     * id, replaces its status, bytes, updated_at and data; get reads one
+     * id, replaces its app_name, status, bytes, updated_at and data; get reads one
      * of the project by kind and id (E_NOTFOUND for another project's);
      * list: newest first, app_name / version / status NULL = any; delete:
      * E_NOTFOUND when absent; bytes: the sum of bytes over the org's
