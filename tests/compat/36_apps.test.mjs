@@ -218,9 +218,23 @@ test('issue 36.3: a failing action ends failed with its error; an action may set
   eq((await client.invocations.retrieve(bad.id)).output, '"fixed"', 'kept');
 });
 
-test('issue 36.3: an async invocation past async_timeout_seconds is killed (the whole tree) and ends failed naming the timeout', async () => {
-  const { client } = await env();
+test('issue 36.3 and 36.5: an async invocation past async_timeout_seconds is killed (the whole tree) and ends failed naming the timeout; while it runs, an org capped at one concurrent invocation gets 429 with Retry-After', async () => {
+  const { s, client } = await env();
   const inv = await client.invocations.create({ app_name: 'title-app', action_name: 'sleep', version: '1', async: true, async_timeout_seconds: 10 });
+  const ctx = await request(s.base, 'GET', '/auth/context', { key: s.key });
+  const orgId = ctx.json.organization.id;
+  const admin = (body) => request(s.base, 'PATCH', `/admin/orgs/${orgId}`, { body, headers: { authorization: `Bearer ${ADMIN}` } });
+  const capped = await admin({ overrides: { limits: { max_concurrent_invocations: 1 } } });
+  assert(capped.status < 300, `cap: ${capped.text}`);
+  try {
+    const r = await request(s.base, 'POST', '/invocations', { key: s.key, body: { app_name: 'title-app', action_name: 'tag', version: '1' } });
+    isError(r, 429, 'rate_limited');
+    assert(Number(r.headers['retry-after']) > 0, `Retry-After: ${JSON.stringify(r.headers)}`);
+    assert(/max_concurrent_invocations/.test(r.text), r.text);
+  } finally {
+    const un = await admin({ overrides: { limits: { max_concurrent_invocations: null } } });
+    assert(un.status < 300, `uncap: ${un.text}`);
+  }
   const done = await settled(client, inv.id);
   eq(done.status, 'failed', 'failed');
   assert(/timed out after 10 s/.test(done.status_reason), `reason: ${done.status_reason}`);
