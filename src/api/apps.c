@@ -107,7 +107,7 @@ static void ev_push(const char *id, json_t *ev, int end)
         if (s->hs)
             http_stream_wake(s->hs);
     pthread_mutex_unlock(&ev_mu);
-    free(text); /* jansson's allocation */
+    xfree(text);
 }
 
 static long sub_read(void *ctx, char *buf, size_t cap)
@@ -320,7 +320,7 @@ static int put_rec(struct app *app, struct appobj_rec *r, json_t *d)
     xfree(r->data);
     char *text = json_dumps(d, JSON_COMPACT);
     r->data = xstrdup(text);
-    free(text); /* jansson's allocation */
+    xfree(text);
     return store_appobj_put(app->store, r);
 }
 
@@ -403,41 +403,80 @@ static void env_free(char **env)
     xfree(env);
 }
 
-/* Runs the runner for record r (a deployment's discovery or an invocation)
- * with input; *result the parsed answer (NULL when none), *log the run's
- * output. */
-static int run(struct app *app, const struct appobj_rec *r, const char *dep_id, json_t *env_vars,
-               json_t *input, int64_t timeout_ms, long long *unpacked, json_t **result,
-               struct apprun_result *ar, struct err *e)
+/* What one run needs while it goes (owned here, freed by run_release):
+ * its key (revoked at the end), its environment, its instruction, paths. */
+struct run_prep {
+    struct apprun_spec spec;
+    struct apikey_rec key;
+    int have_key;
+    char **env;
+    char *input;
+    char zip[1200], root[1200];
+};
+
+/* Prepares a run of record r (a deployment's discovery or an invocation)
+ * of deployment dep_id with input: a key of r's project valid for
+ * timeout_ms and a little more, the environment, the spec. */
+static int run_prepare(struct app *app, const struct appobj_rec *r, const char *dep_id,
+                       json_t *env_vars, json_t *input, int64_t timeout_ms, long long *unpacked,
+                       struct run_prep *p, struct err *e)
 {
     char plain[CRYPTO_KEY_LEN + 1];
-    struct apikey_rec k;
-    *result = NULL;
-    memset(ar, 0, sizeof *ar);
-    if (key_issue(app, r, clock_now_ms() + timeout_ms + KEY_GRACE_MS, plain, &k) != 0)
+    memset(p, 0, sizeof *p);
+    if (key_issue(app, r, clock_now_ms() + timeout_ms + KEY_GRACE_MS, plain, &p->key) != 0)
         return err_set(e, E_INTERNAL, "internal", "apps: the run's API key could not be stored");
-    char **env = env_build(app, env_vars, plain);
-    char zip[1200], root[1200];
-    zip_path(app, dep_id, zip, sizeof zip);
-    run_dir(app, r->id, root, sizeof root);
-    char *in = json_dumps(input, JSON_COMPACT);
-    struct apprun_spec s = {
+    p->have_key = 1;
+    p->env = env_build(app, env_vars, plain);
+    zip_path(app, dep_id, p->zip, sizeof p->zip);
+    run_dir(app, r->id, p->root, sizeof p->root);
+    p->input = json_dumps(input, JSON_COMPACT);
+    p->spec = (struct apprun_spec){
         .name = r->id,
-        .root_dir = root,
+        .root_dir = p->root,
         .org_id = r->org_id,
-        .zip_path = zip,
-        .input = in,
-        .env = (const char *const *)env,
+        .zip_path = p->zip,
+        .input = p->input,
+        .env = (const char *const *)p->env,
         .api_port = __atomic_load_n(&app->cfg.listen_port, __ATOMIC_RELAXED),
         .timeout_ms = timeout_ms,
         .unpacked_bytes = unpacked,
     };
-    int rc = apprun_run(&s, ar, e);
-    free(in); /* jansson's allocation */
-    env_free(env);
-    key_revoke(app, &k);
+    return 0;
+}
+
+/* Revokes the run's key and frees what run_prepare made. */
+static void run_release(struct app *app, struct run_prep *p)
+{
+    if (p->have_key)
+        key_revoke(app, &p->key);
+    p->have_key = 0;
+    xfree(p->input);
+    env_free(p->env);
+    p->input = NULL;
+    p->env = NULL;
+}
+
+/* The runner's answer (NULL when there is none or it was cut). */
+static json_t *run_answer(int rc, const struct apprun_result *ar)
+{
     if (rc == 0 && ar->result && *ar->result && !ar->result_truncated)
-        *result = json_loads(ar->result, 0, NULL);
+        return json_loads(ar->result, 0, NULL);
+    return NULL;
+}
+
+/* Runs the runner once, in this thread (see run_prepare). */
+static int run(struct app *app, const struct appobj_rec *r, const char *dep_id, json_t *env_vars,
+               json_t *input, int64_t timeout_ms, long long *unpacked, json_t **result,
+               struct apprun_result *ar, struct err *e)
+{
+    struct run_prep p;
+    *result = NULL;
+    memset(ar, 0, sizeof *ar);
+    int rc = run_prepare(app, r, dep_id, env_vars, input, timeout_ms, unpacked, &p, e);
+    if (rc == 0)
+        rc = apprun_run(&p.spec, ar, e);
+    run_release(app, &p);
+    *result = run_answer(rc, ar);
     return rc;
 }
 
@@ -851,6 +890,7 @@ struct inv_job {
     json_t *env;
     char entry[1025];
     int64_t timeout_ms;
+    struct run_prep prep;
 };
 
 static void job_free(struct inv_job *j)
@@ -861,26 +901,31 @@ static void job_free(struct inv_job *j)
     xfree(j);
 }
 
-/* Runs the invocation to its end: its record, its events, its browsers. */
-static void inv_execute(struct inv_job *j)
+/* Marks the invocation running and prepares its run (j->prep). */
+static int inv_begin(struct inv_job *j, struct err *e)
 {
-    struct app *app = j->app;
-    char t[40];
     json_object_set_new(j->d, "status", json_string("running"));
-    (void)put_rec(app, &j->r, j->d);
+    (void)put_rec(j->app, &j->r, j->d);
     ev_push(j->r.id, inv_state_event(&j->r), 0);
     json_t *input = json_pack("{s:s,s:s,s:s,s:s,s:s}", "mode", "invoke", "entrypoint", j->entry,
                               "app_name", j->r.app_name, "action_name",
                               jsonx_str(j->d, "action_name"), "invocation_id", j->r.id);
     if (jsonx_str(j->d, "payload"))
         json_object_set_new(input, "payload", json_string(jsonx_str(j->d, "payload")));
-    json_t *res = NULL;
-    struct apprun_result ar;
-    struct err e;
-    err_init(&e);
-    int rc = run(app, &j->r, j->dep_id, j->env, input, j->timeout_ms, NULL, &res, &ar, &e);
+    int rc = run_prepare(j->app, &j->r, j->dep_id, j->env, input, j->timeout_ms, NULL, &j->prep, e);
     json_decref(input);
-    push_log_lines(j->r.id, ar.log);
+    return rc;
+}
+
+/* The end of an invocation's run (rc, ar, e its outcome): its key revoked,
+ * its browsers ended, its record and its events. */
+static void inv_finish(struct inv_job *j, int rc, struct apprun_result *ar, const struct err *e)
+{
+    struct app *app = j->app;
+    char t[40];
+    run_release(app, &j->prep);
+    json_t *res = run_answer(rc, ar);
+    push_log_lines(j->r.id, ar->log);
     pthread_mutex_lock(&inv_mu);
     struct inv_live *l = live_find(j->r.id);
     char final[16] = "";
@@ -901,18 +946,18 @@ static void inv_execute(struct inv_job *j)
         output = final_output;
         final_output = NULL;
     } else if (rc) {
-        snprintf(reason, sizeof reason, "%s", e.message);
-    } else if (ar.timed_out) {
+        snprintf(reason, sizeof reason, "%s", e->message);
+    } else if (ar->timed_out) {
         snprintf(reason, sizeof reason,
                  "timed out after %lld s: every process of the run was "
                  "killed",
                  (long long)(j->timeout_ms / 1000));
-    } else if (ar.result_truncated) {
+    } else if (ar->result_truncated) {
         snprintf(reason, sizeof reason, "the action's output is larger than %u bytes",
                  LIM_APP_OUTPUT_BYTES);
     } else if (!res) {
         snprintf(reason, sizeof reason, "the run ended without an answer (exit status %d)",
-                 ar.exit_code);
+                 ar->exit_code);
     } else if (!json_is_true(json_object_get(res, "ok"))) {
         snprintf(reason, sizeof reason, "%s",
                  jsonx_str(res, "error") ? jsonx_str(res, "error") : "the action failed");
@@ -925,7 +970,7 @@ static void inv_execute(struct inv_job *j)
             status = "succeeded";
             output = xstrdup(text ? text : "null");
         }
-        free(text); /* jansson's allocation */
+        xfree(text);
     }
     xfree(final_output);
     json_object_set_new(j->d, "status", json_string(status));
@@ -939,7 +984,6 @@ static void inv_execute(struct inv_job *j)
         log_error("invocation %s: its outcome could not be stored", j->r.id);
     ev_push(j->r.id, inv_state_event(&j->r), 1);
     json_decref(res);
-    apprun_result_clear(&ar);
     pthread_mutex_lock(&inv_mu);
     for (struct inv_live **pp = &live; *pp; pp = &(*pp)->next)
         if (*pp == l) {
@@ -951,12 +995,26 @@ static void inv_execute(struct inv_job *j)
     pthread_mutex_unlock(&inv_mu);
 }
 
-static void *inv_thread(void *arg)
+/* Runs the invocation to its end in this thread. */
+static void inv_execute(struct inv_job *j)
 {
-    struct inv_job *j = arg;
-    inv_execute(j);
+    struct apprun_result ar;
+    struct err e;
+    err_init(&e);
+    memset(&ar, 0, sizeof ar);
+    int rc = inv_begin(j, &e);
+    if (rc == 0)
+        rc = apprun_run(&j->prep.spec, &ar, &e);
+    inv_finish(j, rc, &ar, &e);
+    apprun_result_clear(&ar);
+}
+
+/* apprun_start's end of a background invocation (its thread). */
+static void inv_done(void *ctx, int rc, struct apprun_result *ar, const struct err *e)
+{
+    struct inv_job *j = ctx;
+    inv_finish(j, rc, ar, e);
     job_free(j);
-    return NULL;
 }
 
 /* The invocation body's fields: app_name, action_name, version, payload,
@@ -1147,19 +1205,16 @@ int invocations_create(struct req *rq, struct resp *rs)
     if (async) {
         json_t *out = json_pack("{s:s,s:O,s:s}", "id", r->id, "action_name",
                                 json_object_get(j->d, "action_name"), "status", "queued");
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, inv_thread, j) != 0) {
-            pthread_attr_destroy(&at);
-            json_decref(out);
-            inv_execute(j); /* no thread to be had: run it here */
+        struct err e;
+        err_init(&e);
+        rc = inv_begin(j, &e);
+        if (rc == 0)
+            rc = apprun_start(&j->prep.spec, inv_done, j, &e);
+        if (rc) {
+            struct apprun_result none = {0};
+            inv_finish(j, rc, &none, &e);
             job_free(j);
-            return err_set(&rq->err, E_UNAVAIL, "unavailable",
-                           "no thread for a background invocation: it ran in the request");
         }
-        pthread_attr_destroy(&at);
         resp_json(rs, 202, out);
         return 0;
     }

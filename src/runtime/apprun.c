@@ -384,3 +384,42 @@ void apprun_result_clear(struct apprun_result *r)
     xfree(r->log);
     r->result = r->log = NULL;
 }
+
+struct bg {
+    const struct apprun_spec *s;
+    apprun_done_fn done;
+    void *ctx;
+};
+
+static void *bg_main(void *arg)
+{
+    struct bg *b = arg;
+    struct apprun_result r;
+    struct err e;
+    err_init(&e);
+    int rc = apprun_run(b->s, &r, &e);
+    b->done(b->ctx, rc, &r, &e);
+    apprun_result_clear(&r);
+    xfree(b);
+    return NULL;
+}
+
+int apprun_start(const struct apprun_spec *s, apprun_done_fn done, void *ctx, struct err *e)
+{
+    struct bg *b = xcalloc(1, sizeof *b);
+    b->s = s;
+    b->done = done;
+    b->ctx = ctx;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &at, bg_main, b);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        xfree(b);
+        return err_set(e, E_UNAVAIL, "unavailable", "apps: no thread for a background run: %s",
+                       strerror(rc));
+    }
+    return 0;
+}

@@ -19,8 +19,10 @@
  * invocation_id}); it answers one JSON line on its descriptor 3 and its
  * stdout/stderr are the run's log. A deadline kills the whole cgroup tree.
  *
- * Threading: apprun_run blocks the calling thread until the run ended; any
- * number of runs may go at once (each has its own sandbox and relay thread).
+ * Threading: apprun_run blocks the calling thread until the run ended;
+ * apprun_start runs it on a detached thread of its own. Any number of runs
+ * may go at once (each has its own sandbox and relay thread); the org's
+ * share of the server bounds them (sandbox_create).
  */
 #ifndef BD_RUNTIME_APPRUN_H
 #define BD_RUNTIME_APPRUN_H
@@ -57,5 +59,13 @@ struct apprun_result {
  * (the message names it), E_INTERNAL when a system call failed. */
 int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct err *e) WUR;
 void apprun_result_clear(struct apprun_result *r);
+
+/* A background run (an async invocation): apprun_run on a thread of its
+ * own, then done(ctx, rc, result, e) on that thread; result is cleared
+ * after done returns (done copies what it keeps). s and everything it
+ * points to must stay valid until done is called. 0, or E_UNAVAIL when no
+ * thread can be had (done is then not called). */
+typedef void (*apprun_done_fn)(void *ctx, int rc, struct apprun_result *r, const struct err *e);
+int apprun_start(const struct apprun_spec *s, apprun_done_fn done, void *ctx, struct err *e) WUR;
 
 #endif
