@@ -587,15 +587,17 @@ static int dep_form_parse(struct req *rq, const struct mp_form *f, struct dep_fo
                            "version, force, region)");
         }
     }
-    if (!have_entry && rc == 0)
-        rc = err_field(e, "entrypoint_rel_path", "is required (the app's entrypoint in the zip)");
-    if (!df->file && rc == 0)
-        rc = err_field(e, "file", "is required (the app's zip)");
-    if (rc == 0 && df->file->len > LIM_APP_ZIP_BYTES)
-        rc = err_field(e, "file", "is larger than %u bytes", LIM_APP_ZIP_BYTES);
-    if (rc == 0 && (df->file->len < 4 || memcmp(df->file->data, "PK", 2) != 0))
-        rc = err_field(e, "file", "is not a zip archive");
-    return rc;
+    if (rc)
+        return rc;
+    if (!have_entry)
+        return err_field(e, "entrypoint_rel_path", "is required (the app's entrypoint in the zip)");
+    if (!df->file)
+        return err_field(e, "file", "is required (the app's zip)");
+    if (df->file->len > LIM_APP_ZIP_BYTES)
+        return err_field(e, "file", "is larger than %u bytes", LIM_APP_ZIP_BYTES);
+    if (df->file->len < 4 || memcmp(df->file->data, "PK", 2) != 0)
+        return err_field(e, "file", "is not a zip archive");
+    return 0;
 }
 
 static int disk_left(struct req *rq, int64_t want)
@@ -654,7 +656,7 @@ int deployments_create(struct req *rq, struct resp *rs)
                           "entrypoint_rel_path", df.entry, "env_vars", df.env, "source_type",
                           "file", "source_checksum", sum);
     json_object_set_new(internal_of(d), "version", json_string(df.version));
-    if ((rc = dep_status(app, &r, d, "queued", NULL, 0)) != 0) {
+    if (dep_status(app, &r, d, "queued", NULL, 0) != 0) {
         dep_files_remove(app, r.id);
         json_decref(d);
         json_decref(df.env);
