@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fdio.h"
@@ -265,6 +266,66 @@ static int unpack_app(const char *root, const char *zip_path, long long *bytes, 
     return rc;
 }
 
+/* ---- the runs going (for the server's stop) ---- */
+
+struct going {
+    struct sandbox *sb;
+    struct going *next;
+};
+
+static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t runs_cv = PTHREAD_COND_INITIALIZER;
+static struct going *runs;
+static int stopping;
+static int background; /* apprun_start threads alive */
+
+/* Registers sb as going; E_UNAVAIL once the server stops. */
+static int going_add(struct going *g, struct sandbox *sb, struct err *e)
+{
+    pthread_mutex_lock(&runs_mu);
+    int stop = stopping;
+    if (!stop) {
+        g->sb = sb;
+        g->next = runs;
+        runs = g;
+    }
+    pthread_mutex_unlock(&runs_mu);
+    return stop ? err_set(e, E_UNAVAIL, "unavailable", "apps: the server is stopping") : 0;
+}
+
+static void going_remove(struct going *g)
+{
+    pthread_mutex_lock(&runs_mu);
+    for (struct going **pp = &runs; *pp; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    pthread_mutex_unlock(&runs_mu);
+}
+
+void apprun_drain(void)
+{
+    pthread_mutex_lock(&runs_mu);
+    stopping = 1;
+    for (struct going *g = runs; g; g = g->next)
+        (void)sandbox_kill_all(g->sb);
+    pthread_mutex_unlock(&runs_mu);
+}
+
+void apprun_stop(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    pthread_mutex_lock(&runs_mu);
+    while (background > 0 && pthread_cond_timedwait(&runs_cv, &runs_mu, &until) == 0)
+        ;
+    if (background > 0)
+        log_error("apps: %d background runs still going at the stop", background);
+    pthread_mutex_unlock(&runs_mu);
+}
+
 /* ---- the run ---- */
 
 struct waiter {
@@ -315,6 +376,11 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     int rc = sandbox_create(s->name, s->org_id, LIM_APP_MEMORY_BYTES, &sb, e);
     if (rc)
         return rc;
+    struct going g;
+    if ((rc = going_add(&g, sb, e)) != 0) {
+        sandbox_unref(sb);
+        return rc;
+    }
     (void)mkdir(s->root_dir, 0700);
     struct relay relay = {.listen_fd = -1};
     if ((rc = sandbox_root_create(sb, s->root_dir, LIM_APP_FILES_BYTES, e)) == 0 &&
@@ -367,6 +433,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     }
     /* Everything the run started dies with its cgroup before the relay
      * waits for its connections to close. */
+    going_remove(&g);
     (void)sandbox_kill_all(sb);
     relay_stop(&relay);
     sandbox_unref(sb);
@@ -401,6 +468,10 @@ static void *bg_main(void *arg)
     b->done(b->ctx, rc, &r, &e);
     apprun_result_clear(&r);
     xfree(b);
+    pthread_mutex_lock(&runs_mu);
+    if (--background == 0)
+        pthread_cond_broadcast(&runs_cv);
+    pthread_mutex_unlock(&runs_mu);
     return NULL;
 }
 
@@ -410,6 +481,15 @@ int apprun_start(const struct apprun_spec *s, apprun_done_fn done, void *ctx, st
     b->s = s;
     b->done = done;
     b->ctx = ctx;
+    pthread_mutex_lock(&runs_mu);
+    int stop = stopping;
+    if (!stop)
+        background++;
+    pthread_mutex_unlock(&runs_mu);
+    if (stop) {
+        xfree(b);
+        return err_set(e, E_UNAVAIL, "unavailable", "apps: the server is stopping");
+    }
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -417,6 +497,10 @@ int apprun_start(const struct apprun_spec *s, apprun_done_fn done, void *ctx, st
     int rc = pthread_create(&th, &at, bg_main, b);
     pthread_attr_destroy(&at);
     if (rc != 0) {
+        pthread_mutex_lock(&runs_mu);
+        if (--background == 0)
+            pthread_cond_broadcast(&runs_cv);
+        pthread_mutex_unlock(&runs_mu);
         xfree(b);
         return err_set(e, E_UNAVAIL, "unavailable", "apps: no thread for a background run: %s",
                        strerror(rc));

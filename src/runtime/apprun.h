@@ -68,4 +68,12 @@ void apprun_result_clear(struct apprun_result *r);
 typedef void (*apprun_done_fn)(void *ctx, int rc, struct apprun_result *r, const struct err *e);
 int apprun_start(const struct apprun_spec *s, apprun_done_fn done, void *ctx, struct err *e) WUR;
 
+/* The server's stop (main.c's "app runs" row): apprun_drain refuses new
+ * runs (E_UNAVAIL) and kills every run going (its whole cgroup), so that
+ * sync invocations answer and background runs reach their done callback;
+ * apprun_stop then waits (bounded: 30 s) until every background run's
+ * callback returned. */
+void apprun_drain(void);
+void apprun_stop(void);
+
 #endif

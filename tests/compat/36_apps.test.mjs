@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Kernel from '@onkernel/sdk';
-import { startServer, startSite, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, isError, waitFor, newOrg, sessionCgroupDirs } from '../blackbox/lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ADMIN = 'apps-admin-token';
@@ -308,12 +308,17 @@ test('issue 36: another org sees none of these ids (404); bad input is 400 namin
   assert(/status/.test(patch.text), patch.text);
 });
 
-test('issue 36: teardown (the shared server stops cleanly)', async () => {
-  if (!shared) return;
-  await shared.s.stop();
-  shared.site.close();
-  shared.s.cleanup();
+test('issue 36.4: the server stops cleanly while an async invocation runs: its run is killed and its cgroup removed (the shared server\'s end)', async () => {
+  const { s, client, site } = await env();
+  const inv = await client.invocations.create({ app_name: 'title-app', action_name: 'sleep', version: '1', async: true, async_timeout_seconds: 600 });
+  await waitFor(async () => (await client.invocations.retrieve(inv.id)).status === 'running', 'the invocation runs', 60000, 200);
+  await waitFor(() => sessionCgroupDirs(inv.id).length > 0, 'its cgroup exists', 30000, 100);
   shared = undefined;
-});
+  site.close();
+  const code = await s.stop();
+  eq(code, 0, `the server's exit: ${s.log.slice(-2000)}`);
+  eq(sessionCgroupDirs(inv.id), [], 'no cgroup of the run left behind');
+  s.cleanup();
+}, 90000);
 
 export { tests };
