@@ -21,6 +21,7 @@
 #include "domain/entitlements.h"
 #include "runtime/apprun.h"
 #include "runtime/extpack.h"
+#include "runtime/pwexec.h"
 #include "session/app.h"
 #include "session/session.h"
 
@@ -171,6 +172,27 @@ static void follow(struct resp *rs, const char *id, json_t *state_event)
     resp_header(rs, "Cache-Control", "no-cache");
 }
 
+/* A line of a run's log with the runner's host folder (runtime-js/, in the
+ * runner's own stack frames) shown as /runtime: a tenant never sees a host
+ * path. Owned. */
+static char *scrub_line(const char *p, size_t n)
+{
+    const char *dir = pwexec_dir();
+    size_t dl = dir ? strlen(dir) : 0;
+    char *out = xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n;) {
+        if (dl && n - i >= dl && memcmp(p + i, dir, dl) == 0 && dl >= 8) {
+            memcpy(o, "/runtime", 8);
+            o += 8;
+            i += dl;
+        } else {
+            *o++ = p[i++];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* Log events of a run's output, one per line (at most LIM_APP_EVENTS). */
 static void push_log_lines(const char *id, const char *log)
 {
@@ -179,9 +201,7 @@ static void push_log_lines(const char *id, const char *log)
     while (p && *p && lines < (int)LIM_APP_EVENTS) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        char *line = xmalloc(n + 1);
-        memcpy(line, p, n);
-        line[n] = '\0';
+        char *line = scrub_line(p, n);
         ev_push(id, json_pack("{s:s,s:s}", "event", "log", "message", line), 0);
         xfree(line);
         lines++;

@@ -210,6 +210,10 @@ test('issue 36.3: a failing action ends failed with its error; an action may set
   const bad = await client.invocations.create({ app_name: 'title-app', action_name: 'fail', version: '1' });
   eq(bad.status, 'failed', 'failed');
   assert(/boom from the action/.test(bad.status_reason), `reason: ${bad.status_reason}`);
+  const logs = (await collect(await client.invocations.follow(bad.id))).filter((e) => e.event === 'log').map((e) => e.message);
+  assert(logs.some((l) => /boom from the action/.test(l)), `the error's stack is in the log: ${logs}`);
+  const host = join(here, '..', '..');
+  assert(!logs.some((l) => l.includes(host)), `a log line shows a host path (${host}): ${logs.join('\n')}`);
   const p = await client.invocations.create({ app_name: 'title-app', action_name: 'patch', version: '1' });
   eq(p.status, 'succeeded', `patched: ${JSON.stringify(p)}`);
   eq(JSON.parse(p.output), { patched: true }, 'the output the action set');
