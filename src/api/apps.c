@@ -235,16 +235,20 @@ static struct inv_live *live_find(const char *id)
     return NULL;
 }
 
-/* Counts the org's and the app's invocations in flight, under inv_mu. */
-static void live_counts(const char *org_id, const char *app_name, int64_t *org_n, int64_t *app_n)
+/* Counts the org's, the project's and the app's invocations in flight,
+ * under inv_mu. */
+static void live_counts(const struct appobj_rec *r, int64_t *org_n, int64_t *proj_n, int64_t *app_n)
 {
-    *org_n = *app_n = 0;
+    *org_n = *proj_n = *app_n = 0;
     for (struct inv_live *l = live; l; l = l->next) {
-        if (l->ended || strcmp(l->org_id, org_id) != 0)
+        if (l->ended || strcmp(l->org_id, r->org_id) != 0)
             continue;
         (*org_n)++;
-        if (strcmp(l->app_name, app_name) == 0)
-            (*app_n)++;
+        if (strcmp(l->project_id, r->project_id) == 0) {
+            (*proj_n)++;
+            if (strcmp(l->app_name, r->app_name) == 0)
+                (*app_n)++;
+        }
     }
 }
 
@@ -1083,26 +1087,37 @@ static int inv_body(struct req *rq, json_t *body, int *async, int *timeout_s)
     return rc;
 }
 
-/* 429 past the org's max_concurrent_invocations or the app's
- * default_max_concurrent_invocations_per_app; else registers the
- * invocation as in flight (under inv_mu, so that two creates cannot both
- * take the last place). */
+/* 429 past the org's max_concurrent_invocations, the project's own
+ * max_concurrent_invocations (its limits) or the app's
+ * default_max_concurrent_invocations_per_app; else registers the invocation
+ * as in flight (under inv_mu, so that two creates cannot both take the
+ * last place). */
 static int admit(struct req *rq, const struct appobj_rec *r)
 {
     const json_t *ent;
     int rc = api_entitlements(rq, &ent);
     if (rc)
         return rc;
-    int64_t org_max = 0, app_max = 0, org_n, app_n;
+    struct limits_rec pl;
+    memset(&pl, 0, sizeof pl);
+    if (r->project_id[0] &&
+        store_limits_get(api_app(rq)->store, r->org_id, r->project_id, &pl) != 0)
+        return err_set(&rq->err, E_INTERNAL, "internal", "the project's limits could not be read");
+    int64_t org_max = 0, app_max = 0, org_n, proj_n, app_n;
     int org_lim = ent_limit(ent, "max_concurrent_invocations", &org_max);
     int app_lim = ent_limit(ent, "default_max_concurrent_invocations_per_app", &app_max);
     pthread_mutex_lock(&inv_mu);
-    live_counts(r->org_id, r->app_name, &org_n, &app_n);
+    live_counts(r, &org_n, &proj_n, &app_n);
     if (org_lim && org_n >= org_max)
         rc = err_set(&rq->err, E_LIMIT, "rate_limited",
                      "the organization runs %lld invocations, its limit "
                      "(limits.max_concurrent_invocations)",
                      (long long)org_n);
+    else if (pl.max_invocations > 0 && proj_n >= pl.max_invocations)
+        rc = err_set(&rq->err, E_LIMIT, "rate_limited",
+                     "the project runs %lld invocations, its limit (the project's "
+                     "max_concurrent_invocations)",
+                     (long long)proj_n);
     else if (app_lim && app_n >= app_max)
         rc = err_set(&rq->err, E_LIMIT, "rate_limited",
                      "app %s runs %lld invocations, its limit "

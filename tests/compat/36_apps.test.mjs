@@ -222,7 +222,7 @@ test('issue 36.3: a failing action ends failed with its error; an action may set
   eq((await client.invocations.retrieve(bad.id)).output, '"fixed"', 'kept');
 });
 
-test('issue 36.3 and 36.5: an async invocation past async_timeout_seconds is killed (the whole tree) and ends failed naming the timeout; while it runs, an org capped at one concurrent invocation gets 429 with Retry-After', async () => {
+test('issue 36.3 and 36.5: an async invocation past async_timeout_seconds is killed (the whole tree) and ends failed naming the timeout; while it runs, an org or a project capped at one concurrent invocation gets 429 with Retry-After', async () => {
   const { s, client } = await env();
   const inv = await client.invocations.create({ app_name: 'title-app', action_name: 'sleep', version: '1', async: true, async_timeout_seconds: 10 });
   const ctx = await request(s.base, 'GET', '/auth/context', { key: s.key });
@@ -238,6 +238,17 @@ test('issue 36.3 and 36.5: an async invocation past async_timeout_seconds is kil
   } finally {
     const un = await admin({ overrides: { limits: { max_concurrent_invocations: null } } });
     assert(un.status < 300, `uncap: ${un.text}`);
+  }
+  // The project's own cap (its limits) applies the same way.
+  const project = ctx.json.authorization.effective_scope.project_id;
+  const lim = (n) => request(s.base, 'PATCH', `/org/projects/${project}/limits`, { key: s.key, body: { max_concurrent_invocations: n } });
+  assert((await lim(1)).status < 300, 'project cap');
+  try {
+    const r = await request(s.base, 'POST', '/invocations', { key: s.key, body: { app_name: 'title-app', action_name: 'tag', version: '1' } });
+    isError(r, 429, 'rate_limited');
+    assert(/project/.test(r.text), r.text);
+  } finally {
+    assert((await lim(0)).status < 300, 'project uncap');
   }
   const done = await settled(client, inv.id);
   eq(done.status, 'failed', 'failed');
