@@ -46,7 +46,7 @@ try {
 }
 
 const dir = sdkDir();
-if (!dir) answer({ ok: false, error: 'the app does not bundle @onkernel/sdk (node_modules/@onkernel/sdk)' });
+if (!dir) answer({ ok: false, error: 'the app does not bundle @onkernel/sdk: zip its node_modules with it (dependencies are not installed at deploy time: the build has no network)' });
 const registries = [];
 const esm = path.join(dir, 'core', 'app-framework.mjs');
 const cjs = path.join(dir, 'core', 'app-framework.js');
