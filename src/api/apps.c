@@ -754,7 +754,7 @@ int deployments_create(struct req *rq, struct resp *rs)
     struct appobj_rec *rows = NULL;
     size_t n = 0;
     rc = store_appobj_list(app->store, r.org_id, r.project_id, KIND_DEP, r.app_name, r.version,
-                           "running", &pg, &rows, &n);
+                           "running", NULL, NULL, &pg, &rows, &n);
     if (rc == 0 && n > 0 && !df.force) {
         rc = err_set(&rq->err, E_CONFLICT, "conflict",
                      "version %s of app %s is deployed (deployment %s): pass force to replace it",
@@ -815,7 +815,8 @@ static int load(struct req *rq, const char *kind, struct appobj_rec *r)
 }
 
 static int list(struct req *rq, struct resp *rs, const char *kind, const char *app_name,
-                const char *version, const char *status, int as_app)
+                const char *version, const char *status, const char *match1, const char *match2,
+                int as_app)
 {
     struct page pg = {0};
     int rc = req_page(rq, &pg.limit, &pg.offset);
@@ -825,7 +826,7 @@ static int list(struct req *rq, struct resp *rs, const char *kind, const char *a
     struct appobj_rec *rows = NULL;
     size_t n = 0;
     if (store_appobj_list(api_app(rq)->store, a->org.id, a->project.id, kind, app_name, version,
-                          status, &pg, &rows, &n) != 0)
+                          status, match1, match2, &pg, &rows, &n) != 0)
         return err_set(&rq->err, E_INTERNAL, "internal", "the %ss could not be listed", kind);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -852,7 +853,8 @@ static int list(struct req *rq, struct resp *rs, const char *kind, const char *a
 
 int deployments_list(struct req *rq, struct resp *rs)
 {
-    return list(rq, rs, KIND_DEP, req_query(rq, "app_name"), req_query(rq, "app_version"), NULL, 0);
+    return list(rq, rs, KIND_DEP, req_query(rq, "app_name"), req_query(rq, "app_version"), NULL,
+                NULL, NULL, 0);
 }
 
 int deployments_get(struct req *rq, struct resp *rs)
@@ -903,7 +905,7 @@ int deployments_events(struct req *rq, struct resp *rs)
 int apps_list(struct req *rq, struct resp *rs)
 {
     return list(rq, rs, KIND_DEP, req_query(rq, "app_name"), req_query(rq, "version"), "running",
-                1);
+                NULL, NULL, 1);
 }
 
 /* ---- invocations ---- */
@@ -1173,7 +1175,7 @@ int invocations_create(struct req *rq, struct resp *rs)
     struct appobj_rec *rows = NULL;
     size_t n = 0;
     if (store_appobj_list(app->store, a->org.id, a->project.id, KIND_DEP, app_name, version,
-                          "running", &pg, &rows, &n) != 0) {
+                          "running", NULL, NULL, &pg, &rows, &n) != 0) {
         json_decref(body);
         return err_set(&rq->err, E_INTERNAL, "internal", "deployments could not be read");
     }
@@ -1276,7 +1278,29 @@ int invocations_list(struct req *rq, struct resp *rs)
     if (st && strcmp(st, "queued") != 0 && strcmp(st, "running") != 0 &&
         strcmp(st, "succeeded") != 0 && strcmp(st, "failed") != 0)
         return err_field(&rq->err, "status", "must be queued, running, succeeded or failed");
-    return list(rq, rs, KIND_INV, req_query(rq, "app_name"), req_query(rq, "version"), st, 0);
+    /* action_name and deployment_id match the record's JSON text, where
+     * each is one compact member (its value escaped as jansson writes it). */
+    char *m1 = NULL, *m2 = NULL;
+    const char *an = req_query(rq, "action_name"), *dep = req_query(rq, "deployment_id");
+    if (an) {
+        json_t *v = json_string(an);
+        char *q = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+        m1 = xasprintf("\"action_name\":%s", q ? q : "\"\"");
+        xfree(q);
+        json_decref(v);
+    }
+    if (dep) {
+        json_t *v = json_string(dep);
+        char *q = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+        m2 = xasprintf("\"deployment_id\":%s", q ? q : "\"\"");
+        xfree(q);
+        json_decref(v);
+    }
+    int rc =
+        list(rq, rs, KIND_INV, req_query(rq, "app_name"), req_query(rq, "version"), st, m1, m2, 0);
+    xfree(m1);
+    xfree(m2);
+    return rc;
 }
 
 int invocations_get(struct req *rq, struct resp *rs)

@@ -65,7 +65,8 @@ int pgx_appobj_get(struct store *st_, const char *org_id, const char *project_id
 }
 
 int pgx_appobj_list(struct store *st_, const char *org_id, const char *project_id, const char *kind,
-                    const char *app_name, const char *version, const char *status, struct page *pg,
+                    const char *app_name, const char *version, const char *status,
+                    const char *match1, const char *match2, struct page *pg,
                     struct appobj_rec **rows, size_t *n)
 {
     PGCONN(p, c);
@@ -74,9 +75,11 @@ int pgx_appobj_list(struct store *st_, const char *org_id, const char *project_i
                     "SELECT " APPOBJ_COLS " FROM app_objects WHERE org_id = $1 AND project_id = $2"
                     " AND kind = $3 AND ($4::text IS NULL OR app_name = $4)"
                     " AND ($5::text IS NULL OR version = $5) AND ($6::text IS NULL OR status = $6)"
+                    " AND ($9::text IS NULL OR strpos(data, $9) > 0)"
+                    " AND ($10::text IS NULL OR strpos(data, $10) > 0)"
                     " ORDER BY created_at DESC, id LIMIT $7 OFFSET $8",
-                    "ssssssii", org_id, project_id, kind, app_name, version, status,
-                    (int64_t)pg->limit + 1, (int64_t)pg->offset);
+                    "ssssssiiss", org_id, project_id, kind, app_name, version, status,
+                    (int64_t)pg->limit + 1, (int64_t)pg->offset, match1, match2);
     if (ret == 0)
         PG_COLLECT(r, pg, rows, n, struct appobj_rec, appobj_row);
     pgx_put(p, c);

@@ -66,18 +66,21 @@ int sq_appobj_get(struct store *st_, const char *org_id, const char *project_id,
 }
 
 int sq_appobj_list(struct store *st_, const char *org_id, const char *project_id, const char *kind,
-                   const char *app_name, const char *version, const char *status, struct page *pg,
+                   const char *app_name, const char *version, const char *status,
+                   const char *match1, const char *match2, struct page *pg,
                    struct appobj_rec **rows, size_t *n)
 {
     CONN(s, c);
     sqlite3_stmt *st = NULL;
-    int rc = sqx_q(c, &st,
-                   "SELECT " APPOBJ_COLS " FROM app_objects WHERE org_id = ?1 AND project_id = ?2"
-                   " AND kind = ?3 AND (?4 IS NULL OR app_name = ?4)"
-                   " AND (?5 IS NULL OR version = ?5) AND (?6 IS NULL OR status = ?6)"
-                   " ORDER BY created_at DESC, id LIMIT ?7 OFFSET ?8",
-                   "ssssssii", org_id, project_id, kind, app_name, version, status,
-                   (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    int rc =
+        sqx_q(c, &st,
+              "SELECT " APPOBJ_COLS " FROM app_objects WHERE org_id = ?1 AND project_id = ?2"
+              " AND kind = ?3 AND (?4 IS NULL OR app_name = ?4)"
+              " AND (?5 IS NULL OR version = ?5) AND (?6 IS NULL OR status = ?6)"
+              " AND (?9 IS NULL OR instr(data, ?9) > 0) AND (?10 IS NULL OR instr(data, ?10) > 0)"
+              " ORDER BY created_at DESC, id LIMIT ?7 OFFSET ?8",
+              "ssssssiiss", org_id, project_id, kind, app_name, version, status,
+              (int64_t)pg->limit + 1, (int64_t)pg->offset, match1, match2);
     if (rc < 0) {
         sqx_conn_put(s, c);
         return E_INTERNAL;

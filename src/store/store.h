@@ -514,7 +514,8 @@ struct store_ops {
     /* Apps (api/apps.h): appobj_put inserts a record or, for an existing
      * id, replaces its app_name, status, bytes, updated_at and data; get reads one
      * of the project by kind and id (E_NOTFOUND for another project's);
-     * list: newest first, app_name / version / status NULL = any; delete:
+     * list: newest first, app_name / version / status NULL = any, and each
+     * of match1 / match2 (NULL = any) a substring data must hold; delete:
      * E_NOTFOUND when absent; bytes: the sum of bytes over the org's
      * records of kind. */
     int (*appobj_put)(struct store *st, const struct appobj_rec *r);
@@ -522,7 +523,8 @@ struct store_ops {
                       const char *kind, const char *id, struct appobj_rec *out);
     int (*appobj_list)(struct store *st, const char *org_id, const char *project_id,
                        const char *kind, const char *app_name, const char *version,
-                       const char *status, struct page *pg, struct appobj_rec **rows, size_t *n);
+                       const char *status, const char *match1, const char *match2, struct page *pg,
+                       struct appobj_rec **rows, size_t *n);
     int (*appobj_delete)(struct store *st, const char *org_id, const char *project_id,
                          const char *kind, const char *id);
     int (*appobj_bytes)(struct store *st, const char *org_id, const char *kind, int64_t *n);

@@ -181,6 +181,10 @@ test('issue 36.3: a sync invocation creates a browser through new Kernel(), read
   const listed = [];
   for await (const i of client.invocations.list({ app_name: 'title-app', status: 'succeeded' })) listed.push(i.id);
   assert(listed.includes(inv.id), 'list by app and status');
+  const ids = async (q) => { const out = []; for await (const i of client.invocations.list(q)) out.push(i.id); return out; };
+  assert((await ids({ action_name: 'title', deployment_id: shared.dep.id })).includes(inv.id), 'list by action and deployment');
+  assert(!(await ids({ action_name: 'tag' })).includes(inv.id), 'another action\'s list');
+  assert(!(await ids({ deployment_id: 'aaaaaaaaaaaaaaaaaaaaaaaa' })).includes(inv.id), 'another deployment\'s list');
 });
 
 test('issue 36.3: an async invocation answers 202 queued, its events follow it to succeeded; listBrowsers shows its browser and deleteBrowsers ends it', async () => {

@@ -1041,13 +1041,19 @@ static void apps_objects(void **state)
     struct appobj_rec *rows = NULL;
     size_t n = 0;
     assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", "title-app", "1", "running",
-                                       &pg, &rows, &n),
+                                       "\"status\":\"running\"", NULL, &pg, &rows, &n),
                      0);
     assert_int_equal(n, 1);
     appobj_rec_clear(&rows[0]);
     xfree(rows);
-    assert_int_equal(
-        store_appobj_list(st, o.id, p.id, "deployment", "title-app", "2", NULL, &pg, &rows, &n), 0);
+    assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", "title-app", "2", NULL, NULL,
+                                       NULL, &pg, &rows, &n),
+                     0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", NULL, NULL, NULL, "running",
+                                       "\"nope\"", &pg, &rows, &n),
+                     0);
     assert_int_equal(n, 0);
     xfree(rows);
     int64_t bytes = 0;
