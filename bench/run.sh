@@ -152,6 +152,8 @@ BROWSERD_BIN="$BIN" node bench/lifecycle.mjs >>"$out"
 echo >>"$out"
 BROWSERD_BIN="$BIN" node bench/agents.mjs >>"$out"
 echo >>"$out"
+BROWSERD_BIN="$BIN" node bench/apps.mjs >>"$out"
+echo >>"$out"
 # The hundred browsers of the session benchmark take a few seconds to wind
 # down; the egress trials compare microseconds.
 sleep 10

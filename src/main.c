@@ -18,6 +18,7 @@
 
 #include "runtime/admit.h"
 #include "runtime/bgjobs.h"
+#include "runtime/apprun.h"
 #include "runtime/child.h"
 #include "runtime/crlauncher.h"
 #include "runtime/procjobs.h"
@@ -937,6 +938,21 @@ static void stop_log_waker(struct serve *sv)
     waker_stop(sv->app.log_waker);
 }
 
+/* App runs (docs/apps.md): killed at the drain, so that sync invocations
+ * answer before the daemon stops; background ones are waited for before
+ * the sessions and the store go. */
+static void drain_app_runs(struct serve *sv)
+{
+    (void)sv;
+    apprun_drain();
+}
+
+static void stop_app_runs(struct serve *sv)
+{
+    (void)sv;
+    apprun_stop();
+}
+
 /* Browsers of a previous run that did not stop cleanly are ended before
  * anything new starts; Debian's launcher script is read once, before any
  * launch needs it. */
@@ -1094,6 +1110,7 @@ static const struct engine engines[] = {
     {"recovery", .init = recover_sessions},
     {"fs watches", .stop = stop_fs_watches},
     {"config registry", .drain = drain_cfgreg_jobs},
+    {"app runs", .drain = drain_app_runs, .stop = stop_app_runs},
     {"http", .start = start_http, .drain = quiesce_http, .stop = stop_http},
     {"metrics listener", .start = start_metrics_http, .stop = stop_metrics_http},
     {"parked requests", .drain = answer_parked},

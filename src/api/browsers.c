@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/apps.h"
 #include "api/browsers.h"
 #include "session/session.h"
 #include "session/ext.h"
@@ -248,11 +249,30 @@ int browsers_create(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
+    /* Browsers of an invocation (api/apps.h) are listed under it and end
+     * with it. */
+    char inv[STORE_ID] = "";
+    json_t *iv = json_object_get(body, "invocation_id");
+    if (iv && !json_is_null(iv)) {
+        if (!json_is_string(iv) || json_string_length(iv) >= sizeof inv)
+            rc = err_field(&rq->err, "invocation_id", "must be the id of a running invocation");
+        else
+            snprintf(inv, sizeof inv, "%s", json_string_value(iv));
+        if (rc == 0)
+            rc = apps_invocation_check(a->org.id, a->project.id, inv, &rq->err);
+        if (rc) {
+            json_decref(body);
+            return rc;
+        }
+    }
+    json_object_del(body, "invocation_id");
     struct session_rec s;
     rc = sess_create(app, a->org.id, a->project.id, ent, body, &s, &rq->err);
     json_decref(body);
     if (rc)
         return rc;
+    if (inv[0])
+        apps_invocation_attach(app, inv, s.id);
     resp_json(rs, 200, render_session(app, &s));
     session_rec_clear(&s);
     return 0;

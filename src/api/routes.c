@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/apps.h"
 #include "api/computer.h"
 #include "api/credentials.h"
 #include "api/credprov.h"
@@ -230,12 +231,6 @@ const struct route api_routes[] = {
     /* routes: proxies */
     NI("/extensions"),
     NI("/extensions/*"),
-    NI("/apps"),
-    NI("/apps/*"),
-    NI("/deployments"),
-    NI("/deployments/*"),
-    NI("/invocations"),
-    NI("/invocations/*"),
     /* routes: managed auth (issue 35.4, docs/managed-auth.md) */
     {"POST", "/auth/connections", authconn_create, KEY},
     {"GET", "/auth/connections", authconn_list, KEY},
@@ -251,6 +246,20 @@ const struct route api_routes[] = {
     {"GET", "/auth/hosted/{token}/screenshot", authconn_hosted_screenshot,
      AUTH_NONE | HTTP_ROUTE_BLOCKING},
     {"POST", "/auth/hosted/{token}/submit", authconn_hosted_submit, AUTH_NONE},
+    /* routes: apps, deployments, invocations (issue 36, docs/apps.md) */
+    {"POST", "/deployments", deployments_create, SLOW},
+    {"GET", "/deployments", deployments_list, KEY},
+    {"GET", "/deployments/{id}", deployments_get, KEY},
+    {"DELETE", "/deployments/{id}", deployments_delete, KEY},
+    {"GET", "/deployments/{id}/events", deployments_events, KEY},
+    {"GET", "/apps", apps_list, KEY},
+    {"POST", "/invocations", invocations_create, SLOW},
+    {"GET", "/invocations", invocations_list, KEY},
+    {"GET", "/invocations/{id}", invocations_get, KEY},
+    {"PATCH", "/invocations/{id}", invocations_update, KEY},
+    {"GET", "/invocations/{id}/events", invocations_events, KEY},
+    {"GET", "/invocations/{id}/browsers", invocations_browsers_list, KEY},
+    {"DELETE", "/invocations/{id}/browsers", invocations_browsers_delete, SLOW},
     NI("/auth/*"),
     /* routes: credentials (issue 35.1, docs/credentials.md) */
     {"POST", "/credentials", credentials_create, KEY},

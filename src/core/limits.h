@@ -503,5 +503,36 @@
  * one) as live sessions served by them; its further creates of that kind
  * launch cold, so that one tenant cannot take the spares of the others. */
 #define LIM_SPARES_ORG_SHARE 2
+/* Apps, deployments and invocations (api/apps.h, runtime/apprun.h). A
+ * deployment's zip as uploaded (the extension archive's checks apply while
+ * it unpacks: LIM_EXT_ENTRIES, LIM_EXT_UNPACKED_BYTES); an org's share of the
+ * server's disk for deployments (each zip plus its unpacked bytes); one run's
+ * memory cgroup and its own files (a tmpfs the app is unpacked into); the
+ * build log and the logs of a run kept; an invocation's output (the JSON of
+ * the action's return; larger fails the invocation) and payload; how long a
+ * discovery and a sync invocation may run; the async timeout's range and
+ * default; env vars per deployment; browsers one invocation may hold; events
+ * kept per deployment or invocation for followers. */
+#define LIM_APP_ZIP_BYTES               (50u * 1024u * 1024u)
+#define LIM_APP_ORG_DISK_BYTES          (1024LL * 1024 * 1024)
+#define LIM_APP_MEMORY_BYTES            (1024LL * 1024 * 1024)
+#define LIM_APP_FILES_BYTES             (512LL * 1024 * 1024)
+#define LIM_APP_LOG_BYTES               (256u * 1024u)
+#define LIM_APP_OUTPUT_BYTES            (1u * 1024u * 1024u)
+#define LIM_APP_PAYLOAD_BYTES           (1u * 1024u * 1024u)
+#define LIM_APP_DISCOVER_TIMEOUT_S      60
+#define LIM_APP_SYNC_TIMEOUT_S          300
+#define LIM_APP_ASYNC_TIMEOUT_MIN_S     10
+#define LIM_APP_ASYNC_TIMEOUT_MAX_S     3600
+#define LIM_APP_ASYNC_TIMEOUT_DEFAULT_S 900
+#define LIM_APP_ENV_VARS                64
+#define LIM_APP_ENV_VALUE_BYTES         (32u * 1024u)
+#define LIM_APP_INVOCATION_BROWSERS     16
+#define LIM_APP_EVENTS                  1024
+/* Event logs of ended deployments and invocations kept in memory for late
+ * followers (older ones answer from the stored record). */
+#define LIM_APP_EVENT_LOGS 256
+/* Connections one run may hold open at once through its API relay. */
+#define LIM_APP_RELAY_CONNS 64
 
 #endif

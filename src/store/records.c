@@ -79,3 +79,11 @@ void authconn_rec_clear(struct authconn_rec *c)
     xfree(c->data);
     c->data = NULL;
 }
+
+void appobj_rec_clear(struct appobj_rec *r)
+{
+    if (!r)
+        return;
+    xfree(r->data);
+    r->data = NULL;
+}

@@ -268,6 +268,26 @@ struct authconn_rec {
 void authconn_rec_clear(struct authconn_rec *c);
 /* records: authconn */
 
+/* A deployment (kind "deployment") or an invocation (kind "invocation") of
+ * an app of a project (api/apps.h). The indexed columns repeat fields of
+ * data, the record's JSON object text; bytes is a deployment's unpacked
+ * size on disk (0 for an invocation). */
+struct appobj_rec {
+    char id[STORE_ID];
+    char org_id[STORE_ID];
+    char project_id[STORE_ID];
+    char kind[16];
+    char app_name[STORE_NAME];
+    char version[STORE_NAME];
+    char status[16];
+    int64_t bytes;
+    int64_t created_at;
+    int64_t updated_at;
+    char *data; /* owned JSON object text */
+};
+
+void appobj_rec_clear(struct appobj_rec *r);
+
 /* A server process of a cluster (shared store only). Times are the
  * database's clock, in ms since the epoch. */
 struct node_rec {
@@ -563,6 +583,23 @@ struct store_ops {
                              struct cfgreg_text **rows, size_t *n);
     int (*cfgreg_prune)(struct store *st, const char *org_id, size_t keep_analyses,
                         size_t keep_entries);
+    /* Apps (api/apps.h): appobj_put inserts a record or, for an existing
+     * id, replaces its app_name, status, bytes, updated_at and data; get reads one
+     * of the project by kind and id (E_NOTFOUND for another project's);
+     * list: newest first, app_name / version / status NULL = any, and each
+     * of match1 / match2 (NULL = any) a substring data must hold; delete:
+     * E_NOTFOUND when absent; bytes: the sum of bytes over the org's
+     * records of kind. */
+    int (*appobj_put)(struct store *st, const struct appobj_rec *r);
+    int (*appobj_get)(struct store *st, const char *org_id, const char *project_id,
+                      const char *kind, const char *id, struct appobj_rec *out);
+    int (*appobj_list)(struct store *st, const char *org_id, const char *project_id,
+                       const char *kind, const char *app_name, const char *version,
+                       const char *status, const char *match1, const char *match2, struct page *pg,
+                       struct appobj_rec **rows, size_t *n);
+    int (*appobj_delete)(struct store *st, const char *org_id, const char *project_id,
+                         const char *kind, const char *id);
+    int (*appobj_bytes)(struct store *st, const char *org_id, const char *kind, int64_t *n);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -758,6 +795,11 @@ void org_rec_clear(struct org_rec *o);
 #define store_search_put(st, ...)        ((st)->ops->search_put((st), __VA_ARGS__))
 #define store_search_get(st, ...)        ((st)->ops->search_get((st), __VA_ARGS__))
 #define store_search_prune(st, ...)      ((st)->ops->search_prune((st), __VA_ARGS__))
+#define store_appobj_put(st, ...)        ((st)->ops->appobj_put((st), __VA_ARGS__))
+#define store_appobj_get(st, ...)        ((st)->ops->appobj_get((st), __VA_ARGS__))
+#define store_appobj_list(st, ...)       ((st)->ops->appobj_list((st), __VA_ARGS__))
+#define store_appobj_delete(st, ...)     ((st)->ops->appobj_delete((st), __VA_ARGS__))
+#define store_appobj_bytes(st, ...)      ((st)->ops->appobj_bytes((st), __VA_ARGS__))
 #define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
 #define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))
 #define store_node_get(st, ...)          ((st)->ops->node_get((st), __VA_ARGS__))

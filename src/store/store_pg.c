@@ -434,6 +434,11 @@ static const struct store_ops pgx_ops = {
     .cfgreg_entry_get = pgx_cfgreg_entry_get,
     .cfgreg_entry_list = pgx_cfgreg_entry_list,
     .cfgreg_prune = pgx_cfgreg_prune,
+    .appobj_put = pgx_appobj_put,
+    .appobj_get = pgx_appobj_get,
+    .appobj_list = pgx_appobj_list,
+    .appobj_delete = pgx_appobj_delete,
+    .appobj_bytes = pgx_appobj_bytes,
     .node_register = pgx_node_register,
     .node_heartbeat = pgx_node_heartbeat,
     .node_get = pgx_node_get,
@@ -472,6 +477,7 @@ static const struct pgx_migration migrations[] = {
     {"0037_auth_connections", pgx_schema_authconn},
     {"0040_searches", pgx_schema_search},
     {"0041_config_registry", pgx_schema_cfgreg},
+    {"0036_apps", pgx_schema_apps},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -451,6 +451,11 @@ static const struct store_ops sqx_ops = {
     .cfgreg_entry_get = sq_cfgreg_entry_get,
     .cfgreg_entry_list = sq_cfgreg_entry_list,
     .cfgreg_prune = sq_cfgreg_prune,
+    .appobj_put = sq_appobj_put,
+    .appobj_get = sq_appobj_get,
+    .appobj_list = sq_appobj_list,
+    .appobj_delete = sq_appobj_delete,
+    .appobj_bytes = sq_appobj_bytes,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
@@ -479,6 +484,7 @@ static const struct sq_migration migrations[] = {
     {"0037_auth_connections", sq_schema_authconn},
     {"0040_searches", sq_schema_search},
     {"0041_config_registry", sq_schema_cfgreg},
+    {"0036_apps", sq_schema_apps},
 };
 
 static int migrate(struct conn *c)

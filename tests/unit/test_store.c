@@ -1001,6 +1001,73 @@ static void vaults_and_items(void **state)
     org_rec_clear(&o);
 }
 
+/* Apps (issue 36): deployments and invocations by kind, per project (another
+ * org's id is E_NOTFOUND); a put of an existing id replaces its status,
+ * app_name and data; lists filter by app, version and status; bytes sums an
+ * org's deployments. */
+static void apps_objects(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o, o2;
+    struct project_rec p, p2;
+    make_org(st, &o, &p);
+    make_org(st, &o2, &p2);
+    struct appobj_rec d, got;
+    memset(&d, 0, sizeof d);
+    crypto_new_id(d.id);
+    snprintf(d.org_id, sizeof d.org_id, "%s", o.id);
+    snprintf(d.project_id, sizeof d.project_id, "%s", p.id);
+    snprintf(d.kind, sizeof d.kind, "deployment");
+    snprintf(d.version, sizeof d.version, "1");
+    snprintf(d.status, sizeof d.status, "queued");
+    d.bytes = 100;
+    d.created_at = d.updated_at = 1000;
+    d.data = "{}";
+    assert_int_equal(store_appobj_put(st, &d), 0);
+    snprintf(d.app_name, sizeof d.app_name, "title-app");
+    snprintf(d.status, sizeof d.status, "running");
+    d.bytes = 300;
+    d.data = "{\"status\":\"running\"}";
+    assert_int_equal(store_appobj_put(st, &d), 0);
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_appobj_get(st, o.id, p.id, "deployment", d.id, &got), 0);
+    assert_string_equal(got.app_name, "title-app");
+    assert_string_equal(got.status, "running");
+    assert_string_equal(got.data, "{\"status\":\"running\"}");
+    appobj_rec_clear(&got);
+    assert_int_equal(store_appobj_get(st, o2.id, p2.id, "deployment", d.id, &got), E_NOTFOUND);
+    assert_int_equal(store_appobj_get(st, o.id, p.id, "invocation", d.id, &got), E_NOTFOUND);
+    struct page pg = {.limit = 10};
+    struct appobj_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", "title-app", "1", "running",
+                                       "\"status\":\"running\"", NULL, &pg, &rows, &n),
+                     0);
+    assert_int_equal(n, 1);
+    appobj_rec_clear(&rows[0]);
+    xfree(rows);
+    assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", "title-app", "2", NULL, NULL,
+                                       NULL, &pg, &rows, &n),
+                     0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    assert_int_equal(store_appobj_list(st, o.id, p.id, "deployment", NULL, NULL, NULL, "running",
+                                       "\"nope\"", &pg, &rows, &n),
+                     0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    int64_t bytes = 0;
+    assert_int_equal(store_appobj_bytes(st, o.id, "deployment", &bytes), 0);
+    assert_int_equal(bytes, 300);
+    assert_int_equal(store_appobj_bytes(st, o2.id, "deployment", &bytes), 0);
+    assert_int_equal(bytes, 0);
+    assert_int_equal(store_appobj_delete(st, o2.id, p2.id, "deployment", d.id), E_NOTFOUND);
+    assert_int_equal(store_appobj_delete(st, o.id, p.id, "deployment", d.id), 0);
+    assert_int_equal(store_appobj_delete(st, o.id, p.id, "deployment", d.id), E_NOTFOUND);
+    org_rec_clear(&o);
+    org_rec_clear(&o2);
+}
+
 /* Proxies: names not unique; find by id or name; update/delete by id. */
 static void proxies_find_update_delete(void **state)
 {
@@ -2031,6 +2098,7 @@ static void config_registry_per_org(void **state)
     X(proxies_find_update_delete)                                                                  \
     X(credentials_crud)                                                                            \
     X(vaults_and_items)                                                                            \
+    X(apps_objects)                                                                                \
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)                                                      \
