@@ -390,23 +390,32 @@ int audit_export_chunk(struct req *rq, struct resp *rs)
     size_t n = 0;
     if ((rc = store_audit_list(api_app(rq)->store, api_auth(rq)->org.id, &q, &pg, &rows, &n)))
         return err_set(&rq->err, rc, "internal", "the audit log could not be read");
-    /* Each entry is at most a few fields of LIM_AUDIT_FIELD_BYTES, escaped. */
+    /* The chunk ends at the last whole entry under LIM_AUDIT_CHUNK_BYTES (the
+     * first always fits: an entry is at most LIM_AUDIT_SPOOL_RECORD_BYTES);
+     * the rows left out are the next chunk's, as rows past limit are. */
     struct buf b;
-    buf_init(&b, (size_t)LIM_AUDIT_CHUNK * 8 * LIM_AUDIT_FIELD_BYTES);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        json_t *o = entry_json(&rows[i]);
+    buf_init(&b, LIM_AUDIT_CHUNK_BYTES);
+    size_t kept = 0;
+    for (; kept < n && rc == 0; kept++) {
+        json_t *o = entry_json(&rows[kept]);
         char *line = jsonx_dump(o);
         json_decref(o);
-        rc = buf_append(&b, line, strlen(line));
+        size_t len = strlen(line);
+        if (b.len + len + 1 > LIM_AUDIT_CHUNK_BYTES && kept > 0) {
+            xfree(line);
+            break;
+        }
+        rc = buf_append(&b, line, len);
         if (rc == 0)
             rc = buf_append(&b, "\n", 1);
         xfree(line);
     }
-    if (pg.has_more && n)
-        resp_header(rs, "X-Next-Cursor", "%lld.%lld", (long long)rows[n - 1].ts,
-                    (long long)rows[n - 1].id);
-    resp_header(rs, "X-Has-More", "%s", pg.has_more ? "true" : "false");
-    resp_header(rs, "X-Row-Count", "%zu", n);
+    int more = pg.has_more || kept < n;
+    if (more && kept)
+        resp_header(rs, "X-Next-Cursor", "%lld.%lld", (long long)rows[kept - 1].ts,
+                    (long long)rows[kept - 1].id);
+    resp_header(rs, "X-Has-More", "%s", more ? "true" : "false");
+    resp_header(rs, "X-Row-Count", "%zu", kept);
     free_rows(rows, n);
     if (rc) {
         buf_free(&b);

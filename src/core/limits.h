@@ -340,6 +340,12 @@
 #define LIM_AUDIT_PAGE           100u
 #define LIM_AUDIT_CHUNK          10000u
 #define LIM_AUDIT_LIST_WINDOW_MS (30LL * 86400 * 1000)
+/* Bytes of one export chunk's JSON lines (before gzip): the chunk ends at
+ * the last whole entry under it (X-Has-More and X-Next-Cursor then say where
+ * the next starts), so that one organization's export, which runs on an
+ * event thread, holds at most this much memory and this much work per call
+ * (10000 entries of long client strings were about 50 MiB, plus the gzip). */
+#define LIM_AUDIT_CHUNK_BYTES (4u * 1024u * 1024u)
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)
@@ -418,5 +424,10 @@
 #define LIM_SEARCH_TTL_MS              (24LL * 3600 * 1000)
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
+/* Search records (GET /search/{id}) one organization keeps on the store's
+ * disk: storing one more removes its oldest, so that no tenant fills the
+ * disk within the records' 24 h by searching fast (a record holds up to a
+ * provider's answer and LIM_SEARCH_CONTENT_FETCHES contents, a few MiB). */
+#define LIM_SEARCH_STORED_PER_ORG 100
 
 #endif
