@@ -26,6 +26,7 @@
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/xalloc.h"
 #include "store/sqlite_internal.h"
 #include "store/store.h"
@@ -1937,6 +1938,25 @@ static void searches_per_org_until_expiry(void **state)
     xfree(got);
 }
 
+/* An organization keeps its LIM_SEARCH_STORED_PER_ORG newest records:
+ * storing one more deletes its oldest, never another organization's. */
+static void searches_keep_the_newest_per_org(void **state)
+{
+    struct store *st = *state;
+    assert_int_equal(store_search_put(st, "srch_other", "org2", 1, 1000000, "{}"), 0);
+    for (int i = 0; i <= LIM_SEARCH_STORED_PER_ORG; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "srch_%04d", i);
+        assert_int_equal(store_search_put(st, id, "org1", 10 + i, 1000000, "{}"), 0);
+    }
+    char *got = NULL;
+    assert_int_equal(store_search_get(st, "org1", "srch_0000", 0, &got), E_NOTFOUND);
+    assert_int_equal(store_search_get(st, "org1", "srch_0001", 0, &got), 0);
+    xfree(got);
+    assert_int_equal(store_search_get(st, "org2", "srch_other", 0, &got), 0);
+    xfree(got);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -1959,7 +1979,8 @@ static void searches_per_org_until_expiry(void **state)
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)                                                      \
     X(audit_entry_id_inserted_once)                                                                \
-    X(searches_per_org_until_expiry)
+    X(searches_per_org_until_expiry)                                                               \
+    X(searches_keep_the_newest_per_org)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
