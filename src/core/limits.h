@@ -57,6 +57,16 @@
 /* The longest a relayed WebDriver command may take (an element wait, an
  * async script, a page load under the session's own timeouts). */
 #define LIM_WD_COMMAND_MS (120 * 1000)
+/* Classic WebDriver commands relayed at once (core/share.h): on the server,
+ * per organization and per session. Each holds a blocking thread for up to
+ * LIM_WD_COMMAND_MS and up to twice LIM_WD_REPLY_BYTES of answer; a
+ * session's chromedriver runs its commands one at a time, so more than two
+ * of one session only wait there, each holding its thread. Past a share:
+ * 429 with Retry-After. */
+#define LIM_WD_INFLIGHT             32
+#define LIM_WD_INFLIGHT_PER_ORG     16
+#define LIM_WD_INFLIGHT_PER_SESSION 2
+#define LIM_WD_RETRY_AFTER_S        1
 /* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
  * size, so that one session cannot fill the host's disk. */
 #define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)

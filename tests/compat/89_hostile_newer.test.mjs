@@ -131,4 +131,33 @@ export const tests = [
       }
     }),
   },
+  {
+    name: 'webdriver classic: one session relays at most LIM_WD_INFLIGHT_PER_SESSION (2) commands at once (its chromedriver runs them one at a time; each waiting one held a blocking thread and its answer buffer): past it 429 with Retry-After',
+    timeout: 90000,
+    fn: () => withServer({}, async (s) => {
+      const wd = (method, path, body, signal) => request(s.base, method, `/wd/hub${path}`, { key: s.key, body, signal });
+      const created = await wd('POST', '/session', { capabilities: { alwaysMatch: { browserName: 'chrome', 'browserd:options': { headless: true } } } });
+      eq(created.status, 200, `new session: ${created.text}`);
+      const id = created.json.value.sessionId;
+      eq((await wd('POST', `/session/${id}/timeouts`, { script: 60000 })).status, 200, 'script timeout');
+      const ac = new AbortController();
+      setMaxListeners(32, ac.signal);
+      const answered = [];
+      const calls = Array.from({ length: 4 }, () =>
+        wd('POST', `/session/${id}/execute/async`, { script: 'const done = arguments[arguments.length - 1]; setTimeout(() => done(1), 10000);', args: [] }, ac.signal)
+          .then((r) => { answered.push(r); }, () => null));
+      try {
+        const refused = await waitFor(() => {
+          const got = answered.filter((r) => r.status === 429);
+          return got.length ? got : null;
+        }, 'a 429 for the commands past the session\'s share', 15000, 100);
+        assert(Number(refused[0].headers['retry-after']) >= 1, `Retry-After: ${refused[0].headers['retry-after']}`);
+        eq(refused[0].json.value.error, 'unknown error', `a WebDriver error: ${refused[0].text}`);
+        assert(/session/.test(refused[0].json.value.message), `the message names the session's share: ${refused[0].text}`);
+      } finally {
+        ac.abort();
+        await Promise.all(calls);
+      }
+    }),
+  },
 ];
