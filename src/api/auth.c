@@ -291,8 +291,11 @@ int api_authorize(struct req *rq, unsigned flags)
         /* A call on an MCP session waits (up to LIM_MCP_BUSY_WAIT_MS) while
          * another holds it: charged to that MCP session, one MCP session
          * holds at most the per-session share of the threads, not its
-         * organization's whole share. */
-        const char *mcp = strcmp(pat, "/mcp") == 0 ? req_header(rq, "Mcp-Session-Id") : NULL;
+         * organization's whole share. DELETE /mcp counts for the organization
+         * only, so that an MCP session whose share is full can still be ended. */
+        const char *mcp = strcmp(pat, "/mcp") == 0 && strcmp(rq->method, "POST") == 0
+                              ? req_header(rq, "Mcp-Session-Id")
+                              : NULL;
         if (mcp && *mcp && strlen(mcp) < MCPREG_ID_MAX)
             rq->tenant_session = mcp;
     }

@@ -97,7 +97,7 @@ export const tests = [
     },
   },
   {
-    name: 'mcp: calls waiting for one busy MCP session hold at most the per-session share of the blocking threads (LIM_HTTP_BLOCKING_PER_SESSION, 8): past it 429 with Retry-After; another MCP session of the organization is still served',
+    name: 'mcp: calls waiting for one busy MCP session hold at most the per-session share of the blocking threads (LIM_HTTP_BLOCKING_PER_SESSION, 8): past it 429 with Retry-After; another MCP session of the organization is still served, and DELETE /mcp is not refused by the share',
     timeout: 90000,
     fn: () => withServer({}, async (s) => {
       const sid = await mcpOpen(s, s.key);
@@ -125,6 +125,10 @@ export const tests = [
         assert(Number(refused[0].headers['retry-after']) >= 1, `Retry-After: ${refused[0].headers['retry-after']}`);
         const ping = await rpc(s, s.key, other, 'ping', {}, 99);
         eq(ping.status, 200, `another MCP session of the org: ${ping.text}`);
+        // Ending the MCP session counts for the organization only: never
+        // refused by the full share (it may wait for the calls holding it).
+        const del = await request(s.base, 'DELETE', '/mcp', { key: s.key, headers: { 'mcp-session-id': sid } });
+        assert(del.status === 204 || (del.json && del.json.code !== 'rate_limited'), `DELETE /mcp with the share full: ${del.status} ${del.text}`);
       } finally {
         ac.abort();
         await Promise.all(pending);
