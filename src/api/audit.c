@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "telemetry/audit.h"
 
@@ -372,7 +373,28 @@ static int gzip_bytes(const char *text, size_t len, char **out, size_t *outlen)
     return 0;
 }
 
+/* Export chunks being built: the server's and each organization's share
+ * (LIM_AUDIT_EXPORTS*). An export belongs to no session: its session share
+ * is the server's cap, so the organization's is the one that binds. */
+static struct share exports = SHARE_INIT("audit export chunks in progress", LIM_AUDIT_EXPORTS,
+                                         LIM_AUDIT_EXPORTS_PER_ORG, LIM_AUDIT_EXPORTS);
+
+static int export_chunk(struct req *rq, struct resp *rs);
+
+/* GET /audit-logs/export/chunk, on a blocking thread within the
+ * organization's share of export chunks. */
 int audit_export_chunk(struct req *rq, struct resp *rs)
+{
+    const char *org = api_auth(rq)->org.id;
+    int rc = share_take_or_err(&exports, org, "", 1, &rq->err);
+    if (rc)
+        return rc;
+    rc = export_chunk(rq, rs);
+    share_give(&exports, org, "");
+    return rc;
+}
+
+static int export_chunk(struct req *rq, struct resp *rs)
 {
     const char *fmt = req_query(rq, "format");
     int gz = !fmt || strcmp(fmt, "jsonl.gz") == 0;

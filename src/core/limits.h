@@ -356,6 +356,12 @@
  * event thread, holds at most this much memory and this much work per call
  * (10000 entries of long client strings were about 50 MiB, plus the gzip). */
 #define LIM_AUDIT_CHUNK_BYTES (4u * 1024u * 1024u)
+/* Export chunks built at once (core/share.h), on the server and per
+ * organization: a chunk runs on a blocking thread (about 100 ms and 12 MiB
+ * for a full one), so that the exports hold at most this many of them and
+ * their memory, never an event thread. Past it: 429 with Retry-After. */
+#define LIM_AUDIT_EXPORTS         8
+#define LIM_AUDIT_EXPORTS_PER_ORG 2
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)

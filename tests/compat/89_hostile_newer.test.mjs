@@ -38,24 +38,28 @@ async function mcpOpen(s, key) {
   return r.headers['mcp-session-id'];
 }
 
+// Makes n audit entries of about 3.3 KB each for key's organization: a
+// 1000-byte path and a user agent of 1000 backslashes (each doubled by JSON).
+async function fillAudit(s, key, n) {
+  const headers = { 'user-agent': '\\'.repeat(1000) };
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+  try {
+    for (let i = 0; i < n; i += 64) {
+      await Promise.all(Array.from({ length: Math.min(64, n - i) }, (_, j) =>
+        request(s.base, 'DELETE', `/profiles/${String(i + j).padStart(6, '0')}${'p'.repeat(990)}`, { key, headers, agent })));
+    }
+  } finally {
+    agent.destroy();
+  }
+}
+
 export const tests = [
   {
     name: 'audit logs: one export chunk holds at most LIM_AUDIT_CHUNK_BYTES (4 MiB) of JSON lines whatever its limit; X-Has-More and X-Next-Cursor lead to the rest, none lost or repeated',
     timeout: 90000,
     fn: () => withServer({}, async (s) => {
-      // About 3.3 KB an entry: a 1000-byte path and a user agent of 1000
-      // backslashes (each doubled by JSON); 1600 of them are over 5 MiB.
       const N = 1600;
-      const headers = { 'user-agent': '\\'.repeat(1000) };
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-      try {
-        for (let i = 0; i < N; i += 64) {
-          await Promise.all(Array.from({ length: Math.min(64, N - i) }, (_, j) =>
-            request(s.base, 'DELETE', `/profiles/${String(i + j).padStart(6, '0')}${'p'.repeat(990)}`, { key: s.key, headers, agent })));
-        }
-      } finally {
-        agent.destroy();
-      }
+      await fillAudit(s, s.key, N);
       const chunks = await waitFor(async () => {
         const c = await exportAll(s, s.key);
         return c.reduce((n, x) => n + x.rows, 0) >= N ? c : null;
@@ -67,6 +71,29 @@ export const tests = [
       assert(chunks.length >= 2, `the export came in ${chunks.length} chunk(s)`);
       const paths = new Set(chunks.flatMap((c) => c.lines.map((l) => JSON.parse(l).path)));
       eq(paths.size, N, 'every entry once across the chunks');
+    }),
+  },
+  {
+    name: 'audit logs: an organization builds at most LIM_AUDIT_EXPORTS_PER_ORG (2) export chunks at once, on blocking threads (a full chunk is about 100 ms of work, once on an event thread): past it 429 with Retry-After; another organization still exports',
+    timeout: 90000,
+    fn: () => withServer({ args: ['--admin-token', 'adm'] }, async (s) => {
+      const N = 1600;
+      await fillAudit(s, s.key, N);
+      await waitFor(async () => {
+        const r = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&format=jsonl&limit=10000`, { key: s.key });
+        return r.status === 200 && Number(r.headers['x-row-count']) > 1000;
+      }, 'a full export chunk', 60000, 500);
+      const { key: other } = await newOrg(s, 'adm', { name: 'other' });
+      const all = await Promise.all(Array.from({ length: 12 }, () =>
+        request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}&limit=10000`, { key: s.key })));
+      const refused = all.filter((r) => r.status === 429);
+      assert(refused.length > 0, `12 chunks at once: ${all.map((r) => r.status).join()}`);
+      isError(refused[0], 429, 'rate_limited');
+      assert(Number(refused[0].headers['retry-after']) >= 1, `Retry-After: ${refused[0].headers['retry-after']}`);
+      assert(/organization/.test(refused[0].json.message), `names the organization's share: ${refused[0].text}`);
+      assert(all.some((r) => r.status === 200), 'some chunks were built');
+      const theirs = await request(s.base, 'GET', `/audit-logs/export/chunk?${WINDOW()}`, { key: other });
+      eq(theirs.status, 200, `another organization's export: ${theirs.text}`);
     }),
   },
   {
