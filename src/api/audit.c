@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "telemetry/audit.h"
 
@@ -392,7 +393,28 @@ static int gzip_bytes(const char *text, size_t len, char **out, size_t *outlen)
     return 0;
 }
 
+/* Export chunks being built: the server's and each organization's share
+ * (LIM_AUDIT_EXPORTS*). An export belongs to no session: its session share
+ * is the server's cap, so the organization's is the one that binds. */
+static struct share exports = SHARE_INIT("audit export chunks in progress", LIM_AUDIT_EXPORTS,
+                                         LIM_AUDIT_EXPORTS_PER_ORG, LIM_AUDIT_EXPORTS);
+
+static int export_chunk(struct req *rq, struct resp *rs);
+
+/* GET /audit-logs/export/chunk, on a blocking thread within the
+ * organization's share of export chunks. */
 int audit_export_chunk(struct req *rq, struct resp *rs)
+{
+    const char *org = api_auth(rq)->org.id;
+    int rc = share_take_or_err(&exports, org, "", 1, &rq->err);
+    if (rc)
+        return rc;
+    rc = export_chunk(rq, rs);
+    share_give(&exports, org, "");
+    return rc;
+}
+
+static int export_chunk(struct req *rq, struct resp *rs)
 {
     const char *fmt = req_query(rq, "format");
     int gz = !fmt || strcmp(fmt, "jsonl.gz") == 0;
@@ -410,23 +432,32 @@ int audit_export_chunk(struct req *rq, struct resp *rs)
     size_t n = 0;
     if ((rc = store_audit_list(api_app(rq)->store, api_auth(rq)->org.id, &q, &pg, &rows, &n)))
         return err_set(&rq->err, rc, "internal", "the audit log could not be read");
-    /* Each entry is at most a few fields of LIM_AUDIT_FIELD_BYTES, escaped. */
+    /* The chunk ends at the last whole entry under LIM_AUDIT_CHUNK_BYTES (the
+     * first always fits: an entry is at most LIM_AUDIT_SPOOL_RECORD_BYTES);
+     * the rows left out are the next chunk's, as rows past limit are. */
     struct buf b;
-    buf_init(&b, (size_t)LIM_AUDIT_CHUNK * 8 * LIM_AUDIT_FIELD_BYTES);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        json_t *o = entry_json(&rows[i]);
+    buf_init(&b, LIM_AUDIT_CHUNK_BYTES);
+    size_t kept = 0;
+    for (; kept < n && rc == 0; kept++) {
+        json_t *o = entry_json(&rows[kept]);
         char *line = jsonx_dump(o);
         json_decref(o);
-        rc = buf_append(&b, line, strlen(line));
+        size_t len = strlen(line);
+        if (b.len + len + 1 > LIM_AUDIT_CHUNK_BYTES && kept > 0) {
+            xfree(line);
+            break;
+        }
+        rc = buf_append(&b, line, len);
         if (rc == 0)
             rc = buf_append(&b, "\n", 1);
         xfree(line);
     }
-    if (pg.has_more && n)
-        resp_header(rs, "X-Next-Cursor", "%lld.%lld", (long long)rows[n - 1].ts,
-                    (long long)rows[n - 1].id);
-    resp_header(rs, "X-Has-More", "%s", pg.has_more ? "true" : "false");
-    resp_header(rs, "X-Row-Count", "%zu", n);
+    int more = pg.has_more || kept < n;
+    if (more && kept)
+        resp_header(rs, "X-Next-Cursor", "%lld.%lld", (long long)rows[kept - 1].ts,
+                    (long long)rows[kept - 1].id);
+    resp_header(rs, "X-Has-More", "%s", more ? "true" : "false");
+    resp_header(rs, "X-Row-Count", "%zu", kept);
     free_rows(rows, n);
     if (rc) {
         buf_free(&b);

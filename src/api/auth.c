@@ -20,6 +20,7 @@
 #include "core/token.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
+#include "runtime/mcpreg.h"
 
 /* Extracts the token of "Authorization: Bearer <token>"; NULL when absent or malformed. */
 static const char *bearer(struct req *rq)
@@ -288,6 +289,16 @@ int api_authorize(struct req *rq, unsigned flags)
             (strncmp(pat, "/browsers/{id}/", 15) == 0 || strncmp(pat, "/session/{id}/", 14) == 0 ||
              strncmp(pat, "/wd/hub/session/{id}/", 21) == 0))
             rq->tenant_session = rq->params[0];
+        /* A call on an MCP session waits (up to LIM_MCP_BUSY_WAIT_MS) while
+         * another holds it: charged to that MCP session, one MCP session
+         * holds at most the per-session share of the threads, not its
+         * organization's whole share. DELETE /mcp counts for the organization
+         * only, so that an MCP session whose share is full can still be ended. */
+        const char *mcp = strcmp(pat, "/mcp") == 0 && strcmp(rq->method, "POST") == 0
+                              ? req_header(rq, "Mcp-Session-Id")
+                              : NULL;
+        if (mcp && *mcp && strlen(mcp) < MCPREG_ID_MAX)
+            rq->tenant_session = mcp;
     }
     if (rc == 0)
         rc = api_audit_admit(rq, flags);

@@ -276,7 +276,7 @@ const struct route api_routes[] = {
     {"GET", "/search/{id}", search_get, KEY},
     {"POST", "/search/{id}/contents", search_contents, KEY},
     {"GET", "/audit-logs", audit_list, ORGADM},
-    {"GET", "/audit-logs/export/chunk", audit_export_chunk, ORGADM},
+    {"GET", "/audit-logs/export/chunk", audit_export_chunk, ORGADM | HTTP_ROUTE_BLOCKING},
     NI("/audit-logs/export/destinations"),
     NI("/audit-logs/export/destinations/*"),
     /* routes: credential providers (issue 35.3, docs/credentials.md) */

@@ -292,6 +292,11 @@ static json_t *normalize(enum protocol proto, const json_t *root)
     return out;
 }
 
+json_t *search_normalize(int brave, const json_t *root)
+{
+    return normalize(brave ? PROTO_BRAVE : PROTO_SEARXNG, root);
+}
+
 /* Asks p: the outcome, with *results (SEARCH_SUCCESS) or an error code and
  * whether a retry may help (SEARCH_ERROR, SEARCH_TIMEOUT). */
 static enum search_outcome call_provider(const struct provider *p, const struct searchreq *sp,
@@ -374,7 +379,7 @@ static enum search_outcome call_provider(const struct provider *p, const struct 
     }
     json_t *root = NULL;
     if (jsonx_parse(resp.body, resp.body_len, LIM_SEARCH_PROVIDER_BODY_BYTES, &root, &e) != 0 ||
-        !(*results = normalize(p->proto, root))) {
+        !(*results = search_normalize(p->proto == PROTO_BRAVE, root))) {
         snprintf(code, cap, "bad_answer");
         json_decref(root);
         goto done;

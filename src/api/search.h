@@ -22,11 +22,18 @@
 #ifndef BD_API_SEARCH_H
 #define BD_API_SEARCH_H
 
+#include <jansson.h>
+
 #include "http/http.h"
 
 int search_post(struct req *rq, struct resp *rs);
 int search_get(struct req *rq, struct resp *rs);
 int search_providers(struct req *rq, struct resp *rs);
+/* Results of a provider's answer (untrusted bytes parsed by jsonx_parse;
+ * a Brave answer when brave, else SearXNG's) as a new array of [{url, title,
+ * snippet, published_date?}] (only http and https URLs), or NULL when the
+ * answer is not the protocol's. Pure: a fuzz target calls it. */
+json_t *search_normalize(int brave, const json_t *root);
 /* POST /search/{id}/contents: 404 until shipped, as the service answers. */
 int search_contents(struct req *rq, struct resp *rs);
 

@@ -25,6 +25,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
+#include "core/share.h"
 #include "core/token.h"
 #include "core/xalloc.h"
 #include "proxy/httpc.h"
@@ -343,8 +344,14 @@ static int tail_ok(const char *tail)
     return 1;
 }
 
+/* Commands relayed at once: the server's, each organization's and each
+ * session's share (LIM_WD_INFLIGHT*). */
+static struct share inflight = SHARE_INIT("WebDriver commands in flight", LIM_WD_INFLIGHT,
+                                          LIM_WD_INFLIGHT_PER_ORG, LIM_WD_INFLIGHT_PER_SESSION);
+
 /* Relays a command of the live session id (or forwards it to the node
- * running it); 404 invalid session id when it does not run. */
+ * running it); 404 invalid session id when it does not run; 429 past the
+ * commands in flight of the session, its organization or the server. */
 static int command(struct req *rq, struct resp *rs, const char *org, const char *id)
 {
     struct app *app = api_app(rq);
@@ -356,7 +363,13 @@ static int command(struct req *rq, struct resp *rs, const char *org, const char 
         int rc = api_cluster_forward(rq, rs, org, id, 0);
         return rc != -1 ? rc : no_session(rs, id);
     }
-    int rc = relay(rq, rs, l, id, tail_of(rq));
+    int rc = share_take_or_err(&inflight, org, id, LIM_WD_RETRY_AFTER_S, &rq->err);
+    if (rc) {
+        sessmgr_put(l);
+        return wd_from_err(rq, rs, rc, 0);
+    }
+    rc = relay(rq, rs, l, id, tail_of(rq));
+    share_give(&inflight, org, id);
     sessmgr_put(l);
     return rc;
 }

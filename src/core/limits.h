@@ -73,6 +73,16 @@
 /* The longest a relayed WebDriver command may take (an element wait, an
  * async script, a page load under the session's own timeouts). */
 #define LIM_WD_COMMAND_MS (120 * 1000)
+/* Classic WebDriver commands relayed at once (core/share.h): on the server,
+ * per organization and per session. Each holds a blocking thread for up to
+ * LIM_WD_COMMAND_MS and up to twice LIM_WD_REPLY_BYTES of answer; a
+ * session's chromedriver runs its commands one at a time, so more than two
+ * of one session only wait there, each holding its thread. Past a share:
+ * 429 with Retry-After. */
+#define LIM_WD_INFLIGHT             32
+#define LIM_WD_INFLIGHT_PER_ORG     16
+#define LIM_WD_INFLIGHT_PER_SESSION 2
+#define LIM_WD_RETRY_AFTER_S        1
 /* A session's own files (/tmp and /home inside its sandbox): a tmpfs of this
  * size, so that one session cannot fill the host's disk. */
 #define LIM_SESSION_DISK_BYTES (1024LL * 1024 * 1024)
@@ -377,6 +387,18 @@
 #define LIM_AUDIT_PAGE           100u
 #define LIM_AUDIT_CHUNK          10000u
 #define LIM_AUDIT_LIST_WINDOW_MS (30LL * 86400 * 1000)
+/* Bytes of one export chunk's JSON lines (before gzip): the chunk ends at
+ * the last whole entry under it (X-Has-More and X-Next-Cursor then say where
+ * the next starts), so that one organization's export, which runs on an
+ * event thread, holds at most this much memory and this much work per call
+ * (10000 entries of long client strings were about 50 MiB, plus the gzip). */
+#define LIM_AUDIT_CHUNK_BYTES (4u * 1024u * 1024u)
+/* Export chunks built at once (core/share.h), on the server and per
+ * organization: a chunk runs on a blocking thread (about 100 ms and 12 MiB
+ * for a full one), so that the exports hold at most this many of them and
+ * their memory, never an event thread. Past it: 429 with Retry-After. */
+#define LIM_AUDIT_EXPORTS         8
+#define LIM_AUDIT_EXPORTS_PER_ORG 2
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)
@@ -479,6 +501,11 @@
 #define LIM_SEARCH_TTL_MS              (24LL * 3600 * 1000)
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
+/* Search records (GET /search/{id}) one organization keeps on the store's
+ * disk: storing one more removes its oldest, so that no tenant fills the
+ * disk within the records' 24 h by searching fast (a record holds up to a
+ * provider's answer and LIM_SEARCH_CONTENT_FETCHES contents, a few MiB). */
+#define LIM_SEARCH_STORED_PER_ORG 100
 
 /* The config registry (docs/config-registry.md): analyses running at once on
  * the server, per organization and per project (each holds browser sessions

@@ -2,6 +2,7 @@
  * GET /search/{id} until they expire; docs/search.md). */
 #include <string.h>
 
+#include "core/limits.h"
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
@@ -18,6 +19,11 @@ int pgx_search_put(struct store *st_, const char *id, const char *org_id, int64_
                     "INSERT INTO searches (id, org_id, created_at, expires_at, record)"
                     " VALUES ($1, $2, $3, $4, $5)",
                     "ssiis", id, org_id, created_at, expires_at, json);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
+                    "DELETE FROM searches WHERE org_id = $1 AND id NOT IN (SELECT id FROM searches"
+                    " WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2)",
+                    "si", org_id, (int64_t)LIM_SEARCH_STORED_PER_ORG);
     pgx_put(p, c);
     return ret;
 }

@@ -2,6 +2,7 @@
  * GET /search/{id} until they expire; docs/search.md). */
 #include <string.h>
 
+#include "core/limits.h"
 #include "core/xalloc.h"
 #include "store/sqlite_internal.h"
 
@@ -18,6 +19,11 @@ int sq_search_put(struct store *st_, const char *id, const char *org_id, int64_t
                    "INSERT INTO searches (id, org_id, created_at, expires_at, record)"
                    " VALUES (?, ?, ?, ?, ?)",
                    "ssiis", id, org_id, created_at, expires_at, json);
+    if (sqx_qrc(rc) == 0)
+        rc = sqx_q(c, NULL,
+                   "DELETE FROM searches WHERE org_id = ? AND id NOT IN (SELECT id FROM searches"
+                   " WHERE org_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?)",
+                   "ssi", org_id, org_id, (int64_t)LIM_SEARCH_STORED_PER_ORG);
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }

@@ -553,7 +553,9 @@ struct store_ops {
     int (*ac_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
     /* ops: authconn */
     /* Searches (docs/search.md): search_put stores a Search record (its
-     * JSON text) of org until expires_at (ms since the epoch); search_get
+     * JSON text) of org until expires_at (ms since the epoch), keeping only
+     * org's LIM_SEARCH_STORED_PER_ORG newest (older ones are deleted in the
+     * same call); search_get
      * reads it back while now < expires_at (else E_NOTFOUND, as for
      * another org's id) into *json (caller frees); search_prune deletes
      * the records expired at now. */
