@@ -23,7 +23,7 @@ static const char *const patterns[] = {"/browsers", "/browsers", "/browsers/{id}
 
 static char *scrape(const struct metrics_gauges *g)
 {
-    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1};
+    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1, 0, 0, 0};
     struct buf b;
     buf_init(&b, LIM_METRICS_TEXT_BYTES);
     assert_int_equal(metrics_render(&b, g ? g : &none), 0);
@@ -196,7 +196,7 @@ static void test_http(void **state)
 static void test_gauges(void **state)
 {
     (void)state;
-    struct metrics_gauges g = {3, 4, 1, 2, 5, 6, 1};
+    struct metrics_gauges g = {3, 4, 1, 2, 5, 6, 1, 0, 0, 0};
     char *t = scrape(&g);
     assert_true(value(t, "browserd_sessions{state=\"running\"}") == 3);
     assert_true(value(t, "browserd_pool_size") == 4);
@@ -260,7 +260,7 @@ static void test_threads(void **state)
 static void test_cap(void **state)
 {
     (void)state;
-    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1};
+    static const struct metrics_gauges none = {-1, -1, 0, 0, 0, -1, -1, 0, 0, 0};
     struct buf b;
     buf_init(&b, 256);
     assert_int_not_equal(metrics_render(&b, &none), 0);

@@ -2078,24 +2078,27 @@ static void config_registry_per_org(void **state)
     assert_int_equal(store_cfgreg_entry_get(st, "org1", "a.com", &got), 0);
     xfree(got);
     assert_int_equal(store_cfgreg_entry_get(st, "org2", "c.net", &got), 0);
-    /* An organization keeps its LIM_SEARCH_STORED_PER_ORG newest records:
-     * storing one more deletes its oldest, never another organization's. */
-    static void searches_keep_the_newest_per_org(void **state)
-    {
-        struct store *st = *state;
-        assert_int_equal(store_search_put(st, "srch_other", "org2", 1, 1000000, "{}"), 0);
-        for (int i = 0; i <= LIM_SEARCH_STORED_PER_ORG; i++) {
-            char id[32];
-            snprintf(id, sizeof id, "srch_%04d", i);
-            assert_int_equal(store_search_put(st, id, "org1", 10 + i, 1000000, "{}"), 0);
-        }
-        char *got = NULL;
-        assert_int_equal(store_search_get(st, "org1", "srch_0000", 0, &got), E_NOTFOUND);
-        assert_int_equal(store_search_get(st, "org1", "srch_0001", 0, &got), 0);
-        xfree(got);
-        assert_int_equal(store_search_get(st, "org2", "srch_other", 0, &got), 0);
-        xfree(got);
+    xfree(got);
+}
+
+/* An organization keeps its LIM_SEARCH_STORED_PER_ORG newest records:
+ * storing one more deletes its oldest, never another organization's. */
+static void searches_keep_the_newest_per_org(void **state)
+{
+    struct store *st = *state;
+    assert_int_equal(store_search_put(st, "srch_other", "org2", 1, 1000000, "{}"), 0);
+    for (int i = 0; i <= LIM_SEARCH_STORED_PER_ORG; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "srch_%04d", i);
+        assert_int_equal(store_search_put(st, id, "org1", 10 + i, 1000000, "{}"), 0);
     }
+    char *got = NULL;
+    assert_int_equal(store_search_get(st, "org1", "srch_0000", 0, &got), E_NOTFOUND);
+    assert_int_equal(store_search_get(st, "org1", "srch_0001", 0, &got), 0);
+    xfree(got);
+    assert_int_equal(store_search_get(st, "org2", "srch_other", 0, &got), 0);
+    xfree(got);
+}
 
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
@@ -2141,11 +2144,11 @@ static void config_registry_per_org(void **state)
 #define SQLITE_CASE(f) {"sqlite: " #f, f, open_sqlite, close_sqlite, NULL},
 #define PG_CASE(f)     {"postgresql: " #f, f, open_pg, close_pg, NULL},
 
-    int main(void)
-    {
-        const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) SQLITE_CASE(
-            store_open_selects_the_backend) SQLITE_CASE(session_insert_is_synced_in_the_background)
-                                               CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
-        return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests,
-                                           pg_group_setup, pg_group_teardown);
-    }
+int main(void)
+{
+    const struct CMUnitTest tests[] = {CONTRACT_CASES(SQLITE_CASE) SQLITE_CASE(
+        store_open_selects_the_backend) SQLITE_CASE(session_insert_is_synced_in_the_background)
+                                           CONTRACT_CASES(PG_CASE) CLUSTER_CASES(PG_CASE)};
+    return cmocka_run_group_tests_name("store/contract (sqlite, postgresql)", tests, pg_group_setup,
+                                       pg_group_teardown);
+}
