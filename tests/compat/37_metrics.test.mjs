@@ -123,7 +123,12 @@ export const tests = [
       eq(v(m, 'browserd_session_creates_total{path="pool",outcome="ok"}'), 1, 'one create by path pool');
       eq(v(m, 'browserd_session_create_duration_seconds_count{path="pool"}'), 1, 'its latency observed');
       eq(v(m, 'browserd_pool_browsers{state="acquired"}'), 1, 'one acquired');
-      eq(v(m, 'browserd_http_requests_total{method="POST",route="/browser_pools/{id}/acquire",code="2xx"}'), 1, 'the acquire under its pattern');
+      // A request is counted when it completes (after its last byte is sent,
+      // so that its latency is whole): a scrape sent as soon as the answer
+      // arrived may come first on a busy host. Wait for the count; it must be 1.
+      const acq = 'browserd_http_requests_total{method="POST",route="/browser_pools/{id}/acquire",code="2xx"}';
+      await waitFor(async () => v(parse(await metrics(s)), acq) >= 1, 'the acquire counted', 10000, 50);
+      eq(v(parse(await metrics(s)), acq), 1, 'the acquire under its pattern');
       assert(!t.includes(p.json.id) && !t.includes('metrics-pool') && !t.includes(a.json.session_id), 'no pool or session id, no pool name');
       eq((await api('DELETE', `/browser_pools/${p.json.id}`, { force: true })).status, 204, 'pool deleted');
     }),
