@@ -117,7 +117,8 @@ static const char usage[] =
     "there without the admin token (on the main address it needs the token; docs/operator.md).\n"
     "BROWSERD_AUDIT_RETENTION_SECONDS (audit log entries kept, default 7776000: 90 days).\n"
     "BROWSERD_AUDIT_SPOOL_MB (audit entries spooled while the store refuses them, 1..64, default\n"
-    "64; past it changes are refused 503).\n"
+    "64; past it changes are refused 503). BROWSERD_AUDIT_ROWS_PER_ORG (audit entries one\n"
+    "organization keeps, its newest; 1..20000, default 20000).\n"
     "Shorter deadlines (docs/operator.md): BROWSERD_MIN_SESSION_TIMEOUT_SECONDS (the smallest\n"
     "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
     "download_dir_zip stream ends, 1..20, default 20). Smaller shares:\n"
@@ -405,6 +406,7 @@ struct serve {
     long max_conns, per_ip, head_s, budget_mb, share_mb, blockers;
     long audit_retention_s; /* BROWSERD_AUDIT_RETENTION_SECONDS */
     long audit_spool_mb;    /* BROWSERD_AUDIT_SPOOL_MB */
+    long audit_rows_org;    /* BROWSERD_AUDIT_ROWS_PER_ORG */
     int zip_idle_s;         /* BROWSERD_ZIP_IDLE_SECONDS (runtime/zipstreams.h) */
     double overcommit;      /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
     sigset_t signals;       /* SIGTERM and SIGINT, taken by sigwait */
@@ -535,7 +537,9 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_AUDIT_RETENTION_SECONDS", AUDIT_RETENTION_DAYS_DEFAULT * 86400L, 1,
                  3650 * 86400L, &sv->audit_retention_s) ||
         env_long("BROWSERD_AUDIT_SPOOL_MB", (long)(LIM_AUDIT_SPOOL_BYTES >> 20), 1,
-                 (long)(LIM_AUDIT_SPOOL_BYTES >> 20), &sv->audit_spool_mb))
+                 (long)(LIM_AUDIT_SPOOL_BYTES >> 20), &sv->audit_spool_mb) ||
+        env_long("BROWSERD_AUDIT_ROWS_PER_ORG", LIM_AUDIT_ROWS_PER_ORG, 1, LIM_AUDIT_ROWS_PER_ORG,
+                 &sv->audit_rows_org))
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
@@ -760,9 +764,9 @@ static int start_audit(struct serve *sv)
         log_warn("audit: BROWSERD_TEST_AUDIT_OUTAGE_FILE is set: a test switch; while %s exists "
                  "the audit log's store is taken as refusing every batch",
                  outage);
-    if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, sv->app.cfg.data_dir,
-                    (int64_t)sv->audit_spool_mb << 20, outage && *outage ? outage : NULL,
-                    &sv->app.audit, &e)) {
+    if (audit_start(sv->app.store, (int64_t)sv->audit_retention_s * 1000, sv->audit_rows_org,
+                    sv->app.cfg.data_dir, (int64_t)sv->audit_spool_mb << 20,
+                    outage && *outage ? outage : NULL, &sv->app.audit, &e)) {
         log_error("%s", e.message);
         return 1;
     }

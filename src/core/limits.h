@@ -399,6 +399,19 @@
  * their memory, never an event thread. Past it: 429 with Retry-After. */
 #define LIM_AUDIT_EXPORTS         8
 #define LIM_AUDIT_EXPORTS_PER_ORG 2
+/* Audit entries one organization keeps in the store (the operator's log,
+ * organization "", counts as one): after each batch the writer deletes an
+ * organization's oldest entries past it (telemetry/audit.c), so that one
+ * tenant's changes grow the shared store by at most this many rows however
+ * fast it makes them (one tenant stored 1,600 entries of 3.3 KB in about
+ * 2 s; 90 days of that would be gigabytes). 20000 keeps the 90 days of the
+ * retention for an organization making a change every 6.5 minutes, and at
+ * most about 125 MiB of rows (an entry is at most its six client strings of
+ * LIM_AUDIT_FIELD_BYTES plus the fixed fields, about 6.2 KiB); trimming
+ * walks at most this many index entries of the organization's per batch
+ * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a smaller bound
+ * (docs/operator.md). */
+#define LIM_AUDIT_ROWS_PER_ORG 20000
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)

@@ -116,3 +116,22 @@ int pgx_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *
     pgx_put(p, c);
     return ret;
 }
+
+/* As the SQLite backend's (org_id, ts, id index walked backwards). */
+int pgx_audit_trim(struct store *st_, const char *org_id, int64_t keep, int64_t *deleted)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    *deleted = 0;
+    int ret =
+        pgx_q(c, &r,
+              "DELETE FROM audit_logs WHERE id IN (SELECT id FROM audit_logs WHERE org_id = $1"
+              " ORDER BY ts DESC, id DESC OFFSET $2)",
+              "si", org_id, keep);
+    if (ret == 0) {
+        *deleted = pgx_changed(r);
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}

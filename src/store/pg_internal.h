@@ -240,6 +240,7 @@ int pgx_audit_insert(struct store *st_, struct audit_rec *rows, size_t n);
 int pgx_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
                    struct page *pg, struct audit_rec **rows, size_t *n);
 int pgx_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *deleted);
+int pgx_audit_trim(struct store *st_, const char *org_id, int64_t keep, int64_t *deleted);
 int pgx_telem_events_insert(struct store *st_, const char *session_id,
                             const struct telem_event_rec *rows, size_t n);
 int pgx_telem_events_list(struct store *st_, const char *session_id, const struct telem_query *q,

@@ -118,3 +118,17 @@ int sq_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *d
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
+
+/* The organization's newest keep entries are walked backwards on the
+ * (org_id, ts, id) index; what lies past them is deleted. */
+int sq_audit_trim(struct store *st_, const char *org_id, int64_t keep, int64_t *deleted)
+{
+    CONN(s, c);
+    int rc = sqx_q(c, NULL,
+                   "DELETE FROM audit_logs WHERE id IN (SELECT id FROM audit_logs WHERE org_id = ?1"
+                   " ORDER BY ts DESC, id DESC LIMIT -1 OFFSET ?2)",
+                   "si", org_id, keep);
+    *deleted = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    sqx_conn_put(s, c);
+    return sqx_qrc(rc);
+}

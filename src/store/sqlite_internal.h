@@ -209,6 +209,7 @@ int sq_audit_insert(struct store *st_, struct audit_rec *rows, size_t n);
 int sq_audit_list(struct store *st_, const char *org_id, const struct audit_query *q,
                   struct page *pg, struct audit_rec **rows, size_t *n);
 int sq_audit_prune(struct store *st_, int64_t before_ms, int64_t max, int64_t *deleted);
+int sq_audit_trim(struct store *st_, const char *org_id, int64_t keep, int64_t *deleted);
 /* ---- telemetry (sqlite_telemetry.c) ---- */
 extern const char sq_schema_telemetry[];
 int sq_telem_events_insert(struct store *st_, const char *session_id,

@@ -484,11 +484,14 @@ struct store_ops {
     /* ops: telemetry */
     /* Audit log entries: insert n rows in one transaction (ids filled);
      * list a page of one organization's; delete up to max entries older
-     * than before_ms (*deleted says how many). */
+     * than before_ms (*deleted says how many); trim deletes org's entries
+     * past its newest keep (by ts, then id; by the (org_id, ts, id) index),
+     * never another organization's (*deleted says how many). */
     int (*audit_insert)(struct store *st, struct audit_rec *rows, size_t n);
     int (*audit_list)(struct store *st, const char *org_id, const struct audit_query *q,
                       struct page *pg, struct audit_rec **rows, size_t *n);
     int (*audit_prune)(struct store *st, int64_t before_ms, int64_t max, int64_t *deleted);
+    int (*audit_trim)(struct store *st, const char *org_id, int64_t keep, int64_t *deleted);
     /* ops: audit */
     /* Extensions. create fills id and created_at; E_CONFLICT when the
      * project already has one with that (non-empty) name. get finds by id,
@@ -765,6 +768,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_audit_insert(st, ...) ((st)->ops->audit_insert((st), __VA_ARGS__))
 #define store_audit_list(st, ...)   ((st)->ops->audit_list((st), __VA_ARGS__))
 #define store_audit_prune(st, ...)  ((st)->ops->audit_prune((st), __VA_ARGS__))
+#define store_audit_trim(st, ...)   ((st)->ops->audit_trim((st), __VA_ARGS__))
 /* wrappers: audit */
 #define store_ext_create(st, ...) ((st)->ops->ext_create((st), __VA_ARGS__))
 #define store_ext_get(st, ...)    ((st)->ops->ext_get((st), __VA_ARGS__))

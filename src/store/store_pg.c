@@ -400,6 +400,7 @@ static const struct store_ops pgx_ops = {
     .audit_insert = pgx_audit_insert,
     .audit_list = pgx_audit_list,
     .audit_prune = pgx_audit_prune,
+    .audit_trim = pgx_audit_trim,
     .ext_create = pgx_ext_create,
     .ext_get = pgx_ext_get,
     .ext_list = pgx_ext_list,

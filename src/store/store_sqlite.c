@@ -408,6 +408,7 @@ static const struct store_ops sqx_ops = {
     .audit_insert = sq_audit_insert,
     .audit_list = sq_audit_list,
     .audit_prune = sq_audit_prune,
+    .audit_trim = sq_audit_trim,
     /* ops: audit */
     .ext_create = sq_ext_create,
     .ext_get = sq_ext_get,

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ struct audit {
     char *outage_file; /* test switch: batches refused while it exists */
     struct spool_acct acct[2];
     int64_t retention_ms;
+    int64_t rows_per_org; /* entries an organization keeps (LIM_AUDIT_ROWS_PER_ORG or fewer) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct auditq q;
@@ -143,12 +145,47 @@ int audit_admit(struct audit *a, const char *org, struct err *e)
                    (long long)a->spool_cap, (long long)reserve);
 }
 
-/* The store's insert, or E_UNAVAIL while the test switch's file exists. */
+static int cmp_org(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Deletes the oldest entries of each organization of the n rows just
+ * stored past its a->rows_per_org newest (store_audit_trim: one walk of
+ * at most that many entries of the organization's index each), so that
+ * no organization grows the store past its bound; other organizations'
+ * entries are never touched. A trim that fails is reported and left for
+ * the organization's next batch (the entries are stored). */
+static void trim(struct audit *a, const struct audit_rec *rows, size_t n)
+{
+    const char **orgs = xcalloc(n, sizeof *orgs);
+    for (size_t i = 0; i < n; i++)
+        orgs[i] = rows[i].org_id;
+    qsort(orgs, n, sizeof *orgs, cmp_org);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(orgs[i], orgs[i - 1]) == 0)
+            continue;
+        int64_t deleted = 0;
+        if (store_audit_trim(a->st, orgs[i], a->rows_per_org, &deleted) != 0)
+            log_warn("audit: deleting org \"%s\"'s entries past its %lld newest failed", orgs[i],
+                     (long long)a->rows_per_org);
+        else if (deleted)
+            log_debug("audit: %lld entries of org \"%s\" past its %lld newest deleted",
+                      (long long)deleted, orgs[i], (long long)a->rows_per_org);
+    }
+    xfree(orgs);
+}
+
+/* The store's insert, then the trim of the organizations it stored
+ * entries of; or E_UNAVAIL while the test switch's file exists. */
 static int insert(struct audit *a, struct audit_rec *rows, size_t n)
 {
     if (a->outage_file && access(a->outage_file, F_OK) == 0)
         return E_UNAVAIL;
-    return store_audit_insert(a->st, rows, n);
+    int rc = store_audit_insert(a->st, rows, n);
+    if (rc == 0 && n)
+        trim(a, rows, n);
+    return rc;
 }
 
 void audit_submit(struct audit *a, struct audit_rec *r)
@@ -413,11 +450,14 @@ static int open_spool(struct audit *a, const char *dir, struct err *e)
     return 0;
 }
 
-int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, int64_t spool_cap,
-                const char *outage_file, struct audit **out, struct err *e)
+int audit_start(struct store *st, int64_t retention_ms, int64_t rows_per_org, const char *spool_dir,
+                int64_t spool_cap, const char *outage_file, struct audit **out, struct err *e)
 {
     struct audit *a = xcalloc(1, sizeof *a);
     a->st = st;
+    a->rows_per_org = rows_per_org > 0 && rows_per_org < LIM_AUDIT_ROWS_PER_ORG
+                          ? rows_per_org
+                          : LIM_AUDIT_ROWS_PER_ORG;
     a->spool_cap = spool_cap;
     a->outage_file = outage_file ? xstrdup(outage_file) : NULL;
     a->retention_ms = retention_ms;

@@ -40,13 +40,15 @@ struct audit;
 
 /* Stores the entries the spool files spool_dir/audit-spool.{0,1} hold (a
  * crash left them), then starts the writer on st (borrowed until
- * audit_stop), keeping entries for retention_ms, with at most spool_cap
- * bytes spooled (audit_admit). outage_file: NULL, or (a test switch,
+ * audit_stop), keeping entries for retention_ms and, after each batch,
+ * each organization's newest rows_per_org only (its older ones are
+ * deleted; 0 or more than LIM_AUDIT_ROWS_PER_ORG means that limit), with
+ * at most spool_cap bytes spooled (audit_admit). outage_file: NULL, or (a test switch,
  * docs/operator.md) a path whose existence makes the writer take every
  * batch as refused by the store. 0, or E_INTERNAL with e filled (a spool
  * that cannot be opened, a store that refuses its entries). */
-int audit_start(struct store *st, int64_t retention_ms, const char *spool_dir, int64_t spool_cap,
-                const char *outage_file, struct audit **out, struct err *e)
+int audit_start(struct store *st, int64_t retention_ms, int64_t rows_per_org, const char *spool_dir,
+                int64_t spool_cap, const char *outage_file, struct audit **out, struct err *e)
     __attribute__((warn_unused_result));
 /* Whether a change of org ("" for the operator's) may go ahead: 0 when its
  * entry will find room in the spool, else E_UNAVAIL with e filled (503,

@@ -72,7 +72,8 @@ static void cap_share_reserve_and_drain(void **state)
     assert_non_null(f);
     fclose(f);
     struct audit *a;
-    assert_int_equal(audit_start(st, 86400000LL, dir, CAP, outage, &a, &e), 0);
+    assert_int_equal(audit_start(st, 86400000LL, LIM_AUDIT_ROWS_PER_ORG, dir, CAP, outage, &a, &e),
+                     0);
 
     /* One organization takes its share (an eighth) and no more. */
     int n1 = fill(a, "o1", 100000);

@@ -2100,6 +2100,50 @@ static void searches_keep_the_newest_per_org(void **state)
     xfree(got);
 }
 
+/* docs/telemetry.md "Audit logs", the per-organization bound
+ * (LIM_AUDIT_ROWS_PER_ORG): trim deletes an organization's oldest entries
+ * past its newest keep (by ts, then id), never another organization's. */
+static void audit_trim_keeps_the_newest_per_org(void **state)
+{
+    struct store *st = *state;
+    struct audit_rec rows[12];
+    memset(rows, 0, sizeof rows);
+    for (size_t i = 0; i < 12; i++) {
+        snprintf(rows[i].org_id, sizeof rows[i].org_id, "%s", i < 10 ? "ta" : "tb");
+        snprintf(rows[i].method, sizeof rows[i].method, "POST");
+        snprintf(rows[i].auth_strategy, sizeof rows[i].auth_strategy, "api_key");
+        snprintf(rows[i].service, sizeof rows[i].service, "profiles");
+        rows[i].ts = i < 10 ? 100 + (int64_t)i / 2 : 1; /* pairs of equal ts; tb's older */
+        rows[i].status = 200;
+    }
+    assert_int_equal(store_audit_insert(st, rows, 12), 0);
+    int64_t deleted = -1;
+    assert_int_equal(store_audit_trim(st, "ta", 3, &deleted), 0);
+    assert_int_equal(deleted, 7);
+    assert_int_equal(store_audit_trim(st, "ta", 3, &deleted), 0);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(store_audit_trim(st, "nobody", 3, &deleted), 0);
+    assert_int_equal(deleted, 0);
+
+    struct audit_query q = {.start_ms = 0, .end_ms = 1000};
+    struct page pg = {.limit = 20};
+    struct audit_rec *out = NULL;
+    size_t n = 0;
+    assert_int_equal(store_audit_list(st, "ta", &q, &pg, &out, &n), 0);
+    assert_int_equal(n, 3); /* the newest three: ts 104, 104, then 103's later id */
+    assert_int_equal(out[0].id, rows[9].id);
+    assert_int_equal(out[1].id, rows[8].id);
+    assert_int_equal(out[2].id, rows[7].id);
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&out[i]);
+    xfree(out);
+    assert_int_equal(store_audit_list(st, "tb", &q, &pg, &out, &n), 0);
+    assert_int_equal(n, 2); /* older than all of ta's kept, yet another organization's */
+    for (size_t i = 0; i < n; i++)
+        audit_rec_clear(&out[i]);
+    xfree(out);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -2125,7 +2169,8 @@ static void searches_keep_the_newest_per_org(void **state)
     X(audit_entry_id_inserted_once)                                                                \
     X(searches_per_org_until_expiry)                                                               \
     X(config_registry_per_org)                                                                     \
-    X(searches_keep_the_newest_per_org)
+    X(searches_keep_the_newest_per_org)                                                            \
+    X(audit_trim_keeps_the_newest_per_org)
 
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
