@@ -203,7 +203,7 @@ export const tests = [
         [await request(s.base, 'PATCH', '/org/entitlements', { key: s.key, body: {} }), 405],
         [await request(s.base, 'POST', '/org/projects', { key: s.key, body: {} }), 400],
         [await request(s.base, 'POST', '/org/projects', { key: s.key, body: { name: 'default' } }), 409],
-        [await request(s.base, 'GET', '/config-registry', { key: s.key }), 501],
+        [await request(s.base, 'GET', '/vault-provider-configs', { key: s.key }), 501],
       ];
       for (const [r, st] of cases) checkError(r, st);
     }),
@@ -248,7 +248,7 @@ export const tests = [
     fn: () => withServer(async (s) => {
       const cases = [
         ['GET', '/browsers/abc/fs/list', 'browser filesystem'],
-        ['GET', '/config-registry', 'config registry'],
+        ['GET', '/vault-provider-configs', 'vault provider configs'],
         ['GET', '/audit-logs/export/destinations', 'audit logs'],
       ];
       for (const [method, path, feature] of cases) {
