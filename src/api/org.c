@@ -429,9 +429,9 @@ static int cap_field(struct req *rq, const json_t *body, const char *name, int64
 
 /* max_concurrent_sessions is the plan's concurrent-browser limit (what
  * session admission holds the org to); the managed-auth figures are the
- * plan's, and no connection exists on this server (managed auth answers
- * 501). A limit the plan does not set is omitted; the project default is
- * null when unset. */
+ * plan's, auth_connections_used the organization's managed auth connections
+ * (docs/managed-auth.md). A limit the plan does not set is omitted; the
+ * project default is null when unset. */
 static int render_org_limits(struct req *rq, json_t **out)
 {
     const json_t *ent;
@@ -439,10 +439,12 @@ static int render_org_limits(struct req *rq, json_t **out)
     int rc = api_entitlements(rq, &ent);
     if (rc || (rc = store_limits_get(api_app(rq)->store, api_auth(rq)->org.id, "", &l)))
         return rc;
-    int64_t min_interval = 0;
+    int64_t min_interval = 0, used = 0;
+    if (store_ac_count(api_app(rq)->store, api_auth(rq)->org.id, &used) != 0)
+        return err_set(&rq->err, E_INTERNAL, "internal", "auth connections could not be counted");
     (void)ent_limit(ent, "features.managed_auth.health_check_interval_min_seconds", &min_interval);
-    *out = json_pack("{s:o,s:i,s:I}", "default_project_max_concurrent_sessions",
-                     cap(l.max_sessions), "auth_connections_used", 0,
+    *out = json_pack("{s:o,s:I,s:I}", "default_project_max_concurrent_sessions",
+                     cap(l.max_sessions), "auth_connections_used", (json_int_t)used,
                      "min_health_check_interval_seconds", (json_int_t)min_interval);
     ent_cap(*out, "max_concurrent_sessions", ent, "max_concurrent_browsers");
     ent_cap(*out, "max_auth_connections", ent, "features.managed_auth.max_connections");

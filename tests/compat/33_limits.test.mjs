@@ -32,7 +32,7 @@ export const tests = [
       const ent = ok2xx(await api(s, 'GET', '/org/entitlements'), 'GET /org/entitlements');
       eq(org.max_concurrent_sessions ?? null, ent.limits.max_concurrent_browsers ?? null, 'max_concurrent_sessions is the plan\'s concurrent-browser limit');
       eq(org.default_project_max_concurrent_sessions ?? null, null, 'no project default at first');
-      eq(org.auth_connections_used, 0, 'no managed-auth connection exists');
+      eq(org.auth_connections_used, 0, 'no managed-auth connection yet');
       assert(Number.isInteger(org.min_health_check_interval_seconds), `min_health_check_interval_seconds: ${JSON.stringify(org)}`);
       eq(org.max_auth_connections ?? null, ent.features.managed_auth.max_connections ?? null, 'max_auth_connections is the plan\'s');
 

@@ -129,6 +129,8 @@ export const tests = [
       const listed = [];
       for await (const x of client.auth.connections.list({ profile_name: 'ma-crud' })) listed.push(x.id);
       eq(listed.sort(), [c.id, c2.id].sort(), 'list by profile');
+      // GET /org/limits counts them (auth_connections_used, KERNEL_API_NEWER 1.4 "Limits").
+      eq(ok2xx(await api('GET', '/org/limits'), 'org limits').auth_connections_used, 2, 'auth_connections_used counts the connections');
       eq((await client.auth.connections.list({ domain: "other.test" })).items.map((x) => x.id), [c2.id], 'list by domain');
       const u = await client.auth.connections.update(c.id, { auto_reauth: false, health_check_interval: 600, login_url: '' });
       eq([u.auto_reauth, u.health_check_interval, u.login_url], [false, 600, undefined], 'updated');
