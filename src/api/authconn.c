@@ -41,9 +41,10 @@
 #include "session/session.h"
 #include "store/store.h"
 
-#define FEATURE   "managed_auth"
-#define URL_MAX   2048
-#define NAME_MAX_ 255
+#define FEATURE        "managed_auth"
+#define URL_MAX        2048
+#define NAME_MAX_      255
+#define FIELD_ID_BYTES 64 /* the id of a field of a login form (field_id) */
 
 /* ------------------------------------------------------------ records */
 
@@ -100,25 +101,6 @@ static json_t *render(const struct authconn_rec *c)
     return r;
 }
 
-static void unknown_fields(const json_t *body, const char *const *known, const char *what,
-                           struct err *e)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)body, k, v)
-    {
-        (void)v;
-        size_t i = 0;
-        while (known[i] && strcmp(known[i], k) != 0)
-            i++;
-        if (!known[i]) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(e, path, "is not a field of %s", what);
-        }
-    }
-}
-
 static const char *str_field(const json_t *body, const char *name, size_t max, int required,
                              struct err *e)
 {
@@ -155,6 +137,37 @@ static void url_field(const json_t *body, const char *name, int clearable, struc
         err_field(e, name, "must be an http:// or https:// URL of at most %d bytes%s", URL_MAX,
                   clearable ? " (\"\" clears it)" : "");
 }
+
+/* The id of body's proxy ({id}, borrowed), or NULL when it is absent or
+ * null; a 400 detail when it is no object with an id. */
+static const char *proxy_field(const json_t *body, struct err *e)
+{
+    json_t *px = json_object_get(body, "proxy");
+    if (!px || json_is_null(px))
+        return NULL;
+    const char *id = jsonx_str(px, "id");
+    if (json_is_object(px) && id && *id && strlen(id) < STORE_ID)
+        return id;
+    err_field(e, "proxy.id", "is required: the id of a proxy of this project");
+    return NULL;
+}
+
+/* The fields of a create: domain and profile_name, then the settings
+ * (apply_settings), which are all an update may give. */
+static const char *const CREATE_FIELDS[] = {"domain",
+                                            "profile_name",
+                                            "allowed_domains",
+                                            "auto_reauth",
+                                            "browser_telemetry",
+                                            "credential",
+                                            "health_check_interval",
+                                            "health_checks",
+                                            "login_url",
+                                            "proxy",
+                                            "record_session",
+                                            "save_credentials",
+                                            NULL};
+static const char *const *const UPDATE_FIELDS = &CREATE_FIELDS[2];
 
 /* The settings common to create and update, checked and copied into d. */
 static void apply_settings(struct req *rq, const json_t *body, const json_t *ent, json_t *d)
@@ -214,14 +227,9 @@ static void apply_settings(struct req *rq, const json_t *body, const json_t *ent
         else
             json_object_set_new(d, "credential", json_pack("{s:s}", "name", name));
     }
-    json_t *px = json_object_get(body, "proxy");
-    if (px && !json_is_null(px)) {
-        const char *id = jsonx_str(px, "id");
-        if (!json_is_object(px) || !id || !*id || strlen(id) >= STORE_ID)
-            err_field(e, "proxy.id", "is required: the id of a proxy of this project");
-        else
-            json_object_set_new(d, "proxy_id", json_string(id));
-    }
+    const char *proxy_id = proxy_field(body, e);
+    if (proxy_id)
+        json_object_set_new(d, "proxy_id", json_string(proxy_id));
     json_t *bt = json_object_get(body, "browser_telemetry");
     if (bt && !json_is_null(bt) && !json_is_object(bt))
         err_field(e, "browser_telemetry", "must be an object or null");
@@ -270,6 +278,15 @@ static int gate(struct req *rq, const json_t **ent)
     return rc;
 }
 
+/* The gate, then the connection the path names into c (zeroed first, so
+ * that authconn_rec_clear may follow in every case). */
+static int open_conn(struct req *rq, struct authconn_rec *c)
+{
+    memset(c, 0, sizeof *c);
+    int rc = gate(rq, NULL);
+    return rc ? rc : load(rq, c);
+}
+
 /* The profile of the connection, created when missing. */
 static int ensure_profile(struct req *rq, const char *name)
 {
@@ -287,19 +304,6 @@ static int ensure_profile(struct req *rq, const char *name)
 
 int authconn_create(struct req *rq, struct resp *rs)
 {
-    static const char *const known[] = {"domain",
-                                        "profile_name",
-                                        "allowed_domains",
-                                        "auto_reauth",
-                                        "browser_telemetry",
-                                        "credential",
-                                        "health_check_interval",
-                                        "health_checks",
-                                        "login_url",
-                                        "proxy",
-                                        "record_session",
-                                        "save_credentials",
-                                        NULL};
     struct auth *a = api_auth(rq);
     struct err *e = &rq->err;
     const json_t *ent = NULL;
@@ -311,7 +315,7 @@ int authconn_create(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
-    unknown_fields(body, known, "an auth connection", e);
+    credentials_check_fields(body, CREATE_FIELDS, "an auth connection", e);
     const char *domain = str_field(body, "domain", NAME_MAX_, 1, e);
     const char *profile = str_field(body, "profile_name", NAME_MAX_, 1, e);
     int64_t interval = 3600;
@@ -364,11 +368,8 @@ int authconn_create(struct req *rq, struct resp *rs)
 
 int authconn_get(struct req *rq, struct resp *rs)
 {
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc == 0)
         resp_json(rs, 200, render(&c));
     authconn_rec_clear(&c);
@@ -406,17 +407,6 @@ int authconn_list(struct req *rq, struct resp *rs)
 
 int authconn_update(struct req *rq, struct resp *rs)
 {
-    static const char *const known[] = {"allowed_domains",
-                                        "auto_reauth",
-                                        "browser_telemetry",
-                                        "credential",
-                                        "health_check_interval",
-                                        "health_checks",
-                                        "login_url",
-                                        "proxy",
-                                        "record_session",
-                                        "save_credentials",
-                                        NULL};
     const json_t *ent = NULL;
     json_t *body;
     int rc = req_json_object(rq, 1, &body);
@@ -432,7 +422,7 @@ int authconn_update(struct req *rq, struct resp *rs)
         d = json_loads(c.data ? c.data : "{}", 0, NULL);
         if (!d)
             d = json_object();
-        unknown_fields(body, known, "an auth connection update", &rq->err);
+        credentials_check_fields(body, UPDATE_FIELDS, "an auth connection update", &rq->err);
         apply_settings(rq, body, ent, d);
         rc = err_has_fields(&rq->err) ? E_INVALID : check_credential(rq, d);
     }
@@ -792,6 +782,17 @@ static void signature(const json_t *snap, char *out, size_t cap)
         (size_t)snprintf(out + n, cap - n, "%s,", jsonx_str(x, "kind"));
 }
 
+/* The id a person answers a snapshot's field x by: its name (60 bytes at
+ * most), or field_<i>. */
+static void field_id(const json_t *x, char id[FIELD_ID_BYTES])
+{
+    const char *name = jsonx_str(x, "name");
+    if (name && *name)
+        snprintf(id, FIELD_ID_BYTES, "%.60s", name);
+    else
+        snprintf(id, FIELD_ID_BYTES, "field_%d", (int)json_integer_value(json_object_get(x, "i")));
+}
+
 /* ---- the flow thread ---- */
 
 /* The hosted pages' token key: HMAC-SHA256 of a label under the server's
@@ -1070,13 +1071,8 @@ static void drive(struct flow *f, struct run *r)
                 value_for(r->vals, kind) != NULL || (strcmp(kind, "totp_code") == 0 && r->totp);
             if (known)
                 continue;
-            char id[64], sel[48];
-            const char *name = jsonx_str(x, "name");
-            if (name && *name)
-                snprintf(id, sizeof id, "%.60s", name);
-            else
-                snprintf(id, sizeof id, "field_%d",
-                         (int)json_integer_value(json_object_get(x, "i")));
+            char id[FIELD_ID_BYTES], sel[48];
+            field_id(x, id);
             snprintf(sel, sizeof sel, "[data-bd-field=\"%d\"]",
                      (int)json_integer_value(json_object_get(x, "i")));
             json_array_append_new(pending,
@@ -1129,13 +1125,8 @@ static void drive(struct flow *f, struct run *r)
                     v = code;
             }
             if (!v && input) {
-                const char *name = jsonx_str(x, "name");
-                char id[64];
-                if (name && *name)
-                    snprintf(id, sizeof id, "%.60s", name);
-                else
-                    snprintf(id, sizeof id, "field_%d",
-                             (int)json_integer_value(json_object_get(x, "i")));
+                char id[FIELD_ID_BYTES];
+                field_id(x, id);
                 v = jsonx_str(input, id);
             }
             if (v)
@@ -1387,7 +1378,7 @@ int authconn_login(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 1, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a login", &rq->err);
+    credentials_check_fields(body, known, "a login", &rq->err);
     bool_field(body, "record_session", &rq->err);
     json_t *bt = json_object_get(body, "browser_telemetry");
     if (bt && !json_is_null(bt) && !json_is_object(bt))
@@ -1398,14 +1389,9 @@ int authconn_login(struct req *rq, struct resp *rs)
                   "login flows run in a headless session of their own: browser settings are "
                   "not taken");
     char proxy_id[STORE_ID] = "";
-    json_t *px = json_object_get(body, "proxy");
-    if (px && !json_is_null(px)) {
-        const char *id = jsonx_str(px, "id");
-        if (!json_is_object(px) || !id || !*id || strlen(id) >= STORE_ID)
-            err_field(&rq->err, "proxy.id", "is required: the id of a proxy of this project");
-        else
-            snprintf(proxy_id, sizeof proxy_id, "%s", id);
-    }
+    const char *px = proxy_field(body, &rq->err);
+    if (px)
+        snprintf(proxy_id, sizeof proxy_id, "%s", px);
     rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq, &ent);
     json_decref(body);
     if (rc == 0)
@@ -1436,6 +1422,41 @@ int authconn_login(struct req *rq, struct resp *rs)
     }
     authconn_rec_clear(&c);
     return rc;
+}
+
+/* Copies body[name], an object of field ids to values, into vals (copies:
+ * the body's strings are wiped after use). 0, or E_INVALID with a detail
+ * naming name. */
+static int copy_values(const json_t *body, const char *name, json_t *vals, struct err *e)
+{
+    json_t *o = json_object_get(body, name);
+    const char *k;
+    json_t *v;
+    int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
+    json_object_foreach(o, k, v) ok &=
+        json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
+    if (!ok)
+        return err_field(e, name, "must be an object of at most %d field ids to strings",
+                         LIM_AUTHCONN_SUBMIT_FIELDS);
+    json_object_foreach(o, k, v)
+    {
+        json_object_set_new(vals, k, json_string(json_string_value(v)));
+    }
+    return 0;
+}
+
+/* Zeroes the clear values a submit carried and releases vals (may be
+ * NULL): vals, the body's fields and field_values, the raw body. */
+static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
+{
+    if (vals) {
+        wipe_json_strings(vals);
+        json_decref(vals);
+    }
+    wipe_json_strings(json_object_get(body, "fields"));
+    wipe_json_strings(json_object_get(body, "field_values"));
+    if (rq->body && rq->body_len)
+        OPENSSL_cleanse(rq->body, rq->body_len);
 }
 
 /* Hands a person's values (*vals, taken) to the running flow of conn_id
@@ -1479,25 +1500,12 @@ int authconn_submit(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a submit", &rq->err);
+    credentials_check_fields(body, known, "a submit", &rq->err);
     json_t *vals = json_object();
     static const char *const maps[] = {"fields", "field_values", NULL};
-    for (size_t m = 0; maps[m]; m++) {
-        json_t *o = json_object_get(body, maps[m]);
-        if (!o)
-            continue;
-        const char *k;
-        json_t *v;
-        int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
-        json_object_foreach(o, k, v) ok &=
-            json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
-        if (!ok)
-            err_field(&rq->err, maps[m], "must be an object of at most %d field ids to strings",
-                      LIM_AUTHCONN_SUBMIT_FIELDS);
-        else /* copies: the body's strings are wiped below */
-            json_object_foreach(o, k, v)
-                json_object_set_new(vals, k, json_string(json_string_value(v)));
-    }
+    for (size_t m = 0; maps[m]; m++)
+        if (json_object_get(body, maps[m]))
+            (void)copy_values(body, maps[m], vals, &rq->err);
     if (!err_has_fields(&rq->err) && json_object_size(vals) == 0) {
         static const char *const choices[] = {"mfa_option_id",     "selected_choice_id",
                                               "sign_in_option_id", "sso_button_selector",
@@ -1519,17 +1527,7 @@ int authconn_submit(struct req *rq, struct resp *rs)
     }
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    if (vals) {
-        wipe_json_strings(vals);
-        json_decref(vals);
-    }
-    json_t *o;
-    if ((o = json_object_get(body, "fields")))
-        wipe_json_strings(o);
-    if ((o = json_object_get(body, "field_values")))
-        wipe_json_strings(o);
-    if (rq->body && rq->body_len)
-        OPENSSL_cleanse(rq->body, rq->body_len);
+    wipe_submit(rq, body, vals);
     authconn_rec_clear(&c);
     json_decref(body);
     return rc;
@@ -1538,11 +1536,8 @@ int authconn_submit(struct req *rq, struct resp *rs)
 int authconn_delete(struct req *rq, struct resp *rs)
 {
     struct auth *a = api_auth(rq);
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc == 0) {
         pthread_mutex_lock(&mu);
         struct flow *f = flow_find(c.id);
@@ -1566,13 +1561,10 @@ int authconn_delete(struct req *rq, struct resp *rs)
 int authconn_timeline(struct req *rq, struct resp *rs)
 {
     size_t limit, offset;
+    struct authconn_rec c;
     int rc = req_page(rq, &limit, &offset);
     if (rc == 0)
-        rc = gate(rq, NULL);
-    struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+        rc = open_conn(rq, &c);
     if (rc)
         return rc;
     json_t *d = json_loads(c.data ? c.data : "{}", 0, NULL);
@@ -1643,11 +1635,8 @@ static void ev_free(void *ctx)
 
 int authconn_events(struct req *rq, struct resp *rs)
 {
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc)
         return rc;
     struct watcher *w = xcalloc(1, sizeof *w);
@@ -2029,31 +2018,13 @@ int authconn_hosted_submit(struct req *rq, struct resp *rs)
         rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    json_t *o = json_object_get(body, "field_values"), *vals = json_object();
-    const char *k;
-    json_t *v;
-    int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
-    json_object_foreach(o, k, v) ok &=
-        json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
-    if (!ok)
-        rc = err_field(&rq->err, "field_values",
-                       "must be an object of at most %d field ids to strings",
-                       LIM_AUTHCONN_SUBMIT_FIELDS);
-    else
-        json_object_foreach(o, k, v)
-            json_object_set_new(vals, k, json_string(json_string_value(v)));
+    json_t *vals = json_object();
+    rc = copy_values(body, "field_values", vals, &rq->err);
     if (rc == 0)
         rc = give_input(conn, NULL, &vals, &rq->err);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    if (vals) {
-        wipe_json_strings(vals);
-        json_decref(vals);
-    }
-    if (json_is_object(o))
-        wipe_json_strings(o);
-    if (rq->body && rq->body_len)
-        OPENSSL_cleanse(rq->body, rq->body_len);
+    wipe_submit(rq, body, vals);
     json_decref(body);
     return rc;
 }
