@@ -197,29 +197,6 @@ static void relay_stop(struct relay *r)
 
 /* ---- files ---- */
 
-static int read_zip(const char *path, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size > LIM_APP_ZIP_BYTES) {
-        close(fd);
-        return -EFBIG;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *buf = xmalloc(n ? n : 1);
-    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
-    close(fd);
-    if (rc != 0 || got != n) {
-        xfree(buf);
-        return -EIO;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 static __thread long long walk_total;
 
 static int walk_add(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -237,7 +214,7 @@ static int unpack_app(const char *root, const char *zip_path, long long *bytes, 
 {
     char *zip = NULL;
     size_t len = 0;
-    int r = read_zip(zip_path, &zip, &len);
+    int r = fdio_read_file(zip_path, LIM_APP_ZIP_BYTES, &zip, &len);
     if (r)
         return err_set(e, E_INTERNAL, "internal", "apps: the deployment's archive cannot be read");
     char dir[PATH_MAX];
