@@ -36,15 +36,15 @@
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
 #include "runtime/bgrun.h"
+#include "runtime/loginpage.h"
 #include "runtime/sessmgr.h"
 #include "session/app.h"
 #include "session/session.h"
 #include "store/store.h"
 
-#define FEATURE        "managed_auth"
-#define URL_MAX        2048
-#define NAME_MAX_      255
-#define FIELD_ID_BYTES 64 /* the id of a field of a login form (field_id) */
+#define FEATURE   "managed_auth"
+#define URL_MAX   2048
+#define NAME_MAX_ 255
 
 /* ------------------------------------------------------------ records */
 
@@ -628,171 +628,6 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
     return rc;
 }
 
-/* ---- the page heuristics (docs/managed-auth.md lists what they handle) ---- */
-
-/* A snapshot of the page: its URL, readiness, the visible login fields
- * (each marked data-bd-field=<i> for the fill) classified by autocomplete
- * attribute, input type, name, id, label, aria-label and placeholder, and a
- * visible error message. */
-static const char DISCOVER_JS[] =
-    "(() => {"
-    "const vis = e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);"
-    " return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; };"
-    "const text = e => (e ? e.textContent || '' : '').replace(/\\s+/g, ' ').trim();"
-    "const labelOf = e => { let t = '';"
-    " if (e.labels && e.labels.length) t = text(e.labels[0]);"
-    " if (!t) t = e.getAttribute('aria-label') || '';"
-    " if (!t && e.getAttribute('aria-labelledby'))"
-    "  t = text(document.getElementById(e.getAttribute('aria-labelledby')));"
-    " return (t || e.placeholder || e.name || e.id || '').slice(0, 120); };"
-    "const skip = ['hidden','submit','button','checkbox','radio','file','image','reset','range',"
-    " 'color','date','search'];"
-    "const kindOf = e => {"
-    " const ac = (e.getAttribute('autocomplete') || '').toLowerCase();"
-    " const t = (e.getAttribute('type') || 'text').toLowerCase();"
-    " if (skip.includes(t)) return null;"
-    " const hay = [e.name, e.id, labelOf(e), e.placeholder, e.getAttribute('aria-label')]"
-    "  .join(' ').toLowerCase();"
-    " if (ac.includes('one-time-code') || /\\b(otp|totp|2fa|mfa)\\b|one[- ]time|verification|"
-    "security code|\\bcode\\b/.test(hay))"
-    "  return /authenticator|totp|\\bapp\\b/.test(hay) ? 'totp_code' : 'code';"
-    " if (t === 'password' || ac.includes('password')) return 'password';"
-    " if (ac === 'username' || ac === 'email' || ac === 'tel' || t === 'email' ||"
-    "  /user|e-?mail|login|account|identifier|phone/.test(hay)) return 'identifier';"
-    " return null; };"
-    "const fields = []; let n = 0;"
-    "for (const e of document.querySelectorAll('input, textarea')) {"
-    " e.removeAttribute('data-bd-field');"
-    " if (!vis(e) || e.disabled || e.readOnly) continue;"
-    " const k = kindOf(e); if (!k) continue;"
-    " e.setAttribute('data-bd-field', String(n));"
-    " fields.push({i: n, kind: k, label: labelOf(e), name: e.name || e.id || '',"
-    "  type: (e.getAttribute('type') || 'text').toLowerCase(), placeholder: e.placeholder || ''});"
-    " n++; }"
-    "let error = '';"
-    "for (const e of document.querySelectorAll('[role=alert], [aria-live=assertive], .error,"
-    " .alert-danger, .alert-error, .error-message, .errors, [data-error]')) {"
-    " if (vis(e) && text(e)) { error = text(e).slice(0, 300); break; } }"
-    "return {url: location.href, ready: document.readyState, fields, error}; })()";
-
-/* Writes a value into the element it is called on as typing would. */
-static const char FILL_JS[] =
-    "function (v) { this.focus();"
-    " const d = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(this), 'value');"
-    " if (d && d.set) d.set.call(this, v); else this.value = v;"
-    " this.dispatchEvent(new Event('input', {bubbles: true}));"
-    " this.dispatchEvent(new Event('change', {bubbles: true})); return 'ok'; }";
-
-/* Submits the form of field i: its submit button, else requestSubmit, else
- * the first visible button of the page. */
-static const char SUBMIT_JS[] =
-    "(i => { const e = document.querySelector('[data-bd-field=\"' + i + '\"]');"
-    " if (!e) return 'gone'; const f = e.form;"
-    " if (f) { const b = [...f.querySelectorAll('button, input[type=submit]')]"
-    "  .find(b => (b.type || 'submit') === 'submit');"
-    "  if (b) { b.click(); return 'clicked'; } f.requestSubmit(); return 'submitted'; }"
-    " const b = [...document.querySelectorAll('button, [role=button], input[type=submit]')]"
-    "  .find(b => b.getBoundingClientRect().width > 0);"
-    " if (b) { b.click(); return 'clicked'; } return 'none'; })";
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Runtime.evaluate of expr by value into *val (new ref). */
-static int eval_value(struct cdp_client *cc, const char *sid, const char *expr, json_t **val)
-{
-    struct err e;
-    err_init(&e);
-    json_t *res = NULL;
-    json_t *p = json_pack("{s:s,s:b}", "expression", expr, "returnByValue", 1);
-    int rc = cdp_client_call(cc, sid, "Runtime.evaluate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    json_decref(p);
-    *val = NULL;
-    if (rc == 0) {
-        json_t *v = json_object_get(json_object_get(res, "result"), "value");
-        if (v && !json_object_get(res, "exceptionDetails"))
-            *val = json_incref(v);
-        else
-            rc = E_INTERNAL;
-    }
-    json_decref(res);
-    return rc;
-}
-
-/* Fills field i with value (the clear value lives in the call's params only
- * and is zeroed before they are freed). */
-static int fill_field(struct cdp_client *cc, const char *sid, int i, const char *value)
-{
-    struct err e;
-    err_init(&e);
-    char expr[96];
-    snprintf(expr, sizeof expr, "document.querySelector('[data-bd-field=\"%d\"]')", i);
-    json_t *res = NULL;
-    json_t *p = json_pack("{s:s}", "expression", expr);
-    int rc = cdp_client_call(cc, sid, "Runtime.evaluate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    json_decref(p);
-    const char *obj = rc == 0 ? jsonx_str(json_object_get(res, "result"), "objectId") : NULL;
-    if (!obj) {
-        json_decref(res);
-        return E_NOTFOUND;
-    }
-    json_t *arg = json_string(value);
-    p = json_pack("{s:s,s:s,s:[{s:O}],s:b}", "objectId", obj, "functionDeclaration", FILL_JS,
-                  "arguments", "value", arg, "returnByValue", 1);
-    json_decref(res);
-    res = NULL;
-    rc = cdp_client_call(cc, sid, "Runtime.callFunctionOn", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    OPENSSL_cleanse((char *)json_string_value(arg), json_string_length(arg));
-    json_decref(arg);
-    json_decref(p);
-    json_decref(res);
-    return rc;
-}
-
-/* A snapshot once the document is complete (bounded by the step time). */
-static int snapshot(struct cdp_client *cc, const char *sid, json_t **snap)
-{
-    int64_t until = clock_mono_ms() + LIM_AUTHCONN_STEP_MS;
-    for (;;) {
-        int rc = eval_value(cc, sid, DISCOVER_JS, snap);
-        if (rc == E_UNAVAIL)
-            return rc;
-        if (rc == 0 &&
-            strcmp(jsonx_str(*snap, "ready") ? jsonx_str(*snap, "ready") : "", "complete") == 0)
-            return 0;
-        if (clock_mono_ms() >= until)
-            return rc ? rc : 0;
-        json_decref(*snap);
-        *snap = NULL;
-        nap_ms(150);
-    }
-}
-
-/* "identifier,password" style signature of a snapshot's fields with its URL. */
-static void signature(const json_t *snap, char *out, size_t cap)
-{
-    size_t n =
-        (size_t)snprintf(out, cap, "%s|", jsonx_str(snap, "url") ? jsonx_str(snap, "url") : "");
-    size_t i;
-    json_t *x;
-    json_array_foreach(json_object_get(snap, "fields"), i, x) if (n < cap) n +=
-        (size_t)snprintf(out + n, cap - n, "%s,", jsonx_str(x, "kind"));
-}
-
-/* The id a person answers a snapshot's field x by: its name (60 bytes at
- * most), or field_<i>. */
-static void field_id(const json_t *x, char id[FIELD_ID_BYTES])
-{
-    const char *name = jsonx_str(x, "name");
-    if (name && *name)
-        snprintf(id, FIELD_ID_BYTES, "%.60s", name);
-    else
-        snprintf(id, FIELD_ID_BYTES, "field_%d", (int)json_integer_value(json_object_get(x, "i")));
-}
-
 /* ---- the flow thread ---- */
 
 /* The hosted pages' token key: HMAC-SHA256 of a label under the server's
@@ -1017,7 +852,7 @@ static int host_allowed(const char *url, const char *domain, const json_t *allow
 static void drive(struct flow *f, struct run *r)
 {
     int submitted = 0;
-    char prev[1024] = "";
+    char prev[LOGINPAGE_SIGNATURE_BYTES] = "";
     for (int step = 0; step < LIM_AUTHCONN_STEPS; step++) {
         pthread_mutex_lock(&mu);
         int canceled = f->cancel;
@@ -1027,7 +862,7 @@ static void drive(struct flow *f, struct run *r)
             return;
         }
         json_t *snap = NULL;
-        if (snapshot(r->cc, r->sid, &snap) != 0 || !snap) {
+        if (loginpage_snapshot(r->cc, r->sid, 0, &snap) != 0 || !snap) {
             json_decref(snap);
             finish(f, r, "FAILED", "browser_unavailable", "the login page is not answering");
             return;
@@ -1035,8 +870,8 @@ static void drive(struct flow *f, struct run *r)
         snprintf(r->url, sizeof r->url, "%s", jsonx_str(snap, "url") ? jsonx_str(snap, "url") : "");
         const char *err_text = jsonx_str(snap, "error");
         json_t *fields = json_object_get(snap, "fields");
-        char sig[1024];
-        signature(snap, sig, sizeof sig);
+        char sig[LOGINPAGE_SIGNATURE_BYTES];
+        loginpage_signature(snap, sig, sizeof sig);
         /* No login field left (none at all on the first page: the profile
          * is logged in already). */
         if (json_array_size(fields) == 0) {
@@ -1071,8 +906,8 @@ static void drive(struct flow *f, struct run *r)
                 value_for(r->vals, kind) != NULL || (strcmp(kind, "totp_code") == 0 && r->totp);
             if (known)
                 continue;
-            char id[FIELD_ID_BYTES], sel[48];
-            field_id(x, id);
+            char id[LOGINPAGE_FIELD_ID_BYTES], sel[48];
+            loginpage_field_id(x, id);
             snprintf(sel, sizeof sel, "[data-bd-field=\"%d\"]",
                      (int)json_integer_value(json_object_get(x, "i")));
             json_array_append_new(pending,
@@ -1125,12 +960,12 @@ static void drive(struct flow *f, struct run *r)
                     v = code;
             }
             if (!v && input) {
-                char id[FIELD_ID_BYTES];
-                field_id(x, id);
+                char id[LOGINPAGE_FIELD_ID_BYTES];
+                loginpage_field_id(x, id);
                 v = jsonx_str(input, id);
             }
             if (v)
-                bad |= fill_field(r->cc, r->sid, idx, v) != 0;
+                bad |= loginpage_fill(r->cc, r->sid, idx, v) != 0;
             OPENSSL_cleanse(code, sizeof code);
             if (first < 0)
                 first = idx;
@@ -1142,31 +977,13 @@ static void drive(struct flow *f, struct run *r)
         json_decref(pending);
         json_decref(discovered);
         json_decref(snap);
-        char expr[sizeof SUBMIT_JS + 32];
-        snprintf(expr, sizeof expr, "%s(%d)", SUBMIT_JS, first);
-        json_t *res = NULL;
-        if (bad || eval_value(r->cc, r->sid, expr, &res) != 0) {
-            json_decref(res);
+        if (bad || loginpage_submit(r->cc, r->sid, first) != 0) {
             finish(f, r, "FAILED", "fill_failed", "the login form could not be filled");
             return;
         }
-        json_decref(res);
         submitted = 1;
         /* Wait for the page to answer: a new URL, other fields or an error. */
-        int64_t until = clock_mono_ms() + LIM_AUTHCONN_STEP_MS;
-        while (clock_mono_ms() < until) {
-            nap_ms(200);
-            json_t *s2 = NULL;
-            if (eval_value(r->cc, r->sid, DISCOVER_JS, &s2) == 0 && s2) {
-                char sig2[1024];
-                signature(s2, sig2, sizeof sig2);
-                const char *e2 = jsonx_str(s2, "error");
-                int moved = strcmp(sig2, prev) != 0 || (e2 && *e2);
-                json_decref(s2);
-                if (moved)
-                    break;
-            }
-        }
+        loginpage_wait_answer(r->cc, r->sid, prev);
     }
     finish(f, r, "FAILED", "too_many_steps", "the login did not finish within the step limit");
 }
@@ -1734,8 +1551,7 @@ static int probe(struct app *app, const struct authconn_rec *c, const json_t *d,
         cdp_page_attach_first(cc, LIM_AUTHCONN_STEP_MS, sid, sizeof sid, &e) == 0) {
         json_t *p = json_pack("{s:s}", "url", url), *res = NULL, *snap = NULL;
         if (cdp_client_call(cc, sid, "Page.navigate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e) == 0) {
-            nap_ms(300); /* the navigation replaces the document it started on */
-            if (snapshot(cc, sid, &snap) == 0 && snap)
+            if (loginpage_snapshot(cc, sid, 300, &snap) == 0 && snap)
                 out = json_array_size(json_object_get(snap, "fields")) > 0;
         }
         json_decref(p);
