@@ -36,6 +36,7 @@
 #include "proxy/cdp_client.h"
 #include "proxy/cdp_page.h"
 #include "runtime/bgrun.h"
+#include "runtime/loginpage.h"
 #include "runtime/sessmgr.h"
 #include "session/app.h"
 #include "session/session.h"
@@ -100,25 +101,6 @@ static json_t *render(const struct authconn_rec *c)
     return r;
 }
 
-static void unknown_fields(const json_t *body, const char *const *known, const char *what,
-                           struct err *e)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)body, k, v)
-    {
-        (void)v;
-        size_t i = 0;
-        while (known[i] && strcmp(known[i], k) != 0)
-            i++;
-        if (!known[i]) {
-            char path[300];
-            snprintf(path, sizeof path, "%.250s", k);
-            err_field(e, path, "is not a field of %s", what);
-        }
-    }
-}
-
 static const char *str_field(const json_t *body, const char *name, size_t max, int required,
                              struct err *e)
 {
@@ -155,6 +137,37 @@ static void url_field(const json_t *body, const char *name, int clearable, struc
         err_field(e, name, "must be an http:// or https:// URL of at most %d bytes%s", URL_MAX,
                   clearable ? " (\"\" clears it)" : "");
 }
+
+/* The id of body's proxy ({id}, borrowed), or NULL when it is absent or
+ * null; a 400 detail when it is no object with an id. */
+static const char *proxy_field(const json_t *body, struct err *e)
+{
+    json_t *px = json_object_get(body, "proxy");
+    if (!px || json_is_null(px))
+        return NULL;
+    const char *id = jsonx_str(px, "id");
+    if (json_is_object(px) && id && *id && strlen(id) < STORE_ID)
+        return id;
+    err_field(e, "proxy.id", "is required: the id of a proxy of this project");
+    return NULL;
+}
+
+/* The fields of a create: domain and profile_name, then the settings
+ * (apply_settings), which are all an update may give. */
+static const char *const CREATE_FIELDS[] = {"domain",
+                                            "profile_name",
+                                            "allowed_domains",
+                                            "auto_reauth",
+                                            "browser_telemetry",
+                                            "credential",
+                                            "health_check_interval",
+                                            "health_checks",
+                                            "login_url",
+                                            "proxy",
+                                            "record_session",
+                                            "save_credentials",
+                                            NULL};
+static const char *const *const UPDATE_FIELDS = &CREATE_FIELDS[2];
 
 /* The settings common to create and update, checked and copied into d. */
 static void apply_settings(struct req *rq, const json_t *body, const json_t *ent, json_t *d)
@@ -214,14 +227,9 @@ static void apply_settings(struct req *rq, const json_t *body, const json_t *ent
         else
             json_object_set_new(d, "credential", json_pack("{s:s}", "name", name));
     }
-    json_t *px = json_object_get(body, "proxy");
-    if (px && !json_is_null(px)) {
-        const char *id = jsonx_str(px, "id");
-        if (!json_is_object(px) || !id || !*id || strlen(id) >= STORE_ID)
-            err_field(e, "proxy.id", "is required: the id of a proxy of this project");
-        else
-            json_object_set_new(d, "proxy_id", json_string(id));
-    }
+    const char *proxy_id = proxy_field(body, e);
+    if (proxy_id)
+        json_object_set_new(d, "proxy_id", json_string(proxy_id));
     json_t *bt = json_object_get(body, "browser_telemetry");
     if (bt && !json_is_null(bt) && !json_is_object(bt))
         err_field(e, "browser_telemetry", "must be an object or null");
@@ -270,6 +278,15 @@ static int gate(struct req *rq, const json_t **ent)
     return rc;
 }
 
+/* The gate, then the connection the path names into c (zeroed first, so
+ * that authconn_rec_clear may follow in every case). */
+static int open_conn(struct req *rq, struct authconn_rec *c)
+{
+    memset(c, 0, sizeof *c);
+    int rc = gate(rq, NULL);
+    return rc ? rc : load(rq, c);
+}
+
 /* The profile of the connection, created when missing. */
 static int ensure_profile(struct req *rq, const char *name)
 {
@@ -287,19 +304,6 @@ static int ensure_profile(struct req *rq, const char *name)
 
 int authconn_create(struct req *rq, struct resp *rs)
 {
-    static const char *const known[] = {"domain",
-                                        "profile_name",
-                                        "allowed_domains",
-                                        "auto_reauth",
-                                        "browser_telemetry",
-                                        "credential",
-                                        "health_check_interval",
-                                        "health_checks",
-                                        "login_url",
-                                        "proxy",
-                                        "record_session",
-                                        "save_credentials",
-                                        NULL};
     struct auth *a = api_auth(rq);
     struct err *e = &rq->err;
     const json_t *ent = NULL;
@@ -311,7 +315,7 @@ int authconn_create(struct req *rq, struct resp *rs)
         json_decref(body);
         return rc;
     }
-    unknown_fields(body, known, "an auth connection", e);
+    credentials_check_fields(body, CREATE_FIELDS, "an auth connection", e);
     const char *domain = str_field(body, "domain", NAME_MAX_, 1, e);
     const char *profile = str_field(body, "profile_name", NAME_MAX_, 1, e);
     int64_t interval = 3600;
@@ -364,11 +368,8 @@ int authconn_create(struct req *rq, struct resp *rs)
 
 int authconn_get(struct req *rq, struct resp *rs)
 {
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc == 0)
         resp_json(rs, 200, render(&c));
     authconn_rec_clear(&c);
@@ -406,17 +407,6 @@ int authconn_list(struct req *rq, struct resp *rs)
 
 int authconn_update(struct req *rq, struct resp *rs)
 {
-    static const char *const known[] = {"allowed_domains",
-                                        "auto_reauth",
-                                        "browser_telemetry",
-                                        "credential",
-                                        "health_check_interval",
-                                        "health_checks",
-                                        "login_url",
-                                        "proxy",
-                                        "record_session",
-                                        "save_credentials",
-                                        NULL};
     const json_t *ent = NULL;
     json_t *body;
     int rc = req_json_object(rq, 1, &body);
@@ -432,7 +422,7 @@ int authconn_update(struct req *rq, struct resp *rs)
         d = json_loads(c.data ? c.data : "{}", 0, NULL);
         if (!d)
             d = json_object();
-        unknown_fields(body, known, "an auth connection update", &rq->err);
+        credentials_check_fields(body, UPDATE_FIELDS, "an auth connection update", &rq->err);
         apply_settings(rq, body, ent, d);
         rc = err_has_fields(&rq->err) ? E_INVALID : check_credential(rq, d);
     }
@@ -636,160 +626,6 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
     pthread_mutex_unlock(&mu);
     authconn_rec_clear(&c);
     return rc;
-}
-
-/* ---- the page heuristics (docs/managed-auth.md lists what they handle) ---- */
-
-/* A snapshot of the page: its URL, readiness, the visible login fields
- * (each marked data-bd-field=<i> for the fill) classified by autocomplete
- * attribute, input type, name, id, label, aria-label and placeholder, and a
- * visible error message. */
-static const char DISCOVER_JS[] =
-    "(() => {"
-    "const vis = e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);"
-    " return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; };"
-    "const text = e => (e ? e.textContent || '' : '').replace(/\\s+/g, ' ').trim();"
-    "const labelOf = e => { let t = '';"
-    " if (e.labels && e.labels.length) t = text(e.labels[0]);"
-    " if (!t) t = e.getAttribute('aria-label') || '';"
-    " if (!t && e.getAttribute('aria-labelledby'))"
-    "  t = text(document.getElementById(e.getAttribute('aria-labelledby')));"
-    " return (t || e.placeholder || e.name || e.id || '').slice(0, 120); };"
-    "const skip = ['hidden','submit','button','checkbox','radio','file','image','reset','range',"
-    " 'color','date','search'];"
-    "const kindOf = e => {"
-    " const ac = (e.getAttribute('autocomplete') || '').toLowerCase();"
-    " const t = (e.getAttribute('type') || 'text').toLowerCase();"
-    " if (skip.includes(t)) return null;"
-    " const hay = [e.name, e.id, labelOf(e), e.placeholder, e.getAttribute('aria-label')]"
-    "  .join(' ').toLowerCase();"
-    " if (ac.includes('one-time-code') || /\\b(otp|totp|2fa|mfa)\\b|one[- ]time|verification|"
-    "security code|\\bcode\\b/.test(hay))"
-    "  return /authenticator|totp|\\bapp\\b/.test(hay) ? 'totp_code' : 'code';"
-    " if (t === 'password' || ac.includes('password')) return 'password';"
-    " if (ac === 'username' || ac === 'email' || ac === 'tel' || t === 'email' ||"
-    "  /user|e-?mail|login|account|identifier|phone/.test(hay)) return 'identifier';"
-    " return null; };"
-    "const fields = []; let n = 0;"
-    "for (const e of document.querySelectorAll('input, textarea')) {"
-    " e.removeAttribute('data-bd-field');"
-    " if (!vis(e) || e.disabled || e.readOnly) continue;"
-    " const k = kindOf(e); if (!k) continue;"
-    " e.setAttribute('data-bd-field', String(n));"
-    " fields.push({i: n, kind: k, label: labelOf(e), name: e.name || e.id || '',"
-    "  type: (e.getAttribute('type') || 'text').toLowerCase(), placeholder: e.placeholder || ''});"
-    " n++; }"
-    "let error = '';"
-    "for (const e of document.querySelectorAll('[role=alert], [aria-live=assertive], .error,"
-    " .alert-danger, .alert-error, .error-message, .errors, [data-error]')) {"
-    " if (vis(e) && text(e)) { error = text(e).slice(0, 300); break; } }"
-    "return {url: location.href, ready: document.readyState, fields, error}; })()";
-
-/* Writes a value into the element it is called on as typing would. */
-static const char FILL_JS[] =
-    "function (v) { this.focus();"
-    " const d = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(this), 'value');"
-    " if (d && d.set) d.set.call(this, v); else this.value = v;"
-    " this.dispatchEvent(new Event('input', {bubbles: true}));"
-    " this.dispatchEvent(new Event('change', {bubbles: true})); return 'ok'; }";
-
-/* Submits the form of field i: its submit button, else requestSubmit, else
- * the first visible button of the page. */
-static const char SUBMIT_JS[] =
-    "(i => { const e = document.querySelector('[data-bd-field=\"' + i + '\"]');"
-    " if (!e) return 'gone'; const f = e.form;"
-    " if (f) { const b = [...f.querySelectorAll('button, input[type=submit]')]"
-    "  .find(b => (b.type || 'submit') === 'submit');"
-    "  if (b) { b.click(); return 'clicked'; } f.requestSubmit(); return 'submitted'; }"
-    " const b = [...document.querySelectorAll('button, [role=button], input[type=submit]')]"
-    "  .find(b => b.getBoundingClientRect().width > 0);"
-    " if (b) { b.click(); return 'clicked'; } return 'none'; })";
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Runtime.evaluate of expr by value into *val (new ref). */
-static int eval_value(struct cdp_client *cc, const char *sid, const char *expr, json_t **val)
-{
-    struct err e;
-    err_init(&e);
-    json_t *res = NULL;
-    json_t *p = json_pack("{s:s,s:b}", "expression", expr, "returnByValue", 1);
-    int rc = cdp_client_call(cc, sid, "Runtime.evaluate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    json_decref(p);
-    *val = NULL;
-    if (rc == 0) {
-        json_t *v = json_object_get(json_object_get(res, "result"), "value");
-        if (v && !json_object_get(res, "exceptionDetails"))
-            *val = json_incref(v);
-        else
-            rc = E_INTERNAL;
-    }
-    json_decref(res);
-    return rc;
-}
-
-/* Fills field i with value (the clear value lives in the call's params only
- * and is zeroed before they are freed). */
-static int fill_field(struct cdp_client *cc, const char *sid, int i, const char *value)
-{
-    struct err e;
-    err_init(&e);
-    char expr[96];
-    snprintf(expr, sizeof expr, "document.querySelector('[data-bd-field=\"%d\"]')", i);
-    json_t *res = NULL;
-    json_t *p = json_pack("{s:s}", "expression", expr);
-    int rc = cdp_client_call(cc, sid, "Runtime.evaluate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    json_decref(p);
-    const char *obj = rc == 0 ? jsonx_str(json_object_get(res, "result"), "objectId") : NULL;
-    if (!obj) {
-        json_decref(res);
-        return E_NOTFOUND;
-    }
-    json_t *arg = json_string(value);
-    p = json_pack("{s:s,s:s,s:[{s:O}],s:b}", "objectId", obj, "functionDeclaration", FILL_JS,
-                  "arguments", "value", arg, "returnByValue", 1);
-    json_decref(res);
-    res = NULL;
-    rc = cdp_client_call(cc, sid, "Runtime.callFunctionOn", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e);
-    OPENSSL_cleanse((char *)json_string_value(arg), json_string_length(arg));
-    json_decref(arg);
-    json_decref(p);
-    json_decref(res);
-    return rc;
-}
-
-/* A snapshot once the document is complete (bounded by the step time). */
-static int snapshot(struct cdp_client *cc, const char *sid, json_t **snap)
-{
-    int64_t until = clock_mono_ms() + LIM_AUTHCONN_STEP_MS;
-    for (;;) {
-        int rc = eval_value(cc, sid, DISCOVER_JS, snap);
-        if (rc == E_UNAVAIL)
-            return rc;
-        if (rc == 0 &&
-            strcmp(jsonx_str(*snap, "ready") ? jsonx_str(*snap, "ready") : "", "complete") == 0)
-            return 0;
-        if (clock_mono_ms() >= until)
-            return rc ? rc : 0;
-        json_decref(*snap);
-        *snap = NULL;
-        nap_ms(150);
-    }
-}
-
-/* "identifier,password" style signature of a snapshot's fields with its URL. */
-static void signature(const json_t *snap, char *out, size_t cap)
-{
-    size_t n =
-        (size_t)snprintf(out, cap, "%s|", jsonx_str(snap, "url") ? jsonx_str(snap, "url") : "");
-    size_t i;
-    json_t *x;
-    json_array_foreach(json_object_get(snap, "fields"), i, x) if (n < cap) n +=
-        (size_t)snprintf(out + n, cap - n, "%s,", jsonx_str(x, "kind"));
 }
 
 /* ---- the flow thread ---- */
@@ -1016,7 +852,7 @@ static int host_allowed(const char *url, const char *domain, const json_t *allow
 static void drive(struct flow *f, struct run *r)
 {
     int submitted = 0;
-    char prev[1024] = "";
+    char prev[LOGINPAGE_SIGNATURE_BYTES] = "";
     for (int step = 0; step < LIM_AUTHCONN_STEPS; step++) {
         pthread_mutex_lock(&mu);
         int canceled = f->cancel;
@@ -1026,7 +862,7 @@ static void drive(struct flow *f, struct run *r)
             return;
         }
         json_t *snap = NULL;
-        if (snapshot(r->cc, r->sid, &snap) != 0 || !snap) {
+        if (loginpage_snapshot(r->cc, r->sid, 0, &snap) != 0 || !snap) {
             json_decref(snap);
             finish(f, r, "FAILED", "browser_unavailable", "the login page is not answering");
             return;
@@ -1034,8 +870,8 @@ static void drive(struct flow *f, struct run *r)
         snprintf(r->url, sizeof r->url, "%s", jsonx_str(snap, "url") ? jsonx_str(snap, "url") : "");
         const char *err_text = jsonx_str(snap, "error");
         json_t *fields = json_object_get(snap, "fields");
-        char sig[1024];
-        signature(snap, sig, sizeof sig);
+        char sig[LOGINPAGE_SIGNATURE_BYTES];
+        loginpage_signature(snap, sig, sizeof sig);
         /* No login field left (none at all on the first page: the profile
          * is logged in already). */
         if (json_array_size(fields) == 0) {
@@ -1070,13 +906,8 @@ static void drive(struct flow *f, struct run *r)
                 value_for(r->vals, kind) != NULL || (strcmp(kind, "totp_code") == 0 && r->totp);
             if (known)
                 continue;
-            char id[64], sel[48];
-            const char *name = jsonx_str(x, "name");
-            if (name && *name)
-                snprintf(id, sizeof id, "%.60s", name);
-            else
-                snprintf(id, sizeof id, "field_%d",
-                         (int)json_integer_value(json_object_get(x, "i")));
+            char id[LOGINPAGE_FIELD_ID_BYTES], sel[48];
+            loginpage_field_id(x, id);
             snprintf(sel, sizeof sel, "[data-bd-field=\"%d\"]",
                      (int)json_integer_value(json_object_get(x, "i")));
             json_array_append_new(pending,
@@ -1129,17 +960,12 @@ static void drive(struct flow *f, struct run *r)
                     v = code;
             }
             if (!v && input) {
-                const char *name = jsonx_str(x, "name");
-                char id[64];
-                if (name && *name)
-                    snprintf(id, sizeof id, "%.60s", name);
-                else
-                    snprintf(id, sizeof id, "field_%d",
-                             (int)json_integer_value(json_object_get(x, "i")));
+                char id[LOGINPAGE_FIELD_ID_BYTES];
+                loginpage_field_id(x, id);
                 v = jsonx_str(input, id);
             }
             if (v)
-                bad |= fill_field(r->cc, r->sid, idx, v) != 0;
+                bad |= loginpage_fill(r->cc, r->sid, idx, v) != 0;
             OPENSSL_cleanse(code, sizeof code);
             if (first < 0)
                 first = idx;
@@ -1151,31 +977,13 @@ static void drive(struct flow *f, struct run *r)
         json_decref(pending);
         json_decref(discovered);
         json_decref(snap);
-        char expr[sizeof SUBMIT_JS + 32];
-        snprintf(expr, sizeof expr, "%s(%d)", SUBMIT_JS, first);
-        json_t *res = NULL;
-        if (bad || eval_value(r->cc, r->sid, expr, &res) != 0) {
-            json_decref(res);
+        if (bad || loginpage_submit(r->cc, r->sid, first) != 0) {
             finish(f, r, "FAILED", "fill_failed", "the login form could not be filled");
             return;
         }
-        json_decref(res);
         submitted = 1;
         /* Wait for the page to answer: a new URL, other fields or an error. */
-        int64_t until = clock_mono_ms() + LIM_AUTHCONN_STEP_MS;
-        while (clock_mono_ms() < until) {
-            nap_ms(200);
-            json_t *s2 = NULL;
-            if (eval_value(r->cc, r->sid, DISCOVER_JS, &s2) == 0 && s2) {
-                char sig2[1024];
-                signature(s2, sig2, sizeof sig2);
-                const char *e2 = jsonx_str(s2, "error");
-                int moved = strcmp(sig2, prev) != 0 || (e2 && *e2);
-                json_decref(s2);
-                if (moved)
-                    break;
-            }
-        }
+        loginpage_wait_answer(r->cc, r->sid, prev);
     }
     finish(f, r, "FAILED", "too_many_steps", "the login did not finish within the step limit");
 }
@@ -1387,7 +1195,7 @@ int authconn_login(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 1, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a login", &rq->err);
+    credentials_check_fields(body, known, "a login", &rq->err);
     bool_field(body, "record_session", &rq->err);
     json_t *bt = json_object_get(body, "browser_telemetry");
     if (bt && !json_is_null(bt) && !json_is_object(bt))
@@ -1398,14 +1206,9 @@ int authconn_login(struct req *rq, struct resp *rs)
                   "login flows run in a headless session of their own: browser settings are "
                   "not taken");
     char proxy_id[STORE_ID] = "";
-    json_t *px = json_object_get(body, "proxy");
-    if (px && !json_is_null(px)) {
-        const char *id = jsonx_str(px, "id");
-        if (!json_is_object(px) || !id || !*id || strlen(id) >= STORE_ID)
-            err_field(&rq->err, "proxy.id", "is required: the id of a proxy of this project");
-        else
-            snprintf(proxy_id, sizeof proxy_id, "%s", id);
-    }
+    const char *px = proxy_field(body, &rq->err);
+    if (px)
+        snprintf(proxy_id, sizeof proxy_id, "%s", px);
     rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq, &ent);
     json_decref(body);
     if (rc == 0)
@@ -1436,6 +1239,41 @@ int authconn_login(struct req *rq, struct resp *rs)
     }
     authconn_rec_clear(&c);
     return rc;
+}
+
+/* Copies body[name], an object of field ids to values, into vals (copies:
+ * the body's strings are wiped after use). 0, or E_INVALID with a detail
+ * naming name. */
+static int copy_values(const json_t *body, const char *name, json_t *vals, struct err *e)
+{
+    json_t *o = json_object_get(body, name);
+    const char *k;
+    json_t *v;
+    int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
+    json_object_foreach(o, k, v) ok &=
+        json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
+    if (!ok)
+        return err_field(e, name, "must be an object of at most %d field ids to strings",
+                         LIM_AUTHCONN_SUBMIT_FIELDS);
+    json_object_foreach(o, k, v)
+    {
+        json_object_set_new(vals, k, json_string(json_string_value(v)));
+    }
+    return 0;
+}
+
+/* Zeroes the clear values a submit carried and releases vals (may be
+ * NULL): vals, the body's fields and field_values, the raw body. */
+static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
+{
+    if (vals) {
+        wipe_json_strings(vals);
+        json_decref(vals);
+    }
+    wipe_json_strings(json_object_get(body, "fields"));
+    wipe_json_strings(json_object_get(body, "field_values"));
+    if (rq->body && rq->body_len)
+        OPENSSL_cleanse(rq->body, rq->body_len);
 }
 
 /* Hands a person's values (*vals, taken) to the running flow of conn_id
@@ -1479,25 +1317,12 @@ int authconn_submit(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    unknown_fields(body, known, "a submit", &rq->err);
+    credentials_check_fields(body, known, "a submit", &rq->err);
     json_t *vals = json_object();
     static const char *const maps[] = {"fields", "field_values", NULL};
-    for (size_t m = 0; maps[m]; m++) {
-        json_t *o = json_object_get(body, maps[m]);
-        if (!o)
-            continue;
-        const char *k;
-        json_t *v;
-        int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
-        json_object_foreach(o, k, v) ok &=
-            json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
-        if (!ok)
-            err_field(&rq->err, maps[m], "must be an object of at most %d field ids to strings",
-                      LIM_AUTHCONN_SUBMIT_FIELDS);
-        else /* copies: the body's strings are wiped below */
-            json_object_foreach(o, k, v)
-                json_object_set_new(vals, k, json_string(json_string_value(v)));
-    }
+    for (size_t m = 0; maps[m]; m++)
+        if (json_object_get(body, maps[m]))
+            (void)copy_values(body, maps[m], vals, &rq->err);
     if (!err_has_fields(&rq->err) && json_object_size(vals) == 0) {
         static const char *const choices[] = {"mfa_option_id",     "selected_choice_id",
                                               "sign_in_option_id", "sso_button_selector",
@@ -1519,17 +1344,7 @@ int authconn_submit(struct req *rq, struct resp *rs)
     }
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    if (vals) {
-        wipe_json_strings(vals);
-        json_decref(vals);
-    }
-    json_t *o;
-    if ((o = json_object_get(body, "fields")))
-        wipe_json_strings(o);
-    if ((o = json_object_get(body, "field_values")))
-        wipe_json_strings(o);
-    if (rq->body && rq->body_len)
-        OPENSSL_cleanse(rq->body, rq->body_len);
+    wipe_submit(rq, body, vals);
     authconn_rec_clear(&c);
     json_decref(body);
     return rc;
@@ -1538,11 +1353,8 @@ int authconn_submit(struct req *rq, struct resp *rs)
 int authconn_delete(struct req *rq, struct resp *rs)
 {
     struct auth *a = api_auth(rq);
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc == 0) {
         pthread_mutex_lock(&mu);
         struct flow *f = flow_find(c.id);
@@ -1566,13 +1378,10 @@ int authconn_delete(struct req *rq, struct resp *rs)
 int authconn_timeline(struct req *rq, struct resp *rs)
 {
     size_t limit, offset;
+    struct authconn_rec c;
     int rc = req_page(rq, &limit, &offset);
     if (rc == 0)
-        rc = gate(rq, NULL);
-    struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+        rc = open_conn(rq, &c);
     if (rc)
         return rc;
     json_t *d = json_loads(c.data ? c.data : "{}", 0, NULL);
@@ -1643,11 +1452,8 @@ static void ev_free(void *ctx)
 
 int authconn_events(struct req *rq, struct resp *rs)
 {
-    int rc = gate(rq, NULL);
     struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    if (rc == 0)
-        rc = load(rq, &c);
+    int rc = open_conn(rq, &c);
     if (rc)
         return rc;
     struct watcher *w = xcalloc(1, sizeof *w);
@@ -1745,8 +1551,7 @@ static int probe(struct app *app, const struct authconn_rec *c, const json_t *d,
         cdp_page_attach_first(cc, LIM_AUTHCONN_STEP_MS, sid, sizeof sid, &e) == 0) {
         json_t *p = json_pack("{s:s}", "url", url), *res = NULL, *snap = NULL;
         if (cdp_client_call(cc, sid, "Page.navigate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e) == 0) {
-            nap_ms(300); /* the navigation replaces the document it started on */
-            if (snapshot(cc, sid, &snap) == 0 && snap)
+            if (loginpage_snapshot(cc, sid, 300, &snap) == 0 && snap)
                 out = json_array_size(json_object_get(snap, "fields")) > 0;
         }
         json_decref(p);
@@ -2029,31 +1834,13 @@ int authconn_hosted_submit(struct req *rq, struct resp *rs)
         rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    json_t *o = json_object_get(body, "field_values"), *vals = json_object();
-    const char *k;
-    json_t *v;
-    int ok = json_is_object(o) && json_object_size(o) <= LIM_AUTHCONN_SUBMIT_FIELDS;
-    json_object_foreach(o, k, v) ok &=
-        json_is_string(v) && json_string_length(v) <= LIM_CREDENTIAL_VALUE_BYTES;
-    if (!ok)
-        rc = err_field(&rq->err, "field_values",
-                       "must be an object of at most %d field ids to strings",
-                       LIM_AUTHCONN_SUBMIT_FIELDS);
-    else
-        json_object_foreach(o, k, v)
-            json_object_set_new(vals, k, json_string(json_string_value(v)));
+    json_t *vals = json_object();
+    rc = copy_values(body, "field_values", vals, &rq->err);
     if (rc == 0)
         rc = give_input(conn, NULL, &vals, &rq->err);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    if (vals) {
-        wipe_json_strings(vals);
-        json_decref(vals);
-    }
-    if (json_is_object(o))
-        wipe_json_strings(o);
-    if (rq->body && rq->body_len)
-        OPENSSL_cleanse(rq->body, rq->body_len);
+    wipe_submit(rq, body, vals);
     json_decref(body);
     return rc;
 }

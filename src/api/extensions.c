@@ -92,32 +92,6 @@ static json_t *render(const struct ext_rec *x)
     return r;
 }
 
-/* Reads a whole file of at most max bytes (owned, xfree). 0, -ENOENT, or
- * another -errno (-EFBIG over max). */
-static int read_file(const char *path, size_t max, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    int err = fstat(fd, &st) != 0 ? -errno : (size_t)st.st_size > max ? -EFBIG : 0;
-    if (err) {
-        close(fd);
-        return err;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *buf = xmalloc(n ? n : 1);
-    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
-    close(fd);
-    if (rc != 0 || got != n) {
-        xfree(buf);
-        return -EIO;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 /* Writes data to path through a temporary file renamed into place. */
 static int write_file(const char *path, const void *data, size_t len)
 {
@@ -302,7 +276,7 @@ int extensions_session_prepare(struct app *app, const char *org_id, const char *
         char *zip = NULL;
         size_t len = 0;
         (void)api_shared_get(app, path);
-        int r = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len);
+        int r = fdio_read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len);
         if (r)
             rc = err_set(e, E_INTERNAL, "internal",
                          "extensions: the zip of extension %s "
@@ -497,7 +471,7 @@ int extensions_download(struct req *rq, struct resp *rs)
     char *zip = NULL;
     size_t len = 0;
     (void)api_shared_get(api_app(rq), path);
-    if ((rc = read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len)) != 0)
+    if ((rc = fdio_read_file(path, LIM_EXT_ZIP_BYTES, &zip, &len)) != 0)
         return err_set(&rq->err, E_INTERNAL, "internal",
                        "the zip of extension %s cannot be read: %s", x.id, strerror(-rc));
     resp_text(rs, 200, "application/octet-stream", zip, len);

@@ -30,12 +30,6 @@ static json_t *running;
 
 /* ---- running one request in the sandbox ---- */
 
-struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done;
-};
-
 struct call {
     struct session_rec rec;
     struct live *live;
@@ -44,21 +38,11 @@ struct call {
     int counted;
 };
 
-static void on_exit_cb(void *ctx, struct proc *p)
-{
-    (void)p;
-    struct waiter *w = ctx;
-    pthread_mutex_lock(&w->mu);
-    w->done = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 /* Starts runtime-js/webmcp-runner.mjs with the request on its stdin, in the
  * session's sandbox like playwright.execute's runner (runtime/pwexec): its
  * answer on descriptor 3, everything bounded by LIM_PW_OUTPUT_BYTES. */
 static int start_runner(struct req *rq, struct call *c, const char *args, int timeout_s,
-                        struct waiter *w, struct proc **p)
+                        struct proc_waiter *w, struct proc **p)
 {
     const char *dir = pwexec_dir();
     if (!dir)
@@ -84,7 +68,7 @@ static int start_runner(struct req *rq, struct call *c, const char *args, int ti
         .result_fd = 1,
         .stdin_data = args,
         .stdin_len = strlen(args),
-        .on_exit = on_exit_cb,
+        .on_exit = proc_waiter_exited,
         .ctx = w,
     };
     int rc = proc_start(&s, p, &rq->err);
@@ -169,17 +153,13 @@ static int run(struct req *rq, struct call *c, json_t *req, int timeout_s, json_
     json_decref(req);
     if (!args)
         return err_set(&rq->err, E_INTERNAL, "internal", "the WebMCP request could not be encoded");
-    struct waiter w = {.done = 0};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    struct proc_waiter w;
+    proc_waiter_init(&w);
     struct proc *p = NULL;
     rc = start_runner(rq, c, args, timeout_s, &w, &p);
     xfree(args);
     if (rc == 0) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
+        proc_waiter_wait(&w);
         struct proc_status st;
         proc_status(p, &st);
         *timed_out = st.timed_out;
@@ -194,8 +174,7 @@ static int run(struct req *rq, struct call *c, json_t *req, int timeout_s, json_
         json_decref(out);
         proc_put(p);
     }
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
+    proc_waiter_destroy(&w);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/xalloc.h"
 
 /* Waits until fd is ready for events or the deadline passed (none: as long as
  * it takes). 0 (ready, or an error or hang-up the next call reports),
@@ -123,5 +124,29 @@ int fdio_read_all(int fd, void *buf, size_t cap, size_t *got, int64_t deadline_m
         }
         *got += (size_t)r;
     }
+    return 0;
+}
+
+int fdio_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int err = fstat(fd, &st) != 0 ? -errno : (size_t)st.st_size > max ? -EFBIG : 0;
+    if (err) {
+        close(fd);
+        return err;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = xmalloc(n ? n : 1);
+    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
+    close(fd);
+    if (rc != 0 || got != n) {
+        xfree(buf);
+        return -EIO;
+    }
+    *out = buf;
+    *len = n;
     return 0;
 }

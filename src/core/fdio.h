@@ -36,4 +36,10 @@ int fdio_write_all(int fd, const void *buf, size_t len, int64_t deadline_ms) WUR
  * full: compare *got with cap), -ETIMEDOUT, or another negative errno. */
 int fdio_read_all(int fd, void *buf, size_t cap, size_t *got, int64_t deadline_ms) WUR;
 
+/* Reads the whole file at path, of at most max bytes, into *out (owned,
+ * xfree; no NUL added) and its size into *len. Returns 0, -EFBIG when the
+ * file is larger than max, -EIO when it could not be read whole, or the
+ * negative errno of open or fstat (-ENOENT: no such file). */
+int fdio_read_file(const char *path, size_t max, char **out, size_t *len) WUR;
+
 #endif

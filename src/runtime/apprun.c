@@ -197,29 +197,6 @@ static void relay_stop(struct relay *r)
 
 /* ---- files ---- */
 
-static int read_zip(const char *path, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size > LIM_APP_ZIP_BYTES) {
-        close(fd);
-        return -EFBIG;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *buf = xmalloc(n ? n : 1);
-    int rc = fdio_read_all(fd, buf, n, &got, FDIO_NO_DEADLINE);
-    close(fd);
-    if (rc != 0 || got != n) {
-        xfree(buf);
-        return -EIO;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 static __thread long long walk_total;
 
 static int walk_add(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -237,7 +214,7 @@ static int unpack_app(const char *root, const char *zip_path, long long *bytes, 
 {
     char *zip = NULL;
     size_t len = 0;
-    int r = read_zip(zip_path, &zip, &len);
+    int r = fdio_read_file(zip_path, LIM_APP_ZIP_BYTES, &zip, &len);
     if (r)
         return err_set(e, E_INTERNAL, "internal", "apps: the deployment's archive cannot be read");
     char dir[PATH_MAX];
@@ -328,22 +305,6 @@ void apprun_stop(void)
 
 /* ---- the run ---- */
 
-struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done;
-};
-
-static void on_exit_cb(void *ctx, struct proc *p)
-{
-    (void)p;
-    struct waiter *w = ctx;
-    pthread_mutex_lock(&w->mu);
-    w->done = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 static char *dup_out(struct proc *p, int stream, int *trunc)
 {
     size_t n = 0;
@@ -387,9 +348,8 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
         (rc = unpack_app(s->root_dir, s->zip_path, s->unpacked_bytes, e)) == 0 && s->api_port)
         rc = relay_start(&relay, sb, s->api_port, e);
     struct proc *p = NULL;
-    struct waiter w = {.done = 0};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    struct proc_waiter w;
+    proc_waiter_init(&w);
     if (rc == 0) {
         const char *argv[] = {PWEXEC_NODE, "--no-warnings", runner, NULL};
         const char *ro[] = {dir, NULL};
@@ -405,7 +365,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
             .result_fd = 1,
             .stdin_data = s->input,
             .stdin_len = strlen(s->input),
-            .on_exit = on_exit_cb,
+            .on_exit = proc_waiter_exited,
             .ctx = &w,
         };
         rc = proc_start(&ps, &p, e);
@@ -416,10 +376,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
         }
     }
     if (rc == 0) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
+        proc_waiter_wait(&w);
         struct proc_status st;
         proc_status(p, &st);
         out->exit_code = st.exit_code;
@@ -438,8 +395,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     relay_stop(&relay);
     sandbox_unref(sb);
     (void)rmdir(s->root_dir);
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
+    proc_waiter_destroy(&w);
     return rc;
 }
 

@@ -1050,6 +1050,39 @@ const char *proc_out(struct proc *p, int stream, size_t *len, int *truncated)
     return b->p ? b->p : "";
 }
 
+/* ---- waiting for an exit ---- */
+
+void proc_waiter_init(struct proc_waiter *w)
+{
+    w->done = 0;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+}
+
+void proc_waiter_exited(void *ctx, struct proc *p)
+{
+    (void)p;
+    struct proc_waiter *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void proc_waiter_wait(struct proc_waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void proc_waiter_destroy(struct proc_waiter *w)
+{
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
 /* ---- subscribers ---- */
 
 struct proc_sub *proc_subscribe(struct proc *p, void (*wake)(void *ctx), void *ctx)

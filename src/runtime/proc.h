@@ -29,6 +29,7 @@
 #ifndef BD_RUNTIME_PROC_H
 #define BD_RUNTIME_PROC_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -114,6 +115,24 @@ const char *proc_out(struct proc *p, int stream, size_t *len, int *truncated);
 #define PROC_STDOUT 1
 #define PROC_STDERR 2
 #define PROC_RESULT 3
+
+/* ---- waiting for an exit ---- */
+
+/* For a caller that blocks until the process it started has exited (apps'
+ * runner, WebMCP's): proc_waiter_init; proc_start with .on_exit =
+ * proc_waiter_exited and .ctx = the waiter; proc_waiter_wait when it
+ * started; proc_waiter_destroy in every case. */
+struct proc_waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+void proc_waiter_init(struct proc_waiter *w);
+/* The on_exit callback: marks the waiter (ctx) done and wakes it. */
+void proc_waiter_exited(void *ctx, struct proc *p);
+/* Blocks until proc_waiter_exited has run. */
+void proc_waiter_wait(struct proc_waiter *w);
+void proc_waiter_destroy(struct proc_waiter *w);
 
 /* ---- stream subscribers ---- */
 

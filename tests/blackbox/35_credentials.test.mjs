@@ -3,10 +3,9 @@
 // and never returned or logged; GET .../totp-code is RFC 6238 (SHA-1, 30 s,
 // 6 digits) from the base32 secret; features.credentials gates the resource;
 // one organization stores at most LIM_CREDENTIALS_PER_ORG. No Chromium.
-import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { request, assert, eq, isError, withServer, ok2xx, newOrg, waitFor } from './lib.mjs';
+import { request, assert, eq, isError, withServer, ok2xx, newOrg, waitFor, totp } from './lib.mjs';
 
 const ADMIN = 'admin-token-for-credentials';
 const server = (fn) => withServer({ args: ['--admin-token', ADMIN] }, fn);
@@ -14,27 +13,6 @@ const server = (fn) => withServer({ args: ['--admin-token', ADMIN] }, fn);
 const PASSWORD = 'pw-Zq7Xv9Lk2Hs4-cleartext';
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'; // base32
 const LIM_CREDENTIALS_PER_ORG = 1000; // src/core/limits.h
-
-function base32(text) {
-  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = 0, acc = 0;
-  const out = [];
-  for (const ch of text.toUpperCase().replace(/[\s=-]/g, '')) {
-    acc = (acc << 5) | abc.indexOf(ch);
-    bits += 5;
-    if (bits >= 8) { out.push((acc >>> (bits - 8)) & 0xff); bits -= 8; }
-  }
-  return Buffer.from(out);
-}
-
-// RFC 6238 with SHA-1, a 30 s step and 6 digits, at unix time t (seconds).
-function totp(secret, t) {
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(t / 30)));
-  const mac = createHmac('sha1', base32(secret)).update(msg).digest();
-  const off = mac[mac.length - 1] & 0x0f;
-  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1000000).padStart(6, '0');
-}
 
 // The code of the step the server answered in: the step before or after the
 // request may differ from the one the server saw, so the code must match

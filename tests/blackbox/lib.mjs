@@ -1,6 +1,7 @@
 // Black-box helpers: start the real browserd binary on 127.0.0.1 with an
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
 import { execFileSync, spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -272,6 +273,24 @@ export async function withServer(opts, fn) {
 export function ok2xx(r, what) {
   assert(r.status >= 200 && r.status < 300, `${what}: ${r.status} ${r.text}`);
   return r.json;
+}
+
+// RFC 6238 with SHA-1, a 30 s step and 6 digits: the code of a base32
+// secret (case, spaces, dashes and padding ignored) at unix time t (seconds).
+export function totp(secret, t) {
+  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = 0, acc = 0;
+  const key = [];
+  for (const ch of secret.toUpperCase().replace(/[\s=-]/g, '')) {
+    acc = (acc << 5) | abc.indexOf(ch);
+    bits += 5;
+    if (bits >= 8) { key.push((acc >>> (bits - 8)) & 0xff); bits -= 8; }
+  }
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(Math.floor(t / 30)));
+  const mac = createHmac('sha1', Buffer.from(key)).update(msg).digest();
+  const off = mac[mac.length - 1] & 0x0f;
+  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1000000).padStart(6, '0');
 }
 
 // A headless session of server s (its key), body fields added; its id.

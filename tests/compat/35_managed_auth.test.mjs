@@ -6,31 +6,14 @@
 // wrong password (rejected). The saved profile is logged in for a new
 // session, and no secret shows in a response, the server's log or the data
 // folder.
-import { createHmac } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Kernel from '@onkernel/sdk';
-import { withServer, startServer, startSite, request, assert, eq, isError, waitFor, ok2xx, newOrg, sessionPids } from '../blackbox/lib.mjs';
+import { withServer, startServer, startSite, request, assert, eq, isError, waitFor, ok2xx, newOrg, sessionPids, totp } from '../blackbox/lib.mjs';
 
 const PASSWORD = 'ma-pw-7Qz9xK-cleartext';
 const SECRET = 'KRSXG5CTMVRXEZLUKRSXG5CTMVRXEZLU';
 const EMAIL_CODE = '482913';
-
-function totp(secret, t) {
-  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = 0, acc = 0;
-  const key = [];
-  for (const ch of secret) {
-    acc = (acc << 5) | abc.indexOf(ch);
-    bits += 5;
-    if (bits >= 8) { key.push((acc >>> (bits - 8)) & 0xff); bits -= 8; }
-  }
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(t / 30)));
-  const mac = createHmac('sha1', Buffer.from(key)).update(msg).digest();
-  const off = mac[mac.length - 1] & 0x0f;
-  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1000000).padStart(6, '0');
-}
 
 const page = (title, body) => `<!doctype html><title>${title}</title><body>${body}</body>`;
 const form = (action, inner, error = '') => page('login', `${error ? `<p role=alert>${error}</p>` : ''}`

@@ -3,27 +3,10 @@
 // Chromium and a login page served on loopback. The page reports every
 // input/change event it sees back to the site, so the test sees what the
 // fill wrote without the API ever returning a value.
-import { createHmac } from 'node:crypto';
-import { withServer, startSite, createSession, request, assert, eq, isError, waitFor, ok2xx, newOrg } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, request, assert, eq, isError, waitFor, ok2xx, newOrg, totp } from '../blackbox/lib.mjs';
 
 const PASSWORD = 'vault-pw-8Jd2kQ-cleartext';
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
-
-function totp(secret, t) {
-  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = 0, acc = 0;
-  const key = [];
-  for (const ch of secret) {
-    acc = (acc << 5) | abc.indexOf(ch);
-    bits += 5;
-    if (bits >= 8) { key.push((acc >>> (bits - 8)) & 0xff); bits -= 8; }
-  }
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(t / 30)));
-  const mac = createHmac('sha1', Buffer.from(key)).update(msg).digest();
-  const off = mac[mac.length - 1] & 0x0f;
-  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1000000).padStart(6, '0');
-}
 
 const LOGIN = '<!doctype html><title>login-35</title><form>'
   + '<input id=user name=user autocomplete=username><input id=pw type=password>'

@@ -257,6 +257,54 @@ static void a_file_round_trip(void **state)
     xfree(data);
 }
 
+/* ---- whole files (fdio_read_file) ---- */
+
+struct fcase {
+    const char *name;
+    long size; /* bytes of the file; -1: no file */
+    size_t max;
+    int rc;
+};
+
+static const struct fcase FILE_CASES[] = {
+    {"a file under max is read whole", 5000, 8192, 0},
+    {"a file of exactly max bytes is read whole", 8192, 8192, 0},
+    {"an empty file is 0 bytes, not an error", 0, 8192, 0},
+    {"a file one byte over max is -EFBIG", 8193, 8192, -EFBIG},
+    {"a missing file is -ENOENT", -1, 8192, -ENOENT},
+};
+
+static void read_file_table(void **state)
+{
+    (void)state;
+    unsigned char *data = pattern(8193);
+    for (size_t i = 0; i < sizeof FILE_CASES / sizeof FILE_CASES[0]; i++) {
+        const struct fcase *c = &FILE_CASES[i];
+        char path[] = "/tmp/test_fdio_file.XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        if (c->size >= 0)
+            assert_int_equal(fdio_write_all(fd, data, (size_t)c->size, FDIO_NO_DEADLINE), 0);
+        close(fd);
+        if (c->size < 0)
+            unlink(path);
+        char *out = NULL;
+        size_t len = 0;
+        int rc = fdio_read_file(path, c->max, &out, &len);
+        if (rc != c->rc)
+            fail_msg("%s: rc %d, expected %d", c->name, rc, c->rc);
+        if (rc == 0) {
+            assert_int_equal(len, (size_t)c->size);
+            assert_memory_equal(out, data, len);
+        } else {
+            assert_null(out);
+        }
+        xfree(out);
+        unlink(path);
+    }
+    xfree(data);
+}
+
 /* ---- reads ---- */
 
 struct rcase {
@@ -343,6 +391,7 @@ int main(void)
         cmocka_unit_test(deadline_on_a_peer_that_never_reads),
         cmocka_unit_test(a_peer_that_left_is_epipe_not_sigpipe),
         cmocka_unit_test(a_file_round_trip),
+        cmocka_unit_test(read_file_table),
         cmocka_unit_test(read_table),
         cmocka_unit_test(a_non_blocking_read_waits_for_the_end),
     };

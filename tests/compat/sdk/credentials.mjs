@@ -1,24 +1,8 @@
 // client.credentials of @onkernel/sdk 0.84.0 (issue 35 item 1): every method
 // through the official client; values never come back, totpCode is RFC 6238.
-import { createHmac } from 'node:crypto';
+import { totp } from '../../blackbox/lib.mjs';
 
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
-
-function totp(secret, t) {
-  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = 0, acc = 0;
-  const key = [];
-  for (const ch of secret) {
-    acc = (acc << 5) | abc.indexOf(ch);
-    bits += 5;
-    if (bits >= 8) { key.push((acc >>> (bits - 8)) & 0xff); bits -= 8; }
-  }
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(t / 30)));
-  const mac = createHmac('sha1', Buffer.from(key)).update(msg).digest();
-  const off = mac[mac.length - 1] & 0x0f;
-  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1000000).padStart(6, '0');
-}
 
 export function register(t) {
   const { sdkTest, withServer, assert, eq, errors, rejects } = t;
