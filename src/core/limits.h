@@ -409,8 +409,8 @@
  * most about 125 MiB of rows (an entry is at most its six client strings of
  * LIM_AUDIT_FIELD_BYTES plus the fixed fields, about 6.2 KiB); trimming
  * walks at most this many index entries of the organization's per batch
- * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a smaller bound
- * (docs/operator.md). */
+ * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a
+ * smaller bound (docs/operator.md). */
 #define LIM_AUDIT_ROWS_PER_ORG 20000
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
