@@ -1,7 +1,7 @@
 /* libFuzzer target for api/credprov's reading of 1Password Connect answers:
- * the input's first byte picks a split, the rest is two answer bodies, the
- * first read as GET /v1/vaults's (credprov_answer_parse, credprov_vaults_of)
- * and the second as every vault's GET /v1/vaults/{id}/items
+ * the input is two answer bodies split at its first NUL byte (without one,
+ * the whole input is both), the first read as GET /v1/vaults's (credprov_answer_parse,
+ * credprov_vaults_of) and the second as every vault's GET /v1/vaults/{id}/items
  * (credprov_items_add), as provider_items does. Checks the caps: at most
  * LIM_CREDPROV_VAULTS vaults with ids of letters and digits, at most
  * LIM_CREDPROV_ITEMS items, and the kept text within
@@ -18,11 +18,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > LIM_CREDPROV_RESPONSE_BYTES)
+    if (size > LIM_CREDPROV_RESPONSE_BYTES)
         return 0;
-    size_t split = (size_t)data[0] * (size - 1) / 255;
-    const char *a = (const char *)data + 1, *b = a + split;
-    size_t alen = split, blen = size - 1 - split;
+    const char *a = (const char *)data, *b = a;
+    size_t alen = size, blen = size;
+    const char *nul = memchr(a, '\0', size);
+    if (nul) {
+        alen = (size_t)(nul - a);
+        b = nul + 1;
+        blen = size - alen - 1;
+    }
     char why[300] = "";
     json_t *raw;
     if (credprov_answer_parse(a, alen, &raw, why, sizeof why) != 0) {
