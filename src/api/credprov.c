@@ -473,10 +473,17 @@ static int connect_get(struct connect *c, const char *path, json_t **out, char *
         httpc_resp_free(&r);
         return E_UPSTREAM;
     }
-    json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+    rc = credprov_answer_parse(r.body, r.body_len, out, why, why_cap);
     httpc_resp_free(&r);
+    return rc;
+}
+
+int credprov_answer_parse(const char *body, size_t len, json_t **out, char *why, size_t why_cap)
+{
+    json_t *j = json_loadb(body, len, 0, NULL);
     if (!json_is_array(j)) {
         json_decref(j);
+        *out = NULL;
         snprintf(why, why_cap, "the 1Password Connect server's answer is not a JSON array");
         return E_UPSTREAM;
     }
@@ -497,13 +504,8 @@ static int id_ok(const char *s)
     return 1;
 }
 
-/* The vaults of Connect as [{id, name}] (at most LIM_CREDPROV_VAULTS). */
-static int connect_vaults(struct connect *c, json_t **out, char *why, size_t why_cap)
+json_t *credprov_vaults_of(const json_t *raw)
 {
-    json_t *raw;
-    int rc = connect_get(c, "/v1/vaults", &raw, why, why_cap);
-    if (rc)
-        return rc;
     json_t *vs = json_array();
     size_t i;
     json_t *v;
@@ -516,8 +518,18 @@ static int connect_vaults(struct connect *c, json_t **out, char *why, size_t why
             break;
         json_array_append_new(vs, json_pack("{s:s,s:s}", "id", id, "name", name ? name : ""));
     }
+    return vs;
+}
+
+/* The vaults of Connect as [{id, name}] (at most LIM_CREDPROV_VAULTS). */
+static int connect_vaults(struct connect *c, json_t **out, char *why, size_t why_cap)
+{
+    json_t *raw;
+    int rc = connect_get(c, "/v1/vaults", &raw, why, why_cap);
+    if (rc)
+        return rc;
+    *out = credprov_vaults_of(raw);
     json_decref(raw);
-    *out = vs;
     return 0;
 }
 
@@ -552,6 +564,51 @@ static int connect_call(struct req *rq, struct resp *rs, connect_fn fn)
     return rc;
 }
 
+int credprov_items_add(json_t *items, const json_t *vault, const json_t *raw, size_t *bytes,
+                       char *why, size_t why_cap)
+{
+    size_t j;
+    json_t *it;
+    json_array_foreach(raw, j, it)
+    {
+        const char *id = jsonx_str(it, "id"), *title = jsonx_str(it, "title");
+        if (!id || !title)
+            continue;
+        if (json_array_size(items) >= LIM_CREDPROV_ITEMS)
+            break;
+        const char *vname = jsonx_str(vault, "name");
+        char *p = xasprintf("%s/%s", vname, title);
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", id, "path", p, "title", title,
+                              "vault_id", jsonx_str(vault, "id"), "vault_name", vname);
+        xfree(p);
+        json_t *urls = json_object_get(it, "urls");
+        if (json_is_array(urls) && json_array_size(urls)) {
+            json_t *hrefs = json_array();
+            size_t k;
+            json_t *u;
+            json_array_foreach(urls, k, u)
+            {
+                const char *href = jsonx_str(u, "href");
+                if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS) {
+                    json_array_append_new(hrefs, json_string(href));
+                    *bytes += strlen(href);
+                }
+            }
+            json_object_set_new(o, "urls", hrefs);
+        }
+        /* id, title, vault_id, vault_name and the path (both names). */
+        *bytes += strlen(id) + 2 * (strlen(title) + strlen(vname)) + strlen(jsonx_str(vault, "id"));
+        if (*bytes > LIM_CREDPROV_ITEMS_BYTES) {
+            json_decref(o);
+            snprintf(why, why_cap,
+                     "the 1Password Connect server's items are larger than the answer cap");
+            return E_UPSTREAM;
+        }
+        json_array_append_new(items, o);
+    }
+    return 0;
+}
+
 static int provider_items(struct req *rq, struct resp *rs, const struct vault_rec *v,
                           struct connect *c)
 {
@@ -569,46 +626,8 @@ static int provider_items(struct req *rq, struct resp *rs, const struct vault_re
         snprintf(path, sizeof path, "/v1/vaults/%s/items", jsonx_str(vt, "id"));
         json_t *raw;
         rc = connect_get(c, path, &raw, why, sizeof why);
-        size_t j;
-        json_t *it;
-        json_array_foreach(raw, j, it)
-        {
-            const char *id = jsonx_str(it, "id"), *title = jsonx_str(it, "title");
-            if (!id || !title)
-                continue;
-            if (json_array_size(items) >= LIM_CREDPROV_ITEMS)
-                break;
-            const char *vname = jsonx_str(vt, "name");
-            char *p = xasprintf("%s/%s", vname, title);
-            json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", id, "path", p, "title", title,
-                                  "vault_id", jsonx_str(vt, "id"), "vault_name", vname);
-            xfree(p);
-            json_t *urls = json_object_get(it, "urls");
-            if (json_is_array(urls) && json_array_size(urls)) {
-                json_t *hrefs = json_array();
-                size_t k;
-                json_t *u;
-                json_array_foreach(urls, k, u)
-                {
-                    const char *href = jsonx_str(u, "href");
-                    if (href && json_array_size(hrefs) < LIM_CREDPROV_ITEM_URLS) {
-                        json_array_append_new(hrefs, json_string(href));
-                        bytes += strlen(href);
-                    }
-                }
-                json_object_set_new(o, "urls", hrefs);
-            }
-            /* id, title, vault_id, vault_name and the path (both names). */
-            bytes += strlen(id) + 2 * (strlen(title) + strlen(vname)) + strlen(jsonx_str(vt, "id"));
-            if (bytes > LIM_CREDPROV_ITEMS_BYTES) {
-                json_decref(o);
-                snprintf(why, sizeof why,
-                         "the 1Password Connect server's items are larger than the answer cap");
-                rc = E_UPSTREAM;
-                break;
-            }
-            json_array_append_new(items, o);
-        }
+        if (rc == 0)
+            rc = credprov_items_add(items, vt, raw, &bytes, why, sizeof why);
         json_decref(raw);
     }
     if (rc == 0)

@@ -898,20 +898,17 @@ static int initialize(struct req *rq, struct resp *rs, const json_t *id, const j
 static int tools_call(struct req *rq, struct resp *rs, const json_t *id, const json_t *params,
                       const char *mcp_id)
 {
-    const char *name = jsonx_str(params, "name");
-    json_t *args = json_object_get(params, "arguments");
-    const struct tool *t = NULL;
-    for (size_t i = 0; name && i < sizeof tools / sizeof tools[0]; i++)
-        if (strcmp(tools[i].name, name) == 0)
-            t = &tools[i];
-    if (!t) {
-        resp_json(rs, 200, rpc_error(id, RPC_PARAMS, "params.name: unknown tool"));
+    const char *names[sizeof tools / sizeof tools[0]];
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
+        names[i] = tools[i].name;
+    size_t ti;
+    const json_t *args;
+    const char *why;
+    if (mcp_call_parse(params, names, sizeof names / sizeof names[0], &ti, &args, &why) != 0) {
+        resp_json(rs, 200, rpc_error(id, RPC_PARAMS, why));
         return 0;
     }
-    if (args && !json_is_object(args)) {
-        resp_json(rs, 200, rpc_error(id, RPC_PARAMS, "params.arguments: must be an object"));
-        return 0;
-    }
+    const struct tool *t = &tools[ti];
     struct call c = {.rq = rq};
     int rc =
         mcpreg_acquire(api_auth(rq)->org.id, api_auth(rq)->project.id, mcp_id, &c.ent, &rq->err);
@@ -926,48 +923,89 @@ static int tools_call(struct req *rq, struct resp *rs, const json_t *id, const j
     return 0;
 }
 
+static int refuse(struct mcp_msg *m, const json_t *id, int code, const char *msg)
+{
+    m->id = id;
+    m->code = code;
+    snprintf(m->message, sizeof m->message, "%s", msg);
+    return E_INVALID;
+}
+
+int mcp_msg_parse(const char *body, size_t len, struct mcp_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!len)
+        return refuse(m, NULL, RPC_REQUEST, "the body must be one JSON-RPC 2.0 message");
+    struct err e;
+    err_init(&e);
+    if (jsonx_parse(body, len, LIM_BODY_BYTES, &m->root, &e) != 0)
+        return refuse(m, NULL, RPC_PARSE, e.message);
+    const json_t *msg = m->root;
+    if (!json_is_object(msg))
+        return refuse(m, NULL, RPC_REQUEST,
+                      "the body must be one JSON-RPC 2.0 message (an "
+                      "object; batches are not taken)");
+    const json_t *id = json_object_get(msg, "id");
+    const char *version = jsonx_str(msg, "jsonrpc");
+    m->method = jsonx_str(msg, "method");
+    m->params = json_object_get(msg, "params");
+    if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
+        return refuse(m, NULL, RPC_REQUEST, "id: must be a string or an integer");
+    if (!version || strcmp(version, "2.0") != 0)
+        return refuse(m, id, RPC_REQUEST, "jsonrpc: must be \"2.0\"");
+    if (!m->method && !json_object_get(msg, "result") && !json_object_get(msg, "error"))
+        return refuse(m, id, RPC_REQUEST, "method: required (or result or error, for a response)");
+    m->id = id;
+    m->notification = !m->method || !id || json_is_null(id);
+    return 0;
+}
+
+void mcp_msg_clear(struct mcp_msg *m)
+{
+    json_decref(m->root);
+    memset(m, 0, sizeof *m);
+}
+
+int mcp_call_parse(const json_t *params, const char *const *names, size_t n, size_t *tool,
+                   const json_t **args, const char **why)
+{
+    const char *name = jsonx_str(params, "name");
+    const json_t *a = json_object_get(params, "arguments");
+    *tool = n;
+    *args = NULL;
+    for (size_t i = 0; name && i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            *tool = i;
+    if (*tool == n) {
+        *why = "params.name: unknown tool";
+        return E_INVALID;
+    }
+    if (a && !json_is_object(a)) {
+        *why = "params.arguments: must be an object";
+        return E_INVALID;
+    }
+    *args = a;
+    return 0;
+}
+
 int mcp_post(struct req *rq, struct resp *rs)
 {
     sweep(rq);
-    json_t *msg;
-    struct err e;
-    err_init(&e);
-    if (!rq->body_len) {
-        resp_json(rs, 400,
-                  rpc_error(NULL, RPC_REQUEST, "the body must be one JSON-RPC 2.0 message"));
+    struct mcp_msg m;
+    if (mcp_msg_parse(rq->body, rq->body_len, &m) != 0) {
+        resp_json(rs, 400, rpc_error(m.id, m.code, m.message));
+        mcp_msg_clear(&m);
         return 0;
     }
-    if (jsonx_parse(rq->body, rq->body_len, LIM_BODY_BYTES, &msg, &e) != 0) {
-        resp_json(rs, 400, rpc_error(NULL, RPC_PARSE, e.message));
-        return 0;
-    }
-    if (!json_is_object(msg)) {
-        resp_json(rs, 400,
-                  rpc_error(NULL, RPC_REQUEST,
-                            "the body must be one JSON-RPC 2.0 message (an "
-                            "object; batches are not taken)"));
-        json_decref(msg);
-        return 0;
-    }
-    const json_t *id = json_object_get(msg, "id");
-    const char *method = jsonx_str(msg, "method");
-    const json_t *params = json_object_get(msg, "params");
+    const json_t *id = m.id;
+    const char *method = m.method;
     const char *mcp_id = req_header(rq, "Mcp-Session-Id");
-    const char *version = jsonx_str(msg, "jsonrpc");
     int rc = 0;
-    if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id)) {
-        resp_json(rs, 400, rpc_error(NULL, RPC_REQUEST, "id: must be a string or an integer"));
-    } else if (!version || strcmp(version, "2.0") != 0) {
-        resp_json(rs, 400, rpc_error(id, RPC_REQUEST, "jsonrpc: must be \"2.0\""));
-    } else if (!method && !json_object_get(msg, "result") && !json_object_get(msg, "error")) {
-        resp_json(
-            rs, 400,
-            rpc_error(id, RPC_REQUEST, "method: required (or result or error, for a response)"));
-    } else if (!method || !id || json_is_null(id)) {
+    if (m.notification) {
         /* A notification or a response: accepted, nothing to answer. */
         resp_empty(rs, 202);
     } else if (strcmp(method, "initialize") == 0) {
-        rc = initialize(rq, rs, id, params);
+        rc = initialize(rq, rs, id, m.params);
     } else if (!mcp_id) {
         resp_json(
             rs, 400,
@@ -980,11 +1018,11 @@ int mcp_post(struct req *rq, struct resp *rs)
     } else if (strcmp(method, "tools/list") == 0) {
         resp_json(rs, 200, rpc_result(id, tools_list()));
     } else if (strcmp(method, "tools/call") == 0) {
-        rc = tools_call(rq, rs, id, params, mcp_id);
+        rc = tools_call(rq, rs, id, m.params, mcp_id);
     } else {
         resp_json(rs, 200, rpc_error(id, RPC_METHOD, "method: not served by this server"));
     }
-    json_decref(msg);
+    mcp_msg_clear(&m);
     return rc;
 }
 

@@ -199,8 +199,56 @@ static int relay(struct req *rq, struct resp *rs, struct live *l, const char *id
 
 /* ---- new session ---- */
 
-/* The merged capabilities of a W3C new-session body: alwaysMatch with the
- * first firstMatch entry (new reference), or NULL and a WebDriver error. */
+static int refuse(struct wdc_refusal *why, int status, const char *error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(struct wdc_refusal *why, int status, const char *error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->message, sizeof why->message, fmt, ap);
+    va_end(ap);
+    why->status = status;
+    why->error = error;
+    return E_INVALID;
+}
+
+int wdc_caps_parse(const json_t *body, json_t **out, struct wdc_refusal *why)
+{
+    *out = NULL;
+    json_t *caps = json_object_get(body, "capabilities");
+    json_t *always = json_object_get(caps, "alwaysMatch");
+    json_t *first = json_array_get(json_object_get(caps, "firstMatch"), 0);
+    if ((caps && !json_is_object(caps)) || (always && !json_is_object(always)) ||
+        (first && !json_is_object(first)))
+        return refuse(why, 400, "invalid argument",
+                      "capabilities must be {alwaysMatch: object, firstMatch: [object]}");
+    json_t *m = always ? json_deep_copy(always) : json_object();
+    if (first)
+        json_object_update_missing(m, first);
+    json_t *opts = json_object_get(m, "browserd:options");
+    const char *browser = jsonx_str(m, "browserName");
+    int rc = 0;
+    if (opts && !json_is_object(opts))
+        rc = refuse(why, 400, "invalid argument",
+                    "capabilities: browserd:options must be an object");
+    else if (opts && json_object_get(opts, "pool") &&
+             !json_is_string(json_object_get(opts, "pool")))
+        rc = refuse(why, 400, "invalid argument",
+                    "capabilities: browserd:options.pool must be a pool's id or name");
+    else if (browser && browser[0] && strcasecmp(browser, "chrome") != 0 &&
+             strcasecmp(browser, "chromium") != 0)
+        rc = refuse(why, 500, "session not created", "browserName %.64s: this server runs Chromium",
+                    browser);
+    if (rc) {
+        json_decref(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* The merged capabilities of the request's new-session body
+ * (wdc_caps_parse; new reference), or NULL and a WebDriver error. */
 static json_t *requested_caps(struct req *rq, struct resp *rs)
 {
     json_t *body = NULL;
@@ -209,37 +257,12 @@ static json_t *requested_caps(struct req *rq, struct resp *rs)
                  rq->err.message);
         return NULL;
     }
-    json_t *caps = json_object_get(body, "capabilities");
-    json_t *always = json_object_get(caps, "alwaysMatch");
-    json_t *first = json_array_get(json_object_get(caps, "firstMatch"), 0);
-    if ((caps && !json_is_object(caps)) || (always && !json_is_object(always)) ||
-        (first && !json_is_object(first))) {
-        json_decref(body);
-        wd_error(rs, 400, "invalid argument",
-                 "capabilities must be {alwaysMatch: object, firstMatch: [object]}");
-        return NULL;
-    }
-    json_t *m = always ? json_deep_copy(always) : json_object();
-    if (first)
-        json_object_update_missing(m, first);
+    json_t *m;
+    struct wdc_refusal why;
+    if (wdc_caps_parse(body, &m, &why) != 0)
+        wd_error(rs, why.status, why.error, "%s", why.message);
     json_decref(body);
-    json_t *opts = json_object_get(m, "browserd:options");
-    const char *browser = jsonx_str(m, "browserName");
-    if (opts && !json_is_object(opts)) {
-        wd_error(rs, 400, "invalid argument", "capabilities: browserd:options must be an object");
-    } else if (opts && json_object_get(opts, "pool") &&
-               !json_is_string(json_object_get(opts, "pool"))) {
-        wd_error(rs, 400, "invalid argument",
-                 "capabilities: browserd:options.pool must be a pool's id or name");
-    } else if (browser && browser[0] && strcasecmp(browser, "chrome") != 0 &&
-               strcasecmp(browser, "chromium") != 0) {
-        wd_error(rs, 500, "session not created", "browserName %.64s: this server runs Chromium",
-                 browser);
-    } else {
-        return m;
-    }
-    json_decref(m);
-    return NULL;
+    return m;
 }
 
 /* Answers a new session on the running session rec: its driver started,
