@@ -38,6 +38,50 @@ function sdkDir() {
   return null;
 }
 
+// A deployment's lock file (discovery only, before any of the app's code
+// runs): every package it resolves must come from the registry the
+// operator allows (BROWSERD_APPS_NPM_REGISTRY, given as npm_registry), so
+// that installing from it can reach nothing else. Checked only when the app
+// does not bundle node_modules/ (the case npm ci is for).
+function lockFailure(why) {
+  console.error(`package-lock.json: ${why}`);
+  answer({ ok: false, error: `package-lock.json: ${why}` });
+}
+function checkLock() {
+  const lock = path.join(appDir, 'package-lock.json');
+  if (!fs.existsSync(lock) || fs.existsSync(path.join(appDir, 'node_modules'))) return;
+  const reg = String(input.npm_registry);
+  const st = fs.statSync(lock);
+  if (!st.isFile() || st.size > input.npm_lock_max)
+    lockFailure(`is larger than ${input.npm_lock_max} bytes (or not a file)`);
+  let doc;
+  try {
+    doc = JSON.parse(fs.readFileSync(lock, 'utf8'));
+  } catch (e) {
+    lockFailure(`is not JSON (${message(e)})`);
+  }
+  if (!doc || typeof doc !== 'object') lockFailure('is not a JSON object');
+  const check = (name, entry) => {
+    if (!entry || typeof entry !== 'object' || entry.resolved === undefined) return;
+    if (typeof entry.resolved !== 'string' || !entry.resolved.startsWith(reg))
+      lockFailure(`package ${name} is resolved from ${JSON.stringify(entry.resolved)}: every resolved URL must start with the registry ${reg} (BROWSERD_APPS_NPM_REGISTRY)`);
+  };
+  // lockfileVersion 2 and 3: "packages" keyed by install path.
+  for (const [key, entry] of Object.entries(doc.packages ?? {})) {
+    check(key.replace(/^.*node_modules\//, '') || '(the app)', entry);
+  }
+  // lockfileVersion 1 (and 2's copy): nested "dependencies".
+  const walk = (deps, depth) => {
+    if (!deps || typeof deps !== 'object' || depth > 64) return;
+    for (const [name, entry] of Object.entries(deps)) {
+      check(name, entry);
+      walk(entry?.dependencies, depth + 1);
+    }
+  };
+  walk(doc.dependencies, 0);
+}
+if (input.mode === 'discover' && input.npm_registry) checkLock();
+
 try {
   await import(pathToFileURL(entry).href);
 } catch (e) {

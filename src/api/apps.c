@@ -689,7 +689,9 @@ int deployments_create(struct req *rq, struct resp *rs)
     }
     (void)dep_status(app, &r, d, "in_progress", NULL, 0);
     ev_push(r.id, json_pack("{s:s,s:s}", "event", "log", "message", "loading the entrypoint"), 0);
-    json_t *input = json_pack("{s:s,s:s}", "mode", "discover", "entrypoint", df.entry);
+    json_t *input =
+        json_pack("{s:s,s:s,s:s,s:I}", "mode", "discover", "entrypoint", df.entry, "npm_registry",
+                  app->cfg.npm_registry, "npm_lock_max", (json_int_t)LIM_APP_NPM_LOCK_BYTES);
     json_t *res = NULL;
     struct apprun_result ar;
     long long unpacked = 0;

@@ -409,8 +409,8 @@
  * most about 125 MiB of rows (an entry is at most its six client strings of
  * LIM_AUDIT_FIELD_BYTES plus the fixed fields, about 6.2 KiB); trimming
  * walks at most this many index entries of the organization's per batch
- * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a smaller bound
- * (docs/operator.md). */
+ * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a
+ * smaller bound (docs/operator.md). */
 #define LIM_AUDIT_ROWS_PER_ORG 20000
 /* Access log lines (core/log.h log_deferred) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
@@ -574,5 +574,10 @@
 #define LIM_APP_EVENT_LOGS 256
 /* Connections one run may hold open at once through its API relay. */
 #define LIM_APP_RELAY_CONNS 64
+/* A deployment's package-lock.json that discovery checks (its resolved URLs
+ * against BROWSERD_APPS_NPM_REGISTRY, docs/apps.md): larger fails the
+ * deployment. 8 MiB holds the lock files of large real apps (a few
+ * thousand packages at ~1 KiB each). */
+#define LIM_APP_NPM_LOCK_BYTES (8u * 1024u * 1024u)
 
 #endif
