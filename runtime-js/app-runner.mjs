@@ -24,6 +24,11 @@ function message(e) {
 
 const input = JSON.parse(fs.readFileSync(0, 'utf8'));
 const appDir = process.cwd();
+// Before npm ci (src/runtime/apprun.c install): the lock file alone.
+if (input.mode === 'checklock') {
+  checkLock();
+  answer({ ok: true });
+}
 const entry = path.resolve(appDir, input.entrypoint);
 if (!entry.startsWith(appDir + path.sep)) answer({ ok: false, error: 'entrypoint_rel_path is outside the app' });
 if (!fs.existsSync(entry)) answer({ ok: false, error: `entrypoint ${input.entrypoint} not found in the app` });

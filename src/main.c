@@ -559,7 +559,7 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
     const char *reg = env_or("BROWSERD_APPS_NPM_REGISTRY", "https://registry.npmjs.org/");
     size_t rl = strlen(reg);
     if ((strncmp(reg, "http://", 7) != 0 && strncmp(reg, "https://", 8) != 0) ||
-        rl + 2 > sizeof c->npm_registry || strpbrk(reg, " \t\r\n\"") != NULL ||
+        rl + 2 > sizeof c->npm_registry || strpbrk(reg, " \t\r\n\"\\") != NULL ||
         rl == (size_t)(strncmp(reg, "https://", 8) == 0 ? 8 : 7)) {
         fprintf(stderr,
                 "BROWSERD_APPS_NPM_REGISTRY must be an http:// or https:// URL of at most "

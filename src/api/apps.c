@@ -464,6 +464,7 @@ static int run_prepare(struct app *app, const struct appobj_rec *r, const char *
         .api_port = __atomic_load_n(&app->cfg.listen_port, __ATOMIC_RELAXED),
         .timeout_ms = timeout_ms,
         .unpacked_bytes = unpacked,
+        .npm_registry = app->cfg.npm_registry,
     };
     return 0;
 }

@@ -579,5 +579,10 @@
  * deployment. 8 MiB holds the lock files of large real apps (a few
  * thousand packages at ~1 KiB each). */
 #define LIM_APP_NPM_LOCK_BYTES (8u * 1024u * 1024u)
+/* npm ci inside a run (docs/apps.md "Dependencies"): its deadline; the
+ * registry relay's CONNECT head (bytes, and seconds to send it). */
+#define LIM_APP_NPM_TIMEOUT_S  120
+#define LIM_APP_NPM_HEAD_BYTES 4096
+#define LIM_APP_NPM_HEAD_S     10
 
 #endif

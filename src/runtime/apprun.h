@@ -42,7 +42,14 @@ struct apprun_spec {
     int api_port;              /* the server's port on 127.0.0.1, relayed inside; 0: none */
     int64_t timeout_ms;        /* the deadline of the whole run */
     long long *unpacked_bytes; /* out, may be NULL: the app's unpacked size */
+    /* The registry (BROWSERD_APPS_NPM_REGISTRY) to install the app's
+     * dependencies from when it has package-lock.json and no node_modules/
+     * (docs/apps.md "Dependencies"); NULL: never installed. */
+    const char *npm_registry;
 };
+
+/* npm inside the run (the system's, bound read-only with the rest of it). */
+#define APPRUN_NPM_CLI "/usr/lib/node_modules/npm/bin/npm-cli.js"
 
 struct apprun_result {
     int exit_code; /* the runner's, 128+N when killed by signal N */

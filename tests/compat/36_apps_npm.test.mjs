@@ -6,6 +6,7 @@
 // registry here is a fake one on 127.0.0.1; the "elsewhere" host is another
 // site on 127.0.0.2 that must get no request.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -46,14 +47,34 @@ function zipOf(lock, { bundled = false } = {}) {
   return new File([zip], 'app.zip', { type: 'application/zip' });
 }
 
-// A lockfileVersion 3 lock file resolving tiny-answer from `tinyURL`.
+// The registry's tarballs in npm's layout (package/...): the pinned client
+// and a tiny package of this test's own whose function answers 42.
+function tarballs() {
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-npmreg-'));
+  mkdirSync(join(dir, 'tiny', 'package'), { recursive: true });
+  writeFileSync(join(dir, 'tiny', 'package', 'package.json'), '{"name":"tiny-answer","version":"1.0.0","main":"index.js"}');
+  writeFileSync(join(dir, 'tiny', 'package', 'index.js'), 'module.exports = () => 42;');
+  cpSync(join(here, 'node_modules', '@onkernel', 'sdk'), join(dir, 'sdk', 'package'), { recursive: true, dereference: true });
+  const out = {};
+  for (const [name, sub] of [['tiny-answer/-/tiny-answer-1.0.0.tgz', 'tiny'], ['@onkernel/sdk/-/sdk-0.84.0.tgz', 'sdk']]) {
+    execFileSync('tar', ['czf', join(dir, `${sub}.tgz`), '-C', join(dir, sub), 'package']);
+    const body = readFileSync(join(dir, `${sub}.tgz`));
+    out[`/${name}`] = { body, integrity: `sha512-${createHash('sha512').update(body).digest('base64')}` };
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return out;
+}
+const TARBALLS = tarballs();
+
+// A lockfileVersion 3 lock file resolving the client from `registry` and
+// tiny-answer from `tinyURL`, with the tarballs' integrity.
 function lockOf(registry, tinyURL) {
   return JSON.stringify({
     name: 'npm-app', version: '1.0.0', lockfileVersion: 3, requires: true,
     packages: {
       '': { name: 'npm-app', version: '1.0.0', dependencies: { '@onkernel/sdk': '*', 'tiny-answer': '1.0.0' } },
-      'node_modules/@onkernel/sdk': { version: '0.84.0', resolved: `${registry}@onkernel/sdk/-/sdk-0.84.0.tgz`, integrity: 'sha512-AAAA' },
-      'node_modules/tiny-answer': { version: '1.0.0', resolved: tinyURL, integrity: 'sha512-AAAA' },
+      'node_modules/@onkernel/sdk': { version: '0.84.0', resolved: `${registry}@onkernel/sdk/-/sdk-0.84.0.tgz`, integrity: TARBALLS['/@onkernel/sdk/-/sdk-0.84.0.tgz'].integrity },
+      'node_modules/tiny-answer': { version: '1.0.0', resolved: tinyURL, integrity: TARBALLS['/tiny-answer/-/tiny-answer-1.0.0.tgz'].integrity },
     },
   });
 }
@@ -62,7 +83,16 @@ let shared;
 async function env() {
   if (shared) return shared;
   const hits = { registry: [], elsewhere: [] };
-  const registry = await startSite((req, res) => { hits.registry.push(req.url); res.statusCode = 404; res.end(); });
+  // npm asks through the run's registry relay as a proxy: the request
+  // line may be in absolute form.
+  const registry = await startSite((req, res) => {
+    const path = new URL(req.url, 'http://registry').pathname;
+    hits.registry.push(path);
+    const t = TARBALLS[path];
+    if (!t) { res.statusCode = 404; res.end(); return; }
+    res.setHeader('content-type', 'application/octet-stream');
+    res.end(t.body);
+  });
   const elsewhere = await startSite((req, res) => { hits.elsewhere.push(req.url); res.statusCode = 404; res.end(); }, { host: '127.0.0.2' });
   const s = await startServer({
     env: { BROWSERD_APPS_NPM_REGISTRY: `${registry.url}/` },
@@ -81,7 +111,20 @@ async function buildLog(client, id) {
 }
 
 const tests = [];
-const test = (name, fn, timeout = 60000) => tests.push({ name, fn, timeout });
+const test = (name, fn, timeout = 40000) => tests.push({ name, fn, timeout });
+
+test('issue 36 npm: a zip with package-lock.json and no node_modules/ has its dependencies installed (npm ci from the registry) and runs: its action uses the installed package', async () => {
+  const { client, registry, hits } = await env();
+  const reg = `${registry.url}/`;
+  const dep = await client.deployments.create({ file: zipOf(lockOf(reg, `${reg}tiny-answer/-/tiny-answer-1.0.0.tgz`)), entrypoint_rel_path: 'index.mjs', version: '0' });
+  const log = await buildLog(client, dep.id);
+  eq(dep.status, 'running', `deployment: ${JSON.stringify(dep)}\nbuild log: ${log}`);
+  assert(/added 2 packages/.test(log), `npm's output in the build log: ${log}`);
+  assert(hits.registry.includes('/tiny-answer/-/tiny-answer-1.0.0.tgz') && hits.registry.includes('/@onkernel/sdk/-/sdk-0.84.0.tgz'), `registry requests: ${hits.registry}`);
+  const inv = await client.invocations.create({ app_name: 'npm-app', version: '0', action_name: 'answer' });
+  eq(inv.status, 'succeeded', `invocation: ${JSON.stringify(inv)}`);
+  eq(JSON.parse(inv.output), 42, 'the installed package answers');
+}, 120000);
 
 test('issue 36 npm: a lock file resolving a package outside BROWSERD_APPS_NPM_REGISTRY fails the deployment naming the package and the rule; that host gets no request', async () => {
   const { client, registry, elsewhere, hits } = await env();
