@@ -95,7 +95,7 @@ try {
 }
 
 const dir = sdkDir();
-if (!dir) answer({ ok: false, error: 'the app does not bundle @onkernel/sdk: zip its node_modules with it (dependencies are not installed at deploy time: the build has no network)' });
+if (!dir) answer({ ok: false, error: 'the app has no @onkernel/sdk: zip its node_modules with it, or ship a package-lock.json (and no node_modules) that lists it' });
 const registries = [];
 const esm = path.join(dir, 'core', 'app-framework.mjs');
 const cjs = path.join(dir, 'core', 'app-framework.js');
