@@ -12,7 +12,11 @@
  * else). The network namespace's only way out is a relay the server listens
  * with inside it on 127.0.0.1:<the server's port>, which forwards to the
  * server's API: the app reaches this server's API (as KERNEL_BASE_URL), and
- * nothing else.
+ * nothing else. Before that, an app with package-lock.json and no
+ * node_modules/ has its dependencies installed (npm_registry below): the
+ * runner checks the lock file, then npm ci runs as the app's user with a
+ * second relay, fixed to the registry's address, as its proxy; the API
+ * relay starts only after it (docs/apps.md "Dependencies").
  *
  * The process is `node runtime-js/app-runner.mjs`, told on stdin what to do
  * ({mode: "discover"|"invoke", entrypoint, app_name, action_name, payload,
