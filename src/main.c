@@ -123,6 +123,8 @@ static const char usage[] =
     "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
     "download_dir_zip stream ends, 1..20, default 20). Smaller shares:\n"
     "BROWSERD_REPL_RUNNING_PER_ORG (REPL executions at once per organization, 1..8, default 8).\n"
+    "BROWSERD_APPS_NPM_REGISTRY (the registry a deployment's package-lock.json may resolve\n"
+    "from, default https://registry.npmjs.org/; docs/apps.md).\n"
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md),\n"
     "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
@@ -552,6 +554,20 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
                  LIM_REPL_RUNNING_PER_ORG, &repl_per_org))
         return 2;
     repl_set_org_cap((int)repl_per_org);
+    /* The registry deployments' lock files may name (docs/apps.md): an
+     * http(s) origin, kept with one trailing slash. */
+    const char *reg = env_or("BROWSERD_APPS_NPM_REGISTRY", "https://registry.npmjs.org/");
+    size_t rl = strlen(reg);
+    if ((strncmp(reg, "http://", 7) != 0 && strncmp(reg, "https://", 8) != 0) ||
+        rl + 2 > sizeof c->npm_registry || strpbrk(reg, " \t\r\n\"\\") != NULL ||
+        rl == (size_t)(strncmp(reg, "https://", 8) == 0 ? 8 : 7)) {
+        fprintf(stderr,
+                "BROWSERD_APPS_NPM_REGISTRY must be an http:// or https:// URL of at most "
+                "%zu bytes\n",
+                sizeof c->npm_registry - 2);
+        return 2;
+    }
+    snprintf(c->npm_registry, sizeof c->npm_registry, "%s%s", reg, reg[rl - 1] == '/' ? "" : "/");
     c->min_timeout_s = (int)min_timeout_s;
     sv->zip_idle_s = (int)zip_idle_s;
     /* The sum of sessions' memory limits, as a multiple of the host's memory

@@ -464,6 +464,7 @@ static int run_prepare(struct app *app, const struct appobj_rec *r, const char *
         .api_port = __atomic_load_n(&app->cfg.listen_port, __ATOMIC_RELAXED),
         .timeout_ms = timeout_ms,
         .unpacked_bytes = unpacked,
+        .npm_registry = app->cfg.npm_registry,
     };
     return 0;
 }
@@ -689,7 +690,9 @@ int deployments_create(struct req *rq, struct resp *rs)
     }
     (void)dep_status(app, &r, d, "in_progress", NULL, 0);
     ev_push(r.id, json_pack("{s:s,s:s}", "event", "log", "message", "loading the entrypoint"), 0);
-    json_t *input = json_pack("{s:s,s:s}", "mode", "discover", "entrypoint", df.entry);
+    json_t *input =
+        json_pack("{s:s,s:s,s:s,s:I}", "mode", "discover", "entrypoint", df.entry, "npm_registry",
+                  app->cfg.npm_registry, "npm_lock_max", (json_int_t)LIM_APP_NPM_LOCK_BYTES);
     json_t *res = NULL;
     struct apprun_result ar;
     long long unpacked = 0;

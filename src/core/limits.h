@@ -574,5 +574,15 @@
 #define LIM_APP_EVENT_LOGS 256
 /* Connections one run may hold open at once through its API relay. */
 #define LIM_APP_RELAY_CONNS 64
+/* A deployment's package-lock.json that discovery checks (its resolved URLs
+ * against BROWSERD_APPS_NPM_REGISTRY, docs/apps.md): larger fails the
+ * deployment. 8 MiB holds the lock files of large real apps (a few
+ * thousand packages at ~1 KiB each). */
+#define LIM_APP_NPM_LOCK_BYTES (8u * 1024u * 1024u)
+/* npm ci inside a run (docs/apps.md "Dependencies"): its deadline; the
+ * registry relay's CONNECT head (bytes, and seconds to send it). */
+#define LIM_APP_NPM_TIMEOUT_S  120
+#define LIM_APP_NPM_HEAD_BYTES 4096
+#define LIM_APP_NPM_HEAD_S     10
 
 #endif

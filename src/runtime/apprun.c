@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fdio.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -33,6 +35,12 @@ struct relay {
     int listen_fd;
     int stop[2];
     int port;
+    /* The registry relay (npm ci): every connection goes to the registry's
+     * address `to`, whatever it asks for; with https a connection must
+     * first ask CONNECT <connect_to> (npm's https-proxy), answered 200. */
+    struct sockaddr_storage to;
+    socklen_t tolen;
+    char connect_to[320];
     int conns; /* pump threads alive (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
@@ -44,10 +52,56 @@ struct pump {
     int a, b;
 };
 
+/* The registry relay's https gate: reads the request head (at most
+ * LIM_APP_NPM_HEAD_BYTES, within LIM_APP_NPM_HEAD_S) and admits only
+ * "CONNECT <connect_to> ..."; the tunnel goes to the registry's address
+ * either way, so the gate only refuses what could not be the registry. */
+static int connect_gate(struct pump *p)
+{
+    char head[LIM_APP_NPM_HEAD_BYTES + 1];
+    size_t n = 0;
+    int64_t until = clock_mono_ms() + LIM_APP_NPM_HEAD_S * 1000LL;
+    for (;;) {
+        struct pollfd pf = {.fd = p->a, .events = POLLIN};
+        int64_t left = until - clock_mono_ms();
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+            return -1;
+        ssize_t got = read(p->a, head + n, LIM_APP_NPM_HEAD_BYTES - n);
+        if (got <= 0)
+            return -1;
+        n += (size_t)got;
+        head[n] = '\0';
+        if (strstr(head, "\r\n\r\n"))
+            break;
+        if (n == LIM_APP_NPM_HEAD_BYTES)
+            return -1;
+    }
+    char want[340];
+    snprintf(want, sizeof want, "CONNECT %s ", p->r->connect_to);
+    const char *ans = strncmp(head, want, strlen(want)) == 0
+                          ? "HTTP/1.1 200 Connection established\r\n\r\n"
+                          : "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n";
+    if (fdio_write_all(p->a, ans, strlen(ans), FDIO_NO_DEADLINE) != 0 || ans[9] != '2')
+        return -1;
+    /* Bytes past the head would be the client's TLS hello, sent before
+     * the answer: a client does not, so they are refused. */
+    return strlen(strstr(head, "\r\n\r\n")) == 4 ? 0 : -1;
+}
+
 /* Copies bytes both ways until either side closes. */
 static void *pump_main(void *arg)
 {
     struct pump *p = arg;
+    if (p->r->connect_to[0] && connect_gate(p) != 0) {
+        close(p->a);
+        close(p->b);
+        pthread_mutex_lock(&p->r->mu);
+        if (--p->r->conns == 0)
+            pthread_cond_broadcast(&p->r->idle);
+        pthread_mutex_unlock(&p->r->mu);
+        xfree(p);
+        return NULL;
+    }
     char buf[65536];
     struct pollfd pf[2] = {{.fd = p->a, .events = POLLIN}, {.fd = p->b, .events = POLLIN}};
     for (;;) {
@@ -77,14 +131,12 @@ static void *pump_main(void *arg)
     return NULL;
 }
 
-static int connect_api(int port)
+static int connect_api(const struct relay *r)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(r->to.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    if (connect(fd, (const struct sockaddr *)&r->to, r->tolen) != 0) {
         close(fd);
         return -1;
     }
@@ -112,7 +164,7 @@ static void *relay_main(void *arg)
         if (!full)
             r->conns++;
         pthread_mutex_unlock(&r->mu);
-        int up = full ? -1 : connect_api(r->port);
+        int up = full ? -1 : connect_api(r);
         if (up < 0) {
             close(c);
             if (!full) {
@@ -143,10 +195,13 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
+/* Listens on 127.0.0.1:port inside sb's network namespace (port 0: any,
+ * r->port tells which) and relays each connection to r->to, which the
+ * caller set (with r->connect_to) before; r is cleared of everything else. */
 static int relay_start(struct relay *r, const struct sandbox *sb, int port, struct err *e)
 {
-    memset(r, 0, sizeof *r);
     r->listen_fd = r->stop[0] = r->stop[1] = -1;
+    r->conns = 0;
     r->port = port;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->idle, NULL);
@@ -158,14 +213,16 @@ static int relay_start(struct relay *r, const struct sandbox *sb, int port, stru
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 16) != 0 ||
-        pipe2(r->stop, O_CLOEXEC) != 0) {
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 || pipe2(r->stop, O_CLOEXEC) != 0) {
         int er = errno;
         close(fd);
         return err_set(e, E_INTERNAL, "internal", "apps: cannot open the API relay: %s",
                        strerror(er));
     }
     r->listen_fd = fd;
+    r->port = ntohs(sa.sin_port);
     if (pthread_create(&r->th, NULL, relay_main, r) != 0) {
         close(fd);
         close(r->stop[0]);
@@ -319,6 +376,194 @@ static char *dup_out(struct proc *p, int stream, int *trunc)
     return o;
 }
 
+/* ---- dependencies (npm ci, docs/apps.md "Dependencies") ---- */
+
+static long long tree_bytes(const char *root)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/home/kernel/app", root);
+    walk_total = 0;
+    (void)nftw(dir, walk_add, 16, FTW_PHYS);
+    return walk_total;
+}
+
+/* A lock file at the app's top and no node_modules/ there. */
+static int needs_install(const char *root)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/home/kernel/app/package-lock.json", root);
+    if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    snprintf(p, sizeof p, "%s/home/kernel/app/node_modules", root);
+    return lstat(p, &st) != 0 && errno == ENOENT;
+}
+
+/* Runs one process of the install in sb and waits for it: its stdout and
+ * stderr appended to *log, its descriptor 3 (when result) into *result. */
+static int install_step(const struct apprun_spec *s, const struct sandbox *sb, const char *ro,
+                        const char *const *argv, const char *const *env, const char *input,
+                        int64_t timeout_ms, struct proc_status *st, char **result, char **log,
+                        struct err *e)
+{
+    struct proc_waiter w;
+    proc_waiter_init(&w);
+    const char *ros[] = {ro, NULL};
+    struct proc_spec ps = {
+        .session_id = s->name,
+        .sb = sb,
+        .argv = argv,
+        .env = env,
+        .cwd = SANDBOX_HOME "/app",
+        .timeout_ms = timeout_ms,
+        .collect = LIM_APP_LOG_BYTES,
+        .extra_ro = ros,
+        .result_fd = result != NULL,
+        .stdin_data = input ? input : "",
+        .stdin_len = input ? strlen(input) : 0,
+        .on_exit = proc_waiter_exited,
+        .ctx = &w,
+    };
+    struct proc *p = NULL;
+    int rc = proc_start(&ps, &p, e);
+    if (rc == 0) {
+        proc_waiter_wait(&w);
+        proc_status(p, st);
+        if (result)
+            *result = dup_out(p, PROC_RESULT, NULL);
+        char *o = dup_out(p, PROC_STDOUT, NULL), *er = dup_out(p, PROC_STDERR, NULL);
+        char *l = xasprintf("%s%s%s", *log ? *log : "", o, er);
+        xfree(*log);
+        *log = l;
+        xfree(o);
+        xfree(er);
+        proc_put(p);
+    } else if (rc != E_UNAVAIL) {
+        char why[ERR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", e->message);
+        rc = err_set(e, E_INTERNAL, "internal", "apps: the install could not start: %s", why);
+    }
+    proc_waiter_destroy(&w);
+    return rc;
+}
+
+/* The registry's address for the registry relay: scheme, host and port of
+ * the URL (checked at the server's start), resolved here. */
+static int registry_addr(const char *url, struct relay *r, int *https, struct err *e)
+{
+    *https = strncmp(url, "https://", 8) == 0;
+    const char *h = url + (*https ? 8 : 7);
+    size_t hl = strcspn(h, "/?#");
+    char hostport[300], host[300], port[8];
+    snprintf(hostport, sizeof hostport, "%.*s", (int)(hl < 299 ? hl : 299), h);
+    const char *colon = hostport[0] == '[' ? strstr(hostport, "]:") : strrchr(hostport, ':');
+    if (colon && hostport[0] == '[')
+        colon++;
+    if (colon) {
+        snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+        snprintf(port, sizeof port, "%.6s", colon + 1);
+    } else {
+        snprintf(host, sizeof host, "%s", hostport);
+        snprintf(port, sizeof port, "%s", *https ? "443" : "80");
+    }
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int g = getaddrinfo(host, port, &hints, &ai);
+    if (g != 0 || !ai || ai->ai_addrlen > sizeof r->to) {
+        if (ai)
+            freeaddrinfo(ai);
+        return err_set(e, E_INTERNAL, "internal",
+                       "apps: the npm registry's host %s cannot be resolved: %s", host,
+                       g ? gai_strerror(g) : "no address");
+    }
+    memcpy(&r->to, ai->ai_addr, ai->ai_addrlen);
+    r->tolen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    if (*https && colon)
+        snprintf(r->connect_to, sizeof r->connect_to, "%s", hostport);
+    else if (*https)
+        snprintf(r->connect_to, sizeof r->connect_to, "%.299s:%.7s", hostport, port);
+    return 0;
+}
+
+/* Installs the app's dependencies into its node_modules/: first the
+ * runner checks the lock file (mode "checklock": nothing is fetched from a
+ * URL outside the registry), then `npm ci` runs as the app's user with the
+ * registry relay as its only way out (--proxy/--https-proxy), within
+ * LIM_APP_NPM_TIMEOUT_S. A refusal or a failed install fills out->result
+ * with the runner's kind of answer ({ok: false, error}); *log gets the
+ * output of both steps. */
+static int install(const struct apprun_spec *s, struct sandbox *sb, const char *runner,
+                   const char *dir, struct apprun_result *out, char **log, struct err *e)
+{
+    char input[1200];
+    snprintf(input, sizeof input,
+             "{\"mode\":\"checklock\",\"entrypoint\":\"package.json\",\"npm_registry\":\"%s\","
+             "\"npm_lock_max\":%u}",
+             s->npm_registry, LIM_APP_NPM_LOCK_BYTES);
+    const char *check[] = {PWEXEC_NODE, "--no-warnings", runner, NULL};
+    struct proc_status st = {0};
+    char *res = NULL;
+    int rc = install_step(s, sb, dir, check, NULL, input, LIM_APP_DISCOVER_TIMEOUT_S * 1000LL, &st,
+                          &res, log, e);
+    if (rc)
+        return rc;
+    if (!res)
+        res = xstrdup("");
+    if (strncmp(res, "{\"ok\":true", 10) != 0) {
+        out->result = res[0] ? res
+                             : xstrdup("{\"ok\":false,\"error\":\"checking package-lock.json "
+                                       "failed: see the build log\"}");
+        if (!res[0])
+            xfree(res);
+        return 0;
+    }
+    xfree(res);
+    char nm[PATH_MAX];
+    snprintf(nm, sizeof nm, "%s/home/kernel/app/node_modules", s->root_dir);
+    if (mkdir(nm, 0755) != 0 || sandbox_chown_tree(sb, nm) != 0)
+        return err_set(e, E_INTERNAL, "internal", "apps: cannot make the app's node_modules: %s",
+                       strerror(errno));
+    struct relay reg = {.listen_fd = -1};
+    int https = 0;
+    if ((rc = registry_addr(s->npm_registry, &reg, &https, e)) != 0 ||
+        (rc = relay_start(&reg, sb, 0, e)) != 0)
+        return rc;
+    char proxy[64];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d/", reg.port);
+    const char *npm[] = {PWEXEC_NODE,
+                         APPRUN_NPM_CLI,
+                         "ci",
+                         "--ignore-scripts",
+                         "--no-audit",
+                         "--no-fund",
+                         "--no-update-notifier",
+                         "--registry",
+                         s->npm_registry,
+                         "--proxy",
+                         proxy,
+                         "--https-proxy",
+                         proxy,
+                         NULL};
+    const char *env[] = {"npm_config_cache=" SANDBOX_HOME "/.npm", NULL};
+    rc =
+        install_step(s, sb, dir, npm, env, NULL, LIM_APP_NPM_TIMEOUT_S * 1000LL, &st, NULL, log, e);
+    /* npm's children die with it; the relay then has no client left. */
+    relay_stop(&reg);
+    if (rc == 0 && (st.timed_out || st.exit_code != 0))
+        out->result = st.timed_out
+                          ? xasprintf("{\"ok\":false,\"error\":\"npm ci took longer than %d s\"}",
+                                      LIM_APP_NPM_TIMEOUT_S)
+                          : xasprintf("{\"ok\":false,\"error\":\"npm ci failed (exit status %d): "
+                                      "see the build log\"}",
+                                      st.exit_code);
+    return rc;
+}
+
 int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct err *e)
 {
     memset(out, 0, sizeof *out);
@@ -344,13 +589,27 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     }
     (void)mkdir(s->root_dir, 0700);
     struct relay relay = {.listen_fd = -1};
+    struct sockaddr_in *api = (struct sockaddr_in *)&relay.to;
+    api->sin_family = AF_INET;
+    api->sin_port = htons((uint16_t)s->api_port);
+    api->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    relay.tolen = sizeof *api;
+    char *install_log = NULL;
+    int installed = 0;
     if ((rc = sandbox_root_create(sb, s->root_dir, LIM_APP_FILES_BYTES, e)) == 0 &&
-        (rc = unpack_app(s->root_dir, s->zip_path, s->unpacked_bytes, e)) == 0 && s->api_port)
+        (rc = unpack_app(s->root_dir, s->zip_path, s->unpacked_bytes, e)) == 0 && s->npm_registry &&
+        needs_install(s->root_dir)) {
+        rc = install(s, sb, runner, dir, out, &install_log, e);
+        installed = rc == 0 && !out->result;
+        if (installed && s->unpacked_bytes)
+            *s->unpacked_bytes = tree_bytes(s->root_dir);
+    }
+    if (rc == 0 && !out->result && s->api_port)
         rc = relay_start(&relay, sb, s->api_port, e);
     struct proc *p = NULL;
     struct proc_waiter w;
     proc_waiter_init(&w);
-    if (rc == 0) {
+    if (rc == 0 && !out->result) {
         const char *argv[] = {PWEXEC_NODE, "--no-warnings", runner, NULL};
         const char *ro[] = {dir, NULL};
         struct proc_spec ps = {
@@ -375,7 +634,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
             rc = err_set(e, E_INTERNAL, "internal", "apps: the runner could not start: %s", why);
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && p) {
         proc_waiter_wait(&w);
         struct proc_status st;
         proc_status(p, &st);
@@ -383,7 +642,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
         out->timed_out = st.timed_out;
         out->result = dup_out(p, PROC_RESULT, &out->result_truncated);
         char *o = dup_out(p, PROC_STDOUT, NULL), *er = dup_out(p, PROC_STDERR, NULL);
-        out->log = xasprintf("%s%s", o, er);
+        out->log = xasprintf("%s%s%s", install_log ? install_log : "", o, er);
         xfree(o);
         xfree(er);
         proc_put(p);
@@ -395,6 +654,10 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     relay_stop(&relay);
     sandbox_unref(sb);
     (void)rmdir(s->root_dir);
+    if (rc == 0 && !out->log)
+        out->log = install_log;
+    else
+        xfree(install_log);
     proc_waiter_destroy(&w);
     return rc;
 }

@@ -12,7 +12,11 @@
  * else). The network namespace's only way out is a relay the server listens
  * with inside it on 127.0.0.1:<the server's port>, which forwards to the
  * server's API: the app reaches this server's API (as KERNEL_BASE_URL), and
- * nothing else.
+ * nothing else. Before that, an app with package-lock.json and no
+ * node_modules/ has its dependencies installed (npm_registry below): the
+ * runner checks the lock file, then npm ci runs as the app's user with a
+ * second relay, fixed to the registry's address, as its proxy; the API
+ * relay starts only after it (docs/apps.md "Dependencies").
  *
  * The process is `node runtime-js/app-runner.mjs`, told on stdin what to do
  * ({mode: "discover"|"invoke", entrypoint, app_name, action_name, payload,
@@ -42,7 +46,14 @@ struct apprun_spec {
     int api_port;              /* the server's port on 127.0.0.1, relayed inside; 0: none */
     int64_t timeout_ms;        /* the deadline of the whole run */
     long long *unpacked_bytes; /* out, may be NULL: the app's unpacked size */
+    /* The registry (BROWSERD_APPS_NPM_REGISTRY) to install the app's
+     * dependencies from when it has package-lock.json and no node_modules/
+     * (docs/apps.md "Dependencies"); NULL: never installed. */
+    const char *npm_registry;
 };
+
+/* npm inside the run (the system's, bound read-only with the rest of it). */
+#define APPRUN_NPM_CLI "/usr/lib/node_modules/npm/bin/npm-cli.js"
 
 struct apprun_result {
     int exit_code; /* the runner's, 128+N when killed by signal N */

@@ -32,6 +32,9 @@ struct app_config {
     /* The smallest timeout_seconds POST /browsers accepts
      * (BROWSERD_MIN_SESSION_TIMEOUT_SECONDS); 0 = SESSRULES_TIMEOUT_MIN. */
     int min_timeout_s;
+    /* BROWSERD_APPS_NPM_REGISTRY: the only origin a deployment's
+     * package-lock.json may resolve packages from (docs/apps.md). */
+    char npm_registry[512];
 };
 
 struct audit;
