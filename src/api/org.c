@@ -436,12 +436,15 @@ static int render_org_limits(struct req *rq, json_t **out)
 {
     const json_t *ent;
     struct limits_rec l;
+    *out = NULL;
     int rc = api_entitlements(rq, &ent);
     if (rc || (rc = store_limits_get(api_app(rq)->store, api_auth(rq)->org.id, "", &l)))
         return rc;
     int64_t min_interval = 0, used = 0;
-    if (store_ac_count(api_app(rq)->store, api_auth(rq)->org.id, &used) != 0)
-        return err_set(&rq->err, E_INTERNAL, "internal", "auth connections could not be counted");
+    if (store_ac_count(api_app(rq)->store, api_auth(rq)->org.id, &used) != 0) {
+        (void)err_set(&rq->err, E_INTERNAL, "internal", "auth connections could not be counted");
+        return E_INTERNAL;
+    }
     (void)ent_limit(ent, "features.managed_auth.health_check_interval_min_seconds", &min_interval);
     *out = json_pack("{s:o,s:I,s:I}", "default_project_max_concurrent_sessions",
                      cap(l.max_sessions), "auth_connections_used", (json_int_t)used,
