@@ -34,8 +34,14 @@ function spares(s) {
 
 // Waits until n spares are ready (each launch takes about a second) and the
 // log says which kind each is.
+// n spares ready, each with its launch line in the server's log (kindOf):
+// the marker file is written just before that line, which reaches s.log a
+// moment later.
 async function ready(s, n) {
-  await waitFor(() => spares(s).size >= n, `${n} spare(s) ready`, 60000, 100);
+  await waitFor(() => {
+    const m = spares(s);
+    return m.size >= n && [...m.keys()].every((id) => kindOf(s, id));
+  }, `${n} spare(s) ready`, 60000, 100);
   return spares(s);
 }
 
