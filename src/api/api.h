@@ -56,6 +56,11 @@ int api_route_hook(struct req *rq, struct resp *rs, unsigned flags);
  * replay's view URL). */
 int api_cluster_forward(struct req *rq, struct resp *rs, const char *org, const char *session_id,
                         int upgrade);
+/* On a shared store, forwards rq to node (a node id) when that is another
+ * live node, and returns what a handler returns; -1 when node is this one,
+ * gone, empty, or there is no cluster. For work held in one node's memory
+ * that is not a session (a managed auth login flow). */
+int api_cluster_forward_node(struct req *rq, struct resp *rs, const char *node);
 
 static inline struct app *api_app(struct req *rq)
 {

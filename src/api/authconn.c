@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "api/credentials.h"
 #include "api/pools.h"
+#include "cluster/node.h"
 #include "core/b64.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -669,6 +670,11 @@ static json_t *state(const struct flow *f, const char *status, const char *step,
                   "interaction_id", f->interaction_id);
     if (sid && *sid)
         json_object_set_new(st, "browser_session_id", json_string(sid));
+    if (f->app->node) { /* where the flow runs (never shown: FLOW_KEYS) */
+        char nid[STORE_ID];
+        node_id(f->app->node, nid);
+        json_object_set_new(st, "node_id", json_string(nid));
+    }
     if (strcmp(status, "IN_PROGRESS") == 0) {
         char *url = hosted_url(f);
         json_object_set_new(st, "hosted_url", json_string(url));
@@ -1301,6 +1307,26 @@ static int give_input(const char *conn_id, const char *iid, json_t **vals, struc
     return rc;
 }
 
+/* On a cluster, a request about a login flow that runs in another node's
+ * memory (its events, a submit) goes to that node: what a handler returns,
+ * or -1 to serve it here (the flow is here, ended, or its node is gone). */
+static int flow_elsewhere(struct req *rq, struct resp *rs, const struct authconn_rec *c)
+{
+    pthread_mutex_lock(&mu);
+    int here = flow_find(c->id) != NULL;
+    pthread_mutex_unlock(&mu);
+    if (here)
+        return -1;
+    json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
+    json_t *fl = json_object_get(d, "flow");
+    const char *node = jsonx_str(fl, "node_id");
+    int rc = -1;
+    if (node && !is_terminal(jsonx_str(fl, "flow_status")))
+        rc = api_cluster_forward_node(rq, rs, node);
+    json_decref(d);
+    return rc;
+}
+
 int authconn_submit(struct req *rq, struct resp *rs)
 {
     static const char *const known[] = {"field_values",
@@ -1339,10 +1365,12 @@ int authconn_submit(struct req *rq, struct resp *rs)
     memset(&c, 0, sizeof c);
     if (rc == 0)
         rc = load(rq, &c); /* another org's connection: 404 */
-    if (rc == 0) {
+    int fw = rc == 0 ? flow_elsewhere(rq, rs, &c) : -1;
+    if (fw != -1)
+        rc = fw; /* answered by the flow's node */
+    else if (rc == 0)
         rc = give_input(c.id, jsonx_str(body, "interaction_id"), &vals, &rq->err);
-    }
-    if (rc == 0)
+    if (rc == 0 && fw == -1)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
     wipe_submit(rq, body, vals);
     authconn_rec_clear(&c);
@@ -1456,6 +1484,11 @@ int authconn_events(struct req *rq, struct resp *rs)
     int rc = open_conn(rq, &c);
     if (rc)
         return rc;
+    int fw = flow_elsewhere(rq, rs, &c);
+    if (fw != -1) {
+        authconn_rec_clear(&c);
+        return fw;
+    }
     struct watcher *w = xcalloc(1, sizeof *w);
     snprintf(w->conn_id, sizeof w->conn_id, "%s", c.id);
     snprintf(w->org_id, sizeof w->org_id, "%s", c.org_id);

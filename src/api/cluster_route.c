@@ -105,3 +105,11 @@ int api_cluster_forward(struct req *rq, struct resp *rs, const char *org, const 
     session_rec_clear(&s);
     return forward_to(rq, rs, node, ended, upgrade);
 }
+
+int api_cluster_forward_node(struct req *rq, struct resp *rs, const char *node)
+{
+    struct app *app = api_app(rq);
+    if (!store_shared(app->store) || !app->node || !node || !*node)
+        return -1;
+    return forward_to(rq, rs, node, 1, 0);
+}
