@@ -494,10 +494,34 @@ static double cpu_process(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-static double cpu_egress(void)
+/* CPU seconds and context switches of this process's threads whose name
+ * starts with prefix: the egress's workers ("egress-w", named by the
+ * engine) or the minimal relay ("relay-floor"). Voluntary switches are the
+ * thread going to sleep for want of work (one per wake-up); involuntary ones
+ * are preemptions, which a busy host adds. */
+struct tstat {
+    double cpu;
+    unsigned long vcsw, ivcsw;
+};
+
+static unsigned long status_field(const char *path, const char *name)
 {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    unsigned long v = 0;
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, name, n) == 0)
+            v = strtoul(line + n, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static struct tstat thread_stats(const char *prefix)
+{
+    struct tstat t = {0};
     DIR *d = opendir("/proc/self/task");
-    double total = 0;
     long hz = sysconf(_SC_CLK_TCK);
     struct dirent *de;
     while (d && (de = readdir(d))) {
@@ -511,23 +535,37 @@ static double cpu_egress(void)
         buf[n] = '\0';
         /* "tid (comm) state ppid ... utime(14) stime(15)" */
         char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
-        if (!open_p || !close_p || strncmp(open_p + 1, "egress-", 7) != 0)
+        if (!open_p || !close_p || strncmp(open_p + 1, prefix, strlen(prefix)) != 0)
             continue;
         unsigned long ut = 0, st = 0;
         if (sscanf(close_p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) ==
             2)
-            total += (double)(ut + st) / (double)hz;
+            t.cpu += (double)(ut + st) / (double)hz;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        t.vcsw += status_field(path, "voluntary_ctxt_switches:");
+        t.ivcsw += status_field(path, "nonvoluntary_ctxt_switches:");
     }
     if (d)
         closedir(d);
-    return total;
+    return t;
 }
 
+/* What the bulk trials of one way cost: process CPU, and the CPU and
+ * context switches of the thread that relays (none for direct). */
+struct waycost {
+    double cpu; /* the whole process, seconds */
+    struct tstat relay;
+};
+
 /* Bulk throughput, runs trials each way, interleaved; MB/s (10^6 bytes).
- * cpu[0] and cpu[1]: process CPU seconds of the direct and of the proxied
- * trials; cpu[2]: the egress threads' share of the proxied trials. */
+ * cost[way]: what the trials of each way cost (way as open_to_sink's
+ * proxied). The in-kernel way's relaying runs in the kernel's work items,
+ * outside this process: only what its sockets cost the sender and the sink
+ * (the verdict runs in the sender's receive path) is counted. */
+static const char *const relay_thread[4] = {NULL, "egress-w", "relay-floor", "egress-w"};
+
 static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, double *proxied,
-                      double *floor, double *kern, double cpu[3])
+                      double *floor, double *kern, struct waycost cost[4])
 {
     char *buf = xcalloc(1, SINK_BUF);
     int rc = 0;
@@ -540,7 +578,10 @@ static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, 
             rc = -1;
             break;
         }
-        double t0 = now_us(), c0 = cpu_process(), e0 = cpu_egress();
+        struct tstat r0 = {0};
+        if (relay_thread[p])
+            r0 = thread_stats(relay_thread[p]);
+        double t0 = now_us(), c0 = cpu_process();
         int ok = 1;
         for (size_t left = nbytes; ok && left;) {
             size_t k = left < SINK_BUF ? left : SINK_BUF;
@@ -552,10 +593,13 @@ static int bench_bulk(struct bench *b, size_t nbytes, int runs, double *direct, 
              recv(fd, &ack, 1, 0) == 1;
         double t1 = now_us();
         (p == 3 ? kern : p == 2 ? floor : p ? proxied : direct)[i / 4] = (double)nbytes / (t1 - t0);
-        if (p < 2)
-            cpu[p] += cpu_process() - c0;
-        if (p == 1)
-            cpu[2] += cpu_egress() - e0;
+        cost[p].cpu += cpu_process() - c0;
+        if (relay_thread[p]) {
+            struct tstat r1 = thread_stats(relay_thread[p]);
+            cost[p].relay.cpu += r1.cpu - r0.cpu;
+            cost[p].relay.vcsw += r1.vcsw - r0.vcsw;
+            cost[p].relay.ivcsw += r1.ivcsw - r0.ivcsw;
+        }
         if (close_to_sink(b, fd) != 0)
             ok = 0;
         uint64_t got = __atomic_load_n(&b->sink.last, __ATOMIC_RELAXED);
@@ -852,9 +896,9 @@ static int raise_nofile(long need)
 }
 
 static void report(const char *argv0, const struct opts *o, double *dc, double *pc, double *dm,
-                   double *pm, double *fm, double *km, int in_kernel, const double cpu[3],
-                   const struct many *m, uint64_t sent, uint64_t recvd, uint64_t ksent,
-                   uint64_t krecvd)
+                   double *pm, double *fm, double *km, int in_kernel, const struct waycost cost[4],
+                   double load[2][3], const struct many *m, uint64_t sent, uint64_t recvd,
+                   uint64_t ksent, uint64_t krecvd)
 {
     size_t n = (size_t)o->connects, r = (size_t)o->runs;
     double dmed = quantile(dc, n, 0.5), pmed = quantile(pc, n, 0.5);
@@ -892,11 +936,24 @@ static void report(const char *argv0, const struct opts *o, double *dc, double *
         "| bytes counted by `egress_bytes` for the in-kernel trials, sent / received | | %" PRIu64
         " / %" PRIu64 " (exactly %d x %" PRIu64 " / %d) | |\n",
         ksent, krecvd, o->runs, o->bytes, o->runs);
-    double gib = (double)o->runs * (double)o->bytes / 1073741824.0;
+    double gib = (double)o->runs * (double)o->bytes / 1073741824.0, mib = gib * 1024.0;
     printf("| CPU per GiB moved, whole process (sender, receiver, egress, kernel) | %.2f s | "
            "%.2f s | |\n",
-           cpu[0] / gib, cpu[1] / gib);
-    printf("| CPU per GiB moved, the egress threads alone | | %.2f s | |\n", cpu[2] / gib);
+           cost[0].cpu / gib, cost[1].cpu / gib);
+    printf("| CPU per GiB moved, the egress threads alone; the minimal relay's thread alone | | "
+           "%.2f s; %.2f s | |\n",
+           cost[1].relay.cpu / gib, cost[2].relay.cpu / gib);
+    printf("| CPU per GiB moved, whole process, via the minimal relay / via egress in the kernel "
+           "(its work items run outside the process: not counted) | | %.2f s / %.2f s | |\n",
+           cost[2].cpu / gib, cost[3].cpu / gib);
+    printf("| the relaying thread's wake-ups (voluntary switches) and preemptions per MiB, egress; "
+           "minimal relay | | %.2f, %.2f; %.2f, %.2f | |\n",
+           (double)cost[1].relay.vcsw / mib, (double)cost[1].relay.ivcsw / mib,
+           (double)cost[2].relay.vcsw / mib, (double)cost[2].relay.ivcsw / mib);
+    printf("| load average of the host (1, 5, 15 min) before / after the throughput trials "
+           "(the machine's %ld CPUs are shared) | %.2f %.2f %.2f / %.2f %.2f %.2f | | |\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load[0][0], load[0][1], load[0][2], load[1][0],
+           load[1][1], load[1][2]);
     printf("| tunnels open at once, %d bytes echoed through each | | %d of %d (set up in %.2f s, "
            "%d at a time) | |\n",
            PAYLOAD, m->open, o->tunnels, m->setup_s, WINDOW);
@@ -969,11 +1026,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "egress bench: cannot start the minimal relay\n");
         return 1;
     }
+    pthread_setname_np(floor.thr, "relay-floor"); /* thread_stats */
     b.floor = &floor;
     struct many m = {0};
     int ok = bench_connect(&b, o.connects, dc, pc) == 0;
-    double cpu[3] = {0};
-    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, fm, km, cpu) == 0;
+    struct waycost cost[4] = {0};
+    double load[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+    (void)getloadavg(load[0], 3);
+    ok = ok && bench_bulk(&b, (size_t)o.bytes, o.runs, dm, pm, fm, km, cost) == 0;
+    (void)getloadavg(load[1], 3);
     ok = ok && bench_many(&b, o.tunnels, &m) == 0;
 
     /* Up through the egress went the bulk payloads and the echoed bytes
@@ -1012,8 +1073,8 @@ int main(int argc, char **argv)
         ok = 0;
     }
     if (ok)
-        report(argv[0], &o, dc, pc, dm, pm, fm, km, egress_in_kernel(b.keg), cpu, &m, sent, recvd,
-               ksent, krecvd);
+        report(argv[0], &o, dc, pc, dm, pm, fm, km, egress_in_kernel(b.keg), cost, load, &m, sent,
+               recvd, ksent, krecvd);
 
     egress_stop(b.keg);
     egress_stop(b.eg);
