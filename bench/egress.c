@@ -7,6 +7,9 @@
  *     connect() returned; via egress: the CONNECT answer head has arrived);
  *   - bulk throughput: N bytes through one connection, half-close, the sink's
  *     one-byte answer;
+ *   - what the bulk trials of each way cost: the process's CPU, the relaying
+ *     thread's CPU, wake-ups and preemptions, and the host's load average
+ *     around them (the machine may be shared);
  *   - many tunnels: K tunnels open at once, 1 KiB echoed through each, with
  *     the process's thread count and resident memory while they are open;
  *   - the bytes egress_bytes counted for the session.
