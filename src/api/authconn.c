@@ -1421,8 +1421,11 @@ static int copy_values(const json_t *body, const char *name, json_t *vals, struc
 }
 
 /* Zeroes the clear values a submit carried and releases vals (may be
- * NULL): vals, the body's fields and field_values, the raw body. */
-static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
+ * NULL): vals, the body's fields and field_values, the raw body, unless
+ * the request was forwarded to the flow's node (forwarded): the forward
+ * sends the raw body from rq->body after the handler returned
+ * (cluster/forward.h), and the owner wipes its own copy. */
+static void wipe_submit(struct req *rq, json_t *body, json_t *vals, int forwarded)
 {
     if (vals) {
         wipe_json_strings(vals);
@@ -1430,7 +1433,7 @@ static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
     }
     wipe_json_strings(json_object_get(body, "fields"));
     wipe_json_strings(json_object_get(body, "field_values"));
-    if (rq->body && rq->body_len)
+    if (!forwarded && rq->body && rq->body_len)
         OPENSSL_cleanse(rq->body, rq->body_len);
 }
 
@@ -1609,7 +1612,7 @@ int authconn_submit(struct req *rq, struct resp *rs)
         rc = give_input(c.id, jsonx_str(body, "interaction_id"), &vals, cname, cval, &rq->err);
     if (rc == 0 && fw == -1)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    wipe_submit(rq, body, vals);
+    wipe_submit(rq, body, vals, fw != -1);
     authconn_rec_clear(&c);
     json_decref(body);
     return rc;
@@ -2141,7 +2144,7 @@ int authconn_hosted_submit(struct req *rq, struct resp *rs)
                         json_string_value(pick), &rq->err);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    wipe_submit(rq, body, vals);
+    wipe_submit(rq, body, vals, 0);
     json_decref(body);
     return rc;
 }

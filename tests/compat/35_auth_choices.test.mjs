@@ -217,7 +217,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 35.4 cluster: the hosted page of a flow that runs on node 1, asked of node 2, is forwarded there: the page, its state and a submit that finishes the flow',
+    name: 'issue 35.4 cluster: the hosted page of a flow that runs on node 1, asked of node 2, is forwarded there: the page, its state and a submit that finishes the flow; a choice submitted through node 2\'s API reaches the flow whole',
     timeout: 120000,
     fn: async () => {
       const sv = site();
@@ -249,6 +249,22 @@ export const tests = [
         }, 'the flow to end', 60000, 200);
         eq([done.flow_status, done.status], ['SUCCESS', 'AUTHENTICATED'], JSON.stringify(done));
         isError(await request(n2.base, 'GET', path), 404, 'not_found');
+        // A choice submitted to node 2's API reaches the flow on node 1 whole (its body was
+        // zeroed before the forward sent it: "malformed JSON" on the owner).
+        const ac = ok2xx(await api(c.base, 'POST', '/auth/connections', { domain: '127.0.0.1', profile_name: 'ch-cluster-acct', credential: { name: 'ann' }, login_url: `${web.url}/acct` }), 'connection');
+        ok2xx(await api(n1.base, 'POST', `/auth/connections/${ac.id}/login`, {}), 'login on node 1');
+        const w = await waitFor(async () => {
+          const x = (await api(n1.base, 'GET', `/auth/connections/${ac.id}`)).json;
+          return x.flow_step === 'AWAITING_INPUT' || x.flow_status !== 'IN_PROGRESS' ? x : null;
+        }, 'the account picker', 60000, 200);
+        eq((w.sign_in_options || []).map((o) => o.description), ['bob@example.com', 'ann@example.com'], JSON.stringify(w));
+        const pick = await api(n2.base, 'POST', `/auth/connections/${ac.id}/submit`, { interaction_id: w.interaction_id, sign_in_option_id: w.sign_in_options[1].id });
+        eq([pick.status, pick.json], [200, { accepted: true }], pick.text);
+        const end = await waitFor(async () => {
+          const x = (await api(n2.base, 'GET', `/auth/connections/${ac.id}`)).json;
+          return x.flow_status !== 'IN_PROGRESS' ? x : null;
+        }, 'the flow to end', 60000, 200);
+        eq([end.flow_status, end.status], ['SUCCESS', 'AUTHENTICATED'], JSON.stringify(end));
       } catch (e) { failed = e; }
       try { await c.stop(); } catch (e) { if (!failed) failed = e; }
       web.close();
