@@ -453,11 +453,15 @@ int authconn_update(struct req *rq, struct resp *rs)
 struct flow {
     char conn_id[STORE_ID], org_id[STORE_ID], project_id[STORE_ID];
     char id[STORE_ID];
-    char interaction_id[STORE_ID];
-    char proxy_id[STORE_ID]; /* the login's proxy ("" = the connection's) */
+    char interaction_id[STORE_ID]; /* the step waiting for a person (new at each) */
+    char hosted[2 * STORE_ID];     /* what the hosted token binds: the first
+                                      interaction id, "-NODE" on a cluster */
+    char proxy_id[STORE_ID];       /* the login's proxy ("" = the connection's) */
     struct app *app;
     json_t *ent;
-    json_t *input; /* {field id: value} of the latest submit, owned */
+    json_t *input;   /* {field id: value} of the latest submit, owned */
+    json_t *pending; /* the choices offered ({id, kind, sub, xpath, i}), owned */
+    char picked[LIM_AUTHCONN_CHOICE_BYTES]; /* the id of the choice a person made */
     int cancel, done;
     char ws[512]; /* the flow browser's DevTools URL while it runs ("" = none) */
     int shooting; /* a hosted page's screenshot is being taken */
@@ -498,6 +502,7 @@ static void flow_free(struct flow *f)
         return;
     json_decref(f->ent);
     json_decref(f->input);
+    json_decref(f->pending);
     xfree(f->event);
     xfree(f);
 }
@@ -604,8 +609,10 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
     /* The event watchers read. */
     json_t *e = json_pack("{s:s,s:s}", "event", "managed_auth_state", "timestamp", now);
     static const char *const evk[] = {
-        "flow_status", "flow_step",     "flow_type",     "fields",         "discovered_fields",
-        "error_code",  "error_message", "website_error", "post_login_url", NULL};
+        "flow_status",         "flow_step",  "flow_type",     "fields",
+        "discovered_fields",   "choices",    "mfa_options",   "sign_in_options",
+        "pending_sso_buttons", "error_code", "error_message", "website_error",
+        "post_login_url",      NULL};
     for (size_t k = 0; evk[k]; k++) {
         json_t *v = json_object_get(st, evk[k]);
         if (!v && extra)
@@ -643,20 +650,21 @@ static void hosted_key(const struct app *app, unsigned char out[32])
         memset(out, 0, 32); /* no MAC then verifies: the hosted pages answer 404 */
 }
 
-/* PUBLIC/auth/hosted/CONN.INTERACTION.MAC: the flow's hosted page, valid
- * while that flow runs (the MAC binds both ids; nothing stored). */
+/* PUBLIC/auth/hosted/CONN.HOSTED.MAC: the flow's hosted page, valid while
+ * that flow runs (the MAC binds the connection and f->hosted, the flow's
+ * first interaction id and, on a cluster, its node; nothing stored). */
 static char *hosted_url(const struct flow *f)
 {
     unsigned char key[32];
     char mac[LIVEVIEW_MAC_HEX + 1];
     hosted_key(f->app, key);
-    liveview_token_mac(key, sizeof key, f->conn_id, f->interaction_id, mac);
+    liveview_token_mac(key, sizeof key, f->conn_id, f->hosted, mac);
     OPENSSL_cleanse(key, sizeof key);
     const char *pub = f->app->cfg.public_url;
     size_t n = strlen(pub);
     while (n && pub[n - 1] == '/')
         n--;
-    return xasprintf("%.*s/auth/hosted/%s.%s.%s", (int)n, pub, f->conn_id, f->interaction_id, mac);
+    return xasprintf("%.*s/auth/hosted/%s.%s.%s", (int)n, pub, f->conn_id, f->hosted, mac);
 }
 
 /* The flow's state document (new ref). */
@@ -695,12 +703,15 @@ static const char *value_for(const json_t *vals, const char *kind)
     return NULL;
 }
 
-/* Waits for a person's submit (f->input) until deadline (mono ms); the
- * values into *input (owned). E_UNAVAIL on expiry or cancel. */
-static int wait_input(struct flow *f, int64_t deadline, json_t **input)
+/* Waits for a person's submit until deadline (mono ms): the values
+ * (f->input) into *input (owned), or the id of the choice made (f->picked)
+ * into picked (then *input is NULL). The offered choices are withdrawn.
+ * E_UNAVAIL on expiry or cancel. */
+static int wait_input(struct flow *f, int64_t deadline, json_t **input,
+                      char picked[LIM_AUTHCONN_CHOICE_BYTES])
 {
     pthread_mutex_lock(&mu);
-    while (!f->input && !f->cancel && clock_mono_ms() < deadline) {
+    while (!f->input && !f->picked[0] && !f->cancel && clock_mono_ms() < deadline) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200 * 1000000L;
@@ -712,8 +723,31 @@ static int wait_input(struct flow *f, int64_t deadline, json_t **input)
     }
     *input = f->input;
     f->input = NULL;
+    memcpy(picked, f->picked, LIM_AUTHCONN_CHOICE_BYTES);
+    f->picked[0] = '\0';
+    json_decref(f->pending);
+    f->pending = NULL;
     pthread_mutex_unlock(&mu);
-    return *input ? 0 : E_UNAVAIL;
+    return *input || picked[0] ? 0 : E_UNAVAIL;
+}
+
+/* A new step waiting for a person: a new interaction id, the choices it
+ * offers (pending, borrowed, NULL for fields), values or a choice given
+ * for an earlier step dropped. Before the state is published, so that a
+ * submit answering it finds it. */
+static void new_interaction(struct flow *f, json_t *pending)
+{
+    pthread_mutex_lock(&mu);
+    crypto_new_id(f->interaction_id);
+    json_decref(f->pending);
+    f->pending = json_incref(pending);
+    f->picked[0] = '\0';
+    if (f->input) {
+        wipe_json_strings(f->input);
+        json_decref(f->input);
+        f->input = NULL;
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 struct run {
@@ -854,6 +888,103 @@ static int host_allowed(const char *url, const char *domain, const json_t *allow
     return 0;
 }
 
+/* The choice a snapshot's x is offered as: its id, and its entries in
+ * st's choices and in the array of its kind (sign_in_options,
+ * mfa_options or pending_sso_buttons); its internal record (the id, kind,
+ * sub, xpath and the page's index i) into pending. */
+static void offer_choice(const json_t *x, json_t *st, json_t *pending)
+{
+    static const struct {
+        const char *kind, *type, *array;
+    } kinds[] = {{"account", "account", "sign_in_options"},
+                 {"method", "sign_in_method", "sign_in_options"},
+                 {"mfa", "mfa_method", "mfa_options"},
+                 {"sso", "sso_provider", "pending_sso_buttons"}};
+    const char *kind = jsonx_str(x, "kind") ? jsonx_str(x, "kind") : "";
+    const char *label = jsonx_str(x, "label") ? jsonx_str(x, "label") : "";
+    const char *sub = jsonx_str(x, "sub") ? jsonx_str(x, "sub") : "";
+    const char *target = jsonx_str(x, "target") ? jsonx_str(x, "target") : "";
+    const char *xpath = jsonx_str(x, "xpath") ? jsonx_str(x, "xpath") : "";
+    int i = (int)json_integer_value(json_object_get(x, "i"));
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k].kind, kind) != 0)
+        k++;
+    if (k == sizeof kinds / sizeof kinds[0])
+        return;
+    char id[48], sel[48];
+    snprintf(id, sizeof id, "%s_%d", kind, i);
+    snprintf(sel, sizeof sel, "[data-bd-choice=\"%d\"]", i);
+    json_t *c = json_pack("{s:s,s:s,s:s,s:s}", "id", id, "label", label, "type", kinds[k].type,
+                          "observed_selector", sel);
+    if (strcmp(kind, "account") == 0 && *sub)
+        json_object_set_new(c, "description", json_string(sub));
+    json_array_append_new(json_object_get(st, "choices"), c);
+    json_t *arr = json_object_get(st, kinds[k].array);
+    if (!arr) {
+        arr = json_array();
+        json_object_set_new(st, kinds[k].array, arr);
+    }
+    if (strcmp(kind, "mfa") == 0) {
+        json_t *o = json_pack("{s:s,s:s}", "label", label, "type", sub);
+        if (*target)
+            json_object_set_new(o, "target", json_string(target));
+        json_array_append_new(arr, o);
+    } else if (strcmp(kind, "sso") == 0) {
+        json_array_append_new(
+            arr, json_pack("{s:s,s:s,s:s}", "label", label, "provider", sub, "selector", xpath));
+    } else {
+        json_t *o = json_pack("{s:s,s:s}", "id", id, "label", label);
+        if (*sub && strcmp(kind, "account") == 0)
+            json_object_set_new(o, "description", json_string(sub));
+        json_array_append_new(arr, o);
+    }
+    json_array_append_new(pending, json_pack("{s:s,s:s,s:s,s:s,s:i}", "id", id, "kind", kind, "sub",
+                                             sub, "xpath", xpath, "i", i));
+}
+
+/* A step that offers choices only (an account picker, an MFA method menu,
+ * sign-in options, SSO buttons): AWAITING_INPUT with them, then the one a
+ * person picks is clicked. 0 once clicked; else the flow is finished. */
+static int ask_choice(struct flow *f, struct run *r, const json_t *choices)
+{
+    json_t *st = state(f, "IN_PROGRESS", "AWAITING_INPUT", r->type, r->expires, r->session_id);
+    json_t *pending = json_array();
+    json_object_set_new(st, "choices", json_array());
+    size_t i;
+    json_t *x;
+    json_array_foreach(choices, i, x) offer_choice(x, st, pending);
+    new_interaction(f, pending);
+    json_object_set_new(st, "interaction_id", json_string(f->interaction_id));
+    (void)publish(f, st, NULL, 0);
+    json_decref(st);
+    json_t *input = NULL;
+    char picked[LIM_AUTHCONN_CHOICE_BYTES];
+    int rc = wait_input(f, r->deadline, &input, picked);
+    json_decref(input); /* values for a choice step are refused by submit */
+    if (rc != 0) {
+        json_decref(pending);
+        pthread_mutex_lock(&mu);
+        int canceled = f->cancel;
+        pthread_mutex_unlock(&mu);
+        finish(f, r, canceled ? "CANCELED" : "EXPIRED", canceled ? "canceled" : "expired",
+               canceled ? "the flow was canceled"
+                        : "no one made the choice before the flow expired");
+        return -1;
+    }
+    int idx = -1;
+    json_array_foreach(pending, i, x) if (strcmp(jsonx_str(x, "id"), picked) == 0) idx =
+        (int)json_integer_value(json_object_get(x, "i"));
+    json_decref(pending);
+    st = state(f, "IN_PROGRESS", "SUBMITTING", r->type, r->expires, r->session_id);
+    (void)publish(f, st, NULL, 0);
+    json_decref(st);
+    if (idx < 0 || loginpage_choose(r->cc, r->sid, idx) != 0) {
+        finish(f, r, "FAILED", "fill_failed", "the choice could not be clicked on the page");
+        return -1;
+    }
+    return 0;
+}
+
 /* Walks the login steps; returns with the terminal state published. */
 static void drive(struct flow *f, struct run *r)
 {
@@ -876,11 +1007,12 @@ static void drive(struct flow *f, struct run *r)
         snprintf(r->url, sizeof r->url, "%s", jsonx_str(snap, "url") ? jsonx_str(snap, "url") : "");
         const char *err_text = jsonx_str(snap, "error");
         json_t *fields = json_object_get(snap, "fields");
+        json_t *choices = json_object_get(snap, "choices");
         char sig[LOGINPAGE_SIGNATURE_BYTES];
         loginpage_signature(snap, sig, sizeof sig);
-        /* No login field left (none at all on the first page: the profile
-         * is logged in already). */
-        if (json_array_size(fields) == 0) {
+        /* No login field nor choice left (none at all on the first page:
+         * the profile is logged in already). */
+        if (json_array_size(fields) == 0 && json_array_size(choices) == 0) {
             json_decref(snap);
             finish(f, r, "SUCCESS", NULL, NULL);
             return;
@@ -901,6 +1033,16 @@ static void drive(struct flow *f, struct run *r)
             return;
         }
         snprintf(prev, sizeof prev, "%s", sig);
+        /* A step of choices only: a person picks, the flow clicks. */
+        if (json_array_size(fields) == 0) {
+            int rc = ask_choice(f, r, choices);
+            json_decref(snap);
+            if (rc != 0)
+                return;
+            submitted = 1;
+            loginpage_wait_answer(r->cc, r->sid, prev);
+            continue;
+        }
         /* What the credential answers, what needs a person. */
         json_t *pending = json_array(), *discovered = json_array();
         size_t i;
@@ -931,13 +1073,17 @@ static void drive(struct flow *f, struct run *r)
         }
         json_t *input = NULL;
         if (json_array_size(pending)) {
+            new_interaction(f, NULL);
             json_t *st =
                 state(f, "IN_PROGRESS", "AWAITING_INPUT", r->type, r->expires, r->session_id);
             json_object_set(st, "fields", pending);
             json_object_set(st, "discovered_fields", discovered);
             (void)publish(f, st, NULL, 0);
             json_decref(st);
-            if (wait_input(f, r->deadline, &input) != 0) {
+            char picked[LIM_AUTHCONN_CHOICE_BYTES];
+            if (wait_input(f, r->deadline, &input, picked) != 0 || !input) {
+                json_decref(input);
+                input = NULL;
                 json_decref(pending);
                 json_decref(discovered);
                 json_decref(snap);
@@ -1146,6 +1292,12 @@ static int start_flow(struct app *app, const struct authconn_rec *c, const json_
     snprintf(f->project_id, sizeof f->project_id, "%s", c->project_id);
     crypto_new_id(f->id);
     crypto_new_id(f->interaction_id);
+    snprintf(f->hosted, sizeof f->hosted, "%s", f->interaction_id);
+    if (app->node) { /* a node that receives the hosted page sends it here */
+        char nid[STORE_ID];
+        node_id(app->node, nid);
+        snprintf(f->hosted, sizeof f->hosted, "%s-%s", f->interaction_id, nid);
+    }
     f->app = app;
     f->ent = json_deep_copy(ent);
     int rc = 0;
@@ -1269,8 +1421,11 @@ static int copy_values(const json_t *body, const char *name, json_t *vals, struc
 }
 
 /* Zeroes the clear values a submit carried and releases vals (may be
- * NULL): vals, the body's fields and field_values, the raw body. */
-static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
+ * NULL): vals, the body's fields and field_values, the raw body, unless
+ * the request was forwarded to the flow's node (forwarded): the forward
+ * sends the raw body from rq->body after the handler returned
+ * (cluster/forward.h), and the owner wipes its own copy. */
+static void wipe_submit(struct req *rq, json_t *body, json_t *vals, int forwarded)
 {
     if (vals) {
         wipe_json_strings(vals);
@@ -1278,15 +1433,76 @@ static void wipe_submit(struct req *rq, json_t *body, json_t *vals)
     }
     wipe_json_strings(json_object_get(body, "fields"));
     wipe_json_strings(json_object_get(body, "field_values"));
-    if (rq->body && rq->body_len)
+    if (!forwarded && rq->body && rq->body_len)
         OPENSSL_cleanse(rq->body, rq->body_len);
 }
 
-/* Hands a person's values (*vals, taken) to the running flow of conn_id
- * (iid: the interaction they answer, NULL = the current one). */
-static int give_input(const char *conn_id, const char *iid, json_t **vals, struct err *e)
+/* The submit fields that make a choice: which offered choices each may
+ * name (kinds: NULL = any), by which key of the choice, and the array of
+ * the state that lists them. */
+static const struct choice_field {
+    const char *name, *kind1, *kind2, *key, *alt_key, *array;
+} CHOICE_FIELDS[] = {
+    {"selected_choice_id", NULL, NULL, "id", NULL, "choices"},
+    {"sign_in_option_id", "account", "method", "id", NULL, "sign_in_options"},
+    {"mfa_option_id", "mfa", NULL, "sub", "id", "mfa_options"},
+    {"sso_button_selector", "sso", NULL, "xpath", NULL, "pending_sso_buttons"},
+    {"sso_provider", "sso", NULL, "sub", NULL, "pending_sso_buttons"},
+    {NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const struct choice_field *choice_field(const char *name)
+{
+    for (const struct choice_field *cf = CHOICE_FIELDS; cf->name; cf++)
+        if (strcmp(cf->name, name) == 0)
+            return cf;
+    return NULL;
+}
+
+/* The id of the offered choice (pending, may be NULL) that field name's
+ * value val names, into id; else a 400 naming the field: no choice of that
+ * kind is offered, or val is none of them. */
+static int match_choice(const json_t *pending, const char *name, const char *val,
+                        char id[LIM_AUTHCONN_CHOICE_BYTES], struct err *e)
+{
+    const struct choice_field *cf = choice_field(name);
+    int offered = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(pending, i, x)
+    {
+        const char *kind = jsonx_str(x, "kind");
+        if (cf->kind1 && strcmp(kind, cf->kind1) != 0 && (!cf->kind2 || strcmp(kind, cf->kind2)))
+            continue;
+        offered = 1;
+        const char *a = jsonx_str(x, cf->key), *b = cf->alt_key ? jsonx_str(x, cf->alt_key) : NULL;
+        if ((a && strcasecmp(a, val) == 0) || (b && strcmp(b, val) == 0)) {
+            snprintf(id, LIM_AUTHCONN_CHOICE_BYTES, "%s", jsonx_str(x, "id"));
+            return 0;
+        }
+    }
+    if (!offered)
+        return err_field(e, name, "no choice of %s is pending: the flow's current step %s",
+                         cf->array,
+                         json_array_size(pending) ? "offers other choices (see choices)"
+                                                  : "asks for field_values, not a choice");
+    return err_field(e, name, "is not one of the pending %s (%s)", cf->array,
+                     strcmp(cf->key, "sub") == 0 && strcmp(cf->name, "mfa_option_id") == 0
+                         ? "give an mfa_options[].type"
+                     : strcmp(cf->key, "xpath") == 0 ? "give a pending_sso_buttons[].selector"
+                     : strcmp(cf->key, "sub") == 0   ? "give a pending_sso_buttons[].provider"
+                                                     : "give an id the state lists");
+}
+
+/* Hands a person's answer to the running flow of conn_id (iid: the
+ * interaction it answers, NULL = the current one): values (*vals, taken)
+ * for a step asking for fields, or the choice field cname names with value
+ * cval for a step offering choices. */
+static int give_input(const char *conn_id, const char *iid, json_t **vals, const char *cname,
+                      const char *cval, struct err *e)
 {
     int rc = 0;
+    char id[LIM_AUTHCONN_CHOICE_BYTES];
     pthread_mutex_lock(&mu);
     struct flow *f = flow_find(conn_id);
     if (!f || f->done)
@@ -1294,6 +1510,16 @@ static int give_input(const char *conn_id, const char *iid, json_t **vals, struc
                      "auth connection %s has no login flow waiting for input", conn_id);
     else if (iid && strcmp(iid, f->interaction_id) != 0)
         rc = err_field(e, "interaction_id", "is not the flow's current interaction");
+    else if (cname) {
+        rc = match_choice(f->pending, cname, cval, id, e);
+        if (rc == 0) {
+            memcpy(f->picked, id, sizeof id);
+            pthread_cond_broadcast(&cv);
+        }
+    } else if (json_array_size(f->pending))
+        rc = err_field(e, "field_values",
+                       "no field is pending: the flow's current step offers choices "
+                       "(selected_choice_id: one of choices[].id)");
     else {
         if (f->input) {
             wipe_json_strings(f->input);
@@ -1349,17 +1575,31 @@ int authconn_submit(struct req *rq, struct resp *rs)
     for (size_t m = 0; maps[m]; m++)
         if (json_object_get(body, maps[m]))
             (void)copy_values(body, maps[m], vals, &rq->err);
-    if (!err_has_fields(&rq->err) && json_object_size(vals) == 0) {
-        static const char *const choices[] = {"mfa_option_id",     "selected_choice_id",
-                                              "sign_in_option_id", "sso_button_selector",
-                                              "sso_provider",      NULL};
-        for (size_t i = 0; choices[i]; i++)
-            if (json_object_get(body, choices[i]))
-                err_field(&rq->err, choices[i],
-                          "no choice is pending: this server's flows ask for field values only");
-        if (!err_has_fields(&rq->err))
-            err_field(&rq->err, "field_values", "is required: {field id: value}");
+    /* At most one choice, a string; a choice or values, not both. */
+    const char *cname = NULL, *cval = NULL;
+    for (const struct choice_field *cf = CHOICE_FIELDS; cf->name; cf++) {
+        json_t *v = json_object_get(body, cf->name);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_string(v) || json_string_length(v) < 1 ||
+            json_string_length(v) >= LIM_AUTHCONN_CHOICE_BYTES ||
+            strlen(json_string_value(v)) != json_string_length(v))
+            err_field(&rq->err, cf->name, "must be a string of 1-%d bytes",
+                      LIM_AUTHCONN_CHOICE_BYTES - 1);
+        else if (cname)
+            err_field(&rq->err, cf->name, "cannot be given with %s: make one choice", cname);
+        else {
+            cname = cf->name;
+            cval = json_string_value(v);
+        }
     }
+    if (!err_has_fields(&rq->err) && cname && json_object_size(vals))
+        err_field(&rq->err, cname,
+                  "cannot be given with field values: a step asks for one or "
+                  "the other");
+    if (!err_has_fields(&rq->err) && !cname && json_object_size(vals) == 0)
+        err_field(&rq->err, "field_values",
+                  "is required: {field id: value} (or a choice: selected_choice_id)");
     rc = err_has_fields(&rq->err) ? E_INVALID : gate(rq, NULL);
     struct authconn_rec c;
     memset(&c, 0, sizeof c);
@@ -1369,10 +1609,10 @@ int authconn_submit(struct req *rq, struct resp *rs)
     if (fw != -1)
         rc = fw; /* answered by the flow's node */
     else if (rc == 0)
-        rc = give_input(c.id, jsonx_str(body, "interaction_id"), &vals, &rq->err);
+        rc = give_input(c.id, jsonx_str(body, "interaction_id"), &vals, cname, cval, &rq->err);
     if (rc == 0 && fw == -1)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    wipe_submit(rq, body, vals);
+    wipe_submit(rq, body, vals, fw != -1);
     authconn_rec_clear(&c);
     json_decref(body);
     return rc;
@@ -1779,44 +2019,62 @@ static const char HOSTED_HTML[] =
     " if(!r.ok){st.textContent='This sign-in has ended.';f.hidden=true;return}\n"
     " const s=await r.json();st.textContent=s.flow_status+' / '+s.flow_step;\n"
     " err.textContent=s.website_error||s.error_message||'';const "
-    "key=JSON.stringify(s.fields||[]);\n"
+    "key=JSON.stringify([s.interaction_id,s.fields||[],s.choices||[]]);\n"
     " if(s.flow_step==='AWAITING_INPUT'&&key!==shown){shown=key;f.textContent='';\n"
+    "  for(const c of s.choices||[]){const b=document.createElement('button');b.type='button';\n"
+    "   b.textContent=c.label+(c.description?' ('+c.description+')':'');b.style.display='block';\n"
+    "   b.onclick=()=>send({selected_choice_id:c.id});f.append(b)}\n"
     "  for(const x of s.fields||[]){const l=document.createElement('label');\n"
     "   l.textContent=x.label||x.id;const i=document.createElement('input');i.name=x.id;\n"
     "   "
     "i.type=x.type==='password'?'password':'text';i.autocomplete='off';l.append(i);f.append(l)}\n"
-    "  const "
-    "b=document.createElement('button');b.textContent='Submit';f.append(b);f.hidden=false}\n"
+    "  if((s.fields||[]).length){const "
+    "b=document.createElement('button');b.textContent='Submit';f.append(b)}f.hidden=false}\n"
     " if(s.flow_step!=='AWAITING_INPUT')f.hidden=true;\n"
     " shot.src=base+'/screenshot?t='+Date.now();\n"
     " if(s.flow_status==='IN_PROGRESS')setTimeout(poll,1500)}\n"
-    "f.onsubmit=async e=>{e.preventDefault();const v={};\n"
-    " for(const i of f.querySelectorAll('input'))v[i.name]=i.value;f.hidden=true;shown='';\n"
+    "async function send(body){f.hidden=true;shown='';\n"
     " await fetch(base+'/submit',{method:'POST',headers:{'content-type':'application/json'},\n"
-    "  body:JSON.stringify({field_values:v})});setTimeout(poll,300)};\n"
+    "  body:JSON.stringify(body)});setTimeout(poll,300)}\n"
+    "f.onsubmit=e=>{e.preventDefault();const v={};\n"
+    " for(const i of f.querySelectorAll('input'))v[i.name]=i.value;send({field_values:v})};\n"
     "poll();\n"
     "</script></body></html>\n";
 
 /* The running flow a hosted token names: its connection id into conn (and
- * org/project); 404 for a bad MAC or a flow that ended. */
-static int hosted_open(struct req *rq, char conn[STORE_ID], char org[STORE_ID],
-                       char project[STORE_ID])
+ * org/project); 404 for a bad MAC or a flow that ended. On a cluster, a
+ * token of a flow that runs on another node (its node is in the MAC'd
+ * part) sends the request there: *fw is then set and the return is the
+ * forward's (api_cluster_forward_node). */
+static int hosted_open(struct req *rq, struct resp *rs, char conn[STORE_ID], char org[STORE_ID],
+                       char project[STORE_ID], int *fw)
 {
     unsigned char key[32];
-    char iid[STORE_ID];
+    char hid[2 * STORE_ID];
+    *fw = 0;
     hosted_key(api_app(rq), key);
-    int rc = liveview_token_parse(key, sizeof key, rq->params[0], conn, STORE_ID, iid, STORE_ID);
+    int rc = liveview_token_parse(key, sizeof key, rq->params[0], conn, STORE_ID, hid, sizeof hid);
     OPENSSL_cleanse(key, sizeof key);
+    int here = 0;
     if (rc == 0) {
         rc = E_NOTFOUND;
         pthread_mutex_lock(&mu);
         struct flow *f = flow_find(conn);
-        if (f && !f->done && strcmp(f->interaction_id, iid) == 0) {
+        here = f != NULL;
+        if (f && !f->done && strcmp(f->hosted, hid) == 0) {
             snprintf(org, STORE_ID, "%s", f->org_id);
             snprintf(project, STORE_ID, "%s", f->project_id);
             rc = 0;
         }
         pthread_mutex_unlock(&mu);
+        const char *node = strchr(hid, '-');
+        if (rc && !here && node) {
+            int out = api_cluster_forward_node(rq, rs, node + 1);
+            if (out != -1) {
+                *fw = 1;
+                return out;
+            }
+        }
     }
     if (rc)
         return err_set(&rq->err, E_NOTFOUND, "not_found", "no sign-in in progress at this address");
@@ -1826,8 +2084,9 @@ static int hosted_open(struct req *rq, char conn[STORE_ID], char org[STORE_ID],
 int authconn_hosted_page(struct req *rq, struct resp *rs)
 {
     char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
-    int rc = hosted_open(rq, conn, org, project);
-    if (rc)
+    int fw;
+    int rc = hosted_open(rq, rs, conn, org, project, &fw);
+    if (rc || fw)
         return rc;
     resp_header(rs, "Cache-Control", "no-store");
     resp_header(rs, "Referrer-Policy", "no-referrer");
@@ -1838,14 +2097,18 @@ int authconn_hosted_page(struct req *rq, struct resp *rs)
 int authconn_hosted_state(struct req *rq, struct resp *rs)
 {
     char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
-    int rc = hosted_open(rq, conn, org, project);
+    int fw;
+    int rc = hosted_open(rq, rs, conn, org, project, &fw);
+    if (fw)
+        return rc;
     struct authconn_rec c;
     memset(&c, 0, sizeof c);
     if (rc == 0 && store_ac_get(api_app(rq)->store, org, project, conn, &c) != 0)
         rc = err_set(&rq->err, E_NOTFOUND, "not_found", "no sign-in in progress at this address");
     if (rc == 0) {
         json_t *r = render(&c), *out = json_object();
-        static const char *const keys[] = {"domain",        "flow_status",   "flow_step", "fields",
+        static const char *const keys[] = {"domain",        "flow_status",   "flow_step",
+                                           "fields",        "choices",       "interaction_id",
                                            "error_message", "website_error", NULL};
         for (size_t i = 0; keys[i]; i++)
             json_object_set(out, keys[i], json_object_get(r, keys[i]));
@@ -1861,19 +2124,27 @@ int authconn_hosted_submit(struct req *rq, struct resp *rs)
 {
     char conn[STORE_ID], org[STORE_ID], project[STORE_ID];
     rq->no_retry = 1;
-    int rc = hosted_open(rq, conn, org, project);
+    int fw;
+    int rc = hosted_open(rq, rs, conn, org, project, &fw);
     json_t *body = NULL;
-    if (rc == 0)
+    if (rc == 0 && !fw)
         rc = req_json_object(rq, 0, &body);
-    if (rc)
+    if (rc || fw)
         return rc;
     json_t *vals = json_object();
-    rc = copy_values(body, "field_values", vals, &rq->err);
+    json_t *pick = json_object_get(body, "selected_choice_id");
+    if (pick && (!json_is_string(pick) || json_string_length(pick) < 1 ||
+                 json_string_length(pick) >= LIM_AUTHCONN_CHOICE_BYTES))
+        rc = err_field(&rq->err, "selected_choice_id", "must be a string of 1-%d bytes",
+                       LIM_AUTHCONN_CHOICE_BYTES - 1);
+    else if (!pick)
+        rc = copy_values(body, "field_values", vals, &rq->err);
     if (rc == 0)
-        rc = give_input(conn, NULL, &vals, &rq->err);
+        rc = give_input(conn, NULL, &vals, pick ? "selected_choice_id" : NULL,
+                        json_string_value(pick), &rq->err);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:b}", "accepted", 1));
-    wipe_submit(rq, body, vals);
+    wipe_submit(rq, body, vals, 0);
     json_decref(body);
     return rc;
 }
@@ -1883,8 +2154,9 @@ int authconn_hosted_submit(struct req *rq, struct resp *rs)
 int authconn_hosted_screenshot(struct req *rq, struct resp *rs)
 {
     char conn[STORE_ID], org[STORE_ID], project[STORE_ID], ws[512] = "";
-    int rc = hosted_open(rq, conn, org, project);
-    if (rc)
+    int fw;
+    int rc = hosted_open(rq, rs, conn, org, project, &fw);
+    if (rc || fw)
         return rc;
     pthread_mutex_lock(&mu);
     struct flow *f = flow_find(conn);

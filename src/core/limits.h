@@ -471,6 +471,12 @@
 #define LIM_AUTHCONN_WATCHERS         256
 #define LIM_AUTHCONN_WATCHERS_PER_ORG 16
 #define LIM_AUTHCONN_RETRY_AFTER_S    30
+/* The choices one login step offers a person (account picker, MFA method
+ * menu, sign-in options, SSO buttons: the rest of a longer list is not
+ * offered), and the longest choice a submit may name (an id, an MFA type,
+ * an SSO provider or a pending_sso_buttons selector, an XPath). */
+#define LIM_AUTHCONN_CHOICES      32
+#define LIM_AUTHCONN_CHOICE_BYTES 1024
 
 /* Credential providers (/org/credential_providers, api/credprov.c,
  * docs/credentials.md): providers one organization keeps; a token's length;

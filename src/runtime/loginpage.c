@@ -15,6 +15,10 @@
 #include "core/limits.h"
 #include "proxy/cdp_client.h"
 
+#define STR_(x)     #x
+#define STR(x)      STR_(x)
+#define CHOICES_MAX STR(LIM_AUTHCONN_CHOICES)
+
 /* A snapshot of the page: its URL, readiness, the visible login fields
  * (each marked data-bd-field=<i> for the fill) classified by autocomplete
  * attribute, input type, name, id, label, aria-label and placeholder, and a
@@ -54,11 +58,68 @@ static const char DISCOVER_JS[] =
     " fields.push({i: n, kind: k, label: labelOf(e), name: e.name || e.id || '',"
     "  type: (e.getAttribute('type') || 'text').toLowerCase(), placeholder: e.placeholder || ''});"
     " n++; }"
+    "for (const e of document.querySelectorAll('[data-bd-choice]')) "
+    "e.removeAttribute('data-bd-choice');"
+    "const choices = [];"
+    "if (!fields.length && document.body) {"
+    " const xp = e => { if (e.id && /^[A-Za-z][\\w-]*$/.test(e.id)) return '//*[@id=\"' + e.id + "
+    "'\"]';"
+    "  const p = []; for (; e && e.nodeType === 1; e = e.parentNode) { let n = 1;"
+    "   for (let s = e.previousElementSibling; s; s = s.previousElementSibling) n += s.tagName === "
+    "e.tagName;"
+    "   p.unshift(e.tagName.toLowerCase() + '[' + n + ']'); } return '/' + p.join('/'); };"
+    " const radio = e => e.tagName === 'INPUT' && e.type === 'radio';"
+    " const ctext = e => (radio(e) ? labelOf(e) : e.innerText || e.value ||"
+    "  e.getAttribute('aria-label') || e.title || '').replace(/\\s+/g, ' ').trim().slice(0, 120);"
+    " let cs = [...document.querySelectorAll('button, a[href], [role=button], [role=link],"
+    " [role=option], [role=radio], [role=menuitem], input[type=submit], input[type=button],"
+    " input[type=radio]')].filter(e => !e.disabled &&"
+    "  (vis(e) || (radio(e) && e.labels && e.labels.length && vis(e.labels[0]))));"
+    " cs = cs.filter(e => !cs.some(o => o !== e && e.contains(o)));"
+    " const page = document.body.innerText.slice(0, 5000).toLowerCase();"
+    " const mfaPage = /two-step|2-step|two-factor|\\b2fa\\b|\\bmfa\\b|multi-factor|verify "
+    "(it.?s|your"
+    " identity)|verification method|security method|how (do|would) you (want|like) to (receive|get|"
+    "verify)/.test(page);"
+    " const acctPage = /(choose|select|pick) an? (account|organization|workspace|profile)|which"
+    " account|use (another|a different) account/.test(page);"
+    " const mail = /[\\w.+-]+@[\\w-]+(\\.[\\w-]+)+/, mask = /\\S*[*\\u2022].*$/;"
+    " const sso = /\\b(?:continue|sign in|log in|login|sign up|connect) (?:with|using|via) (google|"
+    "microsoft|apple|github|gitlab|facebook|linkedin|okta|twitter|amazon|slack|sso|saml)\\b/;"
+    " const mfaOf = t => /authenticator|\\btotp\\b|code generator|verification app/.test(t) ? "
+    "'totp'"
+    "  : /\\b(text|sms)\\b/.test(t) ? 'sms' : /\\b(call|voice)\\b/.test(t) ? 'call'"
+    "  : /e-?mail/.test(t) ? 'email' : /\\bpush\\b|notification|approve/.test(t) ? 'push'"
+    "  : /password/.test(t) ? 'password' : null;"
+    " const methodOf = t => /passkey|security key|face id|touch id|fingerprint|windows "
+    "hello/.test(t)"
+    "  ? 'passkey' : /magic link|sign-in link|login link|e-?mail me a link|send (me )?a "
+    "link/.test(t)"
+    "  ? 'magic_link' : /password/.test(t) ? 'password'"
+    "  : /(one-time|sign-in|login) code|e-?mail (me )?a code/.test(t) ? 'code' : null;"
+    " const found = [];"
+    " for (const e of cs) { const label = ctext(e), t = label.toLowerCase(); if (!t) continue;"
+    "  const m = sso.exec(t), em = mail.exec(label);"
+    "  if (m) found.push({e, kind: 'sso', label, sub: m[1] === 'saml' ? 'sso' : m[1]});"
+    "  else if (mfaPage && mfaOf(t)) found.push({e, kind: 'mfa', label, sub: mfaOf(t),"
+    "   target: (em || mask.exec(label) || [''])[0]});"
+    "  else if (em || (acctPage && /(another|different) account|add (an )?account/.test(t)))"
+    "   found.push({e, kind: 'account', label: label.replace(em ? em[0] : '', '').trim() || label,"
+    "    sub: em ? em[0] : ''});"
+    "  else if (!mfaPage && methodOf(t)) found.push({e, kind: 'method', label, sub: methodOf(t)}); "
+    "}"
+    " const count = k => found.filter(x => x.kind === k).length;"
+    " for (const x of found) {"
+    "  if (!(x.kind === 'sso' || (x.kind === 'account' && (acctPage || count('account') >= 2)) ||"
+    "   count(x.kind) >= 2) || choices.length >= " CHOICES_MAX ") continue;"
+    "  x.e.setAttribute('data-bd-choice', String(choices.length));"
+    "  choices.push({i: choices.length, kind: x.kind, label: x.label, sub: x.sub,"
+    "   target: x.target || '', xpath: xp(x.e)}); } }"
     "let error = '';"
     "for (const e of document.querySelectorAll('[role=alert], [aria-live=assertive], .error,"
     " .alert-danger, .alert-error, .error-message, .errors, [data-error]')) {"
     " if (vis(e) && text(e)) { error = text(e).slice(0, 300); break; } }"
-    "return {url: location.href, ready: document.readyState, fields, error}; })()";
+    "return {url: location.href, ready: document.readyState, fields, choices, error}; })()";
 
 /* Writes a value into the element it is called on as typing would. */
 static const char FILL_JS[] =
@@ -79,6 +140,17 @@ static const char SUBMIT_JS[] =
     " const b = [...document.querySelectorAll('button, [role=button], input[type=submit]')]"
     "  .find(b => b.getBoundingClientRect().width > 0);"
     " if (b) { b.click(); return 'clicked'; } return 'none'; })";
+
+/* Picks choice i: a radio input is checked and its form submitted (its
+ * submit button, else requestSubmit); anything else is clicked. */
+static const char CHOOSE_JS[] =
+    "(i => { const e = document.querySelector('[data-bd-choice=\"' + i + '\"]');"
+    " if (!e) return 'gone'; e.click();"
+    " if (e.tagName === 'INPUT' && e.type === 'radio' && e.form) {"
+    "  const b = [...e.form.querySelectorAll('button, input[type=submit]')]"
+    "   .find(b => (b.type || 'submit') === 'submit');"
+    "  if (b) b.click(); else e.form.requestSubmit(); }"
+    " return 'picked'; })";
 
 static void nap_ms(int ms)
 {
@@ -163,6 +235,9 @@ void loginpage_signature(const json_t *snap, char *out, size_t cap)
     json_t *x;
     json_array_foreach(json_object_get(snap, "fields"), i, x) if (n < cap) n +=
         (size_t)snprintf(out + n, cap - n, "%s,", jsonx_str(x, "kind"));
+    json_array_foreach(json_object_get(snap, "choices"), i, x) if (n < cap) n +=
+        (size_t)snprintf(out + n, cap - n, "|%s:%.40s", jsonx_str(x, "kind"),
+                         jsonx_str(x, "label") ? jsonx_str(x, "label") : "");
 }
 
 void loginpage_field_id(const json_t *x, char id[LOGINPAGE_FIELD_ID_BYTES])
@@ -201,4 +276,16 @@ void loginpage_wait_answer(struct cdp_client *cc, const char *sid, const char *p
                 break;
         }
     }
+}
+
+int loginpage_choose(struct cdp_client *cc, const char *sid, int i)
+{
+    char expr[sizeof CHOOSE_JS + 32];
+    snprintf(expr, sizeof expr, "%s(%d)", CHOOSE_JS, i);
+    json_t *res = NULL;
+    int rc = eval_value(cc, sid, expr, &res);
+    if (rc == 0 && strcmp(json_string_value(res) ? json_string_value(res) : "", "gone") == 0)
+        rc = E_NOTFOUND;
+    json_decref(res);
+    return rc;
 }
