@@ -9,9 +9,10 @@
  * session's network rules, as bcurl. Unlike bcurl the page runs: its
  * scripts execute, its sub-requests are made, script redirects are
  * followed. The load is over when the main frame has fired its load event,
- * is not loading, and no request of the page was in flight for
- * BRENDER_SETTLE_MS; then the rendered DOM (document.documentElement's
- * outerHTML, at most LIM_RENDER_HTML_BYTES) and location.href are read.
+ * is not loading, and the page's network was quiet (no request sent,
+ * answered or ended) for BRENDER_SETTLE_MS with none in flight, or for
+ * four times that with some still in flight (a long poll); then the rendered DOM
+ * (document.documentElement's outerHTML, at most LIM_RENDER_HTML_BYTES) and location.href are read.
  * Everything is bounded by timeout_ms: past it, a page that has answered is
  * read as it stands (loaded 0), one that has not is ERR_TIMED_OUT.
  *
