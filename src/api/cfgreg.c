@@ -12,8 +12,11 @@
 #include "core/log.h"
 #include "core/share.h"
 #include "core/xalloc.h"
+#include "domain/htmltext.h"
 #include "domain/siteclass.h"
 #include "runtime/bgjobs.h"
+#include "runtime/brender.h"
+#include "runtime/sessmgr.h"
 #include "session/app.h"
 #include "store/store.h"
 
@@ -25,6 +28,11 @@
 #define STALE_MS ((int64_t)LIM_CFGREG_CANDIDATES * 3 * LIM_CFGREG_VISIT_MS + 60000)
 /* The proxies of a project read to build candidates (the first ones). */
 #define PROXIES_READ 50
+/* The visible characters of a rendered page the classifier reads (enough
+ * to tell an empty page), and the telemetry entries an attempt records of
+ * each kind. */
+#define VISIT_TEXT_CHARS   1000
+#define ATTEMPT_TELEM_LIST 5
 
 /* Analyses in flight: the server's, each org's and each project's share. */
 static struct share running = SHARE_INIT("config registry analyses", LIM_CFGREG_ANALYSES,
@@ -224,6 +232,84 @@ static const char *call_message(const struct http_call_res *r)
     return m ? m : "the request failed";
 }
 
+/* The attempt's telemetry as the record shows it: how many responses,
+ * the main frame's documents (redirects, script navigations), the refused
+ * sub-requests and the console errors (the first ATTEMPT_TELEM_LIST). */
+static json_t *telemetry_json(const struct brender_result *res)
+{
+    json_t *docs = json_array(), *refused = json_array(), *console = json_array();
+    for (size_t i = 0; i < res->nresponses; i++) {
+        const struct siteclass_response *r = &res->responses[i];
+        if (r->document && json_array_size(docs) < ATTEMPT_TELEM_LIST)
+            json_array_append_new(docs,
+                                  json_pack("{s:s,s:i,s:b}", "url", r->url, "status", r->status,
+                                            "challenge_header", r->challenge_header));
+        else if (!r->document && r->status >= 400 && json_array_size(refused) < ATTEMPT_TELEM_LIST)
+            json_array_append_new(refused,
+                                  json_pack("{s:s,s:i,s:b}", "url", r->url, "status", r->status,
+                                            "challenge_header", r->challenge_header));
+    }
+    for (size_t i = 0; i < res->nconsole && i < ATTEMPT_TELEM_LIST; i++)
+        json_array_append_new(console, json_string(res->console_errors[i]));
+    return json_pack("{s:I,s:o,s:o,s:I,s:o}", "responses", (json_int_t)res->responses_seen,
+                     "documents", docs, "failed_requests", refused, "console_errors",
+                     (json_int_t)res->nconsole, "console", console);
+}
+
+/* The visit of candidate session id: the target loaded and rendered by the
+ * session's browser (runtime/brender: its egress, its rules), classified
+ * from the main document's status, the rendered page and the page's
+ * telemetry. The outcome, with the reason in reason and the visit's facts
+ * in the attempt at. */
+static enum siteclass_outcome visit(struct job *j, const char *id, json_t *at, char *reason,
+                                    size_t cap)
+{
+    struct live *live = sessmgr_get(j->app->sessions, id);
+    char ws[512];
+    if (!live || live_ws_url(live, ws, sizeof ws) != 0) {
+        sessmgr_put(live);
+        snprintf(reason, cap, "visit_failed");
+        json_object_set_new(at, "detail", json_string("the session is not running on this node"));
+        return SITECLASS_INCONCLUSIVE;
+    }
+    live_touch(live);
+    struct brender_result res;
+    struct err e;
+    err_init(&e);
+    int rc = brender_run(ws, j->url, LIM_CFGREG_VISIT_MS, &res, &e);
+    live_touch(live);
+    sessmgr_put(live);
+    enum siteclass_outcome out = SITECLASS_INCONCLUSIVE;
+    if (rc) {
+        snprintf(reason, cap, "visit_failed");
+        json_object_set_new(at, "detail", json_string(e.message));
+    } else if (res.transport_error) {
+        struct siteclass_visit v = {.net_error = res.net_error_name};
+        out = siteclass_classify(&v, reason, cap);
+    } else {
+        size_t n =
+            res.html_len < LIM_CFGREG_CLASSIFY_BYTES ? res.html_len : LIM_CFGREG_CLASSIFY_BYTES;
+        char *text = NULL;
+        int cut = 0;
+        htmltext_convert(res.html, n, 0, VISIT_TEXT_CHARS, &text, &cut);
+        struct siteclass_telemetry t;
+        brender_telemetry(&res, &t);
+        t.text = text;
+        struct siteclass_visit v = {
+            .status = res.status, .body = res.html, .body_len = res.html_len, .telemetry = &t};
+        out = siteclass_classify(&v, reason, cap);
+        xfree(text);
+        json_object_set_new(at, "http_status", json_integer(res.status));
+        json_object_set_new(at, "body_bytes", json_integer((json_int_t)res.html_len));
+        if (res.final_url)
+            json_object_set_new(at, "final_url", json_string(res.final_url));
+        json_object_set_new(at, "loaded", json_boolean(res.loaded));
+        json_object_set_new(at, "telemetry", telemetry_json(&res));
+    }
+    brender_result_clear(&res);
+    return out;
+}
+
 /* One candidate: a session made with its browser body visits the target
  * and is deleted. The attempt record. */
 static json_t *run_candidate(struct job *j, const json_t *cand, size_t index)
@@ -253,30 +339,7 @@ static json_t *run_candidate(struct job *j, const json_t *cand, size_t index)
     http_call_res_clear(&r);
     json_object_set_new(at, "session_id", json_string(id));
     char path[sizeof id + 32];
-    snprintf(path, sizeof path, "/browsers/%s/curl", id);
-    json_t *visit = json_pack("{s:s,s:s,s:i}", "url", j->url, "method", "GET", "timeout_ms",
-                              LIM_CFGREG_VISIT_MS);
-    memset(&r, 0, sizeof r);
-    rc = job_call(j, "POST", path, visit, &r);
-    json_decref(visit);
-    if (rc == 0 && r.status == 200 && json_is_integer(json_object_get(r.json, "status"))) {
-        const char *b = jsonx_str(r.json, "body");
-        struct siteclass_visit v = {
-            .status = (int)json_integer_value(json_object_get(r.json, "status")),
-            .body = b ? b : "",
-            .body_len = b ? json_string_length(json_object_get(r.json, "body")) : 0,
-        };
-        out = siteclass_classify(&v, reason, sizeof reason);
-        json_object_set_new(at, "http_status", json_integer(v.status));
-        json_object_set_new(at, "body_bytes", json_integer((json_int_t)v.body_len));
-    } else if (rc == 0 && r.status == 502 && jsonx_str(r.json, "net_error_name")) {
-        struct siteclass_visit v = {.net_error = jsonx_str(r.json, "net_error_name")};
-        out = siteclass_classify(&v, reason, sizeof reason);
-    } else {
-        snprintf(reason, sizeof reason, "visit_failed");
-        json_object_set_new(at, "detail", json_string(rc == 0 ? call_message(&r) : "no answer"));
-    }
-    http_call_res_clear(&r);
+    out = visit(j, id, at, reason, sizeof reason);
     snprintf(path, sizeof path, "/browsers/%s", id);
     memset(&r, 0, sizeof r);
     if (job_call(j, "DELETE", path, NULL, &r) != 0 || r.status / 100 != 2)

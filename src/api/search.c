@@ -20,6 +20,7 @@
 #include "domain/htmltext.h"
 #include "domain/searchreq.h"
 #include "proxy/httpc.h"
+#include "runtime/brender.h"
 #include "runtime/sessmgr.h"
 
 #define PROVIDER_NAME_MAX     64
@@ -51,6 +52,12 @@ static pthread_once_t config_once = PTHREAD_ONCE_INIT;
  * share (LIM_SEARCH_INFLIGHT*). */
 static struct share inflight = SHARE_INIT("search provider calls in flight", LIM_SEARCH_INFLIGHT,
                                           LIM_SEARCH_INFLIGHT_PER_ORG, LIM_SEARCH_INFLIGHT_PER_ORG);
+/* Searches rendering their contents: the server's, each org's and each
+ * session's share (LIM_SEARCH_RENDER_INFLIGHT*). A search holds one unit
+ * from before its providers are asked until its last page is read. */
+static struct share renders =
+    SHARE_INIT("search render fetches in flight", LIM_SEARCH_RENDER_INFLIGHT,
+               LIM_SEARCH_RENDER_INFLIGHT_PER_ORG, LIM_SEARCH_RENDER_INFLIGHT_PER_SESSION);
 
 static const char *proto_name(enum protocol p)
 {
@@ -458,6 +465,71 @@ static json_t *fetch_content(struct req *rq, const struct searchreq *sp, const c
     return c;
 }
 
+/* The content record of url loaded and rendered by the browser of
+ * sp->browser_id (runtime/brender): the rendered DOM converted as curl's
+ * body is. The caller holds a unit of renders. */
+static json_t *render_content(struct req *rq, const struct searchreq *sp, const char *url,
+                              int timeout_ms)
+{
+    json_t *c = json_pack("{s:s,s:s}", "method", "browser_render", "cache_status", "miss");
+    struct session_rec rec;
+    struct live *live = NULL;
+    char ws[512];
+    int rc = api_live_session_id(rq, sp->browser_id, &rec, &live, ws, sizeof ws);
+    if (rc) {
+        json_object_set_new(c, "status", json_string("unavailable"));
+        json_object_set_new(c, "error", json_string(rq->err.message));
+        err_init(&rq->err);
+        return c;
+    }
+    live_touch(live);
+    struct brender_result res;
+    struct err e;
+    err_init(&e);
+    rc = brender_run(ws, url, timeout_ms, &res, &e);
+    live_touch(live);
+    sessmgr_put(live);
+    session_rec_clear(&rec);
+    if (rc) {
+        json_object_set_new(c, "status", json_string("unavailable"));
+        json_object_set_new(c, "error", json_string(e.message));
+    } else if (res.transport_error) {
+        const char *st = strcmp(res.net_error_name, "ERR_ACCESS_DENIED") == 0 ? "blocked"
+                         : strcmp(res.net_error_name, "ERR_TIMED_OUT") == 0   ? "timeout"
+                                                                              : "unavailable";
+        json_object_set_new(c, "status", json_string(st));
+        json_object_set_new(c, "error", json_string(res.net_error_name));
+    } else {
+        json_object_set_new(c, "http_status", json_integer(res.status));
+        json_object_set_new(c, "final_url", json_string(res.final_url ? res.final_url : url));
+        if (res.status == 401 || res.status == 403 || res.status == 429) {
+            json_object_set_new(c, "status", json_string("blocked"));
+        } else if (res.status >= 400) {
+            json_object_set_new(c, "status", json_string("unavailable"));
+        } else {
+            char *text = NULL;
+            int cut = 0;
+            const char *ct = res.content_type;
+            if (!ct || strstr(ct, "html") || strstr(ct, "xml"))
+                htmltext_convert(res.html, res.html_len, sp->markdown, (size_t)sp->max_chars, &text,
+                                 &cut);
+            else /* a text document renders inside <pre>: its text is the page's */
+                htmltext_convert(res.html, res.html_len, 0, (size_t)sp->max_chars, &text, &cut);
+            json_t *t = json_string(text);
+            /* Partial: cut at max_chars, the DOM read cut, or read before the
+             * page finished loading (timeout_ms). */
+            int partial = cut || res.html_cut || !res.loaded;
+            json_object_set_new(c, "status", json_string("ok"));
+            json_object_set_new(c, "text", t ? t : json_string(""));
+            json_object_set_new(c, "truncated", json_boolean(cut || res.html_cut));
+            json_object_set_new(c, "completeness", json_string(partial ? "partial" : "full"));
+            xfree(text);
+        }
+    }
+    brender_result_clear(&res);
+    return c;
+}
+
 /* ---- handlers ---- */
 
 static json_t *warning(const char *code, const char *param, const char *msg)
@@ -499,10 +571,6 @@ int search_post(struct req *rq, struct resp *rs)
                                   warning("param_not_supported", unapplied[i],
                                           "this server's providers do not apply this parameter"));
     if (sp.content) {
-        if (sp.render)
-            json_array_append_new(warnings, warning("render_not_supported", "content.browser.mode",
-                                                    "render is not supported on this server: "
-                                                    "content was fetched with curl"));
         /* The session must be the caller's and running before any provider is asked. */
         struct session_rec rec;
         struct live *live = NULL;
@@ -530,9 +598,17 @@ int search_post(struct req *rq, struct resp *rs)
             }
         }
     }
+    /* A render search holds its unit of renders until its last page is read. */
+    int rendering = 0;
+    if (rc == 0 && sp.content && sp.render) {
+        rc = share_take_or_err(&renders, a->org.id, sp.browser_id, 1, &rq->err);
+        rendering = rc == 0;
+    }
     if (rc == 0)
         rc = share_take_or_err(&inflight, a->org.id, a->project.id, 1, &rq->err);
     if (rc) {
+        if (rendering)
+            share_give(&renders, a->org.id, sp.browser_id);
         json_decref(warnings);
         json_decref(body);
         return rc;
@@ -559,6 +635,11 @@ int search_post(struct req *rq, struct resp *rs)
             break;
     }
     share_give(&inflight, a->org.id, a->project.id);
+    if (rendering && (last == SEARCH_ERROR || last == SEARCH_TIMEOUT)) {
+        share_give(&renders, a->org.id, sp.browser_id);
+        rendering = 0;
+    }
+    const char *method = sp.render ? "browser_render" : "browser_curl";
     if (last == SEARCH_ERROR || last == SEARCH_TIMEOUT) {
         rs->status = last == SEARCH_TIMEOUT ? 504 : 502;
         rs->json = json_pack("{s:s,s:s,s:o}", "code", "search_failed", "message",
@@ -597,21 +678,24 @@ int search_post(struct req *rq, struct resp *rs)
         if (sp.content) {
             if (fetches < LIM_SEARCH_CONTENT_FETCHES && left >= CURL_TIMEOUT_MIN_MS) {
                 int t = left < sp.content_timeout_ms ? (int)left : sp.content_timeout_ms;
-                json_object_set_new(r, "content", fetch_content(rq, &sp, url, t));
+                json_object_set_new(r, "content",
+                                    sp.render ? render_content(rq, &sp, url, t)
+                                              : fetch_content(rq, &sp, url, t));
                 fetches++;
             } else if (fetches < LIM_SEARCH_CONTENT_FETCHES) {
-                json_object_set_new(
-                    r, "content",
-                    json_pack("{s:s,s:s}", "status", "timeout", "method", "browser_curl"));
+                json_object_set_new(r, "content",
+                                    json_pack("{s:s,s:s}", "status", "timeout", "method", method));
                 out_of_time = 1;
             } else {
                 json_object_set_new(
                     r, "content",
-                    json_pack("{s:s,s:s}", "status", "unavailable", "method", "browser_curl"));
+                    json_pack("{s:s,s:s}", "status", "unavailable", "method", method));
             }
         }
         json_array_append(results, r);
     }
+    if (rendering)
+        share_give(&renders, a->org.id, sp.browser_id);
     if (out_of_time) {
         char msg[128];
         snprintf(msg, sizeof msg, "content fetches of one search end after %d ms",

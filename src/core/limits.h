@@ -520,6 +520,21 @@
 #define LIM_SEARCH_TTL_MS              (24LL * 3600 * 1000)
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
+/* Render fetches (docs/search.md content.browser.mode render; runtime/brender):
+ * pages loaded in a session's browser at once for search content, on the
+ * server, per organization and per session (each is a running page in a
+ * tenant's Chromium and a blocking thread for up to its timeout; a search
+ * holds one while its contents are fetched, so past them POST /search
+ * answers 429 with Retry-After). And what one rendered page keeps: the
+ * rendered DOM read (UTF-16 code units asked for, bytes kept), the responses
+ * and console errors of its telemetry kept, and one console error's bytes. */
+#define LIM_SEARCH_RENDER_INFLIGHT             16
+#define LIM_SEARCH_RENDER_INFLIGHT_PER_ORG     4
+#define LIM_SEARCH_RENDER_INFLIGHT_PER_SESSION 2
+#define LIM_RENDER_HTML_BYTES                  (2u << 20)
+#define LIM_RENDER_RESPONSES                   256
+#define LIM_RENDER_CONSOLE                     32
+#define LIM_RENDER_CONSOLE_BYTES               1024
 /* Search records (GET /search/{id}) one organization keeps on the store's
  * disk: storing one more removes its oldest, so that no tenant fills the
  * disk within the records' 24 h by searching fast (a record holds up to a

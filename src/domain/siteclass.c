@@ -142,6 +142,126 @@ static const char *const challenge_markers[] = {
     "unusual traffic from your",
 };
 
+/* Case-insensitive ASCII comparison of a header name. */
+static int name_is(const char *name, const char *want)
+{
+    return name && strcasecmp(name, want) == 0;
+}
+
+int siteclass_challenge_header(const char *name, const char *value, int status)
+{
+    size_t vn = value ? strnlen(value, 256) : 0;
+    if (name_is(name, "cf-mitigated"))
+        return contains(value, vn, "challenge");
+    if (name_is(name, "x-amzn-waf-action"))
+        return contains(value, vn, "captcha") || contains(value, vn, "challenge");
+    if (name_is(name, "x-datadome"))
+        return status == 401 || status == 403 || status == 429;
+    return 0;
+}
+
+/* The URL bytes the classifier reads (URLs are at most this long in a
+ * browser's telemetry worth looking at). */
+#define URL_READ 4096
+/* The bytes of one console error read. */
+#define CONSOLE_READ 1024
+
+/* 1 when url's path has a segment (up to '.', '?', '#' or '/') named
+ * challenge, captcha or blocked, or url is Cloudflare's or DataDome's
+ * challenge. */
+static int challenge_url(const char *url)
+{
+    if (!url)
+        return 0;
+    size_t n = strnlen(url, URL_READ);
+    if (contains(url, n, "/cdn-cgi/challenge-platform/") ||
+        contains(url, n, "captcha-delivery.com"))
+        return 1;
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    p += strcspn(p, "/?#");
+    static const char *const names[] = {"challenge", "captcha", "blocked"};
+    while (*p == '/' && (size_t)(p - url) < n) {
+        p++;
+        size_t seg = strcspn(p, "/?#.");
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+            if (seg == strlen(names[i]) && strncasecmp(p, names[i], seg) == 0)
+                return 1;
+        p += strcspn(p, "/?#");
+    }
+    return 0;
+}
+
+/* 1 when url goes to a service that answers challenged visitors only. */
+static int challenge_service(const char *url)
+{
+    size_t n = url ? strnlen(url, URL_READ) : 0;
+    return contains(url, n, "captcha-delivery.com") || contains(url, n, "px-captcha");
+}
+
+/* What a console error says when it is a challenge's. */
+static const char *const console_markers[] = {"captcha", "challenge", "bot detection", "bot check",
+                                              "are you a robot"};
+
+/* The telemetry's verdict: blocked with its reason in reason, or 0. */
+static int telemetry_blocked(const struct siteclass_telemetry *t, char *reason, size_t cap)
+{
+    int docs = 0;
+    for (size_t i = 0; i < t->nresponses; i++) {
+        const struct siteclass_response *r = &t->responses[i];
+        if (r->document && r->challenge_header) {
+            snprintf(reason, cap, "challenge_header");
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < t->nresponses; i++) {
+        const struct siteclass_response *r = &t->responses[i];
+        /* The first document is the target the caller named. */
+        if (r->document && docs++ > 0 && challenge_url(r->url)) {
+            snprintf(reason, cap, "challenge_redirect");
+            return 1;
+        }
+    }
+    const char *first = NULL;
+    for (size_t i = 0; !first && i < t->nresponses; i++)
+        if (t->responses[i].document)
+            first = t->responses[i].url;
+    if (t->final_url && (!first || strcmp(first, t->final_url) != 0) &&
+        challenge_url(t->final_url)) {
+        snprintf(reason, cap, "challenge_redirect");
+        return 1;
+    }
+    for (size_t i = 0; i < t->nresponses; i++) {
+        const struct siteclass_response *r = &t->responses[i];
+        int refused = r->status == 401 || r->status == 403 || r->status == 429;
+        if (!r->document && ((refused && r->challenge_header) || challenge_service(r->url))) {
+            snprintf(reason, cap, "challenge_request");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int console_challenge(const struct siteclass_telemetry *t)
+{
+    for (size_t i = 0; i < t->nconsole; i++) {
+        const char *c = t->console_errors[i];
+        size_t n = c ? strnlen(c, CONSOLE_READ) : 0;
+        for (size_t k = 0; k < sizeof console_markers / sizeof *console_markers; k++)
+            if (contains(c, n, console_markers[k]))
+                return 1;
+    }
+    return 0;
+}
+
+static int blank(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n' || s[i] == '\f'))
+        i++;
+    return i == n;
+}
+
 enum siteclass_outcome siteclass_classify(const struct siteclass_visit *v, char *reason, size_t cap)
 {
     if (v->net_error && *v->net_error) {
@@ -160,23 +280,31 @@ enum siteclass_outcome siteclass_classify(const struct siteclass_visit *v, char 
     for (size_t i = 0; !challenge && i < sizeof challenge_markers / sizeof *challenge_markers; i++)
         challenge = contains(v->body, n, challenge_markers[i]);
     int st = v->status;
+    const struct siteclass_telemetry *t = v->telemetry;
     if (st == 401 || st == 403 || st == 407 || st == 429 || st == 451) {
         snprintf(reason, cap, "http_%d", st);
         return SITECLASS_BLOCKED;
     }
+    if (t && telemetry_blocked(t, reason, cap))
+        return SITECLASS_BLOCKED;
     if (challenge) {
         snprintf(reason, cap, "challenge_page");
+        return SITECLASS_BLOCKED;
+    }
+    if (t && console_challenge(t)) {
+        snprintf(reason, cap, "console_challenge");
         return SITECLASS_BLOCKED;
     }
     if (st < 200 || st >= 400) {
         snprintf(reason, cap, "http_%d", st);
         return SITECLASS_INCONCLUSIVE;
     }
-    size_t i = 0;
-    while (i < n && (v->body[i] == ' ' || v->body[i] == '\t' || v->body[i] == '\r' ||
-                     v->body[i] == '\n' || v->body[i] == '\f'))
-        i++;
-    if (i == n) {
+    if (t && t->text) {
+        if (blank(t->text, strnlen(t->text, LIM_CFGREG_CLASSIFY_BYTES))) {
+            snprintf(reason, cap, "%s", t->nconsole ? "script_error" : "empty_body");
+            return SITECLASS_INCONCLUSIVE;
+        }
+    } else if (blank(v->body ? v->body : "", n)) {
         snprintf(reason, cap, "empty_body");
         return SITECLASS_INCONCLUSIVE;
     }

@@ -112,11 +112,239 @@ static void test_classify(void **state)
     assert_int_equal(siteclass_classify(&v, reason, sizeof reason), SITECLASS_ACCESSED);
 }
 
+static void test_challenge_headers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *rule, *name, *value;
+        int status, want;
+    } cases[] = {
+        {"Cloudflare's cf-mitigated: challenge names a challenge", "CF-Mitigated", "challenge", 403,
+         1},
+        {"cf-mitigated names a challenge whatever the status", "cf-mitigated", "challenge", 200, 1},
+        {"AWS WAF's x-amzn-waf-action captcha", "x-amzn-waf-action", "captcha", 405, 1},
+        {"AWS WAF's x-amzn-waf-action challenge", "X-Amzn-Waf-Action", "Challenge", 202, 1},
+        {"x-datadome on a refusal", "x-datadome", "protected", 403, 1},
+        {"x-datadome on an answer it let through is not one", "x-datadome", "protected", 200, 0},
+        {"another header is not", "server", "cloudflare", 403, 0},
+        {"a NULL value is not", "cf-mitigated", NULL, 403, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (siteclass_challenge_header(cases[i].name, cases[i].value, cases[i].status) !=
+            cases[i].want)
+            fail_msg("%s", cases[i].rule);
+}
+
+/* The visit's telemetry: the rules of docs/config-registry.md
+ * "Classification" that read the page's responses, its last URL and its
+ * console errors. The target is https://shop.example/app. */
+static void test_classify_telemetry(void **state)
+{
+    (void)state;
+    static const struct siteclass_response doc = {"https://shop.example/app", 200, 1, 0};
+    static const struct siteclass_response doc_ch = {"https://shop.example/app", 200, 1, 1};
+    static const struct siteclass_response sub_ch = {"https://shop.example/api", 403, 0, 1};
+    static const struct siteclass_response sub_403 = {"https://shop.example/api", 403, 0, 0};
+    static const struct siteclass_response sub_ok_ch = {"https://shop.example/api", 200, 0, 1};
+    static const struct siteclass_response redir = {"https://shop.example/challenge?r=1", 200, 1,
+                                                    0};
+    static const struct siteclass_response cf_redir = {
+        "https://shop.example/cdn-cgi/challenge-platform/h/b", 200, 1, 0};
+    static const struct siteclass_response dd = {"https://geo.captcha-delivery.com/captcha/", 200,
+                                                 0, 0};
+    static const struct siteclass_response recaptcha = {"https://www.google.com/recaptcha/api.js",
+                                                        200, 0, 0};
+    static const struct siteclass_response blocked_word = {"https://shop.example/blocked-items",
+                                                           200, 1, 0};
+    static const char *const err_captcha[] = {"Uncaught Error: captcha failed to load"};
+    static const char *const err_plain[] = {"TypeError: x is undefined"};
+    static const struct {
+        const char *rule;
+        struct siteclass_response r[3];
+        size_t nr;
+        const char *final_url;
+        const char *const *console;
+        size_t nconsole;
+        const char *text;
+        enum siteclass_outcome out;
+        const char *reason;
+    } cases[] = {
+        {"a rendered page with text and quiet telemetry is accessed",
+         {doc},
+         1,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"the main document with a challenge header is blocked",
+         {doc_ch},
+         1,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_BLOCKED,
+         "challenge_header"},
+        {"an HTTP redirect to /challenge is blocked",
+         {doc, redir},
+         2,
+         NULL,
+         NULL,
+         0,
+         "wait",
+         SITECLASS_BLOCKED,
+         "challenge_redirect"},
+        {"a script's navigation to /challenge (the last URL) is blocked",
+         {doc},
+         1,
+         "https://shop.example/challenge?from=app",
+         NULL,
+         0,
+         "wait",
+         SITECLASS_BLOCKED,
+         "challenge_redirect"},
+        {"a redirect to Cloudflare's challenge platform is blocked",
+         {doc, cf_redir},
+         2,
+         NULL,
+         NULL,
+         0,
+         "wait",
+         SITECLASS_BLOCKED,
+         "challenge_redirect"},
+        {"the target itself on a challenge-like path is not a redirect",
+         {redir},
+         1,
+         "https://shop.example/challenge?r=1",
+         NULL,
+         0,
+         "a page",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"a segment that only starts with blocked is not one",
+         {doc, blocked_word},
+         2,
+         NULL,
+         NULL,
+         0,
+         "items",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"a sub-request refused with a challenge header is blocked",
+         {doc, sub_ch},
+         2,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_BLOCKED,
+         "challenge_request"},
+        {"a sub-request refused without a challenge header is not",
+         {doc, sub_403},
+         2,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"a sub-request let through with a challenge header is not",
+         {doc, sub_ok_ch},
+         2,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"a request to DataDome's captcha service is blocked",
+         {doc, dd},
+         2,
+         NULL,
+         NULL,
+         0,
+         "Shop",
+         SITECLASS_BLOCKED,
+         "challenge_request"},
+        {"a login form's reCAPTCHA is not a block",
+         {doc, recaptcha},
+         2,
+         NULL,
+         NULL,
+         0,
+         "Sign in",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"a console error naming a captcha is blocked",
+         {doc},
+         1,
+         NULL,
+         err_captcha,
+         1,
+         "Shop",
+         SITECLASS_BLOCKED,
+         "console_challenge"},
+        {"another console error on a page with text is accessed",
+         {doc},
+         1,
+         NULL,
+         err_plain,
+         1,
+         "Shop",
+         SITECLASS_ACCESSED,
+         "ok"},
+        {"no visible text and a console error is script_error",
+         {doc},
+         1,
+         NULL,
+         err_plain,
+         1,
+         " \n ",
+         SITECLASS_INCONCLUSIVE,
+         "script_error"},
+        {"no visible text and no console error is empty_body",
+         {doc},
+         1,
+         NULL,
+         NULL,
+         0,
+         "",
+         SITECLASS_INCONCLUSIVE,
+         "empty_body"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct siteclass_telemetry t = {.responses = cases[i].r,
+                                        .nresponses = cases[i].nr,
+                                        .final_url = cases[i].final_url,
+                                        .console_errors = cases[i].console,
+                                        .nconsole = cases[i].nconsole,
+                                        .text = cases[i].text};
+        const char *html = "<html><body>rendered</body></html>";
+        struct siteclass_visit v = {
+            .status = 200, .body = html, .body_len = strlen(html), .telemetry = &t};
+        char reason[96];
+        enum siteclass_outcome o = siteclass_classify(&v, reason, sizeof reason);
+        if (o != cases[i].out || strcmp(reason, cases[i].reason) != 0)
+            fail_msg("%s: got %s %s", cases[i].rule, siteclass_outcome_names[o], reason);
+    }
+    /* The main document's refusal comes first: a 403 is http_403 whatever
+     * the telemetry says. */
+    struct siteclass_telemetry t = {.responses = &doc_ch, .nresponses = 1, .text = "x"};
+    struct siteclass_visit v = {.status = 403, .body = "x", .body_len = 1, .telemetry = &t};
+    char reason[96];
+    assert_int_equal(siteclass_classify(&v, reason, sizeof reason), SITECLASS_BLOCKED);
+    assert_string_equal(reason, "http_403");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_targets),
         cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_challenge_headers),
+        cmocka_unit_test(test_classify_telemetry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
