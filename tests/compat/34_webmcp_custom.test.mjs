@@ -1,0 +1,147 @@
+// Issue 34 (the rest of WebMCP's custom tools, docs/webmcp.md): a source up
+// to the document's 8,000,000 bytes held once per namespace within byte
+// budgets, and CDP-backed custom tools run in the session's sandbox with the
+// REPL's helpers. Real headless Chromium, a loopback page.
+import { withServer, startSite, createSession, request, assert, eq, isError } from '../blackbox/lib.mjs';
+
+const goto = (s, id, url) =>
+  request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: `await page.goto(${JSON.stringify(url)}); return page.url();` } });
+const addCustom = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body });
+const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/invoke`, { key: s.key, body });
+
+async function tools(s, id) {
+  const r = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools`, { key: s.key });
+  eq(r.status, 200, `tools: ${r.text.slice(0, 400)}`);
+  return r.json.tools;
+}
+
+// A page-backed source of about `bytes` bytes: a string literal of padding
+// inside the expression, the tool answering its length from the page.
+function bigSource(name, bytes, pattern) {
+  const head = `(() => { const pad = "`;
+  const tail = `"; return [{ kind: 'page', match: { url_patterns: [${JSON.stringify(pattern)}] }, tool: { name: ${JSON.stringify(name)}, description: 'A big one' },
+    execute: async () => ({ pad: pad.length, title: document.title }) }]; })()`;
+  return head + 'a'.repeat(bytes - head.length - tail.length) + tail;
+}
+
+const page = (site) => async (s, id) => {
+  const r = await goto(s, id, `${site.url}/plain`);
+  eq(r.json && r.json.success, true, `navigated: ${r.text}`);
+};
+
+function plainSite() {
+  return startSite((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<!doctype html><title>plain-34c</title><p>no tools of its own</p>');
+  });
+}
+
+export const tests = [
+  {
+    name: 'issue 34.5 WebMCP custom source up to 8,000,000 bytes: a 7.9 MB page-backed source (a string literal in the expression) is added, listed and invoked in the page; 8,000,001 bytes is 400 naming source; a session holding 16 MB of sources is refused a third one with 429 naming source (Retry-After), and deleting a tool frees its namespace\'s bytes',
+    timeout: 240000,
+    fn: async () => {
+      const site = await plainSite();
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          await page(site)(s, id);
+          const pattern = 'http://127.0.0.1:*/plain*';
+          const big = bigSource('big_one', 7900000, pattern);
+          eq(Buffer.byteLength(big), 7900000, 'the source\'s size');
+          let r = await addCustom(s, id, { namespace: 'big1', source: big });
+          eq(r.status, 200, `a 7.9 MB source: ${r.text.slice(0, 400)}`);
+          eq(r.json.tools.length, 1, r.text.slice(0, 400));
+          eq(r.json.tools[0].kind, 'page', 'kind');
+          eq(r.json.tools[0].tool.name, 'big_one', 'the tool\'s name from its tool metadata');
+          const ct1 = r.json.tools[0].id;
+          const listed = (await tools(s, id)).find((t) => t.tool.name === 'big_one');
+          assert(listed && listed.source.custom && listed.source.custom.id === ct1, 'the big tool is listed on the matching tab');
+          r = await invoke(s, id, { tool_ref: listed.tool_ref, input: {} });
+          eq(r.status, 200, r.text.slice(0, 400));
+          eq(r.json.status, 'completed', r.text.slice(0, 400));
+          const pad = big.match(/"(a+)"/)[1].length;
+          eq(JSON.stringify(r.json.output), JSON.stringify({ pad, title: 'plain-34c' }),
+            'evaluated in the page with its literal whole');
+
+          r = await addCustom(s, id, { namespace: 'over', source: bigSource('over', 8000001, pattern) });
+          isError(r, 400);
+          assert(/source/.test(r.json.message) && /8000000/.test(r.json.message), `over 8,000,000 bytes: ${r.text}`);
+
+          // The session's budget: two full-size namespaces; a third is 429.
+          r = await addCustom(s, id, { namespace: 'big2', source: bigSource('big_two', 7900000, pattern) });
+          eq(r.status, 200, `a second 7.9 MB source: ${r.text.slice(0, 300)}`);
+          r = await addCustom(s, id, { namespace: 'big3', source: bigSource('big_three', 7900000, pattern) });
+          isError(r, 429);
+          assert(/source/.test(r.json.message) && /session/.test(r.json.message), `the session's source budget: ${r.text}`);
+          assert(r.headers['retry-after'], 'Retry-After');
+          r = await request(s.base, 'DELETE', `/browsers/${id}/webmcp/custom-tools/${ct1}`, { key: s.key });
+          eq(r.status, 204, r.text);
+          r = await addCustom(s, id, { namespace: 'big3', source: bigSource('big_three', 7900000, pattern) });
+          eq(r.status, 200, `deleting the namespace's one tool freed its bytes: ${r.text.slice(0, 300)}`);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
+          eq(JSON.stringify(r.json.tools.map((t) => t.tool.name).sort()), '["big_three","big_two"]', r.text.slice(0, 300));
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
+  {
+    name: 'issue 34.6 WebMCP CDP-backed custom tools: kind "cdp" is answered and listed on the matching tab; invoking runs execute in the sandboxed runner (not the page) with the REPL\'s helpers (cdp, js, pageInfo) on the tool\'s own tab; an output over 240 KiB is status error; a throw is status error; a page-backed tool of the same batch still runs in the page; a bad kind is 400 naming source',
+    timeout: 120000,
+    fn: async () => {
+      const site = await plainSite();
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          await page(site)(s, id);
+          const match = `match: { url_patterns: ['http://127.0.0.1:*/plain*'] }`;
+          const source = `[
+            { kind: 'cdp', ${match}, tool: { name: 'cdp_info', description: 'Reads the tab over CDP', inputSchema: { type: 'object' } },
+              execute: async (input, ctx) => {
+                const info = await pageInfo();
+                const r = await cdp('Runtime.evaluate', { expression: '20 + 22', returnByValue: true });
+                return { where: typeof document, title: await js('document.title'), url: info.url, sum: r.result.value, tab: ctx.tab_id, echo: input.x };
+              } },
+            { kind: 'cdp', ${match}, tool: { name: 'cdp_big', description: 'Too much output' }, execute: async () => 'x'.repeat(241 * 1024) },
+            { kind: 'cdp', ${match}, tool: { name: 'cdp_throws', description: 'Throws' }, execute: async () => { throw new Error('nope from cdp'); } },
+            { kind: 'page', ${match}, tool: { name: 'in_page', description: 'In the page' }, execute: async () => ({ where: typeof document }) },
+          ]`;
+          let r = await addCustom(s, id, { namespace: 'cdp34', source: `[{ kind: 'shell', ${match}, tool: { name: 'x', description: 'x' }, execute() {} }]` });
+          isError(r, 400);
+          assert(/source/.test(r.json.message) && /kind/.test(r.json.message), `a bad kind: ${r.text}`);
+          r = await addCustom(s, id, { namespace: 'cdp34', source });
+          eq(r.status, 200, r.text);
+          const kinds = Object.fromEntries(r.json.tools.map((t) => [t.tool.name, t.kind]));
+          eq(JSON.stringify(kinds), '{"cdp_info":"cdp","cdp_big":"cdp","cdp_throws":"cdp","in_page":"page"}', `kinds: ${r.text}`);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
+          eq(r.json.tools.filter((t) => t.kind === 'cdp').length, 3, `listed with kind: ${r.text}`);
+          const list = await tools(s, id);
+          const ref = (name) => {
+            const t = list.find((x) => x.tool.name === name);
+            assert(t && t.source.custom && t.source.custom.namespace === 'cdp34', `${name} listed: ${JSON.stringify(list)}`);
+            return t;
+          };
+          const info = ref('cdp_info');
+          r = await invoke(s, id, { tool_ref: info.tool_ref, input: { x: 7 } });
+          eq(r.status, 200, r.text);
+          eq(r.json.status, 'completed', r.text);
+          eq(JSON.stringify(r.json.output), JSON.stringify({ where: 'undefined', title: 'plain-34c', url: `${site.url}/plain`, sum: 42, tab: info.source.tab_id, echo: 7 }),
+            'run outside the page, with the REPL\'s helpers on its own tab');
+          r = await invoke(s, id, { tool_ref: ref('cdp_big').tool_ref, input: {} });
+          eq(r.status, 200, r.text.slice(0, 300));
+          eq(r.json.status, 'error', `over 240 KiB: ${r.text.slice(0, 300)}`);
+          assert(/245760/.test(r.json.error_text), `names the cap: ${r.json.error_text}`);
+          r = await invoke(s, id, { tool_ref: ref('cdp_throws').tool_ref, input: {} });
+          eq(r.json.status, 'error', r.text);
+          assert(/nope from cdp/.test(r.json.error_text), r.text);
+          r = await invoke(s, id, { tool_ref: ref('in_page').tool_ref, input: {} });
+          eq(JSON.stringify(r.json.output), '{"where":"object"}', `the page-backed one runs in the page: ${r.text}`);
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
+];
