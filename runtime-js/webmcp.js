@@ -182,14 +182,16 @@ async function __wm_native(tab, { titles = true } = {}) {
         returnByValue: true,
         expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
           .filter((t) => t.window === window)
-          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
-            title: typeof t.title === 'string' && t.title ? t.title : undefined })))()`,
+          .map((t) => { const f = [...document.forms].find((x) => x.getAttribute('toolname') === String(t.name));
+            return { name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
+              title: typeof t.title === 'string' && t.title ? t.title : undefined,
+              form: !!f, annotations: f ? { autosubmit: f.hasAttribute('toolautosubmit') } : undefined }; }))()`,
       });
       for (const t of Array.isArray(r.result?.value) ? r.result.value : []) {
         const known = tools.find((x) => x.name === t.name && x.frameId === frameId);
         if (known) {
           if (t.title !== undefined) known.title = t.title;
-        } else if (!root) tools.push({ ...t, frameId, __s: s });
+        } else if (!root) tools.push({ ...t, frameId, __s: s, __ctx: executionContextId });
       }
     } catch {}
   }
@@ -218,7 +220,7 @@ function __wm_tool(t) {
   if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
   if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;
   if (a.consequential !== undefined) ann.consequentialHint = a.consequential;
-  if (t.backendNodeId !== undefined) ann.autosubmit = !!a.autosubmit;
+  if (t.backendNodeId !== undefined || t.form) ann.autosubmit = !!a.autosubmit;
   if (Object.keys(ann).length) tool.annotations = ann;
   return tool;
 }
@@ -359,6 +361,19 @@ async function __wm_invoke_in(tab, ref, req, env) {
       functionDeclaration: __wm_fill.toString(),
       arguments: [{ value: req.input }],
     });
+    return { invocation_id, status: 'awaiting_submission' };
+  }
+  // A child frame's form: Chromium gives no node for it, so it is found in
+  // the frame's document by its toolname (in our world) and filled the same way.
+  if (t.form && !(t.annotations && t.annotations.autosubmit)) {
+    const invocation_id = __wm_id();
+    const r = await t.__s.send('Runtime.evaluate', {
+      contextId: t.__ctx,
+      returnByValue: true,
+      expression: `(() => { const f = [...document.forms].find((x) => x.getAttribute('toolname') === ${JSON.stringify(t.name)});
+        if (!f) return false; (${__wm_fill.toString()}).call(f, ${JSON.stringify(req.input)}); return true; })()`,
+    });
+    if (r.result?.value !== true) return gone;
     return { invocation_id, status: 'awaiting_submission' };
   }
   let answered;

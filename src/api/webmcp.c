@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/repl.h"
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
@@ -65,7 +66,13 @@ static int start_runner(struct req *rq, struct call *c, const char *args, int ti
     const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, url,
                           NULL};
     const char *ro[] = {dir, NULL};
-    const char *env[] = {"NODE_OPTIONS=", NULL};
+    /* The session's egress, for the REPL helpers' httpGet in CDP-backed
+     * custom tools (as the REPL's own process has it). */
+    char egress[64], http_env[128], https_env[128];
+    repl_egress_url(c->rec.data, egress, sizeof egress);
+    snprintf(http_env, sizeof http_env, "HTTP_PROXY=%s", egress);
+    snprintf(https_env, sizeof https_env, "HTTPS_PROXY=%s", egress);
+    const char *env[] = {"NODE_OPTIONS=", egress[0] ? http_env : NULL, https_env, NULL};
     struct proc_spec s = {
         .session_id = c->rec.id,
         .sb = c->sb,

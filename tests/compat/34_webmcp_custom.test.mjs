@@ -2,7 +2,7 @@
 // to the document's 8,000,000 bytes held once per namespace within byte
 // budgets, and CDP-backed custom tools run in the session's sandbox with the
 // REPL's helpers. Real headless Chromium, a loopback page.
-import { withServer, startSite, createSession, request, assert, eq, isError } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
 const goto = (s, id, url) =>
   request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: `await page.goto(${JSON.stringify(url)}); return page.url();` } });
@@ -88,7 +88,7 @@ export const tests = [
     },
   },
   {
-    name: 'issue 34.6 WebMCP CDP-backed custom tools: kind "cdp" is answered and listed on the matching tab; invoking runs execute in the sandboxed runner (not the page) with the REPL\'s helpers (cdp, js, pageInfo) on the tool\'s own tab; an output over 240 KiB is status error; a throw is status error; a page-backed tool of the same batch still runs in the page; a bad kind is 400 naming source',
+    name: 'issue 34.6 WebMCP CDP-backed custom tools: kind "cdp" is answered and listed on the matching tab; invoking runs execute in the sandboxed runner (not the page) with the REPL\'s helpers (cdp, js, pageInfo, httpGet through the session\'s egress) on the tool\'s own tab; an output over 240 KiB is status error; a throw is status error; a page-backed tool of the same batch still runs in the page; a bad kind is 400 naming source',
     timeout: 120000,
     fn: async () => {
       const site = await plainSite();
@@ -102,7 +102,9 @@ export const tests = [
               execute: async (input, ctx) => {
                 const info = await pageInfo();
                 const r = await cdp('Runtime.evaluate', { expression: '20 + 22', returnByValue: true });
-                return { where: typeof document, title: await js('document.title'), url: info.url, sum: r.result.value, tab: ctx.tab_id, echo: input.x };
+                const got = await httpGet(ctx.page_url);
+                return { where: typeof document, title: await js('document.title'), url: info.url, sum: r.result.value, tab: ctx.tab_id, echo: input.x,
+                  fetched: got.status === 200 && got.body.includes('plain-34c') };
               } },
             { kind: 'cdp', ${match}, tool: { name: 'cdp_big', description: 'Too much output' }, execute: async () => 'x'.repeat(241 * 1024) },
             { kind: 'cdp', ${match}, tool: { name: 'cdp_throws', description: 'Throws' }, execute: async () => { throw new Error('nope from cdp'); } },
@@ -127,7 +129,7 @@ export const tests = [
           r = await invoke(s, id, { tool_ref: info.tool_ref, input: { x: 7 } });
           eq(r.status, 200, r.text);
           eq(r.json.status, 'completed', r.text);
-          eq(JSON.stringify(r.json.output), JSON.stringify({ where: 'undefined', title: 'plain-34c', url: `${site.url}/plain`, sum: 42, tab: info.source.tab_id, echo: 7 }),
+          eq(JSON.stringify(r.json.output), JSON.stringify({ where: 'undefined', title: 'plain-34c', url: `${site.url}/plain`, sum: 42, tab: info.source.tab_id, echo: 7, fetched: true }),
             'run outside the page, with the REPL\'s helpers on its own tab');
           r = await invoke(s, id, { tool_ref: ref('cdp_big').tool_ref, input: {} });
           eq(r.status, 200, r.text.slice(0, 300));
@@ -138,6 +140,42 @@ export const tests = [
           assert(/nope from cdp/.test(r.json.error_text), r.text);
           r = await invoke(s, id, { tool_ref: ref('in_page').tool_ref, input: {} });
           eq(JSON.stringify(r.json.output), '{"where":"object"}', `the page-backed one runs in the page: ${r.text}`);
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
+  {
+    name: 'issue 34.7 WebMCP declarative tool in a child frame: a form without toolautosubmit in a same-origin iframe is listed with the frame and autosubmit false; invoking fills it by name in the frame and answers awaiting_submission (not a 504), the form not sent',
+    timeout: 120000,
+    fn: async () => {
+      const site = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        if (req.url.startsWith('/ff'))
+          res.end('<!doctype html><title>ff</title><form toolname="frame_form" tooldescription="A form in a frame" action="/sent"><input name="q" type="text"><button>go</button></form>');
+        else res.end('<!doctype html><title>outer-34c</title><iframe src="/ff"></iframe>');
+      });
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          let r = await goto(s, id, `${site.url}/outer`);
+          eq(r.json && r.json.success, true, r.text);
+          let last = null;
+          const form = await waitFor(async () => {
+            last = await tools(s, id);
+            return last.find((t) => t.tool.name === 'frame_form');
+          }, 'the frame\'s form listed', 30000, 250).catch((e) => {
+            throw new Error(`${e.message}: ${JSON.stringify(last)}`);
+          });
+          assert(form.source.frame && form.source.frame.url === `${site.url}/ff`, `in the frame: ${JSON.stringify(form.source)}`);
+          eq(form.tool.annotations && form.tool.annotations.autosubmit, false, `autosubmit false: ${JSON.stringify(form.tool)}`);
+          r = await invoke(s, id, { tool_ref: form.tool_ref, input: { q: 'blue hats' }, timeout_sec: 5 });
+          eq(r.status, 200, r.text);
+          eq(r.json.status, 'awaiting_submission', r.text);
+          r = await request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: {
+            code: 'const f = page.frames().find((x) => x.url().endsWith("/ff")); return [f ? await f.inputValue("input[name=q]") : null, f ? f.url() : null];' } });
+          eq(JSON.stringify(r.json.result), JSON.stringify(['blue hats', `${site.url}/ff`]), `filled in the frame, not sent: ${r.text}`);
         });
       } finally {
         await site.close();
