@@ -2,7 +2,7 @@
 // to the document's 8,000,000 bytes held once per namespace within byte
 // budgets, and CDP-backed custom tools run in the session's sandbox with the
 // REPL's helpers. Real headless Chromium, a loopback page.
-import { withServer, startSite, createSession, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { withServer, startSite, createSession, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
 
 const goto = (s, id, url) =>
   request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: `await page.goto(${JSON.stringify(url)}); return page.url();` } });
@@ -38,12 +38,13 @@ function plainSite() {
 
 export const tests = [
   {
-    name: 'issue 34.5 WebMCP custom source up to 8,000,000 bytes: a 7.9 MB page-backed source (a string literal in the expression) is added, listed and invoked in the page; 8,000,001 bytes is 400 naming source; a session holding 16 MB of sources is refused a third one with 429 naming source (Retry-After), and deleting a tool frees its namespace\'s bytes',
+    name: 'issue 34.5 WebMCP custom source up to 8,000,000 bytes: a 7.9 MB page-backed source (a string literal in the expression) is added, listed and invoked in the page; 8,000,001 bytes is 400 naming source; a session holding 16 MB of sources is refused a third one with 429 naming source (Retry-After), and deleting a tool frees its namespace\'s bytes; an organization holding 32 MB across its sessions is refused in a third session (429 naming source), while another organization is served',
     timeout: 240000,
     fn: async () => {
       const site = await plainSite();
       try {
-        await withServer({ args: site.allow }, async (s) => {
+        const ADMIN = 'webmcp-custom-admin';
+        await withServer({ args: [...site.allow, '--admin-token', ADMIN] }, async (s) => {
           const id = await createSession(s);
           await page(site)(s, id);
           const pattern = 'http://127.0.0.1:*/plain*';
@@ -81,6 +82,21 @@ export const tests = [
           eq(r.status, 200, `deleting the namespace's one tool freed its bytes: ${r.text.slice(0, 300)}`);
           r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
           eq(JSON.stringify(r.json.tools.map((t) => t.tool.name).sort()), '["big_three","big_two"]', r.text.slice(0, 300));
+
+          // The organization's budget: 32 MB across its sessions (this one holds 15.8 MB).
+          const b = await createSession(s);
+          for (const ns of ['b1', 'b2']) {
+            r = await addCustom(s, b, { namespace: ns, source: bigSource(ns, 7900000, pattern) });
+            eq(r.status, 200, `session b's ${ns}: ${r.text.slice(0, 300)}`);
+          }
+          const c = await createSession(s);
+          r = await addCustom(s, c, { namespace: 'c1', source: bigSource('c1', 7900000, pattern) });
+          isError(r, 429);
+          assert(/source/.test(r.json.message) && /organization/.test(r.json.message), `the organization's source budget: ${r.text}`);
+          const other = await newOrg(s, ADMIN, { name: 'other-34c' });
+          const d = await createSession(s, {}, other.key);
+          r = await request(s.base, 'POST', `/browsers/${d}/webmcp/custom-tools`, { key: other.key, body: { namespace: 'd1', source: bigSource('d1', 7900000, pattern) } });
+          eq(r.status, 200, `another organization is served: ${r.text.slice(0, 300)}`);
         });
       } finally {
         await site.close();
