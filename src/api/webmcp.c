@@ -30,14 +30,17 @@
  * their sources by session id, then namespace (one string each, shared by
  * reference: jansson's reference counts are atomic and nothing changes a
  * string in place); the source bytes held, "o:<org>" and "s:<session>" to
- * a count, and held_all for the server; and the calls running, "o:<org>"
- * and "s:<session>" to a count. */
+ * a count, and held_all for the server; the calls running, "o:<org>" and
+ * "s:<session>" to a count; and the sessions that ended while a call of
+ * theirs ran (forgotten when their last call ends), whose custom tools a
+ * call must not store again after the session's hook forgot them. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static json_t *customs;
 static json_t *sources;
 static json_t *held;
 static json_int_t held_all;
 static json_t *running;
+static json_t *ended;
 
 /* ---- running one request in the sandbox ---- */
 
@@ -121,8 +124,11 @@ static int count_add(const char *org, const char *sid, int delta, struct err *e)
         json_object_del(running, ko);
     if (s > 0)
         json_object_set_new(running, ks, json_integer(s));
-    else
+    else {
         json_object_del(running, ks);
+        if (ended)
+            json_object_del(ended, sid);
+    }
     pthread_mutex_unlock(&mu);
     return 0;
 }
@@ -256,8 +262,11 @@ static void source_release(const char *org, const char *sid, const char *ns)
 {
     json_t *a = customs ? json_object_get(customs, sid) : NULL, *t;
     size_t i;
-    json_array_foreach(
-        a, i, t) if (strcmp(json_string_value(json_object_get(t, "namespace")), ns) == 0) return;
+    json_array_foreach(a, i, t)
+    {
+        if (strcmp(json_string_value(json_object_get(t, "namespace")), ns) == 0)
+            return;
+    }
     json_t *src = source_of(sid, ns);
     if (!src)
         return;
@@ -476,6 +485,10 @@ static int store_batch(struct req *rq, const char *org, const char *sid, const c
                        json_t *defs, json_t *source, json_t **out)
 {
     pthread_mutex_lock(&mu);
+    if (ended && json_object_get(ended, sid)) {
+        pthread_mutex_unlock(&mu);
+        return err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended", sid);
+    }
     if (!customs)
         customs = json_object();
     json_t *a = json_object_get(customs, sid);
@@ -638,12 +651,19 @@ static void on_ending(struct session_ctx *sc, const char *reason)
     pthread_mutex_lock(&mu);
     if (customs)
         json_object_del(customs, sc->rec->id);
+    json_t *mine = sources ? json_object_get(sources, sc->rec->id) : NULL, *src;
     const char *ns;
-    json_t *src;
-    json_object_foreach(sources ? json_object_get(sources, sc->rec->id) : NULL, ns, src)
+    json_object_foreach(mine, ns, src)
         held_add(sc->rec->org_id, sc->rec->id, -(json_int_t)json_string_length(src));
-    if (sources)
+    if (mine)
         json_object_del(sources, sc->rec->id);
+    char ks[160];
+    snprintf(ks, sizeof ks, "s:%s", sc->rec->id);
+    if (running && json_object_get(running, ks)) {
+        if (!ended)
+            ended = json_object();
+        json_object_set_new(ended, sc->rec->id, json_true());
+    }
     pthread_mutex_unlock(&mu);
 }
 
