@@ -13,7 +13,8 @@
 #define LIM_UPLOAD_BYTES (64u * 1024u * 1024u)
 /* Request body cap of the JSON routes whose document allows more than
  * LIM_BODY_BYTES (HTTP_ROUTE_LARGE_BODY): the Browser REPL's body is at most
- * 8 MiB (KERNEL_API_NEWER.md 1.4). Like every body it is held inside its
+ * 8 MiB (KERNEL_API_NEWER.md 1.4), and holds WebMCP custom tools' source of
+ * up to 8,000,000 bytes. Like every body it is held inside its
  * tenant's share of LIM_HTTP_BODY_BUDGET_BYTES (LIM_HTTP_BODY_TENANT_BYTES). */
 #define LIM_LARGE_BODY_BYTES (8u * 1024u * 1024u)
 /* Bytes of a streamed request body (HTTP_ROUTE_STREAM) held between the
