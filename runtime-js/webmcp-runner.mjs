@@ -15,6 +15,10 @@ async function replHelpers() {
   return (await import('./repl.mjs')).forRunner;
 }
 
+// A CDP-backed tool's stray rejected promise must not kill the runner
+// before it answers (node's default for an unhandled rejection).
+process.on('unhandledRejection', () => {});
+
 let out;
 try {
   const req = JSON.parse(readFileSync(0, 'utf8'));

@@ -118,6 +118,7 @@ export const tests = [
               execute: async (input, ctx) => {
                 const info = await pageInfo();
                 const r = await cdp('Runtime.evaluate', { expression: '20 + 22', returnByValue: true });
+                Promise.reject(new Error('a stray rejection does not end the runner'));
                 const got = await httpGet(ctx.page_url);
                 return { where: typeof document, title: await js('document.title'), url: info.url, sum: r.result.value, tab: ctx.tab_id, echo: input.x,
                   fetched: got.status === 200 && got.body.includes('plain-34c') };
