@@ -566,91 +566,101 @@ globalThis.browser = Object.freeze({ ...helpers });
 globalThis.repl = Object.freeze(replApi);
 globalThis.require = createRequire(`${HERE}/repl.mjs`);
 
-// ---- the evaluator: node's REPL, fed code directly ----
+// A CDP-backed WebMCP custom tool's runner (runtime-js/webmcp-runner.mjs)
+// imports this module for its helpers alone (the globals above, on
+// CDP_ENDPOINT): it sets globalThis.__browserdReplHelpersOnly first, and
+// the evaluator and the frames on stdin below are not started. useTab(id)
+// makes a tab the helpers' current one (without bringing it to the front).
+export const forRunner = { useTab: attach };
+if (!globalThis.__browserdReplHelpersOnly) startRepl();
 
-const server = nodeRepl.start({
-  input: new PassThrough(),
-  output: new PassThrough().resume(),
-  terminal: false,
-  useGlobal: true,
-  prompt: '',
-  ignoreUndefined: true,
-  preview: false,
-});
-// The REPL's domain reports thrown errors (its own printing is replaced):
-// the execution in progress fails with it; errors after it are dropped.
-let settle = null;
-server._domain.removeAllListeners('error');
-server._domain.on('error', (e) => {
-  if (settle) settle(e);
-});
-process.on('unhandledRejection', (e) => emitText('stderr', `Unhandled rejection: ${e?.stack ?? e}\n`));
+function startRepl() {
+  // ---- the evaluator: node's REPL, fed code directly ----
 
-// import() resolves against the working folder (home); bare names it does
-// not find come from runtime-js (playwright-core).
-register('./repl-hooks.mjs', import.meta.url);
-function evaluate(code) {
-  return new Promise((resolve) => {
-    let once = false;
-    settle = (err) => {
-      if (once) return;
-      once = true;
-      settle = null;
-      resolve(err);
-    };
-    server.eval(code, server.context, 'repl', (err) => settle && settle(err));
+  const server = nodeRepl.start({
+    input: new PassThrough(),
+    output: new PassThrough().resume(),
+    terminal: false,
+    useGlobal: true,
+    prompt: '',
+    ignoreUndefined: true,
+    preview: false,
   });
-}
+  // The REPL's domain reports thrown errors (its own printing is replaced):
+  // the execution in progress fails with it; errors after it are dropped.
+  let settle = null;
+  server._domain.removeAllListeners('error');
+  server._domain.on('error', (e) => {
+    if (settle) settle(e);
+  });
+  process.on('unhandledRejection', (e) => emitText('stderr', `Unhandled rejection: ${e?.stack ?? e}\n`));
 
-async function execute(code) {
-  current = { textBytes: 0 };
-  const err = await evaluate(code);
-  const done = { t: 'done', success: !err };
-  if (err) {
-    const e = err.err ?? err; // a Recoverable wraps the SyntaxError of unfinished code
-    done.error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-    if (e?.stack) done.stack = String(e.stack);
+  // import() resolves against the working folder (home); bare names it does
+  // not find come from runtime-js (playwright-core).
+  register('./repl-hooks.mjs', import.meta.url);
+  function evaluate(code) {
+    return new Promise((resolve) => {
+      let once = false;
+      settle = (err) => {
+        if (once) return;
+        once = true;
+        settle = null;
+        resolve(err);
+      };
+      server.eval(code, server.context, 'repl', (err) => settle && settle(err));
+    });
   }
-  current = null;
-  sendFrame(done);
-}
 
-// ---- frames on stdin ----
+  async function execute(code) {
+    current = { textBytes: 0 };
+    const err = await evaluate(code);
+    const done = { t: 'done', success: !err };
+    if (err) {
+      const e = err.err ?? err; // a Recoverable wraps the SyntaxError of unfinished code
+      done.error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      if (e?.stack) done.stack = String(e.stack);
+    }
+    current = null;
+    sendFrame(done);
+  }
 
-// Chunks are kept in a list and joined once a frame is whole: an 8 MiB
-// frame arrives in many pipe-sized chunks, and joining at each would copy it
-// over and over.
-let pending = Buffer.alloc(0);
-const parts = [];
-let partBytes = 0;
-let need = -1; // the bytes of the frame being read, once its length is known
-let chain = Promise.resolve();
-const join = () => {
-  pending = Buffer.concat([pending, ...parts]);
-  parts.length = 0;
-  partBytes = 0;
-};
-process.stdin.on('data', (chunk) => {
-  parts.push(chunk);
-  partBytes += chunk.length;
-  if (need < 0 && pending.length + partBytes >= 4) {
+  // ---- frames on stdin ----
+
+  // Chunks are kept in a list and joined once a frame is whole: an 8 MiB
+  // frame arrives in many pipe-sized chunks, and joining at each would copy it
+  // over and over.
+  let pending = Buffer.alloc(0);
+  const parts = [];
+  let partBytes = 0;
+  let need = -1; // the bytes of the frame being read, once its length is known
+  let chain = Promise.resolve();
+  const join = () => {
+    pending = Buffer.concat([pending, ...parts]);
+    parts.length = 0;
+    partBytes = 0;
+  };
+  process.stdin.on('data', (chunk) => {
+    parts.push(chunk);
+    partBytes += chunk.length;
+    if (need < 0 && pending.length + partBytes >= 4) {
+      join();
+      need = 4 + pending.readUInt32BE(0);
+    }
+    if (need < 0 || pending.length + partBytes < need) return;
     join();
-    need = 4 + pending.readUInt32BE(0);
+    while (pending.length >= 4) {
+      const n = pending.readUInt32BE(0);
+      if (pending.length < 4 + n) break;
+      const msg = JSON.parse(pending.subarray(4, 4 + n).toString('utf8'));
+      pending = pending.subarray(4 + n);
+      chain = chain.then(() => execute(String(msg.code ?? '')));
+    }
+    need = pending.length >= 4 ? 4 + pending.readUInt32BE(0) : -1;
+  });
+  process.stdin.on('end', () => process.exit(0));
+  try {
+    process.chdir(home);
+  } catch {
+    // no home folder: work where the sandbox started us
   }
-  if (need < 0 || pending.length + partBytes < need) return;
-  join();
-  while (pending.length >= 4) {
-    const n = pending.readUInt32BE(0);
-    if (pending.length < 4 + n) break;
-    const msg = JSON.parse(pending.subarray(4, 4 + n).toString('utf8'));
-    pending = pending.subarray(4 + n);
-    chain = chain.then(() => execute(String(msg.code ?? '')));
-  }
-  need = pending.length >= 4 ? 4 + pending.readUInt32BE(0) : -1;
-});
-process.stdin.on('end', () => process.exit(0));
-try {
-  process.chdir(home);
-} catch {
-  // no home folder: work where the sandbox started us
 }

@@ -1,14 +1,17 @@
 // WebMCP's side inside the session's sandbox (src/api/webmcp.c, docs/webmcp.md).
 // Not a module: runtime-js/webmcp-runner.mjs (the server's calls) and the
 // REPL (webmcp.* globals) load it with new Function and call
-//   __wm_main(await __wm_connect(<DevTools ws URL>), request)
+//   __wm_main(await __wm_connect(<DevTools ws URL>), request, env?)
 // Requests: {op: "list", custom: [...], exclude_custom}, {op: "invoke", ref,
 // input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
-// JSON record; a page's output past __WM_OUT_CAP bytes is an error. The DevTools
+// JSON record; a page's output past __WM_OUT_CAP bytes is an error, a
+// CDP-backed custom tool's past __WM_CDP_OUT_CAP. env.replHelpers() gives
+// the REPL's helpers (runtime-js/repl.mjs) for CDP-backed custom tools. The DevTools
 // client is node's WebSocket (--experimental-websocket on node 20): playwright's
 // connectOverCDP would wait for every page, a page that never yields included.
 
 const __WM_OUT_CAP = 960 * 1024; // LIM_WEBMCP_OUTPUT_BYTES
+const __WM_CDP_OUT_CAP = 240 * 1024; // LIM_WEBMCP_CDP_OUTPUT_BYTES
 const __WM_TAB_MS = 5000; // the most a tools list waits for one tab
 const __WM_OOPIFS = 64; // out-of-process frames read per tab
 
@@ -179,14 +182,16 @@ async function __wm_native(tab, { titles = true } = {}) {
         returnByValue: true,
         expression: `(async () => !document.modelContext ? [] : (await document.modelContext.getTools())
           .filter((t) => t.window === window)
-          .map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
-            title: typeof t.title === 'string' && t.title ? t.title : undefined })))()`,
+          .map((t) => { const f = [...document.forms].find((x) => x.getAttribute('toolname') === String(t.name));
+            return { name: String(t.name), description: String(t.description ?? ''), inputSchema: t.inputSchema ?? undefined,
+              title: typeof t.title === 'string' && t.title ? t.title : undefined,
+              form: !!f, annotations: f ? { autosubmit: f.hasAttribute('toolautosubmit') } : undefined }; }))()`,
       });
       for (const t of Array.isArray(r.result?.value) ? r.result.value : []) {
         const known = tools.find((x) => x.name === t.name && x.frameId === frameId);
         if (known) {
           if (t.title !== undefined) known.title = t.title;
-        } else if (!root) tools.push({ ...t, frameId, __s: s });
+        } else if (!root) tools.push({ ...t, frameId, __s: s, __ctx: executionContextId });
       }
     } catch {}
   }
@@ -215,7 +220,7 @@ function __wm_tool(t) {
   if (a.readOnly !== undefined) ann.readOnlyHint = a.readOnly;
   if (a.untrustedContent !== undefined) ann.untrustedContentHint = a.untrustedContent;
   if (a.consequential !== undefined) ann.consequentialHint = a.consequential;
-  if (t.backendNodeId !== undefined) ann.autosubmit = !!a.autosubmit;
+  if (t.backendNodeId !== undefined || t.form) ann.autosubmit = !!a.autosubmit;
   if (Object.keys(ann).length) tool.annotations = ann;
   return tool;
 }
@@ -252,10 +257,15 @@ async function __wm_list(conn, req) {
   return { tools: out };
 }
 
-function __wm_output(v) {
-  const text = JSON.stringify(v === undefined ? null : v);
-  if (text !== undefined && Buffer.byteLength(text) > __WM_OUT_CAP)
-    return { status: 'error', error_text: `the tool's output is over ${__WM_OUT_CAP} bytes` };
+function __wm_output(v, cap = __WM_OUT_CAP) {
+  let text;
+  try {
+    text = JSON.stringify(v === undefined ? null : v);
+  } catch (e) {
+    return { status: 'error', error_text: `the tool's output is not JSON: ${String(e?.message ?? e)}` };
+  }
+  if (text !== undefined && Buffer.byteLength(text) > cap)
+    return { status: 'error', error_text: `the tool's output is over ${cap} bytes` };
   return { status: 'completed', output: v === undefined ? null : v };
 }
 
@@ -279,18 +289,50 @@ function __wm_fill(input) {
   }
 }
 
-async function __wm_invoke(conn, req) {
+async function __wm_invoke(conn, req, env) {
   const ref = __wm_unref(String(req.ref).replace(/^ct_[A-Za-z0-9]+\./, ''));
   if (!ref) return { not_found: true };
   const tabs = await __wm_tabs(conn);
   try {
-    return await __wm_invoke_in(tabs.find((x) => x.targetId === ref.t), ref, req);
+    return await __wm_invoke_in(tabs.find((x) => x.targetId === ref.t), ref, req, env);
   } finally {
     for (const t of tabs) t.s.detach().catch(() => {});
   }
 }
 
-async function __wm_invoke_in(tab, ref, req) {
+// A CDP-backed custom tool: its source is evaluated here (the runner, in
+// the session's sandbox), not in the page, with the REPL's helpers as
+// globals (cdp(), js(), gotoUrl(), ...), the tool's tab their current tab;
+// execute(input, {tab_id, page_url}) is awaited until the deadline.
+async function __wm_cdp_tool(c, ref, f, req, env, deadline) {
+  const invocation_id = __wm_id();
+  const fail = (e) => ({ invocation_id, status: 'error', error_text: String(e?.message ?? e).split('\n')[0] });
+  let helpers;
+  try {
+    helpers = await env.replHelpers();
+    await helpers.useTab(ref.t);
+  } catch (e) {
+    return fail(e);
+  }
+  const r = await deadline(
+    (async () => {
+      const defs = new Function(`return (${c.source}\n);`)();
+      const d = Array.isArray(defs) && defs.find((x) => x && __wm_def_name(x) === c.tool.name);
+      if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source');
+      return { value: await d.execute(req.input, { tab_id: ref.t, page_url: f.url }) };
+    })().catch((e) => ({ error: e })),
+  );
+  if (r.timed_out) return { outcome_unknown: true, invocation_id };
+  if (r.error !== undefined) return fail(r.error);
+  return { invocation_id, ...__wm_output(r.value, __WM_CDP_OUT_CAP) };
+}
+
+// A definition's name: tool.name (the document's shape) or name.
+function __wm_def_name(d) {
+  return d.tool && typeof d.tool === 'object' ? d.tool.name : d.name;
+}
+
+async function __wm_invoke_in(tab, ref, req, env) {
   const gone = { not_found: true };
   const f = tab && tab.frames.get(ref.f);
   if (!f || f.loaderId !== ref.l) return gone;
@@ -299,8 +341,9 @@ async function __wm_invoke_in(tab, ref, req) {
   if (ref.c !== undefined) {
     const c = req.custom;
     if (!c || c.id !== ref.c || !__wm_match(c.url_patterns, f.url)) return gone;
+    if (c.kind === 'cdp') return __wm_cdp_tool(c, ref, f, req, env, deadline);
     const invocation_id = __wm_id();
-    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && x.name === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r) ?? 'null'; })()`;
+    const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && (x.tool && typeof x.tool === 'object' ? x.tool.name : x.name) === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r) ?? 'null'; })()`;
     const r = await deadline(tab.s.send('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true }));
     if (r.timed_out) return { outcome_unknown: true, invocation_id };
     if (r.exceptionDetails)
@@ -318,6 +361,19 @@ async function __wm_invoke_in(tab, ref, req) {
       functionDeclaration: __wm_fill.toString(),
       arguments: [{ value: req.input }],
     });
+    return { invocation_id, status: 'awaiting_submission' };
+  }
+  // A child frame's form: Chromium gives no node for it, so it is found in
+  // the frame's document by its toolname (in our world) and filled the same way.
+  if (t.form && !(t.annotations && t.annotations.autosubmit)) {
+    const invocation_id = __wm_id();
+    const r = await t.__s.send('Runtime.evaluate', {
+      contextId: t.__ctx,
+      returnByValue: true,
+      expression: `(() => { const f = [...document.forms].find((x) => x.getAttribute('toolname') === ${JSON.stringify(t.name)});
+        if (!f) return false; (${__wm_fill.toString()}).call(f, ${JSON.stringify(req.input)}); return true; })()`,
+    });
+    if (r.result?.value !== true) return gone;
     return { invocation_id, status: 'awaiting_submission' };
   }
   let answered;
@@ -346,9 +402,11 @@ async function __wm_invoke_in(tab, ref, req) {
 }
 
 // Checks a custom tools source: a JavaScript expression giving an array of
-// {name, description, inputSchema?, outputSchema?, title?, annotations?,
-// match: {url_patterns: [...]}, execute}. Evaluated here (the sandbox), and
-// again in the page at each invocation.
+// {kind?: "page" | "cdp", tool: {name, description, inputSchema?,
+// outputSchema?, title?, annotations?}, match: {url_patterns: [...]},
+// execute} (the document's shape; the tool's fields may also stand beside
+// match, without tool). Evaluated here (the sandbox), and again at each
+// invocation: in the page for kind "page" (the default), here for "cdp".
 function __wm_define(req) {
   let defs;
   try {
@@ -362,28 +420,32 @@ function __wm_define(req) {
   for (const [i, d] of defs.entries()) {
     const bad = (why) => ({ invalid: `definition ${i}: ${why}` });
     if (!d || typeof d !== 'object') return bad('is not an object');
-    if (typeof d.name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(d.name)) return bad('name must be 1..128 of [A-Za-z0-9_.-]');
-    if (seen.has(d.name)) return bad(`name ${d.name} is given twice`);
-    seen.add(d.name);
-    if (typeof d.description !== 'string') return bad('description must be a string');
+    const kind = d.kind ?? 'page';
+    if (kind !== 'page' && kind !== 'cdp') return bad('kind must be "page" or "cdp"');
+    if (d.tool !== undefined && (!d.tool || typeof d.tool !== 'object')) return bad('tool must be an object');
+    const m = d.tool ?? d; // the tool's metadata
+    if (typeof m.name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(m.name)) return bad('name must be 1..128 of [A-Za-z0-9_.-]');
+    if (seen.has(m.name)) return bad(`name ${m.name} is given twice`);
+    seen.add(m.name);
+    if (typeof m.description !== 'string') return bad('description must be a string');
     if (typeof d.execute !== 'function') return bad('execute must be a function');
     const pats = d.match && d.match.url_patterns;
     if (!Array.isArray(pats) || pats.length === 0 || pats.some((p) => typeof p !== 'string' || !p))
       return bad('match.url_patterns must be a non-empty array of strings');
-    const tool = { name: d.name, description: d.description, inputSchema: d.inputSchema ?? { type: 'object' } };
-    for (const k of ['outputSchema', 'title', 'annotations']) if (d[k] !== undefined) tool[k] = d[k];
+    const tool = { name: m.name, description: m.description, inputSchema: m.inputSchema ?? { type: 'object' } };
+    for (const k of ['outputSchema', 'title', 'annotations']) if (m[k] !== undefined) tool[k] = m[k];
     try {
       JSON.stringify(tool);
     } catch {
       return bad('its metadata is not JSON');
     }
-    tools.push({ url_patterns: pats, tool });
+    tools.push({ kind, url_patterns: pats, tool });
   }
   return { tools };
 }
 
-async function __wm_main(conn, req) {
+async function __wm_main(conn, req, env = {}) {
   if (req.op === 'define') return __wm_define(req);
   if (req.op === 'list') return __wm_list(conn, req);
-  return __wm_invoke(conn, req);
+  return __wm_invoke(conn, req, env);
 }

@@ -30,6 +30,11 @@ static void egress_of(const char *data, char *out, size_t cap)
     json_decref(d);
 }
 
+void repl_egress_url(const char *data, char *out, size_t cap)
+{
+    egress_of(data, out, cap);
+}
+
 /* The body's fields, or 400 naming the first one that is wrong. */
 static int parse(struct req *rq, json_t *body, const char **code, int *reset, int *timeout_s)
 {

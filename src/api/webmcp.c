@@ -5,7 +5,10 @@
  * record inside the session's sandbox (started like playwright.execute's
  * runner), on this blocking thread, and answers from the runner's one
  * JSON record (bounded by LIM_PW_OUTPUT_BYTES). Custom tools live in this
- * module's memory, per session, until the session ends (a session hook).
+ * module's memory, per session, until the session ends (a session hook); a
+ * namespace's source is held once (one reference-counted string, however
+ * many tools it defines and calls use it), within byte budgets per session,
+ * per organization and for the server (LIM_WEBMCP_SOURCE_BYTES_*).
  */
 #include "api/webmcp.h"
 
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/repl.h"
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
@@ -22,11 +26,21 @@
 #include "runtime/sessmgr.h"
 #include "session/ext.h"
 
-/* Custom tools by session id: arrays of {id, kind, namespace, match, tool,
- * source}; and the calls running, "o:<org>" and "s:<session>" to a count. */
+/* Custom tools by session id: arrays of {id, kind, namespace, match, tool};
+ * their sources by session id, then namespace (one string each, shared by
+ * reference: jansson's reference counts are atomic and nothing changes a
+ * string in place); the source bytes held, "o:<org>" and "s:<session>" to
+ * a count, and held_all for the server; the calls running, "o:<org>" and
+ * "s:<session>" to a count; and the sessions that ended while a call of
+ * theirs ran (forgotten when their last call ends), whose custom tools a
+ * call must not store again after the session's hook forgot them. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static json_t *customs;
+static json_t *sources;
+static json_t *held;
+static json_int_t held_all;
 static json_t *running;
+static json_t *ended;
 
 /* ---- running one request in the sandbox ---- */
 
@@ -55,7 +69,13 @@ static int start_runner(struct req *rq, struct call *c, const char *args, int ti
     const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, url,
                           NULL};
     const char *ro[] = {dir, NULL};
-    const char *env[] = {"NODE_OPTIONS=", NULL};
+    /* The session's egress, for the REPL helpers' httpGet in CDP-backed
+     * custom tools (as the REPL's own process has it). */
+    char egress[64], http_env[128], https_env[128];
+    repl_egress_url(c->rec.data, egress, sizeof egress);
+    snprintf(http_env, sizeof http_env, "HTTP_PROXY=%s", egress);
+    snprintf(https_env, sizeof https_env, "HTTPS_PROXY=%s", egress);
+    const char *env[] = {"NODE_OPTIONS=", egress[0] ? http_env : NULL, https_env, NULL};
     struct proc_spec s = {
         .session_id = c->rec.id,
         .sb = c->sb,
@@ -104,8 +124,11 @@ static int count_add(const char *org, const char *sid, int delta, struct err *e)
         json_object_del(running, ko);
     if (s > 0)
         json_object_set_new(running, ks, json_integer(s));
-    else
+    else {
         json_object_del(running, ks);
+        if (ended)
+            json_object_del(ended, sid);
+    }
     pthread_mutex_unlock(&mu);
     return 0;
 }
@@ -178,6 +201,79 @@ static int run(struct req *rq, struct call *c, json_t *req, int timeout_s, json_
     return rc;
 }
 
+/* ---- custom tool sources and their byte budgets (under mu) ---- */
+
+static json_int_t held_of(const char *prefix, const char *id)
+{
+    char k[160];
+    snprintf(k, sizeof k, "%s:%s", prefix, id);
+    return held ? json_integer_value(json_object_get(held, k)) : 0;
+}
+
+static void held_add(const char *org, const char *sid, json_int_t delta)
+{
+    if (!held)
+        held = json_object();
+    const char *ids[2][2] = {{"o", org}, {"s", sid}};
+    for (int i = 0; i < 2; i++) {
+        char k[160];
+        snprintf(k, sizeof k, "%s:%s", ids[i][0], ids[i][1]);
+        json_int_t n = json_integer_value(json_object_get(held, k)) + delta;
+        if (n > 0)
+            json_object_set_new(held, k, json_integer(n));
+        else
+            json_object_del(held, k);
+    }
+    held_all += delta;
+}
+
+/* The session's source for namespace ns (borrowed), or NULL. */
+static json_t *source_of(const char *sid, const char *ns)
+{
+    return sources ? json_object_get(json_object_get(sources, sid), ns) : NULL;
+}
+
+/* Whether the session may hold add more bytes of source in place of the
+ * old it holds for one namespace: within its own, its organization's and
+ * the server's budgets. 429 naming source otherwise. */
+static int source_budget(struct err *e, const char *org, const char *sid, size_t old, size_t add)
+{
+    json_int_t d = (json_int_t)add - (json_int_t)old;
+    const char *who = NULL;
+    unsigned cap = 0;
+    if (held_of("s", sid) + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_PER_SESSION)
+        who = "this session", cap = LIM_WEBMCP_SOURCE_BYTES_PER_SESSION;
+    else if (held_of("o", org) + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_PER_ORG)
+        who = "this organization's sessions", cap = LIM_WEBMCP_SOURCE_BYTES_PER_ORG;
+    else if (held_all + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_ALL)
+        who = "the server", cap = LIM_WEBMCP_SOURCE_BYTES_ALL;
+    if (!who)
+        return 0;
+    e->retry_after = 5;
+    return err_set(e, E_LIMIT, "rate_limited",
+                   "source: the custom tool sources %s hold would pass %u bytes (delete custom "
+                   "tools, or end sessions, to free them)",
+                   who, cap);
+}
+
+/* Forgets the session's source for ns when no tool of the namespace is
+ * left (a deleted tool, a replaced namespace), and its bytes. */
+static void source_release(const char *org, const char *sid, const char *ns)
+{
+    json_t *a = customs ? json_object_get(customs, sid) : NULL, *t;
+    size_t i;
+    json_array_foreach(a, i, t)
+    {
+        if (strcmp(json_string_value(json_object_get(t, "namespace")), ns) == 0)
+            return;
+    }
+    json_t *src = source_of(sid, ns);
+    if (!src)
+        return;
+    held_add(org, sid, -(json_int_t)json_string_length(src));
+    json_object_del(json_object_get(sources, sid), ns);
+}
+
 /* The session's custom tools (a copy; new reference). */
 static json_t *customs_of(const char *sid)
 {
@@ -215,10 +311,11 @@ int webmcp_tools_get(struct req *rq, struct resp *rs)
         size_t i;
         json_t *t;
         json_array_foreach(all, i, t) json_array_append_new(
-            list, json_pack("{s:O, s:O, s:O, s:O}", "id", json_object_get(t, "id"), "namespace",
-                            json_object_get(t, "namespace"), "url_patterns",
-                            json_object_get(json_object_get(t, "match"), "url_patterns"), "tool",
-                            json_object_get(t, "tool")));
+            list,
+            json_pack("{s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(t, "id"), "kind",
+                      json_object_get(t, "kind"), "namespace", json_object_get(t, "namespace"),
+                      "url_patterns", json_object_get(json_object_get(t, "match"), "url_patterns"),
+                      "tool", json_object_get(t, "tool")));
         json_decref(all);
         json_t *q =
             json_pack("{s:s, s:o, s:b}", "op", "list", "custom", list, "exclude_custom", exclude);
@@ -268,8 +365,9 @@ static int parse_invoke(struct req *rq, json_t *body, const char **ref, json_t *
     return 0;
 }
 
-/* The custom tool a "ct_<id>.<...>" tool_ref names (a copy with its source),
- * or NULL. */
+/* The custom tool a "ct_<id>.<...>" tool_ref names (a copy with its
+ * namespace's source: a reference to the one string held, not a copy), or
+ * NULL. */
 static json_t *custom_for_ref(const char *sid, const char *ref)
 {
     const char *dot = ref ? strchr(ref, '.') : NULL;
@@ -281,12 +379,24 @@ static json_t *custom_for_ref(const char *sid, const char *ref)
     {
         const char *id = json_string_value(json_object_get(t, "id"));
         if (id && strlen(id) == (size_t)(dot - ref) && strncmp(id, ref, dot - ref) == 0)
-            hit = json_pack("{s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(t, "id"),
-                            "namespace", json_object_get(t, "namespace"), "url_patterns",
+            hit = json_pack("{s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(t, "id"), "kind",
+                            json_object_get(t, "kind"), "namespace",
+                            json_object_get(t, "namespace"), "url_patterns",
                             json_object_get(json_object_get(t, "match"), "url_patterns"), "tool",
-                            json_object_get(t, "tool"), "source", json_object_get(t, "source"));
+                            json_object_get(t, "tool"));
     }
     json_decref(all);
+    if (hit) {
+        pthread_mutex_lock(&mu);
+        json_t *src = source_of(sid, json_string_value(json_object_get(hit, "namespace")));
+        if (src)
+            json_object_set(hit, "source", src);
+        pthread_mutex_unlock(&mu);
+        if (!src) {
+            json_decref(hit);
+            hit = NULL;
+        }
+    }
     return hit;
 }
 
@@ -369,11 +479,16 @@ static int valid_namespace(const char *s)
     return 1;
 }
 
-/* Stores the batch (all or nothing) for namespace ns. */
-static int store_batch(struct req *rq, const char *sid, const char *ns, int force, json_t *defs,
-                       const char *source, json_t **out)
+/* Stores the batch (all or nothing) for namespace ns, its source (a
+ * string; a reference is kept) held once for the namespace. */
+static int store_batch(struct req *rq, const char *org, const char *sid, const char *ns, int force,
+                       json_t *defs, json_t *source, json_t **out)
 {
     pthread_mutex_lock(&mu);
+    if (ended && json_object_get(ended, sid)) {
+        pthread_mutex_unlock(&mu);
+        return err_set(&rq->err, E_CONFLICT, "session_ended", "browser session %s has ended", sid);
+    }
     if (!customs)
         customs = json_object();
     json_t *a = json_object_get(customs, sid);
@@ -408,11 +523,22 @@ static int store_batch(struct req *rq, const char *sid, const char *ns, int forc
     else if (keep + json_array_size(defs) > LIM_WEBMCP_CUSTOM_TOOLS)
         rc = err_field(&rq->err, "source", "a session may have at most %d custom tools",
                        LIM_WEBMCP_CUSTOM_TOOLS);
+    json_t *old = source_of(sid, ns);
+    if (rc == 0)
+        rc = source_budget(&rq->err, org, sid, old ? json_string_length(old) : 0,
+                           json_string_length(source));
     if (rc == 0) {
         for (i = json_array_size(a); i-- > 0;)
             if (strcmp(json_string_value(json_object_get(json_array_get(a, i), "namespace")), ns) ==
                 0)
                 json_array_remove(a, i);
+        source_release(org, sid, ns);
+        if (!sources)
+            sources = json_object();
+        if (!json_object_get(sources, sid))
+            json_object_set_new(sources, sid, json_object());
+        json_object_set(json_object_get(sources, sid), ns, source);
+        held_add(org, sid, (json_int_t)json_string_length(source));
         *out = json_array();
         json_array_foreach(defs, i, t)
         {
@@ -422,10 +548,10 @@ static int store_batch(struct req *rq, const char *sid, const char *ns, int forc
             int k = snprintf(id, sizeof id, "ct_");
             for (size_t j = 0; j < sizeof r; j++)
                 k += snprintf(id + k, sizeof id - (size_t)k, "%02x", r[j]);
-            json_t *rec = json_pack("{s:s, s:s, s:s, s:{s:O}, s:O, s:s}", "id", id, "kind", "page",
-                                    "namespace", ns, "match", "url_patterns",
-                                    json_object_get(t, "url_patterns"), "tool",
-                                    json_object_get(t, "tool"), "source", source);
+            json_t *rec =
+                json_pack("{s:s, s:O, s:s, s:{s:O}, s:O}", "id", id, "kind",
+                          json_object_get(t, "kind"), "namespace", ns, "match", "url_patterns",
+                          json_object_get(t, "url_patterns"), "tool", json_object_get(t, "tool"));
             json_array_append_new(*out, custom_render(rec));
             json_array_append_new(a, rec);
         }
@@ -457,6 +583,15 @@ int webmcp_custom_post(struct req *rq, struct resp *rs)
     force = json_is_true(f);
     if (rc == 0)
         rc = call_begin(rq, &c);
+    if (rc == 0) {
+        /* Checked again when the batch is stored: refused here before the
+         * source is sent to the sandbox to be evaluated. */
+        pthread_mutex_lock(&mu);
+        json_t *old = force ? source_of(c.rec.id, json_string_value(ns)) : NULL;
+        rc = source_budget(&rq->err, c.rec.org_id, c.rec.id, old ? json_string_length(old) : 0,
+                           json_string_length(src));
+        pthread_mutex_unlock(&mu);
+    }
     if (rc == 0)
         rc = run(rq, &c, json_pack("{s:s, s:O}", "op", "define", "source", src),
                  LIM_WEBMCP_LIST_TIMEOUT_S, &res, &timed_out);
@@ -471,8 +606,7 @@ int webmcp_custom_post(struct req *rq, struct resp *rs)
         rc = err_set(&rq->err, E_INTERNAL, "internal", "the WebMCP runner gave no definitions");
     json_t *out = NULL;
     if (rc == 0)
-        rc = store_batch(rq, c.rec.id, json_string_value(ns), force, defs, json_string_value(src),
-                         &out);
+        rc = store_batch(rq, c.rec.org_id, c.rec.id, json_string_value(ns), force, defs, src, &out);
     if (rc == 0)
         resp_json(rs, 200, json_pack("{s:o}", "tools", out));
     json_decref(res);
@@ -489,11 +623,16 @@ int webmcp_custom_delete(struct req *rq, struct resp *rs)
         const char *id = rq->nparams > 1 ? rq->params[1] : "";
         pthread_mutex_lock(&mu);
         json_t *a = customs ? json_object_get(customs, c.rec.id) : NULL;
-        for (size_t i = a ? json_array_size(a) : 0; i-- > 0;)
-            if (strcmp(json_string_value(json_object_get(json_array_get(a, i), "id")), id) == 0) {
+        for (size_t i = a ? json_array_size(a) : 0; i-- > 0;) {
+            json_t *t = json_array_get(a, i);
+            if (strcmp(json_string_value(json_object_get(t, "id")), id) == 0) {
+                char ns[80];
+                snprintf(ns, sizeof ns, "%s", json_string_value(json_object_get(t, "namespace")));
                 json_array_remove(a, i);
+                source_release(c.rec.org_id, c.rec.id, ns);
                 found = 1;
             }
+        }
         pthread_mutex_unlock(&mu);
         if (!found)
             rc = err_set(&rq->err, E_NOTFOUND, "not_found", "no custom tool with this id");
@@ -512,6 +651,19 @@ static void on_ending(struct session_ctx *sc, const char *reason)
     pthread_mutex_lock(&mu);
     if (customs)
         json_object_del(customs, sc->rec->id);
+    json_t *mine = sources ? json_object_get(sources, sc->rec->id) : NULL, *src;
+    const char *ns;
+    json_object_foreach(mine, ns, src)
+        held_add(sc->rec->org_id, sc->rec->id, -(json_int_t)json_string_length(src));
+    if (mine)
+        json_object_del(sources, sc->rec->id);
+    char ks[160];
+    snprintf(ks, sizeof ks, "s:%s", sc->rec->id);
+    if (running && json_object_get(running, ks)) {
+        if (!ended)
+            ended = json_object();
+        json_object_set_new(ended, sc->rec->id, json_true());
+    }
     pthread_mutex_unlock(&mu);
 }
 

@@ -13,7 +13,8 @@
 #define LIM_UPLOAD_BYTES (64u * 1024u * 1024u)
 /* Request body cap of the JSON routes whose document allows more than
  * LIM_BODY_BYTES (HTTP_ROUTE_LARGE_BODY): the Browser REPL's body is at most
- * 8 MiB (KERNEL_API_NEWER.md 1.4). Like every body it is held inside its
+ * 8 MiB (KERNEL_API_NEWER.md 1.4), and holds WebMCP custom tools' source of
+ * up to 8,000,000 bytes. Like every body it is held inside its
  * tenant's share of LIM_HTTP_BODY_BUDGET_BYTES (LIM_HTTP_BODY_TENANT_BYTES). */
 #define LIM_LARGE_BODY_BYTES (8u * 1024u * 1024u)
 /* Bytes of a streamed request body (HTTP_ROUTE_STREAM) held between the
@@ -199,11 +200,12 @@
  * a page's tool may answer (past it: status error); an invocation's
  * timeout_sec (default, most); the time a tools list may take; a tool_ref's
  * length; custom tools per session, namespaces per session and one
- * namespace's source (so at most 8 x 256 KiB of sources per session);
- * calls running at once per session and per organization (each holds a
- * blocking thread and one Node process in the session's sandbox): past
- * them, 429. The output cap stays under LIM_PW_OUTPUT_BYTES, which bounds
- * the runner's whole answer record (runtime-js/webmcp.js says it too). */
+ * namespace's source (the document's 8,000,000 bytes; held once per
+ * namespace, however many tools it defines); calls running at once per
+ * session and per organization (each holds a blocking thread and one Node
+ * process in the session's sandbox): past them, 429. The output cap stays
+ * under LIM_PW_OUTPUT_BYTES, which bounds the runner's whole answer record
+ * (runtime-js/webmcp.js says it too). */
 #define LIM_WEBMCP_INPUT_BYTES         (1u * 1024u * 1024u)
 #define LIM_WEBMCP_OUTPUT_BYTES        (960u * 1024u)
 #define LIM_WEBMCP_TIMEOUT_S           30
@@ -212,9 +214,21 @@
 #define LIM_WEBMCP_REF_BYTES           4096
 #define LIM_WEBMCP_CUSTOM_TOOLS        64
 #define LIM_WEBMCP_NAMESPACES          8
-#define LIM_WEBMCP_CUSTOM_SOURCE_BYTES (256u * 1024u)
+#define LIM_WEBMCP_CUSTOM_SOURCE_BYTES 8000000u
 #define LIM_WEBMCP_RUNNING_PER_SESSION 2
 #define LIM_WEBMCP_RUNNING_PER_ORG     8
+/* Custom tool sources the server holds in memory (docs/webmcp.md, "Tenant
+ * fairness: WebMCP custom tool sources" in docs/sandbox.md): at most this
+ * many bytes for one session (two full-size namespaces), for one
+ * organization (four), and for the whole server (a fifth of it per
+ * organization, so one organization never holds it alone). Past one: 429
+ * naming source (deleting custom tools, or a session's end, frees them). */
+#define LIM_WEBMCP_SOURCE_BYTES_PER_SESSION (16u * 1000u * 1000u)
+#define LIM_WEBMCP_SOURCE_BYTES_PER_ORG     (32u * 1000u * 1000u)
+#define LIM_WEBMCP_SOURCE_BYTES_ALL         (160u * 1000u * 1000u)
+/* A CDP-backed custom tool's output (runtime-js/webmcp.js, as JSON): past
+ * it the invocation is status error (the document's 240 KiB). */
+#define LIM_WEBMCP_CDP_OUTPUT_BYTES (240u * 1024u)
 /* Replays (docs/replays.md): one recording's file and duration (also the
  * default duration when max_duration_in_seconds is omitted), recordings
  * encoding at once on this host (libx264 costs a fraction of a core each),

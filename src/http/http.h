@@ -140,8 +140,9 @@ struct route {
 #define HTTP_ROUTE_PROBE (1u << 19)
 /* A route flag: the request body may be up to LIM_LARGE_BODY_BYTES (a JSON
  * body the interface document allows past LIM_BODY_BYTES: the Browser REPL's
- * code) instead of LIM_BODY_BYTES. It is held like any other body, inside its
- * tenant's share of the body budget (http_config.body_share). */
+ * code, a WebMCP custom tools source) instead of LIM_BODY_BYTES. It is held
+ * like any other body, inside its tenant's share of the body budget
+ * (http_config.body_share). */
 #define HTTP_ROUTE_LARGE_BODY (1u << 20)
 
 /* The next bytes of a streamed body (HTTP_ROUTE_STREAM), waiting for them:
