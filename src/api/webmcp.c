@@ -365,6 +365,25 @@ static int parse_invoke(struct req *rq, json_t *body, const char **ref, json_t *
     return 0;
 }
 
+/* A custom tool's id in the hosted service's shape, which its MCP server's
+ * webmcp tool checks: "ct_", a letter, then 23 of [a-z0-9] (about 124 bits
+ * of the random source; bytes past the largest multiple of the alphabet's
+ * size are drawn again so that every character is equally likely). */
+static void custom_tool_id(char id[32])
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    memcpy(id, "ct_", 3);
+    for (size_t k = 0; k < 24;) {
+        unsigned char b;
+        size_t n = k == 0 ? 26 : 36;
+        crypto_random(&b, 1);
+        if (b >= 256 / n * n)
+            continue;
+        id[3 + k++] = alnum[b % n];
+    }
+    id[27] = 0;
+}
+
 /* The custom tool a "ct_<id>.<...>" tool_ref names (a copy with its
  * namespace's source: a reference to the one string held, not a copy), or
  * NULL. */
@@ -542,12 +561,8 @@ static int store_batch(struct req *rq, const char *org, const char *sid, const c
         *out = json_array();
         json_array_foreach(defs, i, t)
         {
-            unsigned char r[10];
             char id[32];
-            crypto_random(r, sizeof r);
-            int k = snprintf(id, sizeof id, "ct_");
-            for (size_t j = 0; j < sizeof r; j++)
-                k += snprintf(id + k, sizeof id - (size_t)k, "%02x", r[j]);
+            custom_tool_id(id);
             json_t *rec =
                 json_pack("{s:s, s:O, s:s, s:{s:O}, s:O}", "id", id, "kind",
                           json_object_get(t, "kind"), "namespace", ns, "match", "url_patterns",

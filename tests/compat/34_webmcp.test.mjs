@@ -32,7 +32,7 @@ const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/
 
 export const tests = [
   {
-    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a third call at once is 429, a tool dies with its document (404), a custom tool matches by URL pattern; bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
+    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a third call at once is 429, a tool dies with its document (404), a custom tool matches by URL pattern and its id has the hosted shape ct_ + a letter + 23 of [a-z0-9] (its MCP server checks it); bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
@@ -132,7 +132,7 @@ export const tests = [
           r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'ns34', source } });
           eq(r.status, 200, r.text);
           const ct = r.json.tools[0];
-          assert(/^ct_/.test(ct.id) && ct.namespace === 'ns34' && ct.tool.name === 'page_title', `custom tool: ${r.text}`);
+          assert(/^ct_[a-z][a-z0-9]{23}$/.test(ct.id) && ct.namespace === 'ns34' && ct.tool.name === 'page_title', `custom tool: ${r.text}`);
           r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'ns34', source } });
           eq(r.status, 409, `the namespace exists: ${r.text}`);
           r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
