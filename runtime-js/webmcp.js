@@ -65,17 +65,26 @@ function __wm_session(conn, sessionId) {
   };
 }
 
-function __wm_ref(obj) {
-  return Buffer.from(JSON.stringify(obj)).toString('base64url');
+// A tool_ref: the 64-bit FNV-1a hashes of the tab's target id, the frame's
+// id, the frame's document (loader id) and, for a page's tool, its name, in
+// base64url: 43 characters (a custom tool's ref is "ct_<id>." and 32), under
+// the 128 the hosted service's MCP server accepts for a tool_ref. A ref is
+// resolved by hashing what is there now: a document that went is not found.
+function __wm_h(s) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(String(s))) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return h.toString(16).padStart(16, '0');
+}
+
+function __wm_ref(o) {
+  return Buffer.from(__wm_h(o.t) + __wm_h(o.f) + __wm_h(o.l) + (o.n === undefined ? '' : __wm_h(o.n)), 'hex').toString('base64url');
 }
 
 function __wm_unref(s) {
-  try {
-    const o = JSON.parse(Buffer.from(String(s), 'base64url').toString('utf8'));
-    return o && typeof o === 'object' && typeof o.t === 'string' && typeof o.l === 'string' ? o : null;
-  } catch {
-    return null;
-  }
+  if (!/^[A-Za-z0-9_-]+$/.test(s)) return null;
+  const x = Buffer.from(s, 'base64url').toString('hex');
+  if (x.length !== 48 && x.length !== 64) return null;
+  return { t: x.slice(0, 16), f: x.slice(16, 32), l: x.slice(32, 48), n: x.length === 64 ? x.slice(48) : undefined };
 }
 
 // A URL pattern: '*' matches any run of characters, the rest literally,
@@ -247,7 +256,7 @@ async function __wm_list(conn, req) {
     for (const c of req.exclude_custom || !top ? [] : req.custom) {
       if (!__wm_match(c.url_patterns, top.url)) continue;
       out.push({
-        tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId, c: c.id }),
+        tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId }),
         tool: c.tool,
         source: __wm_source(tab, tab.targetId, { id: c.id, namespace: c.namespace }),
       });
@@ -290,11 +299,17 @@ function __wm_fill(input) {
 }
 
 async function __wm_invoke(conn, req, env) {
-  const ref = __wm_unref(String(req.ref).replace(/^ct_[A-Za-z0-9]+\./, ''));
-  if (!ref) return { not_found: true };
+  const m = /^(ct_[A-Za-z0-9]+)\.(.*)$/.exec(String(req.ref));
+  const h = __wm_unref(m ? m[2] : String(req.ref));
+  if (!h || !m !== (h.n !== undefined)) return { not_found: true };
   const tabs = await __wm_tabs(conn);
   try {
-    return await __wm_invoke_in(tabs.find((x) => x.targetId === ref.t), ref, req, env);
+    const tab = tabs.find((x) => __wm_h(x.targetId) === h.t);
+    const f = tab && [...tab.frames.keys()].find((id) => __wm_h(id) === h.f);
+    if (!f) return { not_found: true };
+    const ref = { t: tab.targetId, f, l: tab.frames.get(f).loaderId, c: m ? m[1] : undefined, nh: h.n };
+    if (__wm_h(ref.l) !== h.l) return { not_found: true };
+    return await __wm_invoke_in(tab, ref, req, env);
   } finally {
     for (const t of tabs) t.s.detach().catch(() => {});
   }
@@ -351,8 +366,9 @@ async function __wm_invoke_in(tab, ref, req, env) {
     return { invocation_id, ...__wm_output(JSON.parse(r.result.value)) };
   }
   const tools = await __wm_native(tab, { titles: false });
-  const t = tools.find((x) => x.name === ref.n && x.frameId === ref.f);
+  const t = tools.find((x) => __wm_h(x.name) === ref.nh && x.frameId === ref.f);
   if (!t) return gone;
+  ref.n = t.name;
   if (t.backendNodeId !== undefined && !(t.annotations && t.annotations.autosubmit)) {
     const invocation_id = __wm_id();
     const { object } = await t.__s.send('DOM.resolveNode', { backendNodeId: t.backendNodeId });

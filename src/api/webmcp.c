@@ -227,10 +227,26 @@ static void held_add(const char *org, const char *sid, json_int_t delta)
     held_all += delta;
 }
 
-/* The session's source for namespace ns (borrowed), or NULL. */
-static json_t *source_of(const char *sid, const char *ns)
+/* The session's source of one batch (borrowed), or NULL. A batch's source
+ * is held once under its key, "<namespace>/<its first tool's id>", which
+ * each of its tools names as "src". */
+static json_t *source_of(const char *sid, const char *key)
 {
-    return sources ? json_object_get(json_object_get(sources, sid), ns) : NULL;
+    return sources ? json_object_get(json_object_get(sources, sid), key) : NULL;
+}
+
+/* The bytes of the sources namespace ns holds in the session. */
+static size_t ns_source_bytes(const char *sid, const char *ns)
+{
+    json_t *mine = sources ? json_object_get(sources, sid) : NULL, *src;
+    const char *key;
+    size_t n = strlen(ns), bytes = 0;
+    json_object_foreach(mine, key, src)
+    {
+        if (strncmp(key, ns, n) == 0 && key[n] == '/')
+            bytes += json_string_length(src);
+    }
+    return bytes;
 }
 
 /* Whether the session may hold add more bytes of source in place of the
@@ -256,22 +272,22 @@ static int source_budget(struct err *e, const char *org, const char *sid, size_t
                    who, cap);
 }
 
-/* Forgets the session's source for ns when no tool of the namespace is
+/* Forgets the session's source of one batch when none of its tools is
  * left (a deleted tool, a replaced namespace), and its bytes. */
-static void source_release(const char *org, const char *sid, const char *ns)
+static void source_release(const char *org, const char *sid, const char *key)
 {
     json_t *a = customs ? json_object_get(customs, sid) : NULL, *t;
     size_t i;
     json_array_foreach(a, i, t)
     {
-        if (strcmp(json_string_value(json_object_get(t, "namespace")), ns) == 0)
+        if (strcmp(json_string_value(json_object_get(t, "src")), key) == 0)
             return;
     }
-    json_t *src = source_of(sid, ns);
+    json_t *src = source_of(sid, key);
     if (!src)
         return;
     held_add(org, sid, -(json_int_t)json_string_length(src));
-    json_object_del(json_object_get(sources, sid), ns);
+    json_object_del(json_object_get(sources, sid), key);
 }
 
 /* The session's custom tools (a copy; new reference). */
@@ -385,7 +401,7 @@ static void custom_tool_id(char id[32])
 }
 
 /* The custom tool a "ct_<id>.<...>" tool_ref names (a copy with its
- * namespace's source: a reference to the one string held, not a copy), or
+ * batch's source: a reference to the one string held, not a copy), or
  * NULL. */
 static json_t *custom_for_ref(const char *sid, const char *ref)
 {
@@ -393,21 +409,24 @@ static json_t *custom_for_ref(const char *sid, const char *ref)
     if (!dot || strncmp(ref, "ct_", 3) != 0)
         return NULL;
     json_t *all = customs_of(sid), *hit = NULL, *t;
+    char key[LIM_WEBMCP_NAMESPACE_LEN + 40] = "";
     size_t i;
     json_array_foreach(all, i, t)
     {
         const char *id = json_string_value(json_object_get(t, "id"));
-        if (id && strlen(id) == (size_t)(dot - ref) && strncmp(id, ref, dot - ref) == 0)
+        if (id && strlen(id) == (size_t)(dot - ref) && strncmp(id, ref, dot - ref) == 0) {
             hit = json_pack("{s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(t, "id"), "kind",
                             json_object_get(t, "kind"), "namespace",
                             json_object_get(t, "namespace"), "url_patterns",
                             json_object_get(json_object_get(t, "match"), "url_patterns"), "tool",
                             json_object_get(t, "tool"));
+            snprintf(key, sizeof key, "%s", json_string_value(json_object_get(t, "src")));
+        }
     }
     json_decref(all);
     if (hit) {
         pthread_mutex_lock(&mu);
-        json_t *src = source_of(sid, json_string_value(json_object_get(hit, "namespace")));
+        json_t *src = source_of(sid, key);
         if (src)
             json_object_set(hit, "source", src);
         pthread_mutex_unlock(&mu);
@@ -489,7 +508,7 @@ int webmcp_custom_list(struct req *rq, struct resp *rs)
 static int valid_namespace(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 64)
+    if (n == 0 || n > LIM_WEBMCP_NAMESPACE_LEN)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
@@ -498,8 +517,10 @@ static int valid_namespace(const char *s)
     return 1;
 }
 
-/* Stores the batch (all or nothing) for namespace ns, its source (a
- * string; a reference is kept) held once for the namespace. */
+/* Stores the batch (all or nothing) in namespace ns, its source (a string;
+ * a reference is kept) held once for the batch. Without force the batch
+ * joins the namespace's tools, and a name the namespace has already is 409;
+ * with force it replaces them all. */
 static int store_batch(struct req *rq, const char *org, const char *sid, const char *ns, int force,
                        json_t *defs, json_t *source, json_t **out)
 {
@@ -515,61 +536,72 @@ static int store_batch(struct req *rq, const char *org, const char *sid, const c
         a = json_array();
         json_object_set_new(customs, sid, a);
     }
-    size_t keep = 0, i;
-    int has_ns = 0;
-    json_t *t, *namespaces = json_object();
+    size_t keep = 0, i, j;
+    const char *taken = NULL;
+    json_t *t, *d, *namespaces = json_object();
     json_array_foreach(a, i, t)
     {
         const char *tns = json_string_value(json_object_get(t, "namespace"));
-        if (strcmp(tns, ns) == 0)
-            has_ns = 1;
-        else {
+        if (strcmp(tns, ns) != 0 || !force)
             keep++;
-            json_object_set_new(namespaces, tns, json_true());
-        }
+        json_object_set_new(namespaces, tns, json_true());
+        if (strcmp(tns, ns) == 0 && !force)
+            json_array_foreach(defs, j, d)
+            {
+                json_t *name = json_object_get(json_object_get(d, "tool"), "name");
+                if (json_equal(name, json_object_get(json_object_get(t, "tool"), "name")))
+                    taken = json_string_value(name);
+            }
     }
+    json_object_set_new(namespaces, ns, json_true());
     size_t nns = json_object_size(namespaces);
     json_decref(namespaces);
     int rc = 0;
-    if (has_ns && !force)
+    if (taken)
         rc = err_set(&rq->err, E_CONFLICT, "conflict",
-                     "namespace %s has custom tools already (force_overwrite_namespace: true "
-                     "replaces them)",
-                     ns);
-    else if (nns + 1 > LIM_WEBMCP_NAMESPACES)
+                     "namespace %s has a custom tool named %s already "
+                     "(force_overwrite_namespace: true replaces the namespace's tools)",
+                     ns, taken);
+    else if (nns > LIM_WEBMCP_NAMESPACES)
         rc = err_field(&rq->err, "namespace", "a session may have at most %d namespaces",
                        LIM_WEBMCP_NAMESPACES);
     else if (keep + json_array_size(defs) > LIM_WEBMCP_CUSTOM_TOOLS)
         rc = err_field(&rq->err, "source", "a session may have at most %d custom tools",
                        LIM_WEBMCP_CUSTOM_TOOLS);
-    json_t *old = source_of(sid, ns);
     if (rc == 0)
-        rc = source_budget(&rq->err, org, sid, old ? json_string_length(old) : 0,
+        rc = source_budget(&rq->err, org, sid, force ? ns_source_bytes(sid, ns) : 0,
                            json_string_length(source));
     if (rc == 0) {
-        for (i = json_array_size(a); i-- > 0;)
-            if (strcmp(json_string_value(json_object_get(json_array_get(a, i), "namespace")), ns) ==
-                0)
+        for (i = json_array_size(a); force && i-- > 0;) {
+            t = json_array_get(a, i);
+            if (strcmp(json_string_value(json_object_get(t, "namespace")), ns) == 0) {
+                char key[LIM_WEBMCP_NAMESPACE_LEN + 40];
+                snprintf(key, sizeof key, "%s", json_string_value(json_object_get(t, "src")));
                 json_array_remove(a, i);
-        source_release(org, sid, ns);
+                source_release(org, sid, key);
+            }
+        }
         if (!sources)
             sources = json_object();
         if (!json_object_get(sources, sid))
             json_object_set_new(sources, sid, json_object());
-        json_object_set(json_object_get(sources, sid), ns, source);
-        held_add(org, sid, (json_int_t)json_string_length(source));
+        char key[LIM_WEBMCP_NAMESPACE_LEN + 40] = "";
         *out = json_array();
         json_array_foreach(defs, i, t)
         {
             char id[32];
             custom_tool_id(id);
-            json_t *rec =
-                json_pack("{s:s, s:O, s:s, s:{s:O}, s:O}", "id", id, "kind",
-                          json_object_get(t, "kind"), "namespace", ns, "match", "url_patterns",
-                          json_object_get(t, "url_patterns"), "tool", json_object_get(t, "tool"));
+            if (i == 0)
+                snprintf(key, sizeof key, "%s/%s", ns, id);
+            json_t *rec = json_pack("{s:s, s:O, s:s, s:{s:O}, s:O, s:s}", "id", id, "kind",
+                                    json_object_get(t, "kind"), "namespace", ns, "match",
+                                    "url_patterns", json_object_get(t, "url_patterns"), "tool",
+                                    json_object_get(t, "tool"), "src", key);
             json_array_append_new(*out, custom_render(rec));
             json_array_append_new(a, rec);
         }
+        json_object_set(json_object_get(sources, sid), key, source);
+        held_add(org, sid, (json_int_t)json_string_length(source));
     }
     pthread_mutex_unlock(&mu);
     return rc;
@@ -584,7 +616,8 @@ int webmcp_custom_post(struct req *rq, struct resp *rs)
     json_t *ns = json_object_get(body, "namespace"), *src = json_object_get(body, "source"),
            *f = json_object_get(body, "force_overwrite_namespace");
     if (rc == 0 && (!json_is_string(ns) || !valid_namespace(json_string_value(ns))))
-        rc = err_field(&rq->err, "namespace", "is required: 1..64 of [A-Za-z0-9_.-]");
+        rc = err_field(&rq->err, "namespace", "is required: 1..%d of [A-Za-z0-9_.-]",
+                       LIM_WEBMCP_NAMESPACE_LEN);
     if (rc == 0 && (!json_is_string(src) || json_string_length(src) == 0 ||
                     strlen(json_string_value(src)) != json_string_length(src)))
         rc = err_field(&rq->err, "source",
@@ -602,8 +635,8 @@ int webmcp_custom_post(struct req *rq, struct resp *rs)
         /* Checked again when the batch is stored: refused here before the
          * source is sent to the sandbox to be evaluated. */
         pthread_mutex_lock(&mu);
-        json_t *old = force ? source_of(c.rec.id, json_string_value(ns)) : NULL;
-        rc = source_budget(&rq->err, c.rec.org_id, c.rec.id, old ? json_string_length(old) : 0,
+        rc = source_budget(&rq->err, c.rec.org_id, c.rec.id,
+                           force ? ns_source_bytes(c.rec.id, json_string_value(ns)) : 0,
                            json_string_length(src));
         pthread_mutex_unlock(&mu);
     }
@@ -641,10 +674,10 @@ int webmcp_custom_delete(struct req *rq, struct resp *rs)
         for (size_t i = a ? json_array_size(a) : 0; i-- > 0;) {
             json_t *t = json_array_get(a, i);
             if (strcmp(json_string_value(json_object_get(t, "id")), id) == 0) {
-                char ns[80];
-                snprintf(ns, sizeof ns, "%s", json_string_value(json_object_get(t, "namespace")));
+                char key[LIM_WEBMCP_NAMESPACE_LEN + 40];
+                snprintf(key, sizeof key, "%s", json_string_value(json_object_get(t, "src")));
                 json_array_remove(a, i);
-                source_release(c.rec.org_id, c.rec.id, ns);
+                source_release(c.rec.org_id, c.rec.id, key);
                 found = 1;
             }
         }

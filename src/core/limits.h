@@ -206,14 +206,17 @@
  * process in the session's sandbox): past them, 429. The output cap stays
  * under LIM_PW_OUTPUT_BYTES, which bounds the runner's whole answer record
  * (runtime-js/webmcp.js says it too). */
-#define LIM_WEBMCP_INPUT_BYTES         (1u * 1024u * 1024u)
-#define LIM_WEBMCP_OUTPUT_BYTES        (960u * 1024u)
-#define LIM_WEBMCP_TIMEOUT_S           30
-#define LIM_WEBMCP_TIMEOUT_MAX_S       300
-#define LIM_WEBMCP_LIST_TIMEOUT_S      30
-#define LIM_WEBMCP_REF_BYTES           4096
-#define LIM_WEBMCP_CUSTOM_TOOLS        64
-#define LIM_WEBMCP_NAMESPACES          8
+#define LIM_WEBMCP_INPUT_BYTES    (1u * 1024u * 1024u)
+#define LIM_WEBMCP_OUTPUT_BYTES   (960u * 1024u)
+#define LIM_WEBMCP_TIMEOUT_S      30
+#define LIM_WEBMCP_TIMEOUT_MAX_S  300
+#define LIM_WEBMCP_LIST_TIMEOUT_S 30
+#define LIM_WEBMCP_REF_BYTES      4096
+#define LIM_WEBMCP_CUSTOM_TOOLS   64
+#define LIM_WEBMCP_NAMESPACES     8
+/* A custom tools namespace's length: the hosted service's CLI and MCP
+ * server accept 1..128 of [A-Za-z0-9_.-]. */
+#define LIM_WEBMCP_NAMESPACE_LEN       128
 #define LIM_WEBMCP_CUSTOM_SOURCE_BYTES 8000000u
 #define LIM_WEBMCP_RUNNING_PER_SESSION 2
 #define LIM_WEBMCP_RUNNING_PER_ORG     8

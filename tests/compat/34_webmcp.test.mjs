@@ -32,7 +32,7 @@ const invoke = (s, id, body) => request(s.base, 'POST', `/browsers/${id}/webmcp/
 
 export const tests = [
   {
-    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a third call at once is 429, a tool dies with its document (404), a custom tool matches by URL pattern and its id has the hosted shape ct_ + a letter + 23 of [a-z0-9] (its MCP server checks it); bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
+    name: 'issue 34 WebMCP: a loopback page\'s imperative, declarative and iframe tools are listed with schema and source, invoking answers the page\'s output / awaiting_submission (the form filled, not sent), a tool that never answers is 504 outcome_unknown after timeout_sec, a third call at once is 429, a tool dies with its document (404), a custom tool matches by URL pattern and its id has the hosted shape ct_ + a letter + 23 of [a-z0-9] and every tool_ref is at most 128 characters (its MCP server checks both); bad input is 400 naming the field; the REPL\'s webmcp.listTools/invokeTool; a busy tab does not stall the list',
     timeout: 90000,
     fn: async () => {
       const site = await startSite((req, res) => {
@@ -61,7 +61,7 @@ export const tests = [
           eq(form.tool.inputSchema.properties.q.type, 'string', `the form's schema: ${JSON.stringify(form.tool)}`);
           eq(form.tool.annotations.autosubmit, false, 'a form without autosubmit');
           for (const t of [add, form]) {
-            eq(typeof t.tool_ref, 'string', 'tool_ref');
+            assert(typeof t.tool_ref === 'string' && t.tool_ref.length <= 128, `tool_ref is a string of at most 128 characters (the hosted MCP server's webmcp tool refuses longer ones): ${t.tool_ref}`);
             eq(t.source.page_url, `${site.url}/shop`, 'source.page_url');
             eq(t.source.page_title, 'shop-34', 'source.page_title');
             eq(t.source.frame, null, 'the top frame');

@@ -199,4 +199,49 @@ export const tests = [
       }
     },
   },
+  {
+    name: 'issue 34.8 WebMCP custom tools join a namespace (the hosted service\'s add_custom): without force_overwrite_namespace a batch of new names is added beside the namespace\'s tools (both listed and invocable, each with its own source), a name the namespace has already is 409 naming it, force replaces them all (the old ids gone); a namespace of 128 characters is accepted, 129 is 400 naming namespace; every tool_ref is at most 128 characters',
+    timeout: 120000,
+    fn: async () => {
+      const site = await plainSite();
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          await page(site)(s, id);
+          const pattern = 'http://127.0.0.1:*/plain*';
+          const src = (name, v) => `[{ kind: 'page', match: { url_patterns: [${JSON.stringify(pattern)}] }, tool: { name: ${JSON.stringify(name)}, description: 'd' }, execute: async () => ({ v: ${JSON.stringify(v)}, title: document.title }) }]`;
+          const ns = 'n'.repeat(128);
+          let r = await addCustom(s, id, { namespace: ns, source: src('first', 1) });
+          eq(r.status, 200, `a 128-character namespace: ${r.text}`);
+          const first = r.json.tools[0].id;
+          r = await addCustom(s, id, { namespace: 'n'.repeat(129), source: src('x', 0) });
+          isError(r, 400);
+          assert(/namespace/.test(r.json.message), `129 characters: ${r.text}`);
+          r = await addCustom(s, id, { namespace: ns, source: src('second', 2) });
+          eq(r.status, 200, `a new name joins the namespace: ${r.text}`);
+          const second = r.json.tools[0].id;
+          r = await addCustom(s, id, { namespace: ns, source: src('first', 3) });
+          eq(r.status, 409, `a name the namespace has: ${r.text}`);
+          assert(/first/.test(r.json.message), `409 names the tool: ${r.text}`);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
+          eq(JSON.stringify(r.json.tools.map((t) => t.id).sort()), JSON.stringify([first, second].sort()), `both kept: ${r.text}`);
+          const list = await tools(s, id);
+          for (const t of list) assert(t.tool_ref.length <= 128, `a tool_ref of at most 128 characters: ${t.tool_ref}`);
+          for (const [name, v] of [['first', 1], ['second', 2]]) {
+            const t = list.find((x) => x.tool.name === name);
+            assert(t, `${name} listed: ${JSON.stringify(list)}`);
+            r = await invoke(s, id, { tool_ref: t.tool_ref, input: {} });
+            eq(r.status, 200, r.text);
+            eq(r.json.output && r.json.output.v, v, `${name} runs its own batch's source: ${r.text}`);
+          }
+          r = await addCustom(s, id, { namespace: ns, source: src('third', 4), force_overwrite_namespace: true });
+          eq(r.status, 200, r.text);
+          r = await request(s.base, 'GET', `/browsers/${id}/webmcp/custom-tools`, { key: s.key });
+          eq(JSON.stringify(r.json.tools.map((t) => t.tool.name)), '["third"]', `force replaced the namespace: ${r.text}`);
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
 ];
