@@ -85,6 +85,11 @@ static const char *const cr_fixed_flags[] = {
     "--disable-backgrounding-occluded-windows",
     "--disable-renderer-backgrounding",
     "--disable-hang-monitor",
+    /* No GPU shader caches in the profile (GPUCache, DawnGraphiteCache,
+     * DawnWebGPUCache): 0.9 MB of a sandboxed session's tmpfs profile, which
+     * is memory, for caches that help only a saved profile loaded again
+     * (issue 39.1, docs/runtime.md). */
+    "--disable-gpu-shader-disk-cache",
     /* WebMCP (document.modelContext and the DevTools WebMCP domain): docs/webmcp.md.
      * As a feature, not --enable-blink-features, which Chromium counts as an
      * unsupported flag: a headful window showed a warning bar over the page

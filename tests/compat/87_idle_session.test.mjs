@@ -3,8 +3,11 @@
 // (NetworkServiceInProcess2) instead of a utility process of its own, and
 // what a page does over the network still works: its load through the
 // session's egress, a fetch, and cookies (which the network service keeps).
-// The GPU process stays: WebGL still draws in a headless session.
-import { readFileSync } from 'node:fs';
+// The GPU process stays: WebGL still draws in a headless session, with no
+// shader cache written into the profile (--disable-gpu-shader-disk-cache:
+// a sandboxed profile is a tmpfs, memory).
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { startServer, startSite, request, assert, eq, sessionPids } from '../blackbox/lib.mjs';
 
@@ -30,7 +33,7 @@ const WEBGL = `(() => {
 
 export const tests = [
   {
-    name: 'issue 39.1: an idle session, headless or headful, runs no network service process; its page still loads, fetches and keeps cookies, and WebGL draws headless',
+    name: 'issue 39.1: an idle session, headless or headful, runs no network service process and writes no GPU shader cache; its page still loads, fetches and keeps cookies, and WebGL draws headless',
     timeout: 120000,
     fn: async () => {
       const w = await startSite((rq, rs) => {
@@ -58,6 +61,9 @@ export const tests = [
             assert(procs.some((c) => /--type=renderer/.test(c)), `${JSON.stringify(body)}: the session's processes are found: ${procs.join('\n')}`);
             const net = procs.filter((c) => /network\.mojom\.NetworkService/.test(c));
             eq(net.length, 0, `${JSON.stringify(body)}: a network service process runs: ${net.join('\n')}`);
+            for (const cache of ['Default/GPUCache', 'Default/DawnGraphiteCache', 'Default/DawnWebGPUCache']) {
+              assert(!existsSync(join(s.dir, 'sessions', id, cache)), `${JSON.stringify(body)}: the profile has ${cache}`);
+            }
           } finally { await br.close(); }
           eq((await api(s, 'DELETE', `/browsers/${id}`)).status, 204);
         }
