@@ -13,7 +13,9 @@
 // same run: POST /browsers {} (headful) and {"headless": true} served by a
 // spare, each after its replacement became ready, beside the cold {} create
 // measured back to back with deletes (the next create right after the
-// previous DELETE answered) and the raw launch.
+// previous DELETE answered) and the raw launch. Then an idle session's PSS
+// beside raw browsers running at the same time (issue 39.1, BENCH_ONLY=pss)
+// and creates under churn (issue 39.2, BENCH_ONLY=churn).
 //   node bench/sandbox.mjs
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statfsSync } from 'node:fs';
