@@ -1,6 +1,6 @@
 // Helpers shared by the benchmark scripts.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -43,6 +43,40 @@ export async function rawLaunch(own = false, bin = '/usr/bin/chromium') {
   const t = await untilDevTools(p, t0);
   rmSync(dir, { recursive: true, force: true });
   return t;
+}
+
+// A raw `chromium --headless=new` on about:blank left running, started as
+// rawLaunch starts it (root, --no-sandbox): issue 39.1's reference for an idle
+// session's memory. Returns once DevTools listens; pids() lists its processes
+// (the tree under the browser, and the crashpad handler, which daemonizes
+// out of it but names the profile folder); stop() kills them by PID.
+export async function rawIdle() {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-raw-'));
+  const p = spawn('/usr/bin/chromium', ['--no-sandbox', '--headless=new', ...RAW_FLAGS, `--user-data-dir=${dir}`, 'about:blank'],
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  await new Promise((resolve, reject) => {
+    let buf = '';
+    p.stderr.on('data', (d) => { buf += d; if (/DevTools listening on/.test(buf)) resolve(); });
+    p.on('exit', () => reject(new Error('raw chromium exited')));
+  });
+  p.stderr.resume();
+  const pids = () => {
+    let named = [];
+    try { named = execFileSync('pgrep', ['-f', '--', dir], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number); } catch { /* none */ }
+    const pp = new Map();
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try { pp.set(Number(d), Number(readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1].split(' ')[1])); } catch { /* gone */ }
+    }
+    const inTree = (pid) => { for (let q = pid; q > 1; q = pp.get(q)) if (q === p.pid) return true; return false; };
+    return [...new Set([...[...pp.keys()].filter(inTree), ...named])];
+  };
+  const stop = async () => {
+    for (const pid of pids()) if (pid !== p.pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    await killGroup(p);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { pid: p.pid, pids, stop };
 }
 
 // A raw headful launch, what a headful session needs without the server:

@@ -13,14 +13,16 @@
 // same run: POST /browsers {} (headful) and {"headless": true} served by a
 // spare, each after its replacement became ready, beside the cold {} create
 // measured back to back with deletes (the next create right after the
-// previous DELETE answered) and the raw launch.
+// previous DELETE answered) and the raw launch. Then an idle session's PSS
+// beside raw browsers running at the same time (issue 39.1, BENCH_ONLY=pss)
+// and creates under churn (issue 39.2, BENCH_ONLY=churn).
 //   node bench/sandbox.mjs
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statfsSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, request } from '../tests/blackbox/lib.mjs';
-import { ms, rawLaunch, rawHeadfulLaunch } from './lib.mjs';
+import { ms, rawIdle, rawLaunch, rawHeadfulLaunch } from './lib.mjs';
 
 const RUNS = Number(process.env.BENCH_LAUNCHES || 9);
 const SPARE_RUNS = Number(process.env.BENCH_SPARE_CREATES || 30);
@@ -96,6 +98,66 @@ function treePss(dir, id) {
   let kb = 0;
   for (const pid of pids) kb += pssKb(pid);
   return kb;
+}
+
+// A sandboxed session's profile and files are tmpfs mounts (memory, not in
+// any process's PSS): their used size counts with its processes' PSS.
+const tmpfsKb = (path) => { try { const st = statfsSync(path); return st.type === 0x01021994 ? ((st.blocks - st.bfree) * st.bsize) / 1024 : 0; } catch { return 0; } };
+const sessionKb = (s, id) => treePss(s.dir, id) + tmpfsKb(`${s.dir}/sessions/${id}`) + tmpfsKb(`${s.dir}/sessions/${id}.root`);
+
+// Issue 39.1: an idle session beside a bare browser, at the same time. A
+// sandboxed server with --spares 0 runs N idle headless and M idle headful
+// sessions while N raw `chromium --headless=new about:blank` (bench/lib.mjs
+// rawIdle) run beside them, started interleaved; PSS is read once the start-up
+// work settled, so every browser shares its library pages with the same
+// others. BENCH_ONLY=pss prints this section alone.
+const PSS_N = Number(process.env.BENCH_PSS_SESSIONS || 5);
+const PSS_HEADFUL = Number(process.env.BENCH_PSS_HEADFUL || 3);
+async function idleVsRaw() {
+  const s = await startServer({ args: ['--spares', '0'] });
+  const raws = [], headless = [], headful = [];
+  const create = async (body) => {
+    const r = await request(s.base, 'POST', '/browsers', { key: s.key, body: { ...body, timeout_seconds: 600 } });
+    if (r.status !== 200) throw new Error(`create: ${r.text}`);
+    return r.json.session_id;
+  };
+  let kbHl = 0, kbHf = 0, kbRaw = 0;
+  try {
+    if (!/sandbox: on/.test(s.log)) throw new Error(`the server is not sandboxed:\n${s.log}`);
+    for (let i = 0; i < PSS_N; i++) {
+      headless.push(await create({ headless: true }));
+      raws.push(await rawIdle());
+      if (i < PSS_HEADFUL) headful.push(await create({}));
+    }
+    await new Promise((r) => setTimeout(r, 5000)); // let start-up work settle
+    await atRest();
+    for (const id of headless) kbHl += sessionKb(s, id);
+    for (const id of headful) kbHf += sessionKb(s, id);
+    for (const r of raws) for (const pid of r.pids()) kbRaw += pssKb(pid);
+    for (const id of [...headless, ...headful]) await request(s.base, 'DELETE', `/browsers/${id}`, { key: s.key });
+    await settled(s);
+  } finally {
+    for (const r of raws) await r.stop();
+    await s.stop(); s.cleanup();
+  }
+  const hl = kbHl / 1024 / PSS_N, hf = kbHf / 1024 / Math.max(1, PSS_HEADFUL), raw = kbRaw / 1024 / PSS_N;
+  const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync('/proc/meminfo', 'utf8'))[1]) / 1048576;
+  const fit = (mb) => Math.floor((memGiB - 2) * 1024 / mb);
+  const f = (x) => x.toFixed(1);
+  return ['## An idle session beside a bare browser (issue 39.1)', '',
+    `Command: \`BENCH_ONLY=pss node bench/sandbox.mjs\` (also run by \`make bench\`). A sandboxed server with \`--spares 0\` runs ${PSS_N} idle headless`,
+    `and ${PSS_HEADFUL} idle headful sessions while ${PSS_N} raw \`chromium --headless=new about:blank\` (root, \`--no-sandbox\`, the flags of bench/lib.mjs) run beside them,`,
+    'all started interleaved; PSS (`/proc/PID/smaps_rollup`) is read 5 s after the last start, once the machine is at rest. A session counts the tasks of its',
+    'cgroup (bwrap, Chromium and its helpers, Xvfb when headful) and the used size of its tmpfs folders; a raw browser its process tree and its crashpad handler.', '',
+    '| figure | value | target |', '|---|---|---|',
+    `| PSS of an idle headless session | ${f(hl)} MB (${(hl / raw).toFixed(2)}x raw) | <= 0.7x raw |`,
+    `| PSS of an idle headful session (Xvfb included) | ${f(hf)} MB (${(hf / raw).toFixed(2)}x raw) | |`,
+    `| PSS of a raw \`chromium --headless=new\` with one blank page (same run) | ${f(raw)} MB | |`,
+    `| idle sessions in this host's memory (MemTotal ${f(memGiB)} GiB less 2 GiB) at these figures, headless / headful | ${fit(hl)} / ${fit(hf)} | |`, ''];
+}
+if (process.env.BENCH_ONLY === 'pss') {
+  console.log((await idleVsRaw()).join('\n'));
+  process.exit(0);
 }
 
 // Issue 39.2: creates under churn. The default server (its default spares:
@@ -194,10 +256,7 @@ try {
     for (let i = 0; i < IDLE; i++) ids.push((await api(s, 'POST', '/browsers', { headless: true, timeout_seconds: 600 })).json.session_id);
     await new Promise((r) => setTimeout(r, 3000)); // let start-up work settle
     let kb = 0;
-    // A sandboxed session's profile and files are tmpfs mounts (memory, not
-    // in any process's PSS): their used size counts too.
-    const tmpfsKb = (path) => { try { const st = statfsSync(path); return st.type === 0x01021994 ? ((st.blocks - st.bfree) * st.bsize) / 1024 : 0; } catch { return 0; } };
-    for (const id of ids) kb += treePss(s.dir, id) + tmpfsKb(`${s.dir}/sessions/${id}`) + tmpfsKb(`${s.dir}/sessions/${id}.root`);
+    for (const id of ids) kb += sessionKb(s, id);
     for (const id of ids) await api(s, 'DELETE', `/browsers/${id}`);
     await settled(s);
     return kb / ids.length;
@@ -279,5 +338,6 @@ try {
 } finally {
   for (const s of [on, off]) { await s.stop(); s.cleanup(); }
 }
+lines.push(...await idleVsRaw());
 lines.push(...await churn());
 console.log(lines.join('\n'));

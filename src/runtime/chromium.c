@@ -85,11 +85,21 @@ static const char *const cr_fixed_flags[] = {
     "--disable-backgrounding-occluded-windows",
     "--disable-renderer-backgrounding",
     "--disable-hang-monitor",
+    /* No GPU shader caches in the profile (GPUCache, DawnGraphiteCache,
+     * DawnWebGPUCache): 0.9 MB of a sandboxed session's tmpfs profile, which
+     * is memory, for caches that help only a saved profile loaded again
+     * (issue 39.1, docs/runtime.md). */
+    "--disable-gpu-shader-disk-cache",
     /* WebMCP (document.modelContext and the DevTools WebMCP domain): docs/webmcp.md.
      * As a feature, not --enable-blink-features, which Chromium counts as an
      * unsupported flag: a headful window showed a warning bar over the page
-     * (in live view, screenshots and replays). */
-    "--enable-features=WebMCP",
+     * (in live view, screenshots and replays).
+     * NetworkServiceInProcess2: the network service runs in the browser
+     * process instead of a utility process of its own (issue 39.1: 16 MB of
+     * an idle session's PSS). On Linux that process is not sandboxed
+     * (--service-sandbox-type=none), so no Chromium sandbox boundary moves;
+     * the session's sandbox holds both alike. docs/runtime.md. */
+    "--enable-features=WebMCP,NetworkServiceInProcess2",
     "--disable-features=Translate,OptimizationHints,OptimizationGuideModelDownloading,"
     "OptimizationHintsFetching,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
     "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
