@@ -815,6 +815,7 @@ static int start_relay(struct serve *sv)
         log_error("%s", e.message);
         return 1;
     }
+    api_relay_budgets_init(&sv->app);
     return 0;
 }
 

@@ -38,6 +38,17 @@
 /* WebSocket relay: largest reassembled message and most fragments per message. */
 #define LIM_WS_MESSAGE_BYTES (64u * 1024u * 1024u)
 #define LIM_WS_FRAGMENTS     4096u
+/* Bytes of client WebSocket messages the CDP and BiDi relay holds while it
+ * reassembles them (each data frame is charged its announced length when it
+ * starts, given back when its message is relayed or the connection ends):
+ * on the whole server, per organization and per session. Without them one
+ * organization opening connections and sending 60 MiB of a 64 MiB message on
+ * each, never its last byte, grew the server by 60 MiB per connection
+ * (256 connections per client address). Past a share the connection is
+ * closed with 1009 (red team pass 45). */
+#define LIM_RELAY_MSG_BUDGET_BYTES  ((size_t)512 * 1024 * 1024)
+#define LIM_RELAY_MSG_ORG_BYTES     ((size_t)160 * 1024 * 1024)
+#define LIM_RELAY_MSG_SESSION_BYTES ((size_t)128 * 1024 * 1024)
 /* Error details kept per response; further problems are counted, not listed. */
 #define LIM_ERR_DETAILS 32
 /* Egress proxy: a browser's request head, or an upstream proxy's response

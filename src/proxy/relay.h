@@ -50,6 +50,13 @@ struct relay_hooks {
      * MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE)). If NULL, the relay
      * close()s client_fd itself. */
     void (*close_client)(void *ctx);
+    /* Charges delta bytes of client messages being reassembled (a data
+     * frame's announced length, before it is buffered) or, negative, gives
+     * them back (the message was relayed, or the connection finished: every
+     * byte charged is given back before on_counts). 0 admits the frame;
+     * anything else closes the connection with 1009 (reason "message budget
+     * full"). Called on a relay thread; must not block. May be NULL. */
+    int (*charge)(void *ctx, long long delta);
     void *ctx;
 };
 

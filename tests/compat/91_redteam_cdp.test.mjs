@@ -1,0 +1,118 @@
+// Red team pass 45 (docs/sandbox.md "Tenant fairness: red team pass 45"): what
+// a tenant reaches through its session's CDP WebSocket. The relay reassembles
+// each client message before it forwards it (up to LIM_WS_MESSAGE_BYTES,
+// 64 MiB): a tenant that opened connections and sent most of a large message
+// on each, never its last byte, made the server hold all of it (60 MiB per
+// connection, 256 connections per client address). Those bytes are now
+// charged per session, per organization and on the server (LIM_RELAY_MSG_*).
+import net from 'node:net';
+import crypto from 'node:crypto';
+import WebSocket from 'ws';
+import { startServer, request, assert, eq, waitFor, newOrg, memKiB } from '../blackbox/lib.mjs';
+
+const ADMIN = 'redteam-91-admin';
+const MiB = 1024 * 1024;
+// src/core/limits.h
+const SESSION_SHARE = 128 * MiB, ORG_SHARE = 160 * MiB;
+const ANNOUNCED = 60 * MiB; // each held message's length, as its frame announces it
+const SENT = 8 * MiB;       // what the client sends of it (the server charges the announced length)
+
+async function create(s, key) {
+  const r = await request(s.base, 'POST', '/browsers', { key, body: { headless: true } });
+  eq(r.status, 200, `create: ${r.text}`);
+  return r.json;
+}
+
+// Opens a raw WebSocket to the session's cdp_ws_url and sends the head of one
+// text message announcing ANNOUNCED bytes, then SENT bytes of it, never the
+// rest. Resolves {sock, refused}: refused when the server closed it with 1009.
+async function holdPartialMessage(s, cdpUrl) {
+  const u = new URL(cdpUrl);
+  const sock = net.connect({ port: s.port, host: '127.0.0.1' });
+  await new Promise((res, rej) => { sock.once('connect', res); sock.once('error', rej); });
+  const c = { sock, buf: Buffer.alloc(0), ended: false };
+  sock.on('error', () => {});
+  sock.on('close', () => { c.ended = true; });
+  sock.on('data', (d) => { c.buf = Buffer.concat([c.buf, d]); });
+  sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    `Sec-WebSocket-Key: ${crypto.randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  await waitFor(() => c.buf.includes('\r\n\r\n') || c.ended, 'the upgrade answer', 20000, 20);
+  assert(c.buf.toString('latin1').startsWith('HTTP/1.1 101'), `upgrade: ${c.buf.toString('latin1').slice(0, 200)}`);
+  c.buf = c.buf.subarray(c.buf.indexOf('\r\n\r\n') + 4);
+  // A masked text frame (mask key 0: the payload goes as it is).
+  const head = Buffer.alloc(14);
+  head[0] = 0x81; head[1] = 0x80 | 127; head.writeBigUInt64BE(BigInt(ANNOUNCED), 2);
+  sock.write(head);
+  const closed1009 = () => { const i = c.buf.indexOf(0x88); return i >= 0 && c.buf.length >= i + 4 && c.buf.readUInt16BE(i + 2) === 1009; };
+  const chunk = Buffer.alloc(MiB, 0x20);
+  for (let sent = 0; sent < SENT && !closed1009() && !c.ended; sent += MiB) {
+    if (!sock.write(chunk)) {
+      await Promise.race([new Promise((r) => sock.once('drain', r)),
+        waitFor(() => closed1009() || c.ended, 'a close', 60000, 20)]);
+    }
+  }
+  // A refusal is sent when the frame starts: wait for the sent bytes to be
+  // taken (or for the close) before telling which it was.
+  await waitFor(() => sock.writableLength === 0 || closed1009() || c.ended, 'the bytes taken or a close', 60000, 20);
+  c.refused = closed1009();
+  return c;
+}
+
+// One CDP command over the ws package; resolves its answer.
+function cdpCall(url, msg) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { maxPayload: 0 });
+    const timer = setTimeout(() => { ws.terminate(); reject(new Error('no answer in 60 s')); }, 60000);
+    ws.on('open', () => ws.send(JSON.stringify(msg)));
+    ws.on('message', (d) => { const j = JSON.parse(d); if (j.id === msg.id) { clearTimeout(timer); ws.close(); resolve(j); } });
+    ws.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+export const tests = [
+  {
+    name: 'red team 45: bytes of half-sent client messages the CDP relay holds are capped per session (LIM_RELAY_MSG_SESSION_BYTES) and per organization (LIM_RELAY_MSG_ORG_BYTES): past a share the connection is closed with 1009; another organization\'s CDP is unaffected, and the share comes back when the connections end',
+    timeout: 240000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN } });
+      const held = [];
+      try {
+        const b = await newOrg(s, ADMIN, { name: 'victim-91', plan: 'startup' });
+        const a1 = await create(s, s.key);
+        const a2 = await create(s, s.key);
+        const v = await create(s, b.key);
+        const before = memKiB(s.proc.pid).rss;
+        // One session: two messages of 60 MiB fit in its 128 MiB share, the third does not.
+        const perSession = Math.floor(SESSION_SHARE / ANNOUNCED);
+        for (let i = 0; i < perSession + 2; i++) held.push(await holdPartialMessage(s, a1.cdp_ws_url));
+        const outcomes = held.map((c) => c.refused);
+        eq(outcomes.filter((x) => !x).length, perSession, `held on one session: ${JSON.stringify(outcomes)}`);
+        assert(outcomes.slice(perSession).every((x) => x), `past the session's share: ${JSON.stringify(outcomes)}`);
+        // Another session of the same organization: what is left of the
+        // organization's 160 MiB (40 MiB) does not take one more 60 MiB message.
+        const c2 = await holdPartialMessage(s, a2.cdp_ws_url);
+        held.push(c2);
+        assert(ORG_SHARE - perSession * ANNOUNCED < ANNOUNCED, 'the figures of the case');
+        assert(c2.refused, 'past the organization\'s share, on its other session');
+        await waitFor(() => held.filter((c) => c.refused).every((c) => c.ended), 'refused connections closed', 30000);
+        const grown = memKiB(s.proc.pid).rss - before;
+        console.log(`      server RSS grew by ${Math.round(grown / 1024)} MiB with ${held.length} connections each sending ${SENT / MiB} MiB`);
+        // The other organization's CDP answers, a message of 20 MiB included.
+        const small = await cdpCall(v.cdp_ws_url, { id: 1, method: 'Browser.getVersion' });
+        assert(small.result && small.result.product, JSON.stringify(small).slice(0, 200));
+        const big = await cdpCall(v.cdp_ws_url, { id: 2, method: 'Runtime.evaluate', params: { expression: '1' }, pad: 'x'.repeat(20 * MiB) });
+        assert(big.id === 2, 'a 20 MiB message of the other organization is relayed');
+        // The share comes back: once the held connections end, the session
+        // relays a 20 MiB message again (it could not while 120 MiB were held).
+        for (const c of held) c.sock.destroy();
+        await waitFor(async () => {
+          try { const r = await cdpCall(a1.cdp_ws_url, { id: 3, method: 'Browser.getVersion', pad: 'y'.repeat(20 * MiB) }); return r.id === 3; } catch { return false; }
+        }, 'a 20 MiB message on the session after its connections ended', 60000, 500);
+      } finally {
+        for (const c of held) c.sock.destroy();
+        await s.stop();
+        s.cleanup();
+      }
+    },
+  },
+];
