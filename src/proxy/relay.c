@@ -84,6 +84,7 @@ struct side {
     int rejected;    /* over a cap: drop what wslay still delivers */
     unsigned frames; /* data frames of the message being received */
     size_t charged;  /* bytes of it charged through hooks.charge */
+    size_t qcharged; /* bytes of the outgoing queue charged through hooks.charge */
 };
 
 struct rthread;
@@ -126,6 +127,7 @@ struct relay {
 };
 
 static int side_paused(const struct side *s);
+static void side_fail(struct side *s);
 
 /* ---- wslay callbacks: I/O and flags only, never free anything --------- */
 
@@ -293,10 +295,10 @@ static void side_frame_start_cb(wslay_event_context_ptr ws,
         return;
     }
     /* A frame over the message cap is refused by wslay before it buffers
-     * anything; every other frame of the client is charged before its
+     * anything; every other frame, from either peer, is charged before its
      * payload is read. */
-    if (s->idx != SIDE_CLIENT || c->hooks.charge == NULL || s->rejected ||
-        arg->payload_length == 0 || arg->payload_length > LIM_WS_MESSAGE_BYTES)
+    if (c->hooks.charge == NULL || s->rejected || arg->payload_length == 0 ||
+        arg->payload_length > LIM_WS_MESSAGE_BYTES)
         return;
     if (c->hooks.charge(c->hooks.ctx, (long long)arg->payload_length) == 0) {
         s->charged += (size_t)arg->payload_length;
@@ -318,6 +320,30 @@ static void side_uncharge(struct side *s)
     if (s->charged && c->hooks.charge != NULL)
         (void)c->hooks.charge(c->hooks.ctx, -(long long)s->charged);
     s->charged = 0;
+}
+
+/* Brings what a side's outgoing queue is charged to what it holds (wslay
+ * copies a relayed message into it and frees it once sent; a peer that
+ * never reads keeps it: RELAY_QUEUE_HIGH pauses the other side's reading,
+ * but one message may pass it by up to its own size). A queue its tenant's
+ * share cannot take ends the connection: that peer is dropped as failed. */
+static void side_settle(struct side *s)
+{
+    struct conn *c = s->c;
+    if (c->hooks.charge == NULL)
+        return;
+    size_t q = s->dead ? 0 : wslay_event_get_queued_msg_length(s->ws);
+    if (q < s->qcharged)
+        (void)c->hooks.charge(c->hooks.ctx, -(long long)(s->qcharged - q));
+    else if (q > s->qcharged && c->hooks.charge(c->hooks.ctx, (long long)(q - s->qcharged)) != 0) {
+        if (c->reason == NULL)
+            c->reason = "message budget full";
+        side_fail(s);
+        if (s->qcharged)
+            (void)c->hooks.charge(c->hooks.ctx, -(long long)s->qcharged);
+        q = 0;
+    }
+    s->qcharged = q;
 }
 
 static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg,
@@ -505,7 +531,12 @@ static void conn_finish(struct conn *c, const char *reason)
     pthread_mutex_unlock(&r->lock);
     atomic_fetch_sub(&r->count, 1);
 
-    side_uncharge(&c->s[SIDE_CLIENT]);
+    for (int i = 0; i < 2; i++) { /* nothing more is sent: every charge is given back */
+        side_uncharge(&c->s[i]);
+        if (c->s[i].qcharged && c->hooks.charge != NULL)
+            (void)c->hooks.charge(c->hooks.ctx, -(long long)c->s[i].qcharged);
+        c->s[i].qcharged = 0;
+    }
     if (c->hooks.on_counts != NULL)
         c->hooks.on_counts(c->hooks.ctx, c->msgs[SIDE_CLIENT], c->msgs[SIDE_UPSTREAM]);
     if (c->hooks.on_close != NULL)
@@ -535,6 +566,10 @@ static void conn_update(struct conn *c)
         conn_propagate(c);
         side_flush(&c->s[0]);
         side_flush(&c->s[1]);
+        if (round == 0) {
+            side_settle(&c->s[0]);
+            side_settle(&c->s[1]);
+        }
     }
     if (side_done(&c->s[0]) && side_done(&c->s[1])) {
         conn_finish(c, "closed");

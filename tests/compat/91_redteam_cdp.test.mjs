@@ -3,8 +3,10 @@
 // each client message before it forwards it (up to LIM_WS_MESSAGE_BYTES,
 // 64 MiB): a tenant that opened connections and sent most of a large message
 // on each, never its last byte, made the server hold all of it (60 MiB per
-// connection, 256 connections per client address). Those bytes are now
-// charged per session, per organization and on the server (LIM_RELAY_MSG_*).
+// connection, 256 connections per client address). The same held for the
+// other way: a client that asks for a large answer and never reads it left
+// the whole answer queued in the server. Both are now charged per session,
+// per organization and on the server (LIM_RELAY_MSG_*).
 import net from 'node:net';
 import crypto from 'node:crypto';
 import WebSocket from 'ws';
@@ -69,6 +71,28 @@ function cdpCall(url, msg) {
   });
 }
 
+// The WebSocket URL of the session's first page (/json/list).
+async function pageUrl(s, b) {
+  const lst = await request(s.base, 'GET', `/browser/cdp/json/list${new URL(b.cdp_ws_url).search}`);
+  eq(lst.status, 200, lst.text);
+  return lst.json.find((t) => t.type === 'page').webSocketDebuggerUrl;
+}
+
+// A page WebSocket that asks for a string of n characters; read: false
+// stops reading the socket before the question is sent. Resolves the
+// socket and a record of what came back (once read).
+async function askLarge(url, n, { read }) {
+  const ws = new WebSocket(url, { maxPayload: 0 });
+  await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
+  const c = { ws, answer: null, close: null };
+  ws.on('message', (d) => { const j = JSON.parse(d); if (j.id === 1) c.answer = j; });
+  ws.on('close', (code) => { c.close = code; });
+  ws.on('error', () => {});
+  if (!read) ws._socket.pause();
+  ws.send(JSON.stringify({ id: 1, method: 'Runtime.evaluate', params: { expression: `'x'.repeat(${n})`, returnByValue: true } }));
+  return c;
+}
+
 export const tests = [
   {
     name: 'red team 45: bytes of half-sent client messages the CDP relay holds are capped per session (LIM_RELAY_MSG_SESSION_BYTES) and per organization (LIM_RELAY_MSG_ORG_BYTES): past a share the connection is closed with 1009; another organization\'s CDP is unaffected, and the share comes back when the connections end',
@@ -110,6 +134,40 @@ export const tests = [
         }, 'a 20 MiB message on the session after its connections ended', 60000, 500);
       } finally {
         for (const c of held) c.sock.destroy();
+        await s.stop();
+        s.cleanup();
+      }
+    },
+  },
+  {
+    name: 'red team 45: a CDP client that asks for large answers and never reads them holds at most its session\'s share of the server\'s memory (LIM_RELAY_MSG_SESSION_BYTES, 128 MiB): two unread 48 MiB answers fit, the third answer is refused with 1009; the share comes back when they end',
+    timeout: 240000,
+    fn: async () => {
+      const s = await startServer({});
+      const held = [];
+      try {
+        const b = await create(s, s.key);
+        const url = await pageUrl(s, b);
+        const N = 50 * 1000 * 1000; // an answer of about 48 MiB
+        const before = memKiB(s.proc.pid).rss;
+        for (let i = 1; i <= 2; i++) {
+          held.push(await askLarge(url, N, { read: false }));
+          // The answer is queued in the server for the client that does not read.
+          await waitFor(() => memKiB(s.proc.pid).rss - before > i * 40 * 1024, `unread answer ${i} queued in the server`, 90000, 200);
+        }
+        const third = await askLarge(url, N, { read: true });
+        await waitFor(() => third.close !== null || third.answer !== null, 'the third answer or a close', 90000, 100);
+        assert(third.answer === null, 'the third large answer is not relayed while two unread ones are held (it was)');
+        eq(third.close, 1009, 'the third connection is closed with 1009');
+        for (const c of held) c.ws.terminate();
+        await waitFor(async () => {
+          const c = await askLarge(url, 20 * 1000 * 1000, { read: true });
+          await waitFor(() => c.close !== null || c.answer !== null, 'an answer', 60000, 100);
+          c.ws.terminate();
+          return c.answer !== null && c.answer.result.result.value.length === 20 * 1000 * 1000;
+        }, 'a 20 MB answer once the unread ones ended', 90000, 500);
+      } finally {
+        for (const c of held) c.ws.terminate();
         await s.stop();
         s.cleanup();
       }
