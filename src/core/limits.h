@@ -238,6 +238,13 @@
 #define LIM_REPLAYS_PER_ORG       2
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
+/* Bytes of finished recordings one organization keeps on this host's disk:
+ * when a recording starts, the organization's oldest finished recordings
+ * are deleted until the rest fit (BROWSERD_REPLAY_ORG_MB may lower it).
+ * Without it an organization recording a changing screen, two at a time,
+ * kept every file for the retention's 7 days: bounded by nothing but the
+ * disk (red team pass 45). */
+#define LIM_REPLAY_ORG_STORED_BYTES (8LL * 1024 * 1024 * 1024)
 /* browsers.computer: the longest one call (an action, or a whole batch) may
  * hold its session's input and a server thread, counting the sleeps and
  * pauses it asks for (more is a 400 before anything runs) and enforced while
