@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,10 @@ struct relay {
     struct sockaddr_storage to;
     socklen_t tolen;
     char connect_to[320];
+    /* The API relay's own source address (127.66.X.Y, one per run), so that
+     * the HTTP front counts a run's connections apart from every other
+     * client on 127.0.0.1; sin_family 0 for the registry relay. */
+    struct sockaddr_in from;
     int conns; /* pump threads alive (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
@@ -136,6 +141,13 @@ static int connect_api(const struct relay *r)
     int fd = socket(r->to.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    int one = 1;
+    if (r->from.sin_family == AF_INET &&
+        (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one) != 0 ||
+         bind(fd, (const struct sockaddr *)&r->from, sizeof r->from) != 0)) {
+        close(fd);
+        return -1;
+    }
     if (connect(fd, (const struct sockaddr *)&r->to, r->tolen) != 0) {
         close(fd);
         return -1;
@@ -594,6 +606,15 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     api->sin_port = htons((uint16_t)s->api_port);
     api->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     relay.tolen = sizeof *api;
+    /* Its own loopback address per run (red team pass 45): the HTTP front's
+     * per-address limit (BROWSERD_CONNECTIONS_PER_IP, 256) counts a run's
+     * LIM_APP_RELAY_CONNS apart; on 127.0.0.1, four runs of one tenant held
+     * every slot of that address, and with it every other client there (a
+     * reverse proxy on the host: all of them). 65534 addresses in turn. */
+    static atomic_uint run_seq;
+    unsigned seq = atomic_fetch_add(&run_seq, 1) % 65534u + 1u;
+    relay.from.sin_family = AF_INET;
+    relay.from.sin_addr.s_addr = htonl((127u << 24) | (66u << 16) | (seq & 0xffffu));
     char *install_log = NULL;
     int installed = 0;
     if ((rc = sandbox_root_create(sb, s->root_dir, LIM_APP_FILES_BYTES, e)) == 0 &&
