@@ -123,6 +123,12 @@ void api_relay_budgets_init(struct app *app);
  * (LIM_RELAY_MSG_BUDGET_BYTES) would be passed: nothing is taken then. Any
  * thread. */
 int api_relay_charge(struct app *app, const char *org, const char *session, long long delta);
+/* Takes one of the CDP WebSockets session of org may have relayed at once
+ * (LIM_RELAY_CONNS*): 0, or E_LIMIT with e filled (429 rate_limited naming
+ * the share, Retry-After: 1). Give it back with api_relay_conn_give once the
+ * connection ends or was never made. Any thread. */
+int api_relay_conn_take(const char *org, const char *session, struct err *e) WUR;
+void api_relay_conn_give(const char *org, const char *session);
 /* Closes every relayed connection and stops the relay, while the HTTP daemon
  * still runs (an upgraded socket is closed through it), then frees the
  * budgets. Attaches after this fail with E_UNAVAIL. */

@@ -482,6 +482,7 @@ static void cdp_on_close(void *ctx, const char *reason)
 {
     struct cdp_conn *cc = ctx;
     (void)reason;
+    api_relay_conn_give(cc->org, cc->session_id);
     cdp_conn_hooks(cc, 0);
     live_client_detached(cc->live);
     sessmgr_put(cc->live);
@@ -522,6 +523,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
 static void cdp_cancel(void *ctx)
 {
     struct cdp_conn *cc = ctx;
+    api_relay_conn_give(cc->org, cc->session_id);
     close(cc->upstream_fd);
     sessmgr_put(cc->live);
     xfree(cc->leftover);
@@ -546,6 +548,11 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
     if (!l)
         return err_set(e, E_NOTFOUND, "not_found", "browser session %s not found or ended",
                        session_id);
+    int rc = api_relay_conn_take(org, session_id, e);
+    if (rc != 0) {
+        sessmgr_put(l);
+        return rc;
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
@@ -557,6 +564,7 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    e) != 0) {
+        api_relay_conn_give(org, session_id);
         sessmgr_put(l);
         xfree(cc->leftover);
         xfree(cc);
@@ -607,6 +615,10 @@ int browsers_cdp(struct req *rq, struct resp *rs)
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "target: must be 1 to 64 hex digits (an id of /json/list)");
     }
+    if ((rc = api_relay_conn_take(c.org, c.sub, &rq->err)) != 0) {
+        sessmgr_put(l);
+        return rc;
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
@@ -618,6 +630,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    &rq->err) != 0) {
+        api_relay_conn_give(c.org, c.sub);
         sessmgr_put(l);
         xfree(cc);
         return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",

@@ -1,6 +1,7 @@
 /* The relay gate: attaches to the relay engine cannot race its shutdown. */
 #include "api/api.h"
 #include "core/limits.h"
+#include "core/share.h"
 #include "http/guard.h"
 #include "proxy/relay.h"
 
@@ -15,6 +16,21 @@ int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
                                 upstream_extra, upstream_extra_len, hooks, e);
     pthread_rwlock_unlock(&app->relay_gate);
     return rc;
+}
+
+/* CDP WebSockets relayed at once, with each organization's and each
+ * session's share (LIM_RELAY_CONNS*). */
+static struct share conns = SHARE_INIT("CDP WebSockets", LIM_RELAY_CONNS, LIM_RELAY_CONNS_PER_ORG,
+                                       LIM_RELAY_CONNS_PER_SESSION);
+
+int api_relay_conn_take(const char *org, const char *session, struct err *e)
+{
+    return share_take_or_err(&conns, org, session, 1, e);
+}
+
+void api_relay_conn_give(const char *org, const char *session)
+{
+    share_give(&conns, org, session);
 }
 
 void api_relay_budgets_init(struct app *app)

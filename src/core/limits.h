@@ -49,6 +49,15 @@
 #define LIM_RELAY_MSG_BUDGET_BYTES  ((size_t)512 * 1024 * 1024)
 #define LIM_RELAY_MSG_ORG_BYTES     ((size_t)160 * 1024 * 1024)
 #define LIM_RELAY_MSG_SESSION_BYTES ((size_t)128 * 1024 * 1024)
+/* CDP WebSockets relayed at once (each two sockets, the browser's DevTools
+ * connection and its share of the relay's memory above): on the server, per
+ * organization and per session; past a share the upgrade is a 429 with
+ * Retry-After. Before, only the HTTP front's per-address limit bounded them,
+ * which a tenant with many addresses (an IPv6 prefix) passes (red team pass
+ * 45). */
+#define LIM_RELAY_CONNS             4096
+#define LIM_RELAY_CONNS_PER_ORG     256
+#define LIM_RELAY_CONNS_PER_SESSION 64
 /* Error details kept per response; further problems are counted, not listed. */
 #define LIM_ERR_DETAILS 32
 /* Egress proxy: a browser's request head, or an upstream proxy's response

@@ -17,7 +17,8 @@ const MiB = 1024 * 1024;
 // src/core/limits.h
 const SESSION_SHARE = 128 * MiB, ORG_SHARE = 160 * MiB;
 const ANNOUNCED = 60 * MiB; // each held message's length, as its frame announces it
-const SENT = 8 * MiB;       // what the client sends of it (the server charges the announced length)
+const SENT = 24 * MiB;      // what the client sends of it (the server charges the announced length);
+                            // more than the sockets' buffers take, so that a refused one cannot drain it
 
 async function create(s, key) {
   const r = await request(s.base, 'POST', '/browsers', { key, body: { headless: true } });
@@ -56,7 +57,11 @@ async function holdPartialMessage(s, cdpUrl) {
   // A refusal is sent when the frame starts: wait for the sent bytes to be
   // taken (or for the close) before telling which it was.
   await waitFor(() => sock.writableLength === 0 || closed1009() || c.ended, 'the bytes taken or a close', 60000, 20);
-  c.refused = closed1009();
+  // Refused: the 1009 arrived, or the server closed the socket while the
+  // client still had bytes to write (the close frame may then be lost to the
+  // reset). A held one took every byte and stays open.
+  c.saw1009 = closed1009();
+  c.refused = c.saw1009 || c.ended;
   return c;
 }
 
@@ -79,16 +84,18 @@ async function pageUrl(s, b) {
 }
 
 // A page WebSocket that asks for a string of n characters; read: false
-// stops reading the socket before the question is sent. Resolves the
-// socket and a record of what came back (once read).
+// stops reading the socket once the answer's first bytes arrive (the relay
+// sends a message only once it holds all of it: from then on the rest of the
+// answer waits in the server), and sets .started. Resolves the socket and a
+// record of what came back.
 async function askLarge(url, n, { read }) {
   const ws = new WebSocket(url, { maxPayload: 0 });
   await new Promise((res, rej) => { ws.once('open', res); ws.once('error', rej); });
-  const c = { ws, answer: null, close: null };
+  const c = { ws, answer: null, close: null, started: false };
   ws.on('message', (d) => { const j = JSON.parse(d); if (j.id === 1) c.answer = j; });
   ws.on('close', (code) => { c.close = code; });
   ws.on('error', () => {});
-  if (!read) ws._socket.pause();
+  if (!read) ws._socket.once('data', () => { ws._socket.pause(); c.started = true; });
   ws.send(JSON.stringify({ id: 1, method: 'Runtime.evaluate', params: { expression: `'x'.repeat(${n})`, returnByValue: true } }));
   return c;
 }
@@ -112,6 +119,7 @@ export const tests = [
         const outcomes = held.map((c) => c.refused);
         eq(outcomes.filter((x) => !x).length, perSession, `held on one session: ${JSON.stringify(outcomes)}`);
         assert(outcomes.slice(perSession).every((x) => x), `past the session's share: ${JSON.stringify(outcomes)}`);
+        assert(held.some((c) => c.saw1009), 'a refused WebSocket is closed with 1009');
         // Another session of the same organization: what is left of the
         // organization's 160 MiB (40 MiB) does not take one more 60 MiB message.
         const c2 = await holdPartialMessage(s, a2.cdp_ws_url);
@@ -140,7 +148,7 @@ export const tests = [
     },
   },
   {
-    name: 'red team 45: a CDP client that asks for large answers and never reads them holds at most its session\'s share of the server\'s memory (LIM_RELAY_MSG_SESSION_BYTES, 128 MiB): two unread 48 MiB answers fit, the third answer is refused with 1009; the share comes back when they end',
+    name: 'red team 45: a CDP client that asks for large answers and never reads them holds at most its session\'s share of the server\'s memory (LIM_RELAY_MSG_SESSION_BYTES, 128 MiB): two unread 57 MiB answers fit, the third answer is refused with 1009; the share comes back when they end',
     timeout: 240000,
     fn: async () => {
       const s = await startServer({});
@@ -148,12 +156,11 @@ export const tests = [
       try {
         const b = await create(s, s.key);
         const url = await pageUrl(s, b);
-        const N = 50 * 1000 * 1000; // an answer of about 48 MiB
-        const before = memKiB(s.proc.pid).rss;
+        const N = 60 * 1000 * 1000; // an answer of about 57 MiB (a socket's buffers take a few of them)
         for (let i = 1; i <= 2; i++) {
-          held.push(await askLarge(url, N, { read: false }));
-          // The answer is queued in the server for the client that does not read.
-          await waitFor(() => memKiB(s.proc.pid).rss - before > i * 40 * 1024, `unread answer ${i} queued in the server`, 90000, 200);
+          const c = await askLarge(url, N, { read: false });
+          held.push(c);
+          await waitFor(() => c.started, `unread answer ${i} held in the server`, 90000, 100);
         }
         const third = await askLarge(url, N, { read: true });
         await waitFor(() => third.close !== null || third.answer !== null, 'the third answer or a close', 90000, 100);
@@ -168,6 +175,56 @@ export const tests = [
         }, 'a 20 MB answer once the unread ones ended', 90000, 500);
       } finally {
         for (const c of held) c.ws.terminate();
+        await s.stop();
+        s.cleanup();
+      }
+    },
+  },
+  {
+    name: 'red team 45: a session relays at most LIM_RELAY_CONNS_PER_SESSION (64) CDP WebSockets at once: the next upgrade is a 429 rate_limited with Retry-After naming the share; another session of the organization still connects, and a closed WebSocket makes room',
+    timeout: 180000,
+    fn: async () => {
+      const s = await startServer({});
+      const open = [];
+      // Opens a CDP WebSocket: the socket once open, or the refusal's status and headers.
+      const connect = (url) => new Promise((resolve) => {
+        const ws = new WebSocket(url);
+        ws.once('open', () => resolve({ ws }));
+        ws.once('unexpected-response', (rq, rs) => {
+          let body = '';
+          rs.on('data', (d) => { body += d; });
+          rs.on('end', () => resolve({ status: rs.statusCode, retryAfter: rs.headers['retry-after'], body }));
+        });
+        ws.once('error', (e) => resolve({ error: e.message }));
+      });
+      try {
+        const a = await create(s, s.key);
+        const b = await create(s, s.key);
+        for (let i = 0; i < 64; i++) {
+          const c = await connect(a.cdp_ws_url);
+          assert(c.ws, `WebSocket ${i + 1} of 64: ${JSON.stringify(c)}`);
+          open.push(c.ws);
+        }
+        const refused = await connect(a.cdp_ws_url);
+        eq(refused.status, 429, `the 65th: ${refused.ws ? 'opened (101)' : JSON.stringify(refused)}`);
+        assert(Number(refused.retryAfter) >= 1, `Retry-After: ${refused.retryAfter}`);
+        assert(/CDP WebSockets/.test(refused.body), refused.body);
+        const other = await connect(b.cdp_ws_url);
+        assert(other.ws, `another session of the organization: ${JSON.stringify(other)}`);
+        open.push(other.ws);
+        const got = await new Promise((resolve) => {
+          other.ws.once('message', (d) => resolve(JSON.parse(d)));
+          other.ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' }));
+        });
+        assert(got.result && got.result.product, JSON.stringify(got));
+        open.shift().close();
+        await waitFor(async () => {
+          const c = await connect(a.cdp_ws_url);
+          if (c.ws) open.push(c.ws);
+          return !!c.ws;
+        }, 'a WebSocket once one of the 64 closed', 30000, 200);
+      } finally {
+        for (const ws of open) ws.terminate();
         await s.stop();
         s.cleanup();
       }
