@@ -601,6 +601,13 @@
 #define LIM_APP_EVENT_LOGS 256
 /* Connections one run may hold open at once through its API relay. */
 #define LIM_APP_RELAY_CONNS 64
+/* Connections of all the app runs' relays (the API's and the registry's; a
+ * pump thread each) on the server, and one organization's part: past it a
+ * run's new connection is closed. Before, only the per-run cap bounded them:
+ * a plan's 50 runs at once times 64 was 3200 threads of one organization
+ * (red team pass 45). A run (both its relays) keeps its 2 x 64. */
+#define LIM_APP_RELAY_PUMPS         2048
+#define LIM_APP_RELAY_PUMPS_PER_ORG 256
 /* A deployment's package-lock.json that discovery checks (its resolved URLs
  * against BROWSERD_APPS_NPM_REGISTRY, docs/apps.md): larger fails the
  * deployment. 8 MiB holds the lock files of large real apps (a few

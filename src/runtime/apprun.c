@@ -24,6 +24,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "runtime/extpack.h"
 #include "runtime/proc.h"
@@ -46,7 +47,8 @@ struct relay {
      * the HTTP front counts a run's connections apart from every other
      * client on 127.0.0.1; sin_family 0 for the registry relay. */
     struct sockaddr_in from;
-    int conns; /* pump threads alive (under mu) */
+    char org[64], run[64]; /* whose share of the pumps (app_pumps) it takes */
+    int conns;             /* pump threads alive (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     pthread_t th;
@@ -56,6 +58,21 @@ struct pump {
     struct relay *r;
     int a, b;
 };
+
+/* Every run's relayed connections, with each organization's part and each
+ * run's (LIM_APP_RELAY_PUMPS*). */
+static struct share app_pumps = SHARE_INIT("app relay connections", LIM_APP_RELAY_PUMPS,
+                                           LIM_APP_RELAY_PUMPS_PER_ORG, 2 * LIM_APP_RELAY_CONNS);
+
+/* A relayed connection ended (or was never made): its count and share. */
+static void conn_release(struct relay *r)
+{
+    share_give(&app_pumps, r->org, r->run);
+    pthread_mutex_lock(&r->mu);
+    if (--r->conns == 0)
+        pthread_cond_broadcast(&r->idle);
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* The registry relay's https gate: reads the request head (at most
  * LIM_APP_NPM_HEAD_BYTES, within LIM_APP_NPM_HEAD_S) and admits only
@@ -100,10 +117,7 @@ static void *pump_main(void *arg)
     if (p->r->connect_to[0] && connect_gate(p) != 0) {
         close(p->a);
         close(p->b);
-        pthread_mutex_lock(&p->r->mu);
-        if (--p->r->conns == 0)
-            pthread_cond_broadcast(&p->r->idle);
-        pthread_mutex_unlock(&p->r->mu);
+        conn_release(p->r);
         xfree(p);
         return NULL;
     }
@@ -128,10 +142,7 @@ static void *pump_main(void *arg)
     }
     close(p->a);
     close(p->b);
-    pthread_mutex_lock(&p->r->mu);
-    if (--p->r->conns == 0)
-        pthread_cond_broadcast(&p->r->idle);
-    pthread_mutex_unlock(&p->r->mu);
+    conn_release(p->r);
     xfree(p);
     return NULL;
 }
@@ -176,14 +187,18 @@ static void *relay_main(void *arg)
         if (!full)
             r->conns++;
         pthread_mutex_unlock(&r->mu);
+        if (!full && share_take(&app_pumps, r->org, r->run) != SHARE_OK) {
+            pthread_mutex_lock(&r->mu);
+            if (--r->conns == 0)
+                pthread_cond_broadcast(&r->idle);
+            pthread_mutex_unlock(&r->mu);
+            full = 1;
+        }
         int up = full ? -1 : connect_api(r);
         if (up < 0) {
             close(c);
-            if (!full) {
-                pthread_mutex_lock(&r->mu);
-                r->conns--;
-                pthread_mutex_unlock(&r->mu);
-            }
+            if (!full)
+                conn_release(r);
             continue;
         }
         struct pump *p = xcalloc(1, sizeof *p);
@@ -198,9 +213,7 @@ static void *relay_main(void *arg)
             close(c);
             close(up);
             xfree(p);
-            pthread_mutex_lock(&r->mu);
-            r->conns--;
-            pthread_mutex_unlock(&r->mu);
+            conn_release(r);
         }
         pthread_attr_destroy(&at);
     }
@@ -541,6 +554,8 @@ static int install(const struct apprun_spec *s, struct sandbox *sb, const char *
         return err_set(e, E_INTERNAL, "internal", "apps: cannot make the app's node_modules: %s",
                        strerror(errno));
     struct relay reg = {.listen_fd = -1};
+    snprintf(reg.org, sizeof reg.org, "%s", s->org_id);
+    snprintf(reg.run, sizeof reg.run, "%s", s->name);
     int https = 0;
     if ((rc = registry_addr(s->npm_registry, &reg, &https, e)) != 0 ||
         (rc = relay_start(&reg, sb, 0, e)) != 0)
@@ -601,6 +616,8 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     }
     (void)mkdir(s->root_dir, 0700);
     struct relay relay = {.listen_fd = -1};
+    snprintf(relay.org, sizeof relay.org, "%s", s->org_id);
+    snprintf(relay.run, sizeof relay.run, "%s", s->name);
     struct sockaddr_in *api = (struct sockaddr_in *)&relay.to;
     api->sin_family = AF_INET;
     api->sin_port = htons((uint16_t)s->api_port);

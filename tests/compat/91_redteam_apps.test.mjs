@@ -6,7 +6,8 @@
 // address's: five runs of one tenant holding their 64 took every slot of
 // 127.0.0.1, and every other client there (all of them behind a reverse proxy
 // on the host) was refused. Each run now connects from its own loopback
-// address (127.66.X.Y).
+// address (127.66.X.Y), and one organization's runs relay at most
+// LIM_APP_RELAY_PUMPS_PER_ORG connections together (a pump thread each).
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -19,6 +20,7 @@ import { startServer, assert, eq, waitFor, newOrg } from '../blackbox/lib.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const ADMIN = 'redteam-91-apps';
 const RUNS = 5, CONNS = 64, PER_IP = 256; // LIM_APP_RELAY_CONNS, LIM_HTTP_CONNECTIONS_PER_IP
+const ORG_PUMPS = 256; // LIM_APP_RELAY_PUMPS_PER_ORG
 
 // Keeps n connections to the API open for ms: each sends half a request head
 // (the head deadline ends it after 10 s) and is opened again when it ends.
@@ -57,10 +59,11 @@ function buildZip() {
   return zip;
 }
 
-// Established connections whose local end is the server's port.
-function serverConns(port) {
+// Established connections whose local end is the server's port (those of
+// the runs' relays alone: their peers are not 127.0.0.1).
+function serverConns(port, { runsOnly = false } = {}) {
   const out = execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.trim()).length;
+  return out.split('\n').filter((l) => l.trim() && (!runsOnly || !/\s127\.0\.0\.1:\d+\s*$/.test(l.trim()))).length;
 }
 
 // One request on a fresh connection from 127.0.0.1: its status, or the error.
@@ -76,7 +79,7 @@ function probe(s, key) {
 
 export const tests = [
   {
-    name: `red team 45: app runs reach the API from their own loopback addresses: ${RUNS} runs of one organization holding their ${CONNS} relay connections each do not take the per-address slots (${PER_IP}) of 127.0.0.1 from another organization's client there`,
+    name: `red team 45: app runs reach the API from their own loopback addresses: ${RUNS} runs of one organization holding their ${CONNS} relay connections each do not take the per-address slots (${PER_IP}) of 127.0.0.1 from another organization's client there, and relay at most LIM_APP_RELAY_PUMPS_PER_ORG (${ORG_PUMPS}) together`,
     timeout: 240000,
     fn: async () => {
       const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN } });
@@ -98,6 +101,9 @@ export const tests = [
         for (let i = 0; i < 5; i++) {
           const st = await probe(s, victim.key);
           eq(st, 200, `another organization's request from 127.0.0.1 (try ${i + 1}) while the runs hold their connections`);
+          // The organization's runs together relay at most LIM_APP_RELAY_PUMPS_PER_ORG (256).
+          const runs = serverConns(s.port, { runsOnly: true });
+          assert(runs <= ORG_PUMPS, `the organization's runs hold ${runs} connections`);
         }
         for (const inv of invs) await client.invocations.update(inv.id, { status: 'failed', output: '"stopped by the test"' }).catch(() => {});
       } finally {
