@@ -33,6 +33,7 @@
 #include "runtime/spares.h"
 #include "runtime/sandbox.h"
 #include "runtime/sesshelp.h"
+#include "session/recordings.h"
 #include "api/api.h"
 #include "api/authconn.h"
 #include "api/computer.h"
@@ -123,6 +124,8 @@ static const char usage[] =
     "timeout_seconds of a create, 1..10, default 10), BROWSERD_ZIP_IDLE_SECONDS (an unread\n"
     "download_dir_zip stream ends, 1..20, default 20). Smaller shares:\n"
     "BROWSERD_REPL_RUNNING_PER_ORG (REPL executions at once per organization, 1..8, default 8).\n"
+    "BROWSERD_REPLAY_ORG_MB (finished replays one organization keeps on this host, its newest;\n"
+    "1..8192, default 8192).\n"
     "BROWSERD_APPS_NPM_REGISTRY (the registry a deployment's package-lock.json may resolve\n"
     "from, default https://registry.npmjs.org/; docs/apps.md).\n"
     "Test mode only:\n"
@@ -545,15 +548,18 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
-    long min_timeout_s, zip_idle_s, repl_per_org;
+    long min_timeout_s, zip_idle_s, repl_per_org, replay_org_mb;
     if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
                  SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
         env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S,
                  &zip_idle_s) ||
         env_long("BROWSERD_REPL_RUNNING_PER_ORG", LIM_REPL_RUNNING_PER_ORG, 1,
-                 LIM_REPL_RUNNING_PER_ORG, &repl_per_org))
+                 LIM_REPL_RUNNING_PER_ORG, &repl_per_org) ||
+        env_long("BROWSERD_REPLAY_ORG_MB", (long)(LIM_REPLAY_ORG_STORED_BYTES >> 20), 1,
+                 (long)(LIM_REPLAY_ORG_STORED_BYTES >> 20), &replay_org_mb))
         return 2;
     repl_set_org_cap((int)repl_per_org);
+    sess_recordings_set_org_bytes((long long)replay_org_mb << 20);
     /* The registry deployments' lock files may name (docs/apps.md): an
      * http(s) origin, kept with one trailing slash. */
     const char *reg = env_or("BROWSERD_APPS_NPM_REGISTRY", "https://registry.npmjs.org/");
@@ -815,6 +821,7 @@ static int start_relay(struct serve *sv)
         log_error("%s", e.message);
         return 1;
     }
+    api_relay_budgets_init(&sv->app);
     return 0;
 }
 

@@ -113,9 +113,25 @@ struct relay_hooks;
 int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
                      size_t client_extra_len, int upstream_fd, const char *upstream_extra,
                      size_t upstream_extra_len, const struct relay_hooks *hooks, struct err *e) WUR;
+/* Makes the budgets api_relay_charge takes from (before the first attach). */
+void api_relay_budgets_init(struct app *app);
+/* Charges delta bytes of client WebSocket messages the relay is reassembling
+ * for session of org, or gives them back when delta is negative (the
+ * relay_hooks.charge of the CDP and BiDi connections). 0, or -1 when the
+ * organization's share (LIM_RELAY_MSG_ORG_BYTES), the session's
+ * (LIM_RELAY_MSG_SESSION_BYTES) or the server's budget
+ * (LIM_RELAY_MSG_BUDGET_BYTES) would be passed: nothing is taken then. Any
+ * thread. */
+int api_relay_charge(struct app *app, const char *org, const char *session, long long delta);
+/* Takes one of the CDP WebSockets session of org may have relayed at once
+ * (LIM_RELAY_CONNS*): 0, or E_LIMIT with e filled (429 rate_limited naming
+ * the share, Retry-After: 1). Give it back with api_relay_conn_give once the
+ * connection ends or was never made. Any thread. */
+int api_relay_conn_take(const char *org, const char *session, struct err *e) WUR;
+void api_relay_conn_give(const char *org, const char *session);
 /* Closes every relayed connection and stops the relay, while the HTTP daemon
- * still runs (an upgraded socket is closed through it). Attaches after this
- * fail with E_UNAVAIL. */
+ * still runs (an upgraded socket is closed through it), then frees the
+ * budgets. Attaches after this fail with E_UNAVAIL. */
 void api_relay_shutdown(struct app *app);
 
 /* ---- files every node reads (sharedfile.c) ---- */

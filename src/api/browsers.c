@@ -434,6 +434,7 @@ int browsers_update(struct req *rq, struct resp *rs)
 
 struct cdp_conn {
     char session_id[64];
+    char org[64];
     struct app *app;
     struct live *live;
     struct http_upgrade *up;
@@ -465,6 +466,12 @@ static void cdp_on_counts(void *ctx, uint64_t from_client, uint64_t from_browser
     cc->from_browser = from_browser;
 }
 
+static int cdp_charge(void *ctx, long long delta)
+{
+    struct cdp_conn *cc = ctx;
+    return api_relay_charge(cc->app, cc->org, cc->session_id, delta);
+}
+
 static void cdp_close_client(void *ctx)
 {
     struct cdp_conn *cc = ctx;
@@ -475,6 +482,7 @@ static void cdp_on_close(void *ctx, const char *reason)
 {
     struct cdp_conn *cc = ctx;
     (void)reason;
+    api_relay_conn_give(cc->org, cc->session_id);
     cdp_conn_hooks(cc, 0);
     live_client_detached(cc->live);
     sessmgr_put(cc->live);
@@ -493,6 +501,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         .on_counts = cdp_on_counts,
         /* Without the HTTP daemon (browsers_cdp_fd) the relay closes fd. */
         .close_client = up ? cdp_close_client : NULL,
+        .charge = cdp_charge,
         .ctx = cc,
     };
     struct err e;
@@ -514,6 +523,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
 static void cdp_cancel(void *ctx)
 {
     struct cdp_conn *cc = ctx;
+    api_relay_conn_give(cc->org, cc->session_id);
     close(cc->upstream_fd);
     sessmgr_put(cc->live);
     xfree(cc->leftover);
@@ -531,23 +541,30 @@ static int page_ws_url(char *url, size_t cap, const char *target)
     return 0;
 }
 
-int browsers_cdp_fd(struct app *app, const char *session_id, const char *target, int fd,
-                    const char *accept, struct err *e)
+int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, const char *target,
+                    int fd, const char *accept, struct err *e)
 {
     struct live *l = sessmgr_get(app->sessions, session_id);
     if (!l)
         return err_set(e, E_NOTFOUND, "not_found", "browser session %s not found or ended",
                        session_id);
+    int rc = api_relay_conn_take(org, session_id, e);
+    if (rc != 0) {
+        sessmgr_put(l);
+        return rc;
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
     cc->live = l;
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", session_id);
+    snprintf(cc->org, sizeof cc->org, "%s", org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    e) != 0) {
+        api_relay_conn_give(org, session_id);
         sessmgr_put(l);
         xfree(cc->leftover);
         xfree(cc);
@@ -598,16 +615,22 @@ int browsers_cdp(struct req *rq, struct resp *rs)
         return err_set(&rq->err, E_INVALID, "bad_request",
                        "target: must be 1 to 64 hex digits (an id of /json/list)");
     }
+    if ((rc = api_relay_conn_take(c.org, c.sub, &rq->err)) != 0) {
+        sessmgr_put(l);
+        return rc;
+    }
     char url[512];
     struct cdp_conn *cc = xcalloc(1, sizeof *cc);
     cc->app = app;
     cc->live = l;
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
+    snprintf(cc->org, sizeof cc->org, "%s", c.org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
                    &rq->err) != 0) {
+        api_relay_conn_give(c.org, c.sub);
         sessmgr_put(l);
         xfree(cc);
         return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",

@@ -22,8 +22,8 @@ int browsers_cdp(struct req *rq, struct resp *rs);
  * hands both sockets to the relay. 0 when fd was taken (closed by the relay
  * in the end); else E_NOTFOUND (session ended) / E_UNAVAIL and fd is still
  * the caller's. Blocks up to a few seconds (the browser's handshake). */
-int browsers_cdp_fd(struct app *app, const char *session_id, const char *target, int fd,
-                    const char *accept, struct err *e);
+int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, const char *target,
+                    int fd, const char *accept, struct err *e);
 
 /* DevTools HTTP discovery (cdp_discovery.c): /json/version and /json/list
  * of the session named by the cdp token, in ?jwt= (_q) or in the path's

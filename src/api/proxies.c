@@ -1070,13 +1070,13 @@ static int self_verify(void *ctx, const char *jwt, const char *sid, const char *
     return strcmp(c.sub, sid) == 0 && strcmp(c.org, org) == 0 ? 0 : -1;
 }
 
-static int self_attach(void *ctx, const char *sid, const char *target, int fd, const char *accept,
-                       struct err *e)
+static int self_attach(void *ctx, const char *org, const char *sid, const char *target, int fd,
+                       const char *accept, struct err *e)
 {
     if (target && !cdp_target_id_ok(target))
         return err_set(e, E_INVALID, "bad_request",
                        "target: must be 1 to 64 hex digits (an id of /json/list)");
-    return browsers_cdp_fd(ctx, sid, target, fd, accept, e);
+    return browsers_cdp_fd(ctx, org, sid, target, fd, accept, e);
 }
 
 /* BROWSERD_EGRESS_SOCKMAP (docs/operator.md): "on" or "1" splices CONNECT

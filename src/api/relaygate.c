@@ -1,5 +1,8 @@
 /* The relay gate: attaches to the relay engine cannot race its shutdown. */
 #include "api/api.h"
+#include "core/limits.h"
+#include "core/share.h"
+#include "http/guard.h"
 #include "proxy/relay.h"
 
 int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
@@ -15,6 +18,46 @@ int api_relay_attach(struct app *app, int client_fd, const char *client_extra,
     return rc;
 }
 
+/* CDP WebSockets relayed at once, with each organization's and each
+ * session's share (LIM_RELAY_CONNS*). */
+static struct share conns = SHARE_INIT("CDP WebSockets", LIM_RELAY_CONNS, LIM_RELAY_CONNS_PER_ORG,
+                                       LIM_RELAY_CONNS_PER_SESSION);
+
+int api_relay_conn_take(const char *org, const char *session, struct err *e)
+{
+    return share_take_or_err(&conns, org, session, 1, e);
+}
+
+void api_relay_conn_give(const char *org, const char *session)
+{
+    share_give(&conns, org, session);
+}
+
+void api_relay_budgets_init(struct app *app)
+{
+    app->relay_org_bytes = budget_new(LIM_RELAY_MSG_BUDGET_BYTES, LIM_RELAY_MSG_ORG_BYTES);
+    app->relay_session_bytes = budget_new(LIM_RELAY_MSG_BUDGET_BYTES, LIM_RELAY_MSG_SESSION_BYTES);
+}
+
+/* Two books: the organizations' (with the server's total) and the sessions'. */
+int api_relay_charge(struct app *app, const char *org, const char *session, long long delta)
+{
+    if (!app->relay_org_bytes)
+        return 0;
+    if (delta < 0) {
+        budget_give(app->relay_org_bytes, org, (size_t)-delta);
+        budget_give(app->relay_session_bytes, session, (size_t)-delta);
+        return 0;
+    }
+    if (budget_take(app->relay_org_bytes, org, (size_t)delta) != 0)
+        return -1;
+    if (budget_take(app->relay_session_bytes, session, (size_t)delta) != 0) {
+        budget_give(app->relay_org_bytes, org, (size_t)delta);
+        return -1;
+    }
+    return 0;
+}
+
 void api_relay_shutdown(struct app *app)
 {
     pthread_rwlock_wrlock(&app->relay_gate);
@@ -22,4 +65,7 @@ void api_relay_shutdown(struct app *app)
     pthread_rwlock_unlock(&app->relay_gate);
     relay_stop(app->relay); /* closes every connection; on_close runs for each */
     app->relay = NULL;
+    budget_free(app->relay_org_bytes); /* every charge was given back by then */
+    budget_free(app->relay_session_bytes);
+    app->relay_org_bytes = app->relay_session_bytes = NULL;
 }

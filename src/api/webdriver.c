@@ -67,6 +67,7 @@ static const struct session_ext webdriver_ext = {
 
 struct wd_conn {
     char session_id[64];
+    char org[64];
     struct app *app;
     struct live *live;
     struct http_upgrade *up;
@@ -120,6 +121,12 @@ static void on_close(void *ctx, const char *reason)
     conn_free(c);
 }
 
+static int charge(void *ctx, long long delta)
+{
+    struct wd_conn *c = ctx;
+    return api_relay_charge(c->app, c->org, c->session_id, delta);
+}
+
 static void close_client(void *ctx)
 {
     struct wd_conn *c = ctx;
@@ -135,6 +142,7 @@ static void hand_over(void *ctx, const char *client_extra, size_t client_extra_l
         .on_close = on_close,
         .on_counts = on_counts,
         .close_client = close_client,
+        .charge = charge,
         .ctx = c,
     };
     struct err e;
@@ -249,6 +257,7 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
         return rc;
     }
     snprintf(c->session_id, sizeof c->session_id, "%s", tc.sub);
+    snprintf(c->org, sizeof c->org, "%s", tc.org);
     c->app = app;
     c->live = l;
     c->client_fd = -1;

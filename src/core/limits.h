@@ -39,6 +39,26 @@
 /* WebSocket relay: largest reassembled message and most fragments per message. */
 #define LIM_WS_MESSAGE_BYTES (64u * 1024u * 1024u)
 #define LIM_WS_FRAGMENTS     4096u
+/* Bytes of client WebSocket messages the CDP and BiDi relay holds while it
+ * reassembles them (each data frame is charged its announced length when it
+ * starts, given back when its message is relayed or the connection ends):
+ * on the whole server, per organization and per session. Without them one
+ * organization opening connections and sending 60 MiB of a 64 MiB message on
+ * each, never its last byte, grew the server by 60 MiB per connection
+ * (256 connections per client address). Past a share the connection is
+ * closed with 1009 (red team pass 45). */
+#define LIM_RELAY_MSG_BUDGET_BYTES  ((size_t)512 * 1024 * 1024)
+#define LIM_RELAY_MSG_ORG_BYTES     ((size_t)160 * 1024 * 1024)
+#define LIM_RELAY_MSG_SESSION_BYTES ((size_t)128 * 1024 * 1024)
+/* CDP WebSockets relayed at once (each two sockets, the browser's DevTools
+ * connection and its share of the relay's memory above): on the server, per
+ * organization and per session; past a share the upgrade is a 429 with
+ * Retry-After. Before, only the HTTP front's per-address limit bounded them,
+ * which a tenant with many addresses (an IPv6 prefix) passes (red team pass
+ * 45). */
+#define LIM_RELAY_CONNS             4096
+#define LIM_RELAY_CONNS_PER_ORG     256
+#define LIM_RELAY_CONNS_PER_SESSION 64
 /* Error details kept per response; further problems are counted, not listed. */
 #define LIM_ERR_DETAILS 32
 /* Egress proxy: a browser's request head, or an upstream proxy's response
@@ -244,6 +264,13 @@
 #define LIM_REPLAYS_PER_ORG       2
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
+/* Bytes of finished recordings one organization keeps on this host's disk:
+ * when a recording starts, the organization's oldest finished recordings
+ * are deleted until the rest fit (BROWSERD_REPLAY_ORG_MB may lower it).
+ * Without it an organization recording a changing screen, two at a time,
+ * kept every file for the retention's 7 days: bounded by nothing but the
+ * disk (red team pass 45). */
+#define LIM_REPLAY_ORG_STORED_BYTES (8LL * 1024 * 1024 * 1024)
 /* browsers.computer: the longest one call (an action, or a whole batch) may
  * hold its session's input and a server thread, counting the sleeps and
  * pauses it asks for (more is a 400 before anything runs) and enforced while
@@ -612,6 +639,13 @@
 #define LIM_APP_EVENT_LOGS 256
 /* Connections one run may hold open at once through its API relay. */
 #define LIM_APP_RELAY_CONNS 64
+/* Connections of all the app runs' relays (the API's and the registry's; a
+ * pump thread each) on the server, and one organization's part: past it a
+ * run's new connection is closed. Before, only the per-run cap bounded them:
+ * a plan's 50 runs at once times 64 was 3200 threads of one organization
+ * (red team pass 45). A run (both its relays) keeps its 2 x 64. */
+#define LIM_APP_RELAY_PUMPS         2048
+#define LIM_APP_RELAY_PUMPS_PER_ORG 256
 /* A deployment's package-lock.json that discovery checks (its resolved URLs
  * against BROWSERD_APPS_NPM_REGISTRY, docs/apps.md): larger fails the
  * deployment. 8 MiB holds the lock files of large real apps (a few

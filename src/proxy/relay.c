@@ -83,6 +83,8 @@ struct side {
     int closing;     /* a close frame was received from or queued to this peer */
     int rejected;    /* over a cap: drop what wslay still delivers */
     unsigned frames; /* data frames of the message being received */
+    size_t charged;  /* bytes of it charged through hooks.charge */
+    size_t qcharged; /* bytes of the outgoing queue charged through hooks.charge */
 };
 
 struct rthread;
@@ -125,6 +127,7 @@ struct relay {
 };
 
 static int side_paused(const struct side *s);
+static void side_fail(struct side *s);
 
 /* ---- wslay callbacks: I/O and flags only, never free anything --------- */
 
@@ -282,13 +285,65 @@ static void side_frame_start_cb(wslay_event_context_ptr ws,
                                 const struct wslay_event_on_frame_recv_start_arg *arg, void *user)
 {
     struct side *s = user;
+    struct conn *c = s->c;
     if (wslay_is_ctrl_frame(arg->opcode))
         return;
     if (++s->frames > LIM_WS_FRAGMENTS && !s->rejected) {
         s->rejected = 1;
         wslay_event_shutdown_read(ws);
         (void)wslay_event_queue_close(ws, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
+        return;
     }
+    /* A frame over the message cap is refused by wslay before it buffers
+     * anything; every other frame, from either peer, is charged before its
+     * payload is read. */
+    if (c->hooks.charge == NULL || s->rejected || arg->payload_length == 0 ||
+        arg->payload_length > LIM_WS_MESSAGE_BYTES)
+        return;
+    if (c->hooks.charge(c->hooks.ctx, (long long)arg->payload_length) == 0) {
+        s->charged += (size_t)arg->payload_length;
+        return;
+    }
+    static const char why[] = "message budget full";
+    s->rejected = 1;
+    if (c->reason == NULL)
+        c->reason = why;
+    wslay_event_shutdown_read(ws);
+    (void)wslay_event_queue_close(ws, WSLAY_CODE_MESSAGE_TOO_BIG, (const uint8_t *)why,
+                                  sizeof why - 1);
+}
+
+/* Gives back what a side's message in progress was charged. */
+static void side_uncharge(struct side *s)
+{
+    struct conn *c = s->c;
+    if (s->charged && c->hooks.charge != NULL)
+        (void)c->hooks.charge(c->hooks.ctx, -(long long)s->charged);
+    s->charged = 0;
+}
+
+/* Brings what a side's outgoing queue is charged to what it holds (wslay
+ * copies a relayed message into it and frees it once sent; a peer that
+ * never reads keeps it: RELAY_QUEUE_HIGH pauses the other side's reading,
+ * but one message may pass it by up to its own size). A queue its tenant's
+ * share cannot take ends the connection: that peer is dropped as failed. */
+static void side_settle(struct side *s)
+{
+    struct conn *c = s->c;
+    if (c->hooks.charge == NULL)
+        return;
+    size_t q = s->dead ? 0 : wslay_event_get_queued_msg_length(s->ws);
+    if (q < s->qcharged)
+        (void)c->hooks.charge(c->hooks.ctx, -(long long)(s->qcharged - q));
+    else if (q > s->qcharged && c->hooks.charge(c->hooks.ctx, (long long)(q - s->qcharged)) != 0) {
+        if (c->reason == NULL)
+            c->reason = "message budget full";
+        side_fail(s);
+        if (s->qcharged)
+            (void)c->hooks.charge(c->hooks.ctx, -(long long)s->qcharged);
+        q = 0;
+    }
+    s->qcharged = q;
 }
 
 static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg,
@@ -309,6 +364,7 @@ static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_
     if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
         return; /* pings are answered by wslay, pongs need nothing */
     s->frames = 0;
+    side_uncharge(s); /* wslay_event_queue_msg below copies the message */
     if (s->rejected)
         return;
     c->msgs[s->idx]++;
@@ -475,6 +531,12 @@ static void conn_finish(struct conn *c, const char *reason)
     pthread_mutex_unlock(&r->lock);
     atomic_fetch_sub(&r->count, 1);
 
+    for (int i = 0; i < 2; i++) { /* nothing more is sent: every charge is given back */
+        side_uncharge(&c->s[i]);
+        if (c->s[i].qcharged && c->hooks.charge != NULL)
+            (void)c->hooks.charge(c->hooks.ctx, -(long long)c->s[i].qcharged);
+        c->s[i].qcharged = 0;
+    }
     if (c->hooks.on_counts != NULL)
         c->hooks.on_counts(c->hooks.ctx, c->msgs[SIDE_CLIENT], c->msgs[SIDE_UPSTREAM]);
     if (c->hooks.on_close != NULL)
@@ -504,6 +566,10 @@ static void conn_update(struct conn *c)
         conn_propagate(c);
         side_flush(&c->s[0]);
         side_flush(&c->s[1]);
+        if (round == 0) {
+            side_settle(&c->s[0]);
+            side_settle(&c->s[1]);
+        }
     }
     if (side_done(&c->s[0]) && side_done(&c->s[1])) {
         conn_finish(c, "closed");

@@ -50,6 +50,16 @@ struct relay_hooks {
      * MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE)). If NULL, the relay
      * close()s client_fd itself. */
     void (*close_client)(void *ctx);
+    /* Charges delta bytes of messages the relay holds, or gives them back
+     * when delta is negative: a message being reassembled from either peer
+     * (each data frame's announced length, before it is buffered; given back
+     * once the message is relayed) and each peer's outgoing queue (as it
+     * grows; given back as it is sent). Every byte charged is given back by
+     * the time on_counts runs. 0 admits; anything else ends the connection
+     * (a frame is refused with 1009; a queue drops its peer), with reason
+     * "message budget full". Called on a relay thread; must not block. May
+     * be NULL. */
+    int (*charge)(void *ctx, long long delta);
     void *ctx;
 };
 

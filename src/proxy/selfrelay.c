@@ -133,8 +133,8 @@ static void handshake(int fd)
                "(GET /browser/cdp?jwt=)");
     } else if (res == SELFREQ_NOT_UPGRADE || ws_accept_key(r->key, accept) != 0) {
         answer(fd, 400, "Bad Request", "a WebSocket upgrade to the CDP relay was expected");
-    } else if ((rc = SR.hooks.attach(SR.hooks.ctx, r->sid, r->target[0] ? r->target : NULL, fd,
-                                     accept, &e)) == 0) {
+    } else if ((rc = SR.hooks.attach(SR.hooks.ctx, r->org, r->sid, r->target[0] ? r->target : NULL,
+                                     fd, accept, &e)) == 0) {
         fd = -1; /* the relay's */
         log_info("session relay: session %s's own browser attached to its CDP relay", r->sid);
     } else if (rc == E_INVALID) {

@@ -24,11 +24,12 @@ struct selfrelay_hooks {
     int (*verify)(void *ctx, const char *jwt, const char *sid, const char *org);
     /* Hands fd, whose WebSocket upgrade the relay has checked (accept is the
      * Sec-WebSocket-Accept value to answer with), to session sid's CDP relay
-     * (target: a page's id, or NULL for the browser). 0: fd is the callee's;
+     * (target: a page's id, or NULL for the browser), org the session's
+     * organization (what its relayed messages are charged to). 0: fd is the callee's;
      * otherwise fd stays the caller's and e says why: E_INVALID (a target
      * that is no page id) is answered 400, anything else 502. */
-    int (*attach)(void *ctx, const char *sid, const char *target, int fd, const char *accept,
-                  struct err *e);
+    int (*attach)(void *ctx, const char *org, const char *sid, const char *target, int fd,
+                  const char *accept, struct err *e);
     void *ctx;
 };
 

@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/netns.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "runtime/extpack.h"
 #include "runtime/proc.h"
@@ -41,7 +43,12 @@ struct relay {
     struct sockaddr_storage to;
     socklen_t tolen;
     char connect_to[320];
-    int conns; /* pump threads alive (under mu) */
+    /* The API relay's own source address (127.66.X.Y, one per run), so that
+     * the HTTP front counts a run's connections apart from every other
+     * client on 127.0.0.1; sin_family 0 for the registry relay. */
+    struct sockaddr_in from;
+    char org[64], run[64]; /* whose share of the pumps (app_pumps) it takes */
+    int conns;             /* pump threads alive (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     pthread_t th;
@@ -51,6 +58,21 @@ struct pump {
     struct relay *r;
     int a, b;
 };
+
+/* Every run's relayed connections, with each organization's part and each
+ * run's (LIM_APP_RELAY_PUMPS*). */
+static struct share app_pumps = SHARE_INIT("app relay connections", LIM_APP_RELAY_PUMPS,
+                                           LIM_APP_RELAY_PUMPS_PER_ORG, 2 * LIM_APP_RELAY_CONNS);
+
+/* A relayed connection ended (or was never made): its count and share. */
+static void conn_release(struct relay *r)
+{
+    share_give(&app_pumps, r->org, r->run);
+    pthread_mutex_lock(&r->mu);
+    if (--r->conns == 0)
+        pthread_cond_broadcast(&r->idle);
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* The registry relay's https gate: reads the request head (at most
  * LIM_APP_NPM_HEAD_BYTES, within LIM_APP_NPM_HEAD_S) and admits only
@@ -95,10 +117,7 @@ static void *pump_main(void *arg)
     if (p->r->connect_to[0] && connect_gate(p) != 0) {
         close(p->a);
         close(p->b);
-        pthread_mutex_lock(&p->r->mu);
-        if (--p->r->conns == 0)
-            pthread_cond_broadcast(&p->r->idle);
-        pthread_mutex_unlock(&p->r->mu);
+        conn_release(p->r);
         xfree(p);
         return NULL;
     }
@@ -123,10 +142,7 @@ static void *pump_main(void *arg)
     }
     close(p->a);
     close(p->b);
-    pthread_mutex_lock(&p->r->mu);
-    if (--p->r->conns == 0)
-        pthread_cond_broadcast(&p->r->idle);
-    pthread_mutex_unlock(&p->r->mu);
+    conn_release(p->r);
     xfree(p);
     return NULL;
 }
@@ -136,6 +152,13 @@ static int connect_api(const struct relay *r)
     int fd = socket(r->to.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    int one = 1;
+    if (r->from.sin_family == AF_INET &&
+        (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one) != 0 ||
+         bind(fd, (const struct sockaddr *)&r->from, sizeof r->from) != 0)) {
+        close(fd);
+        return -1;
+    }
     if (connect(fd, (const struct sockaddr *)&r->to, r->tolen) != 0) {
         close(fd);
         return -1;
@@ -164,14 +187,18 @@ static void *relay_main(void *arg)
         if (!full)
             r->conns++;
         pthread_mutex_unlock(&r->mu);
+        if (!full && share_take(&app_pumps, r->org, r->run) != SHARE_OK) {
+            pthread_mutex_lock(&r->mu);
+            if (--r->conns == 0)
+                pthread_cond_broadcast(&r->idle);
+            pthread_mutex_unlock(&r->mu);
+            full = 1;
+        }
         int up = full ? -1 : connect_api(r);
         if (up < 0) {
             close(c);
-            if (!full) {
-                pthread_mutex_lock(&r->mu);
-                r->conns--;
-                pthread_mutex_unlock(&r->mu);
-            }
+            if (!full)
+                conn_release(r);
             continue;
         }
         struct pump *p = xcalloc(1, sizeof *p);
@@ -186,9 +213,7 @@ static void *relay_main(void *arg)
             close(c);
             close(up);
             xfree(p);
-            pthread_mutex_lock(&r->mu);
-            r->conns--;
-            pthread_mutex_unlock(&r->mu);
+            conn_release(r);
         }
         pthread_attr_destroy(&at);
     }
@@ -529,6 +554,8 @@ static int install(const struct apprun_spec *s, struct sandbox *sb, const char *
         return err_set(e, E_INTERNAL, "internal", "apps: cannot make the app's node_modules: %s",
                        strerror(errno));
     struct relay reg = {.listen_fd = -1};
+    snprintf(reg.org, sizeof reg.org, "%s", s->org_id);
+    snprintf(reg.run, sizeof reg.run, "%s", s->name);
     int https = 0;
     if ((rc = registry_addr(s->npm_registry, &reg, &https, e)) != 0 ||
         (rc = relay_start(&reg, sb, 0, e)) != 0)
@@ -589,11 +616,22 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     }
     (void)mkdir(s->root_dir, 0700);
     struct relay relay = {.listen_fd = -1};
+    snprintf(relay.org, sizeof relay.org, "%s", s->org_id);
+    snprintf(relay.run, sizeof relay.run, "%s", s->name);
     struct sockaddr_in *api = (struct sockaddr_in *)&relay.to;
     api->sin_family = AF_INET;
     api->sin_port = htons((uint16_t)s->api_port);
     api->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     relay.tolen = sizeof *api;
+    /* Its own loopback address per run (red team pass 45): the HTTP front's
+     * per-address limit (BROWSERD_CONNECTIONS_PER_IP, 256) counts a run's
+     * LIM_APP_RELAY_CONNS apart; on 127.0.0.1, four runs of one tenant held
+     * every slot of that address, and with it every other client there (a
+     * reverse proxy on the host: all of them). 65534 addresses in turn. */
+    static atomic_uint run_seq;
+    unsigned seq = atomic_fetch_add(&run_seq, 1) % 65534u + 1u;
+    relay.from.sin_family = AF_INET;
+    relay.from.sin_addr.s_addr = htonl((127u << 24) | (66u << 16) | (seq & 0xffffu));
     char *install_log = NULL;
     int installed = 0;
     if ((rc = sandbox_root_create(sb, s->root_dir, LIM_APP_FILES_BYTES, e)) == 0 &&

@@ -40,6 +40,7 @@ struct app_config {
 struct audit;
 struct bgjobs;
 struct bidiopen;
+struct body_budget;
 struct fswatches;
 struct node;
 struct procjobs;
@@ -57,6 +58,9 @@ struct app {
     struct relay *relay; /* CDP relay engine; use through api_relay_attach */
     pthread_rwlock_t relay_gate;
     int relay_closed;
+    /* Bytes of client messages the relay reassembles, per organization and
+     * per session (LIM_RELAY_MSG_*; api_relay_charge). */
+    struct body_budget *relay_org_bytes, *relay_session_bytes;
     struct sessmgr *sessions; /* live browsers */
     struct spares *spares;    /* pre-launched spare browsers (runtime/spares.h); NULL = none */
     struct node *node;        /* this process in a cluster (cluster/node.h); NULL = single node */

@@ -44,6 +44,12 @@ struct running {
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct running *table;
 static int64_t last_sweep_ms;
+static long long org_stored_bytes = LIM_REPLAY_ORG_STORED_BYTES;
+
+void sess_recordings_set_org_bytes(long long bytes)
+{
+    org_stored_bytes = bytes;
+}
 
 /* ---- files ---- */
 
@@ -218,6 +224,88 @@ static void sweep(const struct app *app, int force)
     closedir(d);
 }
 
+/* A finished recording of one organization, for trim_org. */
+struct stored {
+    int64_t finished;
+    long long bytes;
+    char dir[1200];
+    char rid[REPLAY_ID_MAX + 1];
+};
+
+/* Keeps the finished recordings of org_id on this host within
+ * org_stored_bytes: deletes its oldest ones until the rest fit (the
+ * recordings still running count, and are never deleted). Walks every
+ * session's folder of DATA/replays, so a start costs a read of each note on
+ * the host. */
+static void trim_org(const struct app *app, const char *org_id)
+{
+    char root[1100];
+    replays_root(app, root, sizeof root);
+    DIR *d = opendir(root);
+    if (!d)
+        return;
+    struct stored *v = NULL;
+    size_t n = 0, cap = 0;
+    long long total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char dir[1200];
+        if (de->d_name[0] == '.' ||
+            snprintf(dir, sizeof dir, "%s/%s", root, de->d_name) >= (int)sizeof dir)
+            continue;
+        DIR *s = opendir(dir);
+        if (!s)
+            continue;
+        struct dirent *fe;
+        while ((fe = readdir(s))) {
+            size_t len = strlen(fe->d_name);
+            if (len < 6 || len - 5 > REPLAY_ID_MAX || strcmp(fe->d_name + len - 5, ".json") != 0)
+                continue;
+            char rid[REPLAY_ID_MAX + 1], mp4[1400];
+            memcpy(rid, fe->d_name, len - 5);
+            rid[len - 5] = '\0';
+            json_t *note = read_note(dir, rid);
+            const char *org = json_string_value(json_object_get(note, "org_id"));
+            struct stat st;
+            snprintf(mp4, sizeof mp4, "%s/%s.mp4", dir, rid);
+            if (note && org && strcmp(org, org_id) == 0 && stat(mp4, &st) == 0) {
+                total += (long long)st.st_size;
+                pthread_mutex_lock(&table_mu);
+                int running = find_locked(de->d_name, rid) != NULL;
+                pthread_mutex_unlock(&table_mu);
+                int64_t fin = running ? 0 : note_finished(note, dir, rid);
+                if (fin) {
+                    if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        v = xrealloc(v, cap * sizeof *v);
+                    }
+                    v[n].finished = fin;
+                    v[n].bytes = (long long)st.st_size;
+                    snprintf(v[n].dir, sizeof v[n].dir, "%s", dir);
+                    snprintf(v[n].rid, sizeof v[n].rid, "%s", rid);
+                    n++;
+                }
+            }
+            json_decref(note);
+        }
+        closedir(s);
+    }
+    closedir(d);
+    while (total > org_stored_bytes && n > 0) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < n; i++)
+            if (v[i].finished < v[oldest].finished)
+                oldest = i;
+        log_info("replay %s: its organization keeps at most %lld MiB of recordings; the oldest "
+                 "is deleted",
+                 v[oldest].rid, org_stored_bytes >> 20);
+        remove_replay(v[oldest].dir, v[oldest].rid);
+        total -= v[oldest].bytes;
+        v[oldest] = v[--n];
+    }
+    xfree(v);
+}
+
 /* ---- start ---- */
 
 struct browser_view {
@@ -258,6 +346,7 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
         sandbox_unref(bv.sb);
         return rc;
     }
+    trim_org(app, org_id);
     struct running *r = xcalloc(1, sizeof *r);
     crypto_new_id(r->replay_id);
     snprintf(r->session_id, sizeof r->session_id, "%s", sid);

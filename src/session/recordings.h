@@ -50,6 +50,11 @@ int sess_recording_stop(const char *sid, const char *rid) WUR;
 /* 1 while recording rid of sid (NULL: any of sid's) runs or finishes. */
 int sess_recording_running(const char *sid, const char *rid);
 
+/* The bytes of finished recordings one organization keeps on this host
+ * (LIM_REPLAY_ORG_STORED_BYTES unless lowered; BROWSERD_REPLAY_ORG_MB).
+ * Set once at start, before any recording. */
+void sess_recordings_set_org_bytes(long long bytes);
+
 /* Writes the notes of recordings whose encoder ended, and deletes the
  * recordings whose retention has passed (at most once a minute). */
 void sess_recordings_tidy(const struct app *app);
