@@ -92,16 +92,8 @@ static int connect_gate(struct pump *p)
 static void *pump_main(void *arg)
 {
     struct pump *p = arg;
-    if (p->r->connect_to[0] && connect_gate(p) != 0) {
-        close(p->a);
-        close(p->b);
-        pthread_mutex_lock(&p->r->mu);
-        if (--p->r->conns == 0)
-            pthread_cond_broadcast(&p->r->idle);
-        pthread_mutex_unlock(&p->r->mu);
-        xfree(p);
-        return NULL;
-    }
+    if (p->r->connect_to[0] && connect_gate(p) != 0)
+        goto out;
     char buf[65536];
     struct pollfd pf[2] = {{.fd = p->a, .events = POLLIN}, {.fd = p->b, .events = POLLIN}};
     for (;;) {
@@ -121,6 +113,7 @@ static void *pump_main(void *arg)
         if (done)
             break;
     }
+out:
     close(p->a);
     close(p->b);
     pthread_mutex_lock(&p->r->mu);
