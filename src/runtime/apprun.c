@@ -41,6 +41,9 @@ struct relay {
     struct sockaddr_storage to;
     socklen_t tolen;
     char connect_to[320];
+    /* The API relay: the loopback address its connections come from (the
+     * run's organization's, org_source); from.sin_family 0: none chosen. */
+    struct sockaddr_in from;
     int conns; /* pump threads alive (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
@@ -124,11 +127,32 @@ out:
     return NULL;
 }
 
+/* The address in 127.64.0.1-127.127.255.254 the API relays of org's runs
+ * connect from. The server caps the connections of one client address
+ * (LIM_HTTP_CONNECTIONS_PER_IP): from 127.0.0.1, a few runs of one org
+ * holding their LIM_APP_RELAY_CONNS each would fill the cap for every
+ * other org's runs (and the host's own clients); an address per org makes
+ * the cap that org's share. Two orgs share one only when their ids hash
+ * alike (one pair in four million). */
+static void org_source(const char *org, struct sockaddr_in *sa)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)org; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(0x7f400001u + h % 0x3ffffeu);
+}
+
 static int connect_api(const struct relay *r)
 {
     int fd = socket(r->to.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    /* A host whose loopback is not all of 127.0.0.0/8 refuses the bind: the
+     * connection then comes from 127.0.0.1, as it would without an org. */
+    if (r->from.sin_family == AF_INET)
+        (void)bind(fd, (const struct sockaddr *)&r->from, sizeof r->from);
     if (connect(fd, (const struct sockaddr *)&r->to, r->tolen) != 0) {
         close(fd);
         return -1;
@@ -190,7 +214,8 @@ static void *relay_main(void *arg)
 
 /* Listens on 127.0.0.1:port inside sb's network namespace (port 0: any,
  * r->port tells which) and relays each connection to r->to, which the
- * caller set (with r->connect_to) before; r is cleared of everything else. */
+ * caller set (with r->connect_to and r->from) before; r is cleared of
+ * everything else. */
 static int relay_start(struct relay *r, const struct sandbox *sb, int port, struct err *e)
 {
     r->listen_fd = r->stop[0] = r->stop[1] = -1;
@@ -587,6 +612,8 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     api->sin_port = htons((uint16_t)s->api_port);
     api->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     relay.tolen = sizeof *api;
+    if (s->org_id)
+        org_source(s->org_id, &relay.from);
     char *install_log = NULL;
     int installed = 0;
     if ((rc = sandbox_root_create(sb, s->root_dir, LIM_APP_FILES_BYTES, e)) == 0 &&
