@@ -131,7 +131,9 @@ static const char usage[] =
     "Test mode only:\n"
     "BROWSERD_CHROMIUM_EXTRA_ARGS (extra Chromium flags; see docs/egress-proxy.md),\n"
     "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
-    "refusing every batch; docs/operator.md).\n";
+    "refusing every batch; docs/operator.md),\n"
+    "BROWSERD_TEST_AUDIT_HOLD_FILE (while this file exists the audit writer leaves its queue\n"
+    "alone; docs/operator.md).\n";
 
 static int set_oom_score_adj(int adj)
 {
@@ -791,6 +793,13 @@ static int start_audit(struct serve *sv)
                     outage && *outage ? outage : NULL, &sv->app.audit, &e)) {
         log_error("%s", e.message);
         return 1;
+    }
+    const char *hold = env_or("BROWSERD_TEST_AUDIT_HOLD_FILE", NULL);
+    if (hold && *hold) {
+        log_warn("audit: BROWSERD_TEST_AUDIT_HOLD_FILE is set: a test switch; while %s exists "
+                 "the audit writer leaves its queue alone",
+                 hold);
+        audit_test_hold(sv->app.audit, hold);
     }
     return 0;
 }

@@ -31,7 +31,8 @@ struct auth {
     struct apikey_rec key;
     struct project_rec project; /* the selected project (id "" with AUTH_NO_PROJECT) */
     json_t *ent;                /* resolved entitlements, loaded on first use */
-    int forwarded; /* sent to the node running its browser: that node writes its audit entry */
+    int forwarded;  /* sent to the node running its browser: that node writes its audit entry */
+    int audit_held; /* a place in the audit queue is held for its entry (api_audit_admit) */
 };
 
 extern const struct route api_routes[];

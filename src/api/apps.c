@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/credentials.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -1324,23 +1325,16 @@ int invocations_update(struct req *rq, struct resp *rs)
     int rc = req_json_object(rq, 0, &body);
     if (rc)
         return rc;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (strcmp(k, "status") != 0 && strcmp(k, "output") != 0)
-            rc = err_field(&rq->err, k, "unknown field");
-    }
+    static const char *const known[] = {"status", "output", NULL};
+    credentials_check_fields(body, known, "an invocation update", &rq->err);
     const char *status = jsonx_str(body, "status");
     if (!status || (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0))
-        rc = err_field(&rq->err, "status", "is required: succeeded or failed");
-    v = json_object_get(body, "output");
+        err_field(&rq->err, "status", "is required: succeeded or failed");
+    json_t *v = json_object_get(body, "output");
     if (v && (!json_is_string(v) || json_string_length(v) > LIM_APP_OUTPUT_BYTES))
-        rc = err_field(&rq->err, "output", "must be a string of at most %u bytes",
-                       LIM_APP_OUTPUT_BYTES);
+        err_field(&rq->err, "output", "must be a string of at most %u bytes", LIM_APP_OUTPUT_BYTES);
     struct appobj_rec r;
-    if (rc == 0)
-        rc = load(rq, KIND_INV, &r);
+    rc = err_has_fields(&rq->err) ? E_INVALID : load(rq, KIND_INV, &r);
     if (rc) {
         json_decref(body);
         return rc;

@@ -63,7 +63,7 @@ static void make_entry(struct req *rq, int64_t duration_us)
     if (!app || !app->audit || !rq->route || !rq->orig_path)
         return;
     unsigned flags = rq->route->flags;
-    const struct auth *a = rq->auth;
+    struct auth *a = rq->auth;
     const char *strategy, *org = "", *user = "";
     if (rq->via_session_url) {
         strategy = "session_token";
@@ -85,7 +85,9 @@ static void make_entry(struct req *rq, int64_t duration_us)
                    client could send the hop header itself) */
     if (a && a->org.id[0])
         org = a->org.id;
-    if (rq->status == 503 && strcmp(rq->err.code, AUDIT_SPOOL_FULL_CODE) == 0)
+    if ((rq->status == 503 || rq->status == 429) &&
+        (strcmp(rq->err.code, AUDIT_SPOOL_FULL_CODE) == 0 ||
+         strcmp(rq->err.code, AUDIT_QUEUE_FULL_CODE) == 0))
         return; /* refused before it acted, for want of room for this very entry */
     int failed = rq->status == 401;
     if (!failed && !mutating(rq->method))
@@ -117,19 +119,40 @@ static void make_entry(struct req *rq, int64_t duration_us)
     r.user_agent = field(req_header(rq, "User-Agent"));
     r.user_id = field(user);
     r.domain = field(req_header(rq, "Host"));
-    audit_submit(app->audit, &r);
+    if (a && a->audit_held) {
+        a->audit_held = 0;
+        audit_submit_held(app->audit, &r);
+    } else {
+        audit_submit(app->audit, &r);
+    }
 }
 
 int api_audit_admit(struct req *rq, unsigned flags)
 {
     struct app *app = api_app(rq);
-    const struct auth *a = rq->auth;
+    struct auth *a = rq->auth;
     if (!app || !app->audit || !mutating(rq->method) || (a && a->forwarded))
         return 0;
     const char *org = a && a->org.id[0] ? a->org.id : "";
     if (!org[0] && !(flags & AUTH_ADMIN))
         return 0; /* no entry: make_entry skips it */
-    return audit_admit(app->audit, org, &rq->err);
+    if (!a)
+        return audit_admit(app->audit, org, &rq->err); /* no auth to hold a place with */
+    if (a->audit_held)
+        return 0;
+    int rc = audit_reserve(app->audit, org, &rq->err);
+    a->audit_held = rc == 0;
+    return rc;
+}
+
+void api_audit_release(struct req *rq)
+{
+    struct app *app = api_app(rq);
+    struct auth *a = rq->auth;
+    if (!app || !a || !a->audit_held)
+        return;
+    a->audit_held = 0;
+    audit_unreserve(app->audit, a->org.id);
 }
 
 void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us)

@@ -16,11 +16,19 @@
  * store. */
 void api_audit_answering(struct req *rq, const struct resp *rs, int64_t duration_us);
 /* Called by the authorize hook once rq is authenticated (flags: its
- * route's), before anything acts: 0, or E_UNAVAIL with rq->err filled (503
- * naming the audit spool, Retry-After) when rq is a change that will need an
- * audit entry and the spool has no room for it (telemetry/audit.h
- * audit_admit): a change is refused rather than done and left unaudited. */
+ * route's), before anything acts: 0, or rq->err filled when rq is a change
+ * that will need an audit entry and there is no room for it: E_UNAVAIL (503
+ * naming the audit spool, Retry-After) when the spool has none
+ * (telemetry/audit.h audit_admit), E_LIMIT (429 audit_queue_full,
+ * Retry-After) when the organization's share of the queue is full, E_UNAVAIL
+ * when the whole queue is (audit_reserve): a change is refused rather than
+ * done and left unaudited. An admitted change holds its entry's place in the
+ * queue (its auth's audit_held) until the entry is made, or
+ * api_audit_release gives it back. */
 int api_audit_admit(struct req *rq, unsigned flags) __attribute__((warn_unused_result));
+/* Gives back the queue place rq holds (api_audit_admit) when no entry used
+ * it (the request's cleanup; a no-op otherwise). */
+void api_audit_release(struct req *rq);
 /* http_config.completed: the entry of an exchange that ended without an
  * answer (status 0: the client left while a blocking handler ran). */
 void api_audit_completed(struct req *rq, int64_t duration_us);

@@ -310,6 +310,7 @@ void api_cleanup(struct req *rq)
     struct auth *a = rq->auth;
     if (!a)
         return;
+    api_audit_release(rq);
     org_rec_clear(&a->org);
     json_decref(a->ent);
     xfree(a);

@@ -402,9 +402,11 @@
  * the store, so a store slower than the calls fills this queue. */
 #define LIM_AUDIT_QUEUE 16384u
 /* One organization's share of that queue (the operator's entries, failed
- * authentications of no known organization, have one share too): past it
- * the organization's entries are dropped and counted until the writer has
- * taken the queue, so that one tenant never fills the queue for the others. */
+ * authentications of no known organization, have one share too), so that
+ * one tenant never fills the queue for the others. A change holds its
+ * entry's place from admission: past the share it is refused 429 before it
+ * acts (api/audit.h api_audit_admit); entries that hold no place (failed
+ * authentications) are dropped and counted until the writer took the queue. */
 #define LIM_AUDIT_QUEUE_PER_ORG (LIM_AUDIT_QUEUE / 8u)
 /* Bytes the audit spool (<data>/audit-spool.*) may hold at once: records of
  * entries not yet in the store. It grows only while the store refuses

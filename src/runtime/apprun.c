@@ -114,13 +114,8 @@ static int connect_gate(struct pump *p)
 static void *pump_main(void *arg)
 {
     struct pump *p = arg;
-    if (p->r->connect_to[0] && connect_gate(p) != 0) {
-        close(p->a);
-        close(p->b);
-        conn_release(p->r);
-        xfree(p);
-        return NULL;
-    }
+    if (p->r->connect_to[0] && connect_gate(p) != 0)
+        goto out;
     char buf[65536];
     struct pollfd pf[2] = {{.fd = p->a, .events = POLLIN}, {.fd = p->b, .events = POLLIN}};
     for (;;) {
@@ -140,6 +135,7 @@ static void *pump_main(void *arg)
         if (done)
             break;
     }
+out:
     close(p->a);
     close(p->b);
     conn_release(p->r);
@@ -222,7 +218,8 @@ static void *relay_main(void *arg)
 
 /* Listens on 127.0.0.1:port inside sb's network namespace (port 0: any,
  * r->port tells which) and relays each connection to r->to, which the
- * caller set (with r->connect_to) before; r is cleared of everything else. */
+ * caller set (with r->connect_to and r->from) before; r is cleared of
+ * everything else. */
 static int relay_start(struct relay *r, const struct sandbox *sb, int port, struct err *e)
 {
     r->listen_fd = r->stop[0] = r->stop[1] = -1;

@@ -49,6 +49,7 @@ struct audit {
     struct store *st;
     int64_t spool_cap;
     char *outage_file; /* test switch: batches refused while it exists */
+    char *hold_file;   /* test switch: the queue is not taken while it exists */
     struct spool_acct acct[2];
     int64_t retention_ms;
     int64_t rows_per_org; /* entries an organization keeps (LIM_AUDIT_ROWS_PER_ORG or fewer) */
@@ -188,7 +189,42 @@ static int insert(struct audit *a, struct audit_rec *rows, size_t n)
     return rc;
 }
 
-void audit_submit(struct audit *a, struct audit_rec *r)
+int audit_reserve(struct audit *a, const char *org, struct err *e)
+{
+    if (!a)
+        return 0;
+    org = org ? org : "";
+    int rc = audit_admit(a, org, e);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&a->mu);
+    rc = auditq_hold(&a->q, org);
+    pthread_mutex_unlock(&a->mu);
+    if (rc == 0)
+        return 0;
+    e->retry_after = AUDIT_QUEUE_RETRY_S;
+    if (rc == E_LIMIT)
+        return err_set(e, E_LIMIT, AUDIT_QUEUE_FULL_CODE,
+                       "the audit log's queue holds this organization's share (%u entries) of "
+                       "entries not yet stored; nothing was changed, retry in a moment",
+                       LIM_AUDIT_QUEUE_PER_ORG);
+    return err_set(e, E_UNAVAIL, AUDIT_QUEUE_FULL_CODE,
+                   "the audit log's queue is full (%u entries not yet stored); nothing was "
+                   "changed, retry in a moment",
+                   LIM_AUDIT_QUEUE);
+}
+
+void audit_unreserve(struct audit *a, const char *org)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    auditq_unhold(&a->q, org ? org : "");
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* audit_submit; held: r's place was held (audit_reserve). */
+static void submit(struct audit *a, struct audit_rec *r, int held)
 {
     if (!a) {
         audit_rec_clear(r);
@@ -204,20 +240,33 @@ void audit_submit(struct audit *a, struct audit_rec *r)
     /* A dropped entry (its share full) is never in the spool either: it was
      * never acknowledged as audited. The record is written under mu so that
      * it lands in the file of the batch its entry is queued in. */
-    if (auditq_room(&a->q, r->org_id)) {
+    if (held || auditq_room(&a->q, r->org_id)) {
         ssize_t w = len ? write(a->spool[a->cur], rec, len) : -1;
         if (w != (ssize_t)len)
             a->unspooled++; /* queued all the same: only a crash loses it */
         else
             acct_add(&a->acct[a->cur], r->org_id, (int64_t)len);
     }
-    (void)auditq_push(&a->q, r);
+    if (held)
+        auditq_push_held(&a->q, r);
+    else
+        (void)auditq_push(&a->q, r);
     if ((a->idle && a->q.n) || a->q.n == a->q.cap / 2) {
         a->idle = 0;
         pthread_cond_signal(&a->cv);
     }
     pthread_mutex_unlock(&a->mu);
     xfree(rec);
+}
+
+void audit_submit(struct audit *a, struct audit_rec *r)
+{
+    submit(a, r, 0);
+}
+
+void audit_submit_held(struct audit *a, struct audit_rec *r)
+{
+    submit(a, r, 1);
 }
 
 int64_t audit_retention_ms(const struct audit *a)
@@ -372,6 +421,11 @@ static void *writer(void *arg)
             struct timespec ts = clock_deadline(AUDIT_FLUSH_MS);
             pthread_cond_timedwait(&a->cv, &a->mu, &ts);
         }
+        if (!a->stop && a->hold_file && access(a->hold_file, F_OK) == 0) {
+            struct timespec ts = clock_deadline(AUDIT_FLUSH_MS);
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+            continue;
+        }
         int stop = a->stop;
         size_t n = auditq_take(&a->q, a->batch);
         int f = a->cur;
@@ -421,6 +475,7 @@ static void free_audit(struct audit *a)
     xfree(a->acct[0].v);
     xfree(a->acct[1].v);
     xfree(a->outage_file);
+    xfree(a->hold_file);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     xfree(a);
@@ -476,6 +531,14 @@ int audit_start(struct store *st, int64_t retention_ms, int64_t rows_per_org, co
     }
     *out = a;
     return 0;
+}
+
+void audit_test_hold(struct audit *a, const char *path)
+{
+    pthread_mutex_lock(&a->mu);
+    xfree(a->hold_file);
+    a->hold_file = path ? xstrdup(path) : NULL;
+    pthread_mutex_unlock(&a->mu);
 }
 
 void audit_stop(struct audit *a)

@@ -11,9 +11,11 @@
  * (audit_stop writes what is queued before it returns), nothing submitted
  * on a crash of the process (audit_start stores what the spool holds before
  * the server serves); on a crash of the machine, the records not yet
- * committed that the kernel had not written back; entries past the queue's
- * share of their organization (telemetry/auditq.h), which are never
- * spooled, counted and reported in the operator's log.
+ * committed that the kernel had not written back; entries submitted
+ * without a place held (audit_reserve) past the queue's share of their
+ * organization (telemetry/auditq.h), which are never spooled, counted and
+ * reported in the operator's log: failed authentications, which changed
+ * nothing (a change is refused before it acts when its entry has no place).
  */
 #ifndef BD_TELEMETRY_AUDIT_H
 #define BD_TELEMETRY_AUDIT_H
@@ -60,6 +62,25 @@ int audit_start(struct store *st, int64_t retention_ms, int64_t rows_per_org, co
  * changes admitted at once. Any thread. */
 int audit_admit(struct audit *a, const char *org, struct err *e)
     __attribute__((warn_unused_result));
+/* Error.code and Retry-After (seconds) of a change refused because the
+ * queue has no place for its entry (audit_reserve): the writer takes the
+ * queue every AUDIT_FLUSH_MS. No entry of its own either. */
+#define AUDIT_QUEUE_FULL_CODE "audit_queue_full"
+#define AUDIT_QUEUE_RETRY_S   1
+/* audit_admit, then holds a place in the queue for the change's entry, so
+ * that the entry of a change that acted is never dropped: 0 (the caller
+ * then hands the entry to audit_submit_held, or gives the place back with
+ * audit_unreserve), or e filled and nothing held: audit_admit's 503, 429
+ * E_LIMIT (AUDIT_QUEUE_FULL_CODE, Retry-After AUDIT_QUEUE_RETRY_S) when
+ * org's share of the queue is queued or held (LIM_AUDIT_QUEUE_PER_ORG),
+ * 503 E_UNAVAIL when the whole queue is. Called before the change acts. */
+int audit_reserve(struct audit *a, const char *org, struct err *e)
+    __attribute__((warn_unused_result));
+/* audit_submit for an entry whose place audit_reserve held (r->org_id the
+ * org it was held for): never dropped. */
+void audit_submit_held(struct audit *a, struct audit_rec *r);
+/* Gives back a place audit_reserve held for org that no entry will use. */
+void audit_unreserve(struct audit *a, const char *org);
 /* Bytes now spooled: by everyone (org NULL) or by org. */
 int64_t audit_spooled(struct audit *a, const char *org);
 /* Gives r an entry id, appends its record to the spool (one write()) and
@@ -74,6 +95,10 @@ int64_t audit_retention_ms(const struct audit *a);
  * a later batch or at the next start, unless their record could not be
  * written either). */
 uint64_t audit_dropped(struct audit *a);
+/* A test switch (docs/operator.md, BROWSERD_TEST_AUDIT_HOLD_FILE): while a
+ * file exists at path the writer leaves the queue alone (it fills as it
+ * would behind a slow store); NULL: off. audit_stop takes it all the same. */
+void audit_test_hold(struct audit *a, const char *path);
 /* Writes what is queued, stops and frees the writer. NULL is a no-op. */
 void audit_stop(struct audit *a);
 

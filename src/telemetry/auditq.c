@@ -48,33 +48,89 @@ static void clear_strings(struct audit_rec *r)
     r->path = r->route = r->client_ip = r->user_agent = r->user_id = r->domain = NULL;
 }
 
+/* 0 when one more entry of s's organization fits (queued and held count),
+ * E_LIMIT past its share, E_UNAVAIL past the whole queue. */
+static int fits(const struct auditq *q, const struct auditq_slot *s)
+{
+    if (s->used && s->count + s->held >= q->per_org)
+        return E_LIMIT;
+    return q->n + q->held < q->cap ? 0 : E_UNAVAIL;
+}
+
+/* s, slot i, in use for org. */
+static void slot_use(struct auditq *q, struct auditq_slot *s, size_t i, const char *org)
+{
+    if (s->used)
+        return;
+    s->used = 1;
+    s->count = s->held = 0;
+    snprintf(s->org, sizeof s->org, "%s", org);
+    q->used[q->nused++] = i;
+}
+
+static void queue(struct auditq *q, struct auditq_slot *s, struct audit_rec *r)
+{
+    s->count++;
+    q->items[q->n++] = *r;
+    clear_strings(r);
+}
+
 int auditq_room(struct auditq *q, const char *org)
 {
     size_t i;
-    struct auditq_slot *s = slot_of(q, org, &i);
-    return q->n < q->cap && !(s->used && s->count >= q->per_org);
+    return fits(q, slot_of(q, org, &i)) == 0;
 }
 
 int auditq_push(struct auditq *q, struct audit_rec *r)
 {
     size_t i;
     struct auditq_slot *s = slot_of(q, r->org_id, &i);
-    if (q->n >= q->cap || (s->used && s->count >= q->per_org)) {
+    if (fits(q, s) != 0) {
         q->dropped++;
         snprintf(q->last_dropped_org, sizeof q->last_dropped_org, "%s", r->org_id);
         audit_rec_clear(r);
         return E_LIMIT;
     }
-    if (!s->used) {
-        s->used = 1;
-        s->count = 0;
-        snprintf(s->org, sizeof s->org, "%s", r->org_id);
-        q->used[q->nused++] = i;
-    }
-    s->count++;
-    q->items[q->n++] = *r;
-    clear_strings(r);
+    slot_use(q, s, i, r->org_id);
+    queue(q, s, r);
     return 0;
+}
+
+int auditq_hold(struct auditq *q, const char *org)
+{
+    size_t i;
+    struct auditq_slot *s = slot_of(q, org, &i);
+    int rc = fits(q, s);
+    if (rc)
+        return rc;
+    slot_use(q, s, i, org);
+    s->held++;
+    q->held++;
+    return 0;
+}
+
+void auditq_push_held(struct auditq *q, struct audit_rec *r)
+{
+    size_t i;
+    struct auditq_slot *s = slot_of(q, r->org_id, &i);
+    if (!s->used || !s->held) {
+        (void)auditq_push(q, r); /* no place held: as any entry */
+        return;
+    }
+    /* The hold kept this place: n + held stayed within cap. */
+    s->held--;
+    q->held--;
+    queue(q, s, r);
+}
+
+void auditq_unhold(struct auditq *q, const char *org)
+{
+    size_t i;
+    struct auditq_slot *s = slot_of(q, org, &i);
+    if (!s->used || !s->held)
+        return;
+    s->held--;
+    q->held--;
 }
 
 size_t auditq_take(struct auditq *q, struct audit_rec *out)
@@ -82,8 +138,23 @@ size_t auditq_take(struct auditq *q, struct audit_rec *out)
     size_t n = q->n;
     memcpy(out, q->items, n * sizeof *out);
     q->n = 0;
-    for (size_t i = 0; i < q->nused; i++)
-        q->slots[q->used[i]].used = 0;
+    /* Organizations with places held keep them (count 0), put back after
+     * every slot is emptied so that no probe chain has a hole. */
+    size_t nkept = 0;
+    struct auditq_slot *kept = q->held ? xcalloc(q->nused, sizeof *kept) : NULL;
+    for (size_t i = 0; i < q->nused; i++) {
+        struct auditq_slot *s = &q->slots[q->used[i]];
+        if (s->held)
+            kept[nkept++] = *s;
+        s->used = 0;
+    }
     q->nused = 0;
+    for (size_t k = 0; k < nkept; k++) {
+        size_t i;
+        struct auditq_slot *s = slot_of(q, kept[k].org, &i);
+        slot_use(q, s, i, kept[k].org);
+        s->held = kept[k].held;
+    }
+    xfree(kept);
     return n;
 }

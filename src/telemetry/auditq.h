@@ -5,7 +5,11 @@
  * The queue holds at most `cap` entries, and at most `per_org` of one
  * organization ("" , the operator's entries, counts as one). An entry past
  * either bound is dropped and counted. The writer takes every queued entry
- * at once, which gives every share back.
+ * at once, which gives every share back. A place may be held for an entry
+ * before it exists (auditq_hold, when its change is admitted, before the
+ * change acts): held places count in both bounds until the entry comes
+ * (auditq_push_held) or the hold is given back (auditq_unhold), and the
+ * writer's take leaves them held.
  */
 #ifndef BD_TELEMETRY_AUDITQ_H
 #define BD_TELEMETRY_AUDITQ_H
@@ -17,13 +21,15 @@
 
 struct auditq_slot {
     char org[STORE_ID];
-    uint32_t count;
+    uint32_t count; /* queued */
+    uint32_t held;  /* held for entries to come (auditq_hold) */
     int used;
 };
 
 struct auditq {
     struct audit_rec *items;
     size_t n, cap, per_org;
+    size_t held;               /* places held, every organization's */
     struct auditq_slot *slots; /* open addressing, nslots a power of two >= 2 * cap */
     size_t nslots;
     size_t *used; /* the slots in use, to reset them in O(used) */
@@ -42,8 +48,18 @@ void auditq_free(struct auditq *q);
 int auditq_push(struct auditq *q, struct audit_rec *r);
 /* 1 when an entry of org would be queued now (auditq_push would take it). */
 int auditq_room(struct auditq *q, const char *org);
+/* Holds a place for an entry of org to come: 0; E_LIMIT when org's share
+ * is full (queued and held), E_UNAVAIL when the whole queue is. Nothing is
+ * counted as dropped: the caller refuses the change instead. */
+int auditq_hold(struct auditq *q, const char *org);
+/* Queues r in the place held for its organization (auditq_hold; one hold
+ * is used): never dropped. Strings taken as auditq_push. */
+void auditq_push_held(struct auditq *q, struct audit_rec *r);
+/* Gives back a place held for org that no entry will use. */
+void auditq_unhold(struct auditq *q, const char *org);
 /* Moves every queued entry into out (room for q->cap entries; the caller
- * owns them) and gives every share back. Returns how many. */
+ * owns them) and gives every share back but the places held. Returns how
+ * many. */
 size_t auditq_take(struct auditq *q, struct audit_rec *out);
 
 #endif

@@ -75,11 +75,12 @@ app.action('probe', async (ctx, payload) => {
 });
 `;
 
-// The app's folder (app code, the pinned client and playwright-core) zipped.
-function buildZip() {
+// The app's folder (app code, the pinned client and playwright-core) zipped
+// (source: the entrypoint's code; 88_busy_lifecycle_apps zips its own).
+export function buildZip(source = APP, name = 'title-app') {
   const dir = mkdtempSync(join(tmpdir(), 'browserd-app-'));
-  writeFileSync(join(dir, 'index.mjs'), APP);
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'title-app', type: 'module', version: '1.0.0' }));
+  writeFileSync(join(dir, 'index.mjs'), source);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, type: 'module', version: '1.0.0' }));
   for (const m of ['@onkernel/sdk', 'playwright-core']) {
     mkdirSync(join(dir, 'node_modules', dirname(m)), { recursive: true });
     cpSync(join(here, 'node_modules', m), join(dir, 'node_modules', m), { recursive: true, dereference: true });

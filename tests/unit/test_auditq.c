@@ -91,11 +91,84 @@ static void take_gives_shares_back(void **state)
     auditq_free(&q); /* frees the two still queued */
 }
 
+/* Steps of a held-places case: 'h' holds a place for org (auditq_hold),
+ * 'p' pushes an entry of org without one, 'H' pushes one in its held place
+ * (auditq_push_held, always 0), 'u' gives a place back, 't' is the
+ * writer's take (org unused). */
+static const struct {
+    const char *rule;
+    const char *steps; /* one letter per step */
+    const char *orgs[12];
+    int rc[12];
+} held_cases[] = {
+    {"a held place counts in its organization's share",
+     "hhhhp",
+     {"o1", "o1", "o1", "o1", "o1"},
+     {0, 0, 0, E_LIMIT, E_LIMIT}},
+    {"an entry in its held place is queued when the share is full",
+     "hhhHHH",
+     {"o1", "o1", "o1", "o1", "o1", "o1"},
+     {0, 0, 0, 0, 0, 0}},
+    {"held places count in the whole queue",
+     "hhhhhhh",
+     {"a", "b", "c", "d", "e", "f", "g"},
+     {0, 0, 0, 0, 0, 0, E_UNAVAIL}},
+    {"the writer's take leaves places held; a place given back is free again",
+     "hhphtphuh",
+     {"o1", "o1", "o1", "o1", "", "o1", "o1", "o1", "o1"},
+     {0, 0, 0, E_LIMIT, 0, 0, E_LIMIT, 0, 0}},
+    {"another organization's held places do not take the first one's share",
+     "hhhhhhH",
+     {"o1", "o1", "o1", "o2", "o2", "o2", "o1"},
+     {0, 0, 0, 0, 0, 0, 0}},
+};
+
+static void held_places(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof held_cases / sizeof held_cases[0]; c++) {
+        struct auditq q;
+        auditq_init(&q, 6, 3);
+        struct audit_rec out[6];
+        for (size_t i = 0; held_cases[c].steps[i]; i++) {
+            const char *org = held_cases[c].orgs[i];
+            int rc = 0;
+            switch (held_cases[c].steps[i]) {
+            case 'h':
+                rc = auditq_hold(&q, org);
+                break;
+            case 'p':
+                rc = push(&q, org);
+                break;
+            case 'H': {
+                struct audit_rec r = {0};
+                snprintf(r.org_id, sizeof r.org_id, "%s", org);
+                r.path = xstrdup("/profiles");
+                auditq_push_held(&q, &r);
+                assert_null(r.path);
+                break;
+            }
+            case 'u':
+                auditq_unhold(&q, org);
+                break;
+            default:
+                for (size_t k = auditq_take(&q, out); k > 0; k--)
+                    audit_rec_clear(&out[k - 1]);
+            }
+            if (rc != held_cases[c].rc[i])
+                fail_msg("%s: step %zu: %d, expected %d", held_cases[c].rule, i, rc,
+                         held_cases[c].rc[i]);
+        }
+        auditq_free(&q);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shares),
         cmocka_unit_test(take_gives_shares_back),
+        cmocka_unit_test(held_places),
     };
     return cmocka_run_group_tests_name("telemetry/auditq", tests, NULL, NULL);
 }
