@@ -346,5 +346,7 @@ int pgx_appobj_list(struct store *st_, const char *org_id, const char *project_i
 int pgx_appobj_delete(struct store *st_, const char *org_id, const char *project_id,
                       const char *kind, const char *id);
 int pgx_appobj_bytes(struct store *st_, const char *org_id, const char *kind, int64_t *n);
+int pgx_appobj_unfinished(struct store *st_, struct page *pg, struct appobj_rec **rows, size_t *n);
+int pgx_appobj_settle(struct store *st_, const struct appobj_rec *r, const char *was);
 
 #endif

@@ -314,5 +314,7 @@ int sq_appobj_list(struct store *st_, const char *org_id, const char *project_id
 int sq_appobj_delete(struct store *st_, const char *org_id, const char *project_id,
                      const char *kind, const char *id);
 int sq_appobj_bytes(struct store *st_, const char *org_id, const char *kind, int64_t *n);
+int sq_appobj_unfinished(struct store *st_, struct page *pg, struct appobj_rec **rows, size_t *n);
+int sq_appobj_settle(struct store *st_, const struct appobj_rec *r, const char *was);
 
 #endif

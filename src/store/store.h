@@ -605,6 +605,14 @@ struct store_ops {
     int (*appobj_delete)(struct store *st, const char *org_id, const char *project_id,
                          const char *kind, const char *id);
     int (*appobj_bytes)(struct store *st, const char *org_id, const char *kind, int64_t *n);
+    /* The records of every organization a run still moves on (an invocation
+     * queued or running, a deployment queued or in_progress), oldest first,
+     * one page of pg. settle writes r's status, bytes, updated_at and data only
+     * while the stored status is still was: E_NOTFOUND when it moved on (or
+     * the record is gone), so that of two nodes ending one record one does. */
+    int (*appobj_unfinished)(struct store *st, struct page *pg, struct appobj_rec **rows,
+                             size_t *n);
+    int (*appobj_settle)(struct store *st, const struct appobj_rec *r, const char *was);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -806,6 +814,8 @@ void org_rec_clear(struct org_rec *o);
 #define store_appobj_list(st, ...)       ((st)->ops->appobj_list((st), __VA_ARGS__))
 #define store_appobj_delete(st, ...)     ((st)->ops->appobj_delete((st), __VA_ARGS__))
 #define store_appobj_bytes(st, ...)      ((st)->ops->appobj_bytes((st), __VA_ARGS__))
+#define store_appobj_unfinished(st, ...) ((st)->ops->appobj_unfinished((st), __VA_ARGS__))
+#define store_appobj_settle(st, ...)     ((st)->ops->appobj_settle((st), __VA_ARGS__))
 #define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
 #define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))
 #define store_node_get(st, ...)          ((st)->ops->node_get((st), __VA_ARGS__))

@@ -457,6 +457,8 @@ static const struct store_ops sqx_ops = {
     .appobj_list = sq_appobj_list,
     .appobj_delete = sq_appobj_delete,
     .appobj_bytes = sq_appobj_bytes,
+    .appobj_unfinished = sq_appobj_unfinished,
+    .appobj_settle = sq_appobj_settle,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is
