@@ -321,9 +321,10 @@ static void raise_fd_limit(void)
 
 /* Ends the records of background work that node (NULL: any, on one server)
  * started and no longer runs: a node restarted or died with them. */
-static void end_orphans(struct app *app, const char *node, const char *reason)
+static void end_orphans(struct app *app, const char *node, const char *code, const char *reason)
 {
     apps_end_orphans(app, node, reason);
+    authconn_end_orphans(app, node, code, reason);
 }
 
 /* ---- cluster (a shared store) ---- */
@@ -350,7 +351,7 @@ static void on_fence(void *ctx)
  * (the sweep gives each dead node to one sweeper). */
 static void on_node_lost(void *ctx, const char *node)
 {
-    end_orphans(ctx, node, "the node running it was lost");
+    end_orphans(ctx, node, "node_lost", "the node running it was lost");
 }
 
 /* An earlier run of this node's name, found at start: its sessions are
@@ -358,7 +359,7 @@ static void on_node_lost(void *ctx, const char *node)
 static void reap_node(void *ctx, const char *node)
 {
     sess_reap_node(ctx, node);
-    end_orphans(ctx, node, "the node running it restarted");
+    end_orphans(ctx, node, "node_restarted", "the node running it restarted");
 }
 
 static int64_t on_running(void *ctx)
@@ -1007,7 +1008,7 @@ static int recover_sessions(struct serve *sv)
 {
     sess_recover(&sv->app);
     if (!store_shared(sv->app.store))
-        end_orphans(&sv->app, NULL, "the node running it restarted");
+        end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
     (void)crlauncher_get(sv->app.cfg.chromium);
     return 0;
 }

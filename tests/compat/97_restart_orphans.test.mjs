@@ -2,7 +2,9 @@
 // A record the server acknowledged and then moved on in the background (an
 // async invocation, a deployment being built) is ended at the next start on
 // the same data folder after a kill -9: `failed`, with a status_reason naming
-// the restart, and its events stream gives that terminal state. Before, it
+// the restart, and its events stream gives that terminal state; a managed
+// auth login flow waiting for a person's input ends FAILED (error_code
+// node_restarted). Before, it
 // stayed `running` / `in_progress` forever. The invocation is never run
 // again (its action may have had effects).
 import { execFileSync } from 'node:child_process';
@@ -10,7 +12,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -71,8 +73,15 @@ async function sseEvents(s, path, ms = 20000) {
 const tests = [];
 const test = (name, fn, timeout = 60000) => tests.push({ name, fn, timeout });
 
-test('issue h9.1: after kill -9 and a restart on the same data folder, an async invocation that was running and a deployment that was being built end failed ("the node running it restarted"), their events end with that state, and the invocation is not run again', async () => {
-  let s = await startServer();
+// A login page with no credential to fill it: the flow waits for a person.
+const LOGIN = '<!doctype html><title>login</title><form method=post action=/login>'
+  + '<label for=u>Email address</label><input id=u name=email type=email autocomplete=username>'
+  + '<label for=p>Password</label><input id=p name=password type=password autocomplete=current-password>'
+  + '<button type=submit>Continue</button></form>';
+
+test('issue h9.1: after kill -9 and a restart on the same data folder, an async invocation that was running, a deployment that was being built and a login flow awaiting input end failed ("the node running it restarted"), their events end with that state, and the invocation is not run again', async () => {
+  const web = await startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(LOGIN); });
+  let s = await startServer({ args: web.allow });
   const dir = s.dir;
   try {
     const dep = await deploy(s, zipOf({ 'index.mjs': APP }), '1');
@@ -95,30 +104,58 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
       return !!depId;
     }, 'a deployment in progress', 30000, 200);
 
+    const conn = await request(s.base, 'POST', '/auth/connections', {
+      key: s.key, body: { domain: '127.0.0.1', profile_name: 'orphan-login', login_url: `${web.url}/` },
+    });
+    eq(conn.status < 300, true, `auth connection: ${conn.status} ${conn.text}`);
+    const cid = conn.json.id;
+    const login = await request(s.base, 'POST', `/auth/connections/${cid}/login`, { key: s.key, body: {} });
+    eq(login.status < 300, true, `login: ${login.status} ${login.text}`);
+    await waitFor(async () => (await get(s, `/auth/connections/${cid}`)).flow_step === 'AWAITING_INPUT', 'the login flow awaits input', 30000, 200);
+
     await s.kill9();
     await hanging;
-    s = await startServer({ dataDir: dir });
+    s = await startServer({ dataDir: dir, args: web.allow });
 
-    let got;
-    await waitFor(async () => {
-      got = await get(s, `/invocations/${id}`);
-      return got.status !== 'running' && got.status !== 'queued';
-    }, 'the invocation leaves running after the restart (it stays running on the old binary)', 15000, 200);
-    eq(got.status, 'failed', `the invocation: ${JSON.stringify(got)}`);
-    assert(/restarted/.test(got.status_reason || ''), `status_reason names the restart: ${JSON.stringify(got)}`);
-    assert(got.finished_at, 'finished_at is set');
-    const evs = await sseEvents(s, `/invocations/${id}/events`);
-    const last = evs.filter((e) => e.event === 'invocation_state').pop();
-    eq(last && last.invocation.status, 'failed', `the events' last state: ${JSON.stringify(evs)}`);
-    const running = await get(s, '/invocations?status=running');
-    eq(running.filter((x) => x.id === id).length, 0, 'not listed as running');
+    // Each kind is checked on its own, so that a failure names every kind
+    // left hanging (on the old binary: all three).
+    const problems = [];
+    const check = async (what, fn) => { try { await fn(); } catch (e) { problems.push(`${what}: ${e.message}`); } };
+    await check('the async invocation', async () => {
+      let got;
+      await waitFor(async () => {
+        got = await get(s, `/invocations/${id}`);
+        return got.status !== 'running' && got.status !== 'queued';
+      }, 'the invocation leaves running after the restart (it stays running on the old binary)', 15000, 200);
+      eq(got.status, 'failed', `the invocation: ${JSON.stringify(got)}`);
+      assert(/restarted/.test(got.status_reason || ''), `status_reason names the restart: ${JSON.stringify(got)}`);
+      assert(got.finished_at, 'finished_at is set');
+      const evs = await sseEvents(s, `/invocations/${id}/events`);
+      const last = evs.filter((e) => e.event === 'invocation_state').pop();
+      eq(last && last.invocation.status, 'failed', `the events' last state: ${JSON.stringify(evs)}`);
+      const running = await get(s, '/invocations?status=running');
+      eq(running.filter((x) => x.id === id).length, 0, 'not listed as running');
 
-    const d = await get(s, `/deployments/${depId}`);
-    eq(d.status, 'failed', `the deployment being built: ${JSON.stringify(d)}`);
-    assert(/restarted/.test(d.status_reason || ''), `status_reason names the restart: ${JSON.stringify(d)}`);
-    const devs = await sseEvents(s, `/deployments/${depId}/events`);
-    const dlast = devs.filter((e) => e.event === 'deployment_state').pop();
-    eq(dlast && dlast.deployment.status, 'failed', `the deployment events' last state: ${JSON.stringify(devs)}`);
+    });
+    await check('the deployment being built', async () => {
+      const d = await get(s, `/deployments/${depId}`);
+      eq(d.status, 'failed', `the deployment being built: ${JSON.stringify(d)}`);
+      assert(/restarted/.test(d.status_reason || ''), `status_reason names the restart: ${JSON.stringify(d)}`);
+      const devs = await sseEvents(s, `/deployments/${depId}/events`);
+      const dlast = devs.filter((e) => e.event === 'deployment_state').pop();
+      eq(dlast && dlast.deployment.status, 'failed', `the deployment events' last state: ${JSON.stringify(devs)}`);
+    });
+    await check('the login flow', async () => {
+      const c = await get(s, `/auth/connections/${cid}`);
+      eq([c.flow_status, c.error_code], ['FAILED', 'node_restarted'], `the login flow: ${JSON.stringify(c)}`);
+      assert(/restarted/.test(c.error_message || ''), `error_message names the restart: ${JSON.stringify(c)}`);
+      const cevs = await sseEvents(s, `/auth/connections/${cid}/events`);
+      eq(cevs.length > 0 && cevs.at(-1).flow_status, 'FAILED', `the flow's events: ${JSON.stringify(cevs)}`);
+      // A new login may start.
+      const again = await request(s.base, 'POST', `/auth/connections/${cid}/login`, { key: s.key, body: {} });
+      eq(again.status < 300, true, `a new login: ${again.status} ${again.text}`);
+    });
+    assert(problems.length === 0, problems.join('\n'));
     // The app deployed before the crash still runs.
     eq((await get(s, '/apps?app_name=orphan-app')).length, 1, 'the running version is kept');
     // Nothing of the killed run's invocation is left behind.
@@ -126,6 +163,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
   } finally {
     await s.stop();
     s.cleanup();
+    web.close();
   }
 }, 120000);
 
