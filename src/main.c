@@ -49,6 +49,7 @@
 #include "api/proxies.h"
 #include "api/telemetry.h"
 #include "api/apps.h"
+#include "api/cfgreg.h"
 #include "api/audit.h"
 #include "telemetry/audit.h"
 #include "telemetry/telemetry.h"
@@ -1007,8 +1008,10 @@ static void stop_app_runs(struct serve *sv)
 static int recover_sessions(struct serve *sv)
 {
     sess_recover(&sv->app);
-    if (!store_shared(sv->app.store))
+    if (!store_shared(sv->app.store)) {
         end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
+        cfgreg_end_orphans(&sv->app, "node_restarted", "the node running it restarted");
+    }
     (void)crlauncher_get(sv->app.cfg.chromium);
     return 0;
 }

@@ -4,6 +4,7 @@
 // the same data folder after a kill -9: `failed`, with a status_reason naming
 // the restart, and its events stream gives that terminal state; a managed
 // auth login flow waiting for a person's input ends FAILED (error_code
+// node_restarted); a config registry analysis ends failed (failure.code
 // node_restarted). Before, it
 // stayed `running` / `in_progress` forever. The invocation is never run
 // again (its action may have had effects).
@@ -79,8 +80,13 @@ const LOGIN = '<!doctype html><title>login</title><form method=post action=/logi
   + '<label for=p>Password</label><input id=p name=password type=password autocomplete=current-password>'
   + '<button type=submit>Continue</button></form>';
 
-test('issue h9.1: after kill -9 and a restart on the same data folder, an async invocation that was running, a deployment that was being built and a login flow awaiting input end failed ("the node running it restarted"), their events end with that state, and the invocation is not run again', async () => {
-  const web = await startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(LOGIN); });
+test('issue h9.1: after kill -9 and a restart on the same data folder, an async invocation that was running, a deployment that was being built, a login flow awaiting input and a config registry analysis end failed ("the node running it restarted"), their events end with that state, and the invocation is not run again', async () => {
+  let holds = 0;
+  const web = await startSite((req, res) => {
+    if (req.url.startsWith('/hold')) { holds++; return; } // never answered: the analysis visits on
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(LOGIN);
+  });
   let s = await startServer({ args: web.allow });
   const dir = s.dir;
   try {
@@ -113,12 +119,17 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
     eq(login.status < 300, true, `login: ${login.status} ${login.text}`);
     await waitFor(async () => (await get(s, `/auth/connections/${cid}`)).flow_step === 'AWAITING_INPUT', 'the login flow awaits input', 30000, 200);
 
+    const an = await request(s.base, 'POST', '/config-registry/resolve', { key: s.key, body: { url: `${web.url}/hold` } });
+    eq([an.status, an.json && an.json.analysis && an.json.analysis.status], [200, 'running'], `resolve: ${an.text}`);
+    const aid = an.json.analysis.id;
+    await waitFor(() => holds > 0, 'the analysis visits the page', 30000, 100);
+
     await s.kill9();
     await hanging;
     s = await startServer({ dataDir: dir, args: web.allow });
 
     // Each kind is checked on its own, so that a failure names every kind
-    // left hanging (on the old binary: all three).
+    // left hanging (on the old binary: all four).
     const problems = [];
     const check = async (what, fn) => { try { await fn(); } catch (e) { problems.push(`${what}: ${e.message}`); } };
     await check('the async invocation', async () => {
@@ -154,6 +165,14 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
       // A new login may start.
       const again = await request(s.base, 'POST', `/auth/connections/${cid}/login`, { key: s.key, body: {} });
       eq(again.status < 300, true, `a new login: ${again.status} ${again.text}`);
+    });
+    await check('the config registry analysis', async () => {
+      const a = await get(s, `/config-registry/analyses/${aid}`);
+      eq([a.status, a.failure && a.failure.code], ['failed', 'node_restarted'], `the analysis: ${JSON.stringify(a)}`);
+      assert(a.finished_at, 'finished_at is set');
+      const entries = await get(s, '/config-registry');
+      const entry = entries.find((x) => x.analysis && x.analysis.id === aid);
+      eq(entry && entry.analysis.status, 'failed', `the registry's entry: ${JSON.stringify(entries)}`);
     });
     assert(problems.length === 0, problems.join('\n'));
     // The app deployed before the crash still runs.
