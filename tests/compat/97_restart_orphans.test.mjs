@@ -1,25 +1,16 @@
 // Issue h9: nothing acknowledged is left hanging when the server restarts.
-// A record the server acknowledged and then moved on in the background (an
-// async invocation, a deployment being built) is ended at the next start on
-// the same data folder after a kill -9: `failed`, with a status_reason naming
-// the restart, and its events stream gives that terminal state; a managed
-// auth login flow waiting for a person's input ends FAILED (error_code
-// node_restarted); a config registry analysis ends failed (failure.code
-// node_restarted). Before, it
-// stayed `running` / `in_progress` forever. The invocation is never run
-// again (its action may have had effects).
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs } from '../blackbox/lib.mjs';
+// A record the server acknowledged and then moved on in the background is
+// ended at the next start on the same data folder after a kill -9: an async
+// invocation that was running and a deployment being built end `failed`
+// with a status_reason naming the restart, and their events streams end
+// with that state; a managed auth login flow waiting for a person's input
+// ends FAILED (error_code node_restarted); a config registry analysis ends
+// failed (failure.code node_restarted). Before, each stayed running /
+// in_progress / IN_PROGRESS forever. The invocation is not run again (its
+// action may have had effects): it stays failed, never listed as running.
+import { startServer, startSite, request, assert, eq, waitFor, sessionCgroupDirs, appZip, deployApp, sseEvents } from '../blackbox/lib.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-
-// 'sleep' never ends; a side effect (a file under the run's own folder is
-// not visible here) is not needed: a second run would show as a second
-// `running` status, which the test rules out.
+// 'sleep' never ends by itself.
 const APP = `
 import Kernel from '@onkernel/sdk';
 const kernel = new Kernel();
@@ -30,46 +21,11 @@ app.action('sleep', async (ctx) => new Promise(() => setInterval(() => {}, 1000)
 // for as long as the server runs.
 const HANG = `await new Promise(() => setInterval(() => {}, 1000));\n`;
 
-function zipOf(files) {
-  const dir = mkdtempSync(join(tmpdir(), 'browserd-orphan-'));
-  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'orphan-app', type: 'module', version: '1.0.0' }));
-  mkdirSync(join(dir, 'node_modules', '@onkernel'), { recursive: true });
-  cpSync(join(here, 'node_modules', '@onkernel', 'sdk'), join(dir, 'node_modules', '@onkernel', 'sdk'), { recursive: true, dereference: true });
-  execFileSync('zip', ['-qr1', join(dir, 'app.zip'), ...Object.keys(files), 'package.json', 'node_modules'], { cwd: dir });
-  const zip = readFileSync(join(dir, 'app.zip'));
-  rmSync(dir, { recursive: true, force: true });
-  return zip;
-}
-
-function deploy(s, zip, version, entry = 'index.mjs') {
-  const form = new FormData();
-  form.append('file', new Blob([zip], { type: 'application/zip' }), 'app.zip');
-  form.append('entrypoint_rel_path', entry);
-  form.append('version', version);
-  return fetch(`${s.base}/deployments`, { method: 'POST', headers: { authorization: `Bearer ${s.key}` }, body: form });
-}
-
 const get = async (s, path) => {
   const r = await request(s.base, 'GET', path, { key: s.key });
   eq(r.status, 200, `GET ${path}: ${r.text}`);
   return r.json;
 };
-
-// The events of an SSE stream until it ends (bounded by ms).
-async function sseEvents(s, path, ms = 20000) {
-  const ctl = new AbortController();
-  const t = setTimeout(() => ctl.abort(), ms);
-  try {
-    const r = await fetch(`${s.base}${path}`, { headers: { authorization: `Bearer ${s.key}` }, signal: ctl.signal });
-    const text = await r.text();
-    return text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
-  } catch (e) {
-    throw new Error(`the events stream of ${path} did not end within ${ms} ms`);
-  } finally {
-    clearTimeout(t);
-  }
-}
 
 const tests = [];
 const test = (name, fn, timeout = 60000) => tests.push({ name, fn, timeout });
@@ -90,7 +46,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
   let s = await startServer({ args: web.allow });
   const dir = s.dir;
   try {
-    const dep = await deploy(s, zipOf({ 'index.mjs': APP }), '1');
+    const dep = await deployApp(s.base, s.key, appZip({ 'index.mjs': APP }), '1');
     eq(dep.status, 200, `deploy: ${await dep.clone().text()}`);
     const depj = await dep.json();
     eq(depj.status, 'running', `the app deployed: ${JSON.stringify(depj)}`);
@@ -101,7 +57,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
     const id = inv.json.id;
     await waitFor(async () => (await get(s, `/invocations/${id}`)).status === 'running', 'the invocation runs', 30000, 200);
     // A deployment whose entrypoint never finishes loading: its POST waits.
-    const hanging = deploy(s, zipOf({ 'hang.mjs': HANG }), '2', 'hang.mjs').catch(() => null);
+    const hanging = deployApp(s.base, s.key, appZip({ 'hang.mjs': HANG }), '2', 'hang.mjs').catch(() => null);
     let depId;
     await waitFor(async () => {
       const all = await get(s, '/deployments');
@@ -141,7 +97,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
       eq(got.status, 'failed', `the invocation: ${JSON.stringify(got)}`);
       assert(/restarted/.test(got.status_reason || ''), `status_reason names the restart: ${JSON.stringify(got)}`);
       assert(got.finished_at, 'finished_at is set');
-      const evs = await sseEvents(s, `/invocations/${id}/events`);
+      const evs = await sseEvents(s.base, s.key, `/invocations/${id}/events`);
       const last = evs.filter((e) => e.event === 'invocation_state').pop();
       eq(last && last.invocation.status, 'failed', `the events' last state: ${JSON.stringify(evs)}`);
       const running = await get(s, '/invocations?status=running');
@@ -152,7 +108,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
       const d = await get(s, `/deployments/${depId}`);
       eq(d.status, 'failed', `the deployment being built: ${JSON.stringify(d)}`);
       assert(/restarted/.test(d.status_reason || ''), `status_reason names the restart: ${JSON.stringify(d)}`);
-      const devs = await sseEvents(s, `/deployments/${depId}/events`);
+      const devs = await sseEvents(s.base, s.key, `/deployments/${depId}/events`);
       const dlast = devs.filter((e) => e.event === 'deployment_state').pop();
       eq(dlast && dlast.deployment.status, 'failed', `the deployment events' last state: ${JSON.stringify(devs)}`);
     });
@@ -160,7 +116,7 @@ test('issue h9.1: after kill -9 and a restart on the same data folder, an async 
       const c = await get(s, `/auth/connections/${cid}`);
       eq([c.flow_status, c.error_code], ['FAILED', 'node_restarted'], `the login flow: ${JSON.stringify(c)}`);
       assert(/restarted/.test(c.error_message || ''), `error_message names the restart: ${JSON.stringify(c)}`);
-      const cevs = await sseEvents(s, `/auth/connections/${cid}/events`);
+      const cevs = await sseEvents(s.base, s.key, `/auth/connections/${cid}/events`);
       eq(cevs.length > 0 && cevs.at(-1).flow_status, 'FAILED', `the flow's events: ${JSON.stringify(cevs)}`);
       // A new login may start.
       const again = await request(s.base, 'POST', `/auth/connections/${cid}/login`, { key: s.key, body: {} });
