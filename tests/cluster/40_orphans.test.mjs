@@ -3,8 +3,10 @@
 // out, the surviving node whose sweep declares it dead ends them: an async
 // invocation it was running ends `failed` ("the node running it was lost"),
 // its events stream (read through the survivor) ends with that state, and a
-// login flow it ran ends FAILED (error_code node_lost) instead of answering
-// 503 node_unavailable forever. Before, both stayed running / IN_PROGRESS.
+// login flow it ran ends FAILED (error_code node_lost) instead of
+// being forwarded to the dead node. Before, both stayed running /
+// IN_PROGRESS. A node restarted under its name within its lease ends its
+// earlier run's records itself ("the node running it restarted").
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs '^40_orphans'
 import { request, assert, eq, waitFor, startSite, appZip, deployApp, sseEvents } from '../blackbox/lib.mjs';
 import { startCluster } from './lib.mjs';
@@ -83,6 +85,42 @@ export const tests = [
       } finally {
         await c.stop();
         web.close();
+      }
+    },
+  },
+  {
+    name: 'issue h9.2: node 1 killed (-9) while it runs an async invocation and restarted under its name within its lease ends the invocation itself as it reaps its earlier run (failed, "the node running it restarted")',
+    timeout: 90000,
+    fn: async () => {
+      // A lease long enough that node 2's sweep never comes first.
+      const c = await startCluster({ nodes: 2, env: { BROWSERD_NODE_LEASE_MS: '30000' } });
+      c.expectLoss();
+      const [n1, n2] = c.nodes;
+      const get = async (path) => {
+        const r = await request(n2.base, 'GET', path, { key: c.key });
+        eq(r.status, 200, `GET ${path} on node 2: ${r.text}`);
+        return r.json;
+      };
+      try {
+        const dep = await deployApp(n1.base, c.key, appZip({ 'index.mjs': APP }), '1');
+        eq((await dep.json()).status, 'running', 'deployed on node 1');
+        const inv = await request(n1.base, 'POST', '/invocations', {
+          key: c.key, body: { app_name: 'orphan-app', action_name: 'sleep', version: '1', async: true, async_timeout_seconds: 600 },
+        });
+        eq(inv.status, 202, `async invoke on node 1: ${inv.text}`);
+        const id = inv.json.id;
+        await waitFor(async () => (await get(`/invocations/${id}`)).status === 'running', 'the invocation runs', 30000, 200);
+        await n1.kill9();
+        await n1.start();
+        let got;
+        await waitFor(async () => {
+          got = await get(`/invocations/${id}`);
+          return got.status !== 'running';
+        }, 'the restarted node 1 ends the invocation (it stays running on the old binary)', 20000, 200);
+        eq(got.status, 'failed', `the invocation: ${JSON.stringify(got)}`);
+        assert(/restarted/.test(got.status_reason || ''), `status_reason names the restart: ${JSON.stringify(got)}`);
+      } finally {
+        await c.stop();
       }
     },
   },
