@@ -49,6 +49,8 @@
 #include "api/profiles.h"
 #include "api/proxies.h"
 #include "api/telemetry.h"
+#include "api/apps.h"
+#include "api/cfgreg.h"
 #include "api/audit.h"
 #include "telemetry/audit.h"
 #include "telemetry/telemetry.h"
@@ -323,6 +325,14 @@ static void raise_fd_limit(void)
                  (unsigned long long)rl.rlim_max);
 }
 
+/* Ends the records of background work that node (NULL: any, on one server)
+ * started and no longer runs: a node restarted or died with them. */
+static void end_orphans(struct app *app, const char *node, const char *code, const char *reason)
+{
+    apps_end_orphans(app, node, reason);
+    authconn_end_orphans(app, node, code, reason);
+}
+
 /* ---- cluster (a shared store) ---- */
 
 static struct {
@@ -341,6 +351,21 @@ static void on_fence(void *ctx)
     struct app *app = ctx;
     sessmgr_kill_all(app->sessions, "node lost");
     pools_fence();
+}
+
+/* The background work of a node that died: its records end here, once
+ * (the sweep gives each dead node to one sweeper). */
+static void on_node_lost(void *ctx, const char *node)
+{
+    end_orphans(ctx, node, "node_lost", "the node running it was lost");
+}
+
+/* An earlier run of this node's name, found at start: its sessions are
+ * reaped, its background records ended. */
+static void reap_node(void *ctx, const char *node)
+{
+    sess_reap_node(ctx, node);
+    end_orphans(ctx, node, "node_restarted", "the node running it restarted");
 }
 
 static int64_t on_running(void *ctx)
@@ -366,11 +391,15 @@ static void join_cluster(struct app *app, int port)
         .advertise = adv,
         .lease_ms = cluster_flags.lease_ms,
         .capacity = 0,
-        .hooks = {.fence = on_fence, .adopt = pools_adopt, .running = on_running, .ctx = app},
+        .hooks = {.fence = on_fence,
+                  .adopt = pools_adopt,
+                  .lost = on_node_lost,
+                  .running = on_running,
+                  .ctx = app},
     };
     struct err e;
     err_init(&e);
-    if (node_start(&o, sess_reap_node, app, &app->node, &e) != 0) {
+    if (node_start(&o, reap_node, app, &app->node, &e) != 0) {
         log_error("%s", e.message);
         cluster_flags.failed = 1;
         return;
@@ -995,6 +1024,10 @@ static void stop_app_runs(struct serve *sv)
 static int recover_sessions(struct serve *sv)
 {
     sess_recover(&sv->app);
+    if (!store_shared(sv->app.store)) {
+        end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
+        cfgreg_end_orphans(&sv->app, "node_restarted", "the node running it restarted");
+    }
     (void)crlauncher_get(sv->app.cfg.chromium);
     return 0;
 }

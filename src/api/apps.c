@@ -20,6 +20,7 @@
 #include "core/xalloc.h"
 #include "domain/app_rules.h"
 #include "domain/entitlements.h"
+#include "cluster/node.h"
 #include "runtime/apprun.h"
 #include "runtime/extpack.h"
 #include "runtime/pwexec.h"
@@ -332,6 +333,15 @@ static json_t *internal_of(json_t *d)
         json_object_set_new(d, "internal", in);
     }
     return in;
+}
+
+/* Names the node that runs the record (internal.node_id: "local" on one
+ * server), so that its records can be ended when it dies (apps_end_orphans). */
+static void mark_node(struct app *app, json_t *d)
+{
+    char nid[STORE_ID];
+    node_id(app->node, nid);
+    json_object_set_new(internal_of(d), "node_id", json_string(nid));
 }
 
 static int put_rec(struct app *app, struct appobj_rec *r, json_t *d)
@@ -682,6 +692,7 @@ int deployments_create(struct req *rq, struct resp *rs)
                           "entrypoint_rel_path", df.entry, "env_vars", df.env, "source_type",
                           "file", "source_checksum", sum);
     json_object_set_new(internal_of(d), "version", json_string(df.version));
+    mark_node(app, d);
     if (dep_status(app, &r, d, "queued", NULL, 0) != 0) {
         dep_files_remove(app, r.id);
         json_decref(d);
@@ -1234,6 +1245,7 @@ int invocations_create(struct req *rq, struct resp *rs)
     if (jsonx_str(body, "payload"))
         json_object_set_new(j->d, "payload", json_string(jsonx_str(body, "payload")));
     json_object_set_new(internal_of(j->d), "deployment_id", json_string(j->dep_id));
+    mark_node(app, j->d);
     json_decref(body);
     if ((rc = admit(rq, r)) != 0) {
         job_free(j);
@@ -1429,4 +1441,76 @@ int invocations_browsers_delete(struct req *rq, struct resp *rs)
     appobj_rec_clear(&r);
     resp_empty(rs, 204);
     return 0;
+}
+
+/* Ends one orphaned record r (see apps_end_orphans): 1 when this call ended it. */
+static int end_orphan(struct app *app, struct appobj_rec *r, const char *reason)
+{
+    json_t *d = json_loads(r->data, 0, NULL);
+    if (!json_is_object(d)) {
+        json_decref(d);
+        d = json_object();
+    }
+    char was[sizeof r->status], t[40];
+    snprintf(was, sizeof was, "%s", r->status);
+    int dep = strcmp(r->kind, KIND_DEP) == 0;
+    r->updated_at = clock_now_ms();
+    json_object_set_new(d, "status", json_string("failed"));
+    json_object_set_new(d, "status_reason", json_string(reason));
+    if (dep) {
+        json_object_set_new(d, "updated_at", json_string(fmt_time(r->updated_at, t, sizeof t)));
+        r->bytes = 0;
+    } else {
+        json_object_set_new(d, "finished_at", json_string(fmt_time(r->updated_at, t, sizeof t)));
+    }
+    snprintf(r->status, sizeof r->status, "failed");
+    xfree(r->data);
+    char *text = json_dumps(d, JSON_COMPACT);
+    r->data = xstrdup(text ? text : "{}");
+    xfree(text);
+    json_decref(d);
+    int rc = store_appobj_settle(app->store, r, was);
+    if (rc == E_NOTFOUND)
+        return 0;
+    if (rc) {
+        log_error("apps: %s %s could not be ended (%s)", r->kind, r->id, reason);
+        return 0;
+    }
+    if (dep)
+        dep_files_remove(app, r->id);
+    ev_push(r->id, dep ? dep_state_event(r) : inv_state_event(r), 1);
+    return 1;
+}
+
+void apps_end_orphans(struct app *app, const char *node, const char *reason)
+{
+    struct page pg = {.limit = 100};
+    int ended = 0;
+    for (;;) {
+        struct appobj_rec *rows = NULL;
+        size_t n = 0;
+        if (store_appobj_unfinished(app->store, &pg, &rows, &n) != 0) {
+            log_error("apps: the unfinished deployments and invocations could not be listed");
+            return;
+        }
+        int more = pg.has_more;
+        for (size_t i = 0; i < n; i++) {
+            json_t *d = json_loads(rows[i].data, 0, NULL);
+            const char *owner = jsonx_str(json_object_get(d, "internal"), "node_id");
+            int ours = !node || (owner && strcmp(owner, node) == 0);
+            json_decref(d);
+            /* A record ended leaves the list: the next page starts after
+             * the ones left as they were. */
+            if (ours && end_orphan(app, &rows[i], reason))
+                ended++;
+            else
+                pg.offset++;
+            appobj_rec_clear(&rows[i]);
+        }
+        xfree(rows);
+        if (!more)
+            break;
+    }
+    if (ended)
+        log_warn("apps: %d deployments and invocations ended: %s", ended, reason);
 }

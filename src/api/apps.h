@@ -49,4 +49,15 @@ int apps_invocation_check(const char *org_id, const char *project_id, const char
  * invocation ended meanwhile, ends the session at once. */
 void apps_invocation_attach(struct app *app, const char *id, const char *session_id);
 
+/* Ends the records no run will move on any more: the invocations queued or
+ * running and the deployments queued or in_progress that node_id started
+ * (NULL: any node's, the single server's start, when nothing runs yet). Each
+ * becomes `failed` with status_reason reason and, for an invocation, a
+ * finished_at; its followers here get the terminal state event. The write is
+ * conditional on the status read (store_appobj_settle), so that a record
+ * that ended meanwhile, or that another node ended, is left alone. An
+ * invocation is never run again: its action may have had effects already.
+ * Called at start (recovery) and by the cluster's sweeper; logs what fails. */
+void apps_end_orphans(struct app *app, const char *node_id, const char *reason);
+
 #endif

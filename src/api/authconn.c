@@ -2202,3 +2202,74 @@ int authconn_hosted_screenshot(struct req *rq, struct resp *rs)
     resp_text(rs, 200, "image/jpeg", (char *)jpeg, len);
     return 0;
 }
+
+/* Ends the stored flow of c (see authconn_end_orphans) when node ran it and
+ * it is not running here: 1 when it did. No watcher here follows it (a
+ * watcher of a flow that is not in this process gets the stored state once,
+ * authconn_events), so the next one reads the terminal state. */
+static int end_orphan(struct app *app, struct authconn_rec *c, const char *node, const char *code,
+                      const char *reason)
+{
+    json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
+    json_t *fl = json_object_get(d, "flow");
+    const char *owner = jsonx_str(fl, "node_id");
+    int ours = json_is_object(fl) && !is_terminal(jsonx_str(fl, "flow_status")) &&
+               (!node || (owner && strcmp(owner, node) == 0));
+    pthread_mutex_lock(&mu);
+    ours = ours && !flow_find(c->id);
+    pthread_mutex_unlock(&mu);
+    if (!ours) {
+        json_decref(d);
+        return 0;
+    }
+    char t[40];
+    const char *now = clock_fmt_rfc3339(clock_now_ms(), t, sizeof t);
+    json_object_set_new(fl, "flow_status", json_string("FAILED"));
+    json_object_set_new(fl, "error_code", json_string(code));
+    json_object_set_new(fl, "error_message", json_string(reason));
+    json_object_del(fl, "hosted_url");
+    json_t *tl = json_object_get(d, "timeline");
+    size_t i;
+    json_t *x;
+    json_array_foreach(tl, i, x)
+    {
+        if (jsonx_str(x, "status") && !is_terminal(jsonx_str(x, "status"))) {
+            json_object_set_new(x, "status", json_string("FAILED"));
+            json_object_set_new(x, "error_code", json_string(code));
+            json_object_set_new(x, "updated_at", json_string(now));
+        }
+    }
+    xfree(c->data);
+    c->data = jsonx_dump(d);
+    c->updated_at = clock_now_ms();
+    json_decref(d);
+    if (store_ac_update(app->store, c) != 0) {
+        log_error("auth connection %s: its orphaned login flow could not be ended", c->id);
+        return 0;
+    }
+    return 1;
+}
+
+void authconn_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
+{
+    struct page pg = {.limit = 100, .offset = 0};
+    int ended = 0;
+    for (;;) {
+        struct authconn_rec *rows = NULL;
+        size_t n = 0;
+        if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0) {
+            log_error("managed auth: the connections could not be listed to end orphaned flows");
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            ended += end_orphan(app, &rows[i], node, code, reason);
+            authconn_rec_clear(&rows[i]);
+        }
+        xfree(rows);
+        if (!pg.has_more)
+            break;
+        pg.offset += n;
+    }
+    if (ended)
+        log_warn("managed auth: %d login flows ended: %s", ended, reason);
+}

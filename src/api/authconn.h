@@ -49,5 +49,13 @@ struct app;
 int authconn_start(struct app *app) WUR;
 /* Stops the checker, cancels the running flows and waits for them. */
 void authconn_stop(void);
+/* Ends the login flows no thread runs any more: a connection whose stored
+ * flow is IN_PROGRESS, started by node_id (NULL: by any node, at the single
+ * server's start), and not running in this process, gets flow_status FAILED
+ * with error_code code and error_message reason (its timeline entry too),
+ * which its events stream then gives. Called at start (recovery) and by the
+ * cluster's sweeper (once per dead node); logs what fails. */
+void authconn_end_orphans(struct app *app, const char *node_id, const char *code,
+                          const char *reason);
 
 #endif

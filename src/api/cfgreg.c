@@ -725,3 +725,76 @@ int cfgreg_analysis_get(struct req *rq, struct resp *rs)
     resp_json(rs, 200, v);
     return 0;
 }
+
+/* Ends the running analysis of one entry (see cfgreg_end_orphans): 1 when
+ * this call ended it. */
+static int end_orphan(struct app *app, const struct cfgreg_text *row, const json_t *failure,
+                      const char *when)
+{
+    json_t *e = json_loads(row->json, 0, NULL);
+    json_t *an = json_object_get(e, "analysis");
+    const char *id = jsonx_str(an, "id"), *domain = jsonx_str(e, "domain");
+    int ended = 0;
+    if (json_is_object(an) && id && domain) {
+        json_object_set_new(an, "status", json_string("failed"));
+        json_object_set_new(an, "finished_at", json_string(when));
+        json_object_set(an, "failure", (json_t *)failure);
+        char *text = jsonx_dump(e);
+        int rc =
+            store_cfgreg_entry_settle(app->store, row->org_id, domain, "failed", text, "running");
+        xfree(text);
+        ended = rc == 0;
+        if (rc && rc != E_NOTFOUND)
+            log_error("config registry: the entry of %s could not be ended", domain);
+    }
+    char *rec = NULL;
+    json_t *r = NULL;
+    if (ended && store_cfgreg_analysis_get(app->store, row->org_id, id, &rec) == 0 &&
+        (r = json_loads(rec, 0, NULL)) != NULL && jsonx_str(r, "status") &&
+        strcmp(jsonx_str(r, "status"), "running") == 0) {
+        json_object_set_new(r, "status", json_string("failed"));
+        json_object_set_new(r, "finished_at", json_string(when));
+        json_object_set(r, "failure", (json_t *)failure);
+        char *text = jsonx_dump(r);
+        if (store_cfgreg_analysis_put(app->store, row->org_id, id, domain, 0, text) != 0)
+            log_error("config registry: analysis %s could not be ended", id);
+        xfree(text);
+    }
+    json_decref(r);
+    xfree(rec);
+    json_decref(e);
+    return ended;
+}
+
+void cfgreg_end_orphans(struct app *app, const char *code, const char *reason)
+{
+    char when[40];
+    clock_fmt_rfc3339(clock_now_ms(), when, sizeof when);
+    json_t *failure = json_pack("{s:s,s:s}", "code", code, "message", reason);
+    struct page pg = {.limit = 100};
+    int ended = 0;
+    for (;;) {
+        struct cfgreg_text *rows = NULL;
+        size_t n = 0;
+        if (store_cfgreg_running(app->store, &pg, &rows, &n) != 0) {
+            log_error("config registry: the running analyses could not be listed");
+            break;
+        }
+        int more = pg.has_more;
+        for (size_t i = 0; i < n; i++) {
+            /* An entry ended leaves the list: the next page starts after
+             * the ones left as they were. */
+            if (end_orphan(app, &rows[i], failure, when))
+                ended++;
+            else
+                pg.offset++;
+            xfree(rows[i].json);
+        }
+        xfree(rows);
+        if (!more)
+            break;
+    }
+    json_decref(failure);
+    if (ended)
+        log_warn("config registry: %d analyses ended: %s", ended, reason);
+}

@@ -107,6 +107,9 @@ static void tick(struct node *n)
             log_warn("cluster: node %s declared dead: its sessions ended (node lost), its pools "
                      "moved to %s",
                      dead[i], id);
+        if (n->o.hooks.lost)
+            for (size_t i = 0; i < ndead; i++)
+                n->o.hooks.lost(n->o.hooks.ctx, dead[i]);
         pthread_mutex_lock(&n->mu);
         n->cache_at_ms = 0;
         pthread_mutex_unlock(&n->mu);

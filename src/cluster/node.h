@@ -39,6 +39,11 @@ struct node_hooks {
      * node that stopped named this one its heir): load the pools homed here
      * that are not running yet. Heartbeat thread, every tick. */
     void (*adopt)(void *ctx);
+    /* This node's sweep declared node_id dead (once per dead node: the
+     * sweep's row lock): end the records of its background work that only
+     * it would have finished (docs/multinode.md "Records a node leaves
+     * behind"). Heartbeat thread. May be NULL. */
+    void (*lost)(void *ctx, const char *node_id);
     /* How many browsers run here (reported with each heartbeat). */
     int64_t (*running)(void *ctx);
     void *ctx;

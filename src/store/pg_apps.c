@@ -118,3 +118,38 @@ int pgx_appobj_bytes(struct store *st_, const char *org_id, const char *kind, in
     pgx_put(p, c);
     return ret ? E_INTERNAL : 0;
 }
+
+/* The statuses a run moves on: an invocation queued or running, a
+ * deployment queued or being built (in_progress). */
+#define UNFINISHED                                                                                 \
+    "((kind = 'invocation' AND status IN ('queued', 'running'))"                                   \
+    " OR (kind = 'deployment' AND status IN ('queued', 'in_progress')))"
+
+int pgx_appobj_unfinished(struct store *st_, struct page *pg, struct appobj_rec **rows, size_t *n)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "SELECT " APPOBJ_COLS " FROM app_objects WHERE " UNFINISHED
+                    " ORDER BY created_at, id LIMIT $1 OFFSET $2",
+                    "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    if (ret == 0)
+        PG_COLLECT(r, pg, rows, n, struct appobj_rec, appobj_row);
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}
+
+int pgx_appobj_settle(struct store *st_, const struct appobj_rec *v, const char *was)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(
+        c, &r,
+        "UPDATE app_objects SET status = $1, bytes = $2, updated_at = $3, data = $4 WHERE id = $5"
+        " AND status = $6",
+        "siisss", v->status, v->bytes, v->updated_at, v->data ? v->data : "{}", v->id, was);
+    if (ret == 0)
+        ret = pgx_touched(r);
+    pgx_put(p, c);
+    return ret;
+}

@@ -132,3 +132,38 @@ int pgx_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses
     pgx_put(p, c);
     return ret;
 }
+
+static void running_row(const PGresult *r, int i, struct cfgreg_text *out)
+{
+    pgx_col(r, i, 0, out->org_id, sizeof out->org_id);
+    out->json = pgx_dup(r, i, 1, "{}");
+}
+
+int pgx_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "SELECT org_id, record FROM cfgreg_entries WHERE analysis_status = 'running'"
+                    " ORDER BY org_id, domain LIMIT $1 OFFSET $2",
+                    "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    if (ret == 0)
+        PG_COLLECT(r, pg, rows, n, struct cfgreg_text, running_row);
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}
+
+int pgx_cfgreg_entry_settle(struct store *st_, const char *org_id, const char *domain,
+                            const char *status, const char *json, const char *was)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "UPDATE cfgreg_entries SET analysis_status = $1, record = $2 WHERE org_id = $3"
+                    " AND domain = $4 AND analysis_status = $5",
+                    "sssss", status, json, org_id, domain, was);
+    if (ret == 0)
+        ret = pgx_touched(r);
+    pgx_put(p, c);
+    return ret;
+}

@@ -327,6 +327,9 @@ int pgx_cfgreg_analysis_get(struct store *st_, const char *org_id, const char *i
 int pgx_cfgreg_analysis_list(struct store *st_, const char *org_id, const char *search,
                              struct page *pg, struct cfgreg_text **rows, size_t *n);
 int pgx_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *r);
+int pgx_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n);
+int pgx_cfgreg_entry_settle(struct store *st_, const char *org_id, const char *domain,
+                            const char *status, const char *json, const char *was);
 int pgx_cfgreg_entry_get(struct store *st_, const char *org_id, const char *domain, char **json);
 int pgx_cfgreg_entry_list(struct store *st_, const char *org_id, const char *search,
                           enum cfgreg_sort sort, int descending, struct page *pg,
@@ -346,5 +349,7 @@ int pgx_appobj_list(struct store *st_, const char *org_id, const char *project_i
 int pgx_appobj_delete(struct store *st_, const char *org_id, const char *project_id,
                       const char *kind, const char *id);
 int pgx_appobj_bytes(struct store *st_, const char *org_id, const char *kind, int64_t *n);
+int pgx_appobj_unfinished(struct store *st_, struct page *pg, struct appobj_rec **rows, size_t *n);
+int pgx_appobj_settle(struct store *st_, const struct appobj_rec *r, const char *was);
 
 #endif

@@ -120,3 +120,41 @@ int sq_appobj_bytes(struct store *st_, const char *org_id, const char *kind, int
     sqx_conn_put(s, c);
     return ret;
 }
+
+/* The statuses a run moves on: an invocation queued or running, a
+ * deployment queued or being built (in_progress). */
+#define UNFINISHED                                                                                 \
+    "((kind = 'invocation' AND status IN ('queued', 'running'))"                                   \
+    " OR (kind = 'deployment' AND status IN ('queued', 'in_progress')))"
+
+int sq_appobj_unfinished(struct store *st_, struct page *pg, struct appobj_rec **rows, size_t *n)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    int rc = sqx_q(c, &st,
+                   "SELECT " APPOBJ_COLS " FROM app_objects WHERE " UNFINISHED
+                   " ORDER BY created_at, id LIMIT ? OFFSET ?",
+                   "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    if (rc < 0) {
+        sqx_conn_put(s, c);
+        return E_INTERNAL;
+    }
+    COLLECT(st, rc, pg, rows, n, struct appobj_rec, appobj_row);
+    if (rc)
+        sqx_fail(c->db, "appobj_unfinished");
+    sqx_conn_put(s, c);
+    return rc ? E_INTERNAL : 0;
+}
+
+int sq_appobj_settle(struct store *st_, const struct appobj_rec *r, const char *was)
+{
+    CONN(s, c);
+    int rc =
+        sqx_q(c, NULL,
+              "UPDATE app_objects SET status = ?, bytes = ?, updated_at = ?, data = ? WHERE id = ?"
+              " AND status = ?",
+              "siisss", r->status, r->bytes, r->updated_at, r->data ? r->data : "{}", r->id, was);
+    rc = sqx_touched(c, rc);
+    sqx_conn_put(s, c);
+    return rc;
+}

@@ -147,3 +147,42 @@ int sq_cfgreg_prune(struct store *st_, const char *org_id, size_t keep_analyses,
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
+
+static void running_row(sqlite3_stmt *st, struct cfgreg_text *r)
+{
+    sqx_col(st, 0, r->org_id, sizeof r->org_id);
+    const unsigned char *t = sqlite3_column_text(st, 1);
+    r->json = xstrdup(t ? (const char *)t : "{}");
+}
+
+int sq_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    int rc = sqx_q(c, &st,
+                   "SELECT org_id, record FROM cfgreg_entries WHERE analysis_status = 'running'"
+                   " ORDER BY org_id, domain LIMIT ? OFFSET ?",
+                   "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+    if (rc < 0) {
+        sqx_conn_put(s, c);
+        return E_INTERNAL;
+    }
+    COLLECT(st, rc, pg, rows, n, struct cfgreg_text, running_row);
+    if (rc)
+        sqx_fail(c->db, "cfgreg_running");
+    sqx_conn_put(s, c);
+    return rc ? E_INTERNAL : 0;
+}
+
+int sq_cfgreg_entry_settle(struct store *st_, const char *org_id, const char *domain,
+                           const char *status, const char *json, const char *was)
+{
+    CONN(s, c);
+    int rc = sqx_q(c, NULL,
+                   "UPDATE cfgreg_entries SET analysis_status = ?, record = ? WHERE org_id = ?"
+                   " AND domain = ? AND analysis_status = ?",
+                   "sssss", status, json, org_id, domain, was);
+    rc = sqx_touched(c, rc);
+    sqx_conn_put(s, c);
+    return rc;
+}

@@ -326,6 +326,7 @@ struct page {
 /* Config registry rows (docs/config-registry.md): a record's JSON text (owned). */
 struct cfgreg_text {
     char *json;
+    char org_id[STORE_ID]; /* filled by cfgreg_running only */
 };
 /* GET /config-registry's sort_by: target (the domain), analysis_status,
  * recommended_config, last_requested_at, success_rate. */
@@ -588,6 +589,13 @@ struct store_ops {
                              struct cfgreg_text **rows, size_t *n);
     int (*cfgreg_prune)(struct store *st, const char *org_id, size_t keep_analyses,
                         size_t keep_entries);
+    /* cfgreg_running pages every organization's entries whose analysis is
+     * running (org_id and the entry's JSON text per row); cfgreg_entry_settle
+     * sets the entry's analysis_status and record only while its
+     * analysis_status is still was (E_NOTFOUND otherwise). */
+    int (*cfgreg_running)(struct store *st, struct page *pg, struct cfgreg_text **rows, size_t *n);
+    int (*cfgreg_entry_settle)(struct store *st, const char *org_id, const char *domain,
+                               const char *status, const char *json, const char *was);
     /* Apps (api/apps.h): appobj_put inserts a record or, for an existing
      * id, replaces its app_name, status, bytes, updated_at and data; get reads one
      * of the project by kind and id (E_NOTFOUND for another project's);
@@ -605,6 +613,14 @@ struct store_ops {
     int (*appobj_delete)(struct store *st, const char *org_id, const char *project_id,
                          const char *kind, const char *id);
     int (*appobj_bytes)(struct store *st, const char *org_id, const char *kind, int64_t *n);
+    /* The records of every organization a run still moves on (an invocation
+     * queued or running, a deployment queued or in_progress), oldest first,
+     * one page of pg. settle writes r's status, bytes, updated_at and data only
+     * while the stored status is still was: E_NOTFOUND when it moved on (or
+     * the record is gone), so that of two nodes ending one record one does. */
+    int (*appobj_unfinished)(struct store *st, struct page *pg, struct appobj_rec **rows,
+                             size_t *n);
+    int (*appobj_settle)(struct store *st, const struct appobj_rec *r, const char *was);
 
     /*
      * Cluster ops (store/README in docs/multinode.md). A backend that several
@@ -798,30 +814,34 @@ void org_rec_clear(struct org_rec *o);
 #define store_ac_update(st, ...) ((st)->ops->ac_update((st), __VA_ARGS__))
 #define store_ac_delete(st, ...) ((st)->ops->ac_delete((st), __VA_ARGS__))
 /* wrappers: authconn */
-#define store_search_put(st, ...)        ((st)->ops->search_put((st), __VA_ARGS__))
-#define store_search_get(st, ...)        ((st)->ops->search_get((st), __VA_ARGS__))
-#define store_search_prune(st, ...)      ((st)->ops->search_prune((st), __VA_ARGS__))
-#define store_appobj_put(st, ...)        ((st)->ops->appobj_put((st), __VA_ARGS__))
-#define store_appobj_get(st, ...)        ((st)->ops->appobj_get((st), __VA_ARGS__))
-#define store_appobj_list(st, ...)       ((st)->ops->appobj_list((st), __VA_ARGS__))
-#define store_appobj_delete(st, ...)     ((st)->ops->appobj_delete((st), __VA_ARGS__))
-#define store_appobj_bytes(st, ...)      ((st)->ops->appobj_bytes((st), __VA_ARGS__))
-#define store_node_register(st, ...)     ((st)->ops->node_register((st), __VA_ARGS__))
-#define store_node_heartbeat(st, ...)    ((st)->ops->node_heartbeat((st), __VA_ARGS__))
-#define store_node_get(st, ...)          ((st)->ops->node_get((st), __VA_ARGS__))
-#define store_node_list(st, ...)         ((st)->ops->node_list((st), __VA_ARGS__))
-#define store_node_sweep(st, ...)        ((st)->ops->node_sweep((st), __VA_ARGS__))
-#define store_node_retire(st, ...)       ((st)->ops->node_retire((st), __VA_ARGS__))
-#define store_session_admit(st, ...)     ((st)->ops->session_admit((st), __VA_ARGS__))
-#define store_pool_admit(st, ...)        ((st)->ops->pool_admit((st), __VA_ARGS__))
-#define store_limits_get(st, ...)        ((st)->ops->limits_get((st), __VA_ARGS__))
-#define store_limits_put(st, ...)        ((st)->ops->limits_put((st), __VA_ARGS__))
-#define store_session_list_node(st, ...) ((st)->ops->session_list_node((st), __VA_ARGS__))
-#define store_pool_list_node(st, ...)    ((st)->ops->pool_list_node((st), __VA_ARGS__))
-#define store_blob_put(st, ...)          ((st)->ops->blob_put((st), __VA_ARGS__))
-#define store_blob_get(st, ...)          ((st)->ops->blob_get((st), __VA_ARGS__))
-#define store_blob_delete(st, ...)       ((st)->ops->blob_delete((st), __VA_ARGS__))
-#define store_run_exclusive(st, ...)     ((st)->ops->run_exclusive((st), __VA_ARGS__))
+#define store_search_put(st, ...)          ((st)->ops->search_put((st), __VA_ARGS__))
+#define store_search_get(st, ...)          ((st)->ops->search_get((st), __VA_ARGS__))
+#define store_search_prune(st, ...)        ((st)->ops->search_prune((st), __VA_ARGS__))
+#define store_cfgreg_running(st, ...)      ((st)->ops->cfgreg_running((st), __VA_ARGS__))
+#define store_cfgreg_entry_settle(st, ...) ((st)->ops->cfgreg_entry_settle((st), __VA_ARGS__))
+#define store_appobj_put(st, ...)          ((st)->ops->appobj_put((st), __VA_ARGS__))
+#define store_appobj_get(st, ...)          ((st)->ops->appobj_get((st), __VA_ARGS__))
+#define store_appobj_list(st, ...)         ((st)->ops->appobj_list((st), __VA_ARGS__))
+#define store_appobj_delete(st, ...)       ((st)->ops->appobj_delete((st), __VA_ARGS__))
+#define store_appobj_bytes(st, ...)        ((st)->ops->appobj_bytes((st), __VA_ARGS__))
+#define store_appobj_unfinished(st, ...)   ((st)->ops->appobj_unfinished((st), __VA_ARGS__))
+#define store_appobj_settle(st, ...)       ((st)->ops->appobj_settle((st), __VA_ARGS__))
+#define store_node_register(st, ...)       ((st)->ops->node_register((st), __VA_ARGS__))
+#define store_node_heartbeat(st, ...)      ((st)->ops->node_heartbeat((st), __VA_ARGS__))
+#define store_node_get(st, ...)            ((st)->ops->node_get((st), __VA_ARGS__))
+#define store_node_list(st, ...)           ((st)->ops->node_list((st), __VA_ARGS__))
+#define store_node_sweep(st, ...)          ((st)->ops->node_sweep((st), __VA_ARGS__))
+#define store_node_retire(st, ...)         ((st)->ops->node_retire((st), __VA_ARGS__))
+#define store_session_admit(st, ...)       ((st)->ops->session_admit((st), __VA_ARGS__))
+#define store_pool_admit(st, ...)          ((st)->ops->pool_admit((st), __VA_ARGS__))
+#define store_limits_get(st, ...)          ((st)->ops->limits_get((st), __VA_ARGS__))
+#define store_limits_put(st, ...)          ((st)->ops->limits_put((st), __VA_ARGS__))
+#define store_session_list_node(st, ...)   ((st)->ops->session_list_node((st), __VA_ARGS__))
+#define store_pool_list_node(st, ...)      ((st)->ops->pool_list_node((st), __VA_ARGS__))
+#define store_blob_put(st, ...)            ((st)->ops->blob_put((st), __VA_ARGS__))
+#define store_blob_get(st, ...)            ((st)->ops->blob_get((st), __VA_ARGS__))
+#define store_blob_delete(st, ...)         ((st)->ops->blob_delete((st), __VA_ARGS__))
+#define store_run_exclusive(st, ...)       ((st)->ops->run_exclusive((st), __VA_ARGS__))
 /* wrappers: config registry */
 #define store_cfgreg_analysis_put(st, ...)  ((st)->ops->cfgreg_analysis_put((st), __VA_ARGS__))
 #define store_cfgreg_analysis_get(st, ...)  ((st)->ops->cfgreg_analysis_get((st), __VA_ARGS__))

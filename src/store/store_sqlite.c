@@ -452,11 +452,15 @@ static const struct store_ops sqx_ops = {
     .cfgreg_entry_get = sq_cfgreg_entry_get,
     .cfgreg_entry_list = sq_cfgreg_entry_list,
     .cfgreg_prune = sq_cfgreg_prune,
+    .cfgreg_running = sq_cfgreg_running,
+    .cfgreg_entry_settle = sq_cfgreg_entry_settle,
     .appobj_put = sq_appobj_put,
     .appobj_get = sq_appobj_get,
     .appobj_list = sq_appobj_list,
     .appobj_delete = sq_appobj_delete,
     .appobj_bytes = sq_appobj_bytes,
+    .appobj_unfinished = sq_appobj_unfinished,
+    .appobj_settle = sq_appobj_settle,
 };
 
 /* Every schema of the backend, in the order they are applied. Each is

@@ -2,9 +2,10 @@
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import http from 'node:http';
 import net from 'node:net';
 
@@ -304,4 +305,45 @@ export async function createSession(s, extra = {}, key = s.key) {
 export async function deleteSession(s, id, key = s.key) {
   const r = await request(s.base, 'DELETE', `/browsers/${id}`, { key });
   assert(r.status === 200 || r.status === 204, `delete ${id}: ${r.status} ${r.text}`);
+}
+
+// An app's zip for POST /deployments: files ({name: text}), a package.json
+// of type module, and the pinned @onkernel/sdk of tests/compat in its
+// node_modules (the app framework an entrypoint declares its actions with).
+export function appZip(files) {
+  const sdk = join(dirname(fileURLToPath(import.meta.url)), '..', 'compat', 'node_modules', '@onkernel', 'sdk');
+  const dir = mkdtempSync(join(tmpdir(), 'browserd-app-'));
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', type: 'module', version: '1.0.0' }));
+  mkdirSync(join(dir, 'node_modules', '@onkernel'), { recursive: true });
+  cpSync(sdk, join(dir, 'node_modules', '@onkernel', 'sdk'), { recursive: true, dereference: true });
+  execFileSync('zip', ['-qr1', join(dir, 'app.zip'), ...Object.keys(files), 'package.json', 'node_modules'], { cwd: dir });
+  const zip = readFileSync(join(dir, 'app.zip'));
+  rmSync(dir, { recursive: true, force: true });
+  return zip;
+}
+
+// POST /deployments of zip to base (key), version, entrypoint entry: the fetch Response.
+export function deployApp(base, key, zip, version, entry = 'index.mjs') {
+  const form = new FormData();
+  form.append('file', new Blob([zip], { type: 'application/zip' }), 'app.zip');
+  form.append('entrypoint_rel_path', entry);
+  form.append('version', version);
+  return fetch(`${base}/deployments`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+}
+
+// The data: events of the SSE stream at base + path (key) until it ends;
+// throws when it has not ended within ms.
+export async function sseEvents(base, key, path, ms = 20000) {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), ms);
+  try {
+    const r = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: ctl.signal });
+    const text = await r.text();
+    return text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  } catch {
+    throw new Error(`the events stream of ${path} did not end within ${ms} ms`);
+  } finally {
+    clearTimeout(t);
+  }
 }

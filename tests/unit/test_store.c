@@ -1069,6 +1069,120 @@ static void apps_objects(void **state)
     org_rec_clear(&o2);
 }
 
+/* Records a run moves on (h9): every org's unfinished deployments and
+ * invocations are listed, terminal ones and running deployments are not;
+ * settle writes only while the status read is still stored (once). */
+static void apps_unfinished_settle_once(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o, o2;
+    struct project_rec p, p2;
+    make_org(st, &o, &p);
+    make_org(st, &o2, &p2);
+    static const struct {
+        const char *kind, *status;
+        int unfinished;
+    } cases[] = {
+        {"invocation", "queued", 1},    {"invocation", "running", 1},
+        {"invocation", "succeeded", 0}, {"invocation", "failed", 0},
+        {"deployment", "queued", 1},    {"deployment", "in_progress", 1},
+        {"deployment", "running", 0},   {"deployment", "failed", 0},
+    };
+    char ids[8][STORE_ID];
+    for (size_t i = 0; i < 8; i++) {
+        struct appobj_rec r;
+        memset(&r, 0, sizeof r);
+        crypto_new_id(r.id);
+        snprintf(ids[i], sizeof ids[i], "%s", r.id);
+        snprintf(r.org_id, sizeof r.org_id, "%s", i % 2 ? o2.id : o.id);
+        snprintf(r.project_id, sizeof r.project_id, "%s", i % 2 ? p2.id : p.id);
+        snprintf(r.kind, sizeof r.kind, "%s", cases[i].kind);
+        snprintf(r.status, sizeof r.status, "%s", cases[i].status);
+        r.created_at = r.updated_at = 1000 + (int64_t)i;
+        r.bytes = 7;
+        r.data = "{}";
+        assert_int_equal(store_appobj_put(st, &r), 0);
+    }
+    struct page pg = {.limit = 100};
+    struct appobj_rec *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_appobj_unfinished(st, &pg, &rows, &n), 0);
+    size_t want = 0;
+    for (size_t i = 0; i < 8; i++) {
+        int seen = 0;
+        for (size_t k = 0; k < n; k++)
+            seen |= strcmp(rows[k].id, ids[i]) == 0;
+        assert_int_equal(seen, cases[i].unfinished);
+        want += (size_t)cases[i].unfinished;
+    }
+    assert_int_equal(n, want);
+    struct appobj_rec r = rows[0];
+    rows[0].data = NULL;
+    for (size_t k = 0; k < n; k++)
+        appobj_rec_clear(&rows[k]);
+    xfree(rows);
+    char was[16];
+    snprintf(was, sizeof was, "%s", r.status);
+    snprintf(r.status, sizeof r.status, "failed");
+    r.bytes = 0;
+    xfree(r.data);
+    r.data = xstrdup("{\"status\":\"failed\"}");
+    assert_int_equal(store_appobj_settle(st, &r, was), 0);
+    assert_int_equal(store_appobj_settle(st, &r, was), E_NOTFOUND); /* once */
+    struct appobj_rec got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_appobj_get(st, r.org_id, r.project_id, r.kind, r.id, &got), 0);
+    assert_string_equal(got.status, "failed");
+    assert_string_equal(got.data, "{\"status\":\"failed\"}");
+    assert_int_equal(got.bytes, 0);
+    appobj_rec_clear(&got);
+    appobj_rec_clear(&r);
+    assert_int_equal(store_appobj_unfinished(st, &pg, &rows, &n), 0);
+    assert_int_equal(n, want - 1);
+    for (size_t k = 0; k < n; k++)
+        appobj_rec_clear(&rows[k]);
+    xfree(rows);
+    org_rec_clear(&o);
+    org_rec_clear(&o2);
+}
+
+/* Running analyses of every org (h9): listed with their org; the entry's
+ * settle writes once. */
+static void config_registry_running_settle_once(void **state)
+{
+    struct store *st = *state;
+    struct cfgreg_entry_rec e1 = {"orgR1", "a.com", "running", "", "{\"d\":\"a\"}", 5000, -1};
+    struct cfgreg_entry_rec e2 = {"orgR2", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
+    struct cfgreg_entry_rec e3 = {"orgR2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+    assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
+    assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
+    assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
+    struct page pg = {.limit = 10};
+    struct cfgreg_text *rows = NULL;
+    size_t n = 0;
+    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].org_id, "orgR1");
+    assert_string_equal(rows[0].json, "{\"d\":\"a\"}");
+    assert_string_equal(rows[1].org_id, "orgR2");
+    for (size_t i = 0; i < n; i++)
+        xfree(rows[i].json);
+    xfree(rows);
+    assert_int_equal(
+        store_cfgreg_entry_settle(st, "orgR1", "a.com", "failed", "{\"d\":\"x\"}", "running"), 0);
+    assert_int_equal(
+        store_cfgreg_entry_settle(st, "orgR1", "a.com", "failed", "{\"d\":\"y\"}", "running"),
+        E_NOTFOUND);
+    char *got = NULL;
+    assert_int_equal(store_cfgreg_entry_get(st, "orgR1", "a.com", &got), 0);
+    assert_string_equal(got, "{\"d\":\"x\"}");
+    xfree(got);
+    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    xfree(rows[0].json);
+    xfree(rows);
+}
+
 /* Proxies: names not unique; find by id or name; update/delete by id. */
 static void proxies_find_update_delete(void **state)
 {
@@ -2163,6 +2277,8 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(credentials_crud)                                                                            \
     X(vaults_and_items)                                                                            \
     X(apps_objects)                                                                                \
+    X(apps_unfinished_settle_once)                                                                 \
+    X(config_registry_running_settle_once)                                                         \
     X(telemetry_events_and_destinations)                                                           \
     X(audit_entries_filter_page_prune)                                                             \
     X(project_limits_hold_sessions_and_pools)                                                      \
