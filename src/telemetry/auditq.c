@@ -144,7 +144,7 @@ size_t auditq_take(struct auditq *q, struct audit_rec *out)
     struct auditq_slot *kept = q->held ? xcalloc(q->nused, sizeof *kept) : NULL;
     for (size_t i = 0; i < q->nused; i++) {
         struct auditq_slot *s = &q->slots[q->used[i]];
-        if (s->held)
+        if (s->held && kept) /* q->held is the sum of the slots' held */
             kept[nkept++] = *s;
         s->used = 0;
     }
