@@ -339,9 +339,15 @@ int api_resolve_entitlements(struct store *st, const struct org_rec *org, json_t
  */
 #define ENT_CACHE_SLOTS 256
 
+/* A slot holds the inputs it was resolved from, compared field by field on
+ * each request (formatting them into one string to compare cost two
+ * vsnprintf passes per request). */
 struct ent_slot {
     char org_id[STORE_ID];
-    char *fingerprint;
+    char plan[STORE_SHORT], plan_status[STORE_SHORT], trial_plan[STORE_SHORT];
+    int64_t trial_ends_at;
+    unsigned long plans_gen;
+    char *overrides;
     char *text;
     int64_t valid_until;
 };
@@ -365,6 +371,17 @@ static struct ent_slot *slot_for(const char *org_id)
     return &ent_cache[h % ENT_CACHE_SLOTS];
 }
 
+/* 1 when s holds o's entitlements resolved from o's current plan fields and
+ * overrides under plan documents generation gen. Under ent_mu. */
+static int slot_matches(const struct ent_slot *s, const struct org_rec *o, unsigned long gen)
+{
+    return s->text && s->plans_gen == gen && s->trial_ends_at == o->trial_ends_at &&
+           strcmp(s->org_id, o->id) == 0 && strcmp(s->plan, o->plan) == 0 &&
+           strcmp(s->plan_status, o->plan_status) == 0 &&
+           strcmp(s->trial_plan, o->trial_plan) == 0 &&
+           strcmp(s->overrides, o->overrides ? o->overrides : "") == 0;
+}
+
 int api_entitlements_text(struct req *rq, char **text)
 {
     struct auth *a = api_auth(rq);
@@ -381,31 +398,31 @@ int api_entitlements_text(struct req *rq, char **text)
         return rc;
     }
     pthread_mutex_lock(&ent_mu);
-    char *fp = xasprintf("%s|%s|%s|%lld|%lu|%s", o->plan, o->plan_status, o->trial_plan,
-                         (long long)o->trial_ends_at, plans_gen, o->overrides);
+    unsigned long gen = plans_gen;
     struct ent_slot *s = slot_for(o->id);
-    if (s->text && strcmp(s->org_id, o->id) == 0 && strcmp(s->fingerprint, fp) == 0 &&
-        now < s->valid_until) {
+    if (slot_matches(s, o, gen) && now < s->valid_until) {
         *text = xstrdup(s->text);
         pthread_mutex_unlock(&ent_mu);
-        xfree(fp);
         return 0;
     }
     pthread_mutex_unlock(&ent_mu);
     json_t *ent = NULL;
     int rc = api_resolve_entitlements(api_app(rq)->store, o, &ent, &rq->err);
-    if (rc) {
-        xfree(fp);
+    if (rc)
         return rc;
-    }
     *text = jsonx_dump(ent);
     int trialing = json_is_true(json_object_get(json_object_get(ent, "plan"), "is_trialing"));
     json_decref(ent);
     pthread_mutex_lock(&ent_mu);
-    xfree(s->fingerprint);
+    xfree(s->overrides);
     xfree(s->text);
     snprintf(s->org_id, sizeof s->org_id, "%s", o->id);
-    s->fingerprint = fp;
+    snprintf(s->plan, sizeof s->plan, "%s", o->plan);
+    snprintf(s->plan_status, sizeof s->plan_status, "%s", o->plan_status);
+    snprintf(s->trial_plan, sizeof s->trial_plan, "%s", o->trial_plan);
+    s->trial_ends_at = o->trial_ends_at;
+    s->plans_gen = gen;
+    s->overrides = xstrdup(o->overrides ? o->overrides : "");
     s->text = xstrdup(*text);
     s->valid_until = trialing ? o->trial_ends_at : INT64_MAX;
     pthread_mutex_unlock(&ent_mu);

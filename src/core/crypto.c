@@ -6,6 +6,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -47,11 +48,30 @@ void crypto_new_api_key(char out[CRYPTO_KEY_LEN + 1])
                  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 62);
 }
 
+/* SHA-256 fetched from OpenSSL's default provider once. SHA256() (and
+ * EVP_sha256() in EVP_DigestInit_ex) looks the algorithm up again on every
+ * call, under a lock: 2.3 us per API key against 0.9 us with the method
+ * fetched once (a loop on this 2-core host), and every authenticated request
+ * hashes its key. The fetched method lives as long as the process. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (!sha256_md) {
+        fprintf(stderr, "browserd: OpenSSL has no SHA-256\n");
+        abort();
+    }
+}
+
 void crypto_sha256_hex(const void *data, size_t n, char out[CRYPTO_SHA256_HEX])
 {
     static const char hex[] = "0123456789abcdef";
     uint8_t md[SHA256_DIGEST_LENGTH];
-    SHA256(data, n, md);
+    pthread_once(&sha256_once, sha256_fetch);
+    if (EVP_Digest(data, n, md, NULL, sha256_md, NULL) != 1)
+        abort();
     for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];
@@ -65,7 +85,8 @@ int crypto_sha256_fd_hex(int fd, char out[CRYPTO_SHA256_HEX])
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx)
         abort();
-    if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+    pthread_once(&sha256_once, sha256_fetch);
+    if (EVP_DigestInit_ex(ctx, sha256_md, NULL) != 1)
         abort();
     uint8_t buf[65536];
     int rc = 0;

@@ -458,9 +458,13 @@
  * (about 0.6 ms for 20000 on SQLite, docs/telemetry.md). BROWSERD_AUDIT_ROWS_PER_ORG may set a
  * smaller bound (docs/operator.md). */
 #define LIM_AUDIT_ROWS_PER_ORG 20000
-/* Access log lines (core/log.h log_deferred) held for the log writer, in
+/* Access log lines (core/log.h log_access) held for the log writer, in
  * bytes; past it lines are dropped and counted, never waited for. */
 #define LIM_LOG_BUFFER_BYTES (1024u * 1024u)
+/* An access log line's method and path fields (core/log.h log_access), in
+ * bytes with their NUL: a longer one is cut, after escaping. */
+#define LIM_LOG_METHOD_BYTES 64u
+#define LIM_LOG_PATH_BYTES   1024u
 
 /* The largest concurrency cap an organization may set on itself or a
  * project (/org/limits, /org/projects/{id}/limits; 0 removes a cap): far

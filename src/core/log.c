@@ -66,17 +66,14 @@ const char *log_escape(const char *in, char *out, size_t cap)
     return out;
 }
 
-/* Formats one line (timestamp, level, message with its control characters
- * escaped, newline) into line (cap bytes); returns its length. */
-static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
-    __attribute__((format(printf, 2, 0)));
-static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
+/* Writes a line's start, its timestamp and level ("2026-01-02T03:04:05.678Z
+ * info "), into line (cap bytes, at least 64); returns its length. */
+static size_t format_line_start(enum log_level lvl, char *line, size_t cap)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
-    char msg[2048];
     /* The date and time to the second, formatted once per second per thread
      * (strftime converts through the time zone code: a visible part of an
-     * access line's cost). */
+     * access line's cost); the milliseconds and the level without printf. */
     static __thread time_t sec = -1;
     static __thread char date[24];
     static __thread size_t datelen;
@@ -90,10 +87,29 @@ static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char 
     }
     size_t off = datelen < cap ? datelen : 0;
     memcpy(line, date, off);
-    int n = snprintf(line + off, cap - off, ".%03ldZ %s ", ts.tv_nsec / 1000000L, names[lvl]);
-    if (n > 0)
-        off += (size_t)n;
-    n = vsnprintf(msg, sizeof msg, fmt, ap);
+    long ms = ts.tv_nsec / 1000000L;
+    line[off++] = '.';
+    line[off++] = (char)('0' + ms / 100);
+    line[off++] = (char)('0' + ms / 10 % 10);
+    line[off++] = (char)('0' + ms % 10);
+    line[off++] = 'Z';
+    line[off++] = ' ';
+    size_t n = strlen(names[lvl]);
+    memcpy(line + off, names[lvl], n);
+    off += n;
+    line[off++] = ' ';
+    return off;
+}
+
+/* Formats one line (timestamp, level, message with its control characters
+ * escaped, newline) into line (cap bytes); returns its length. */
+static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
+    __attribute__((format(printf, 2, 0)));
+static size_t format_line(enum log_level lvl, const char *fmt, va_list ap, char *line, size_t cap)
+{
+    size_t off = format_line_start(lvl, line, cap);
+    char msg[2048];
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     size_t mlen = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
     append_escaped(line, &off, cap - 1, msg, mlen, is_control);
     line[off++] = '\n';
@@ -146,15 +162,9 @@ static struct {
     pthread_t thread;
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-void log_deferred(enum log_level lvl, const char *fmt, ...)
+/* Hands a formatted line to the writer (or writes it when none runs). */
+static void defer_line(const char *line, size_t off)
 {
-    if (lvl < min_level)
-        return;
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    size_t off = format_line(lvl, fmt, ap, line, sizeof line);
-    va_end(ap);
     pthread_mutex_lock(&W.mu);
     if (!W.running) {
         pthread_mutex_unlock(&W.mu);
@@ -173,6 +183,69 @@ void log_deferred(enum log_level lvl, const char *fmt, ...)
         }
     }
     pthread_mutex_unlock(&W.mu);
+}
+
+void log_deferred(enum log_level lvl, const char *fmt, ...)
+{
+    if (lvl < min_level)
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t off = format_line(lvl, fmt, ap, line, sizeof line);
+    va_end(ap);
+    defer_line(line, off);
+}
+
+/* Writes v in decimal at out (room for 20 digits and a sign); returns the
+ * number of bytes written. */
+static size_t put_decimal(char *out, long long v)
+{
+    char d[24];
+    size_t n = 0, o = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        d[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[o++] = '-';
+    while (n)
+        out[o++] = d[--n];
+    return o;
+}
+
+/* Appends s to line at *off (the caller made room). */
+static void put_str(char *line, size_t *off, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(line + *off, s, n);
+    *off += n;
+}
+
+void log_access(enum log_level lvl, const char *method, const char *path, int status, long long us,
+                int aborted)
+{
+    if (lvl < min_level)
+        return;
+    /* format_line's "access %s %s %d %lldus%s" of log_escape'd fields, without
+     * printf: the line is made once per request. The escaped fields hold no
+     * control character, so format_line would copy them as they are. */
+    char line[64 + LIM_LOG_METHOD_BYTES + LIM_LOG_PATH_BYTES + 64];
+    size_t off = format_line_start(lvl, line, sizeof line);
+    put_str(line, &off, "access ");
+    size_t start = off;
+    append_escaped(line, &off, start + LIM_LOG_METHOD_BYTES - 1, method, strlen(method),
+                   is_not_field);
+    line[off++] = ' ';
+    start = off;
+    append_escaped(line, &off, start + LIM_LOG_PATH_BYTES - 1, path, strlen(path), is_not_field);
+    line[off++] = ' ';
+    off += put_decimal(line + off, status);
+    line[off++] = ' ';
+    off += put_decimal(line + off, us);
+    put_str(line, &off, aborted ? "us (aborted)\n" : "us\n");
+    defer_line(line, off);
 }
 
 static void *log_writer(void *arg)

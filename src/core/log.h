@@ -24,6 +24,14 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
  * counted (the writer reports the count). Without a writer running it is
  * log_msg. */
 void log_deferred(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The access log's line for one request, deferred as log_deferred defers
+ * it: "access METHOD PATH STATUS USus", with " (aborted)" after it when
+ * aborted. method and path pass through log_escape (cut to
+ * LIM_LOG_METHOD_BYTES and LIM_LOG_PATH_BYTES with their NUL). The same line
+ * as log_deferred would make of them, made without printf: it is written
+ * once per request. */
+void log_access(enum log_level lvl, const char *method, const char *path, int status, long long us,
+                int aborted);
 /* Starts the writer thread of deferred lines: 0, or -1 (lines are then
  * written by their callers). */
 int log_writer_start(void);

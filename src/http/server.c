@@ -1554,12 +1554,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!cx)
         return;
     int64_t us = clock_mono_us() - cx->rq.start_us;
-    char method[64], path[1024]; /* the client's bytes: escaped (log_escape) */
     int quiet = cx->rq.route && (cx->rq.route->flags & HTTP_ROUTE_PROBE);
-    log_deferred(quiet ? LOG_DEBUG : LOG_INFO, "access %s %s %d %lldus%s",
-                 log_escape(cx->rq.method, method, sizeof method),
-                 log_escape(cx->rq.path, path, sizeof path), cx->rq.status, (long long)us,
-                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    log_access(quiet ? LOG_DEBUG : LOG_INFO, cx->rq.method, cx->rq.path, cx->rq.status,
+               (long long)us, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (srv->cfg.metrics)
         metrics_http(cx->rq.route ? (size_t)(cx->rq.route - srv->cfg.routes) : METRICS_NO_ROUTE,
                      cx->rq.status, us);
