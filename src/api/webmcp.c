@@ -63,12 +63,15 @@ static int start_runner(struct req *rq, struct call *c, const char *args, int ti
         return err_set(&rq->err, E_UNAVAIL, "unavailable",
                        "WebMCP needs runtime-js/ with its packages (run scripts/deps.sh, or set "
                        "BROWSERD_RUNTIME_JS)");
-    char url[1024], runner[4096];
+    char url[1024];
     pwexec_local_url(c->ws, url, sizeof url);
-    snprintf(runner, sizeof runner, "%s/webmcp-runner.mjs", dir);
-    const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, url,
+    const char *argv[] = {PWEXEC_NODE,
+                          "--experimental-websocket",
+                          "--no-warnings",
+                          SANDBOX_RUNTIME_JS "/webmcp-runner.mjs",
+                          url,
                           NULL};
-    const char *ro[] = {dir, NULL};
+    const char *ro[] = {dir, SANDBOX_RUNTIME_JS, NULL};
     /* The session's egress, for the REPL helpers' httpGet in CDP-backed
      * custom tools (as the REPL's own process has it). */
     char egress[64], http_env[128], https_env[128];

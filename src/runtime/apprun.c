@@ -430,7 +430,7 @@ static int install_step(const struct apprun_spec *s, const struct sandbox *sb, c
 {
     struct proc_waiter w;
     proc_waiter_init(&w);
-    const char *ros[] = {ro, NULL};
+    const char *ros[] = {ro, SANDBOX_RUNTIME_JS, NULL};
     struct proc_spec ps = {
         .session_id = s->name,
         .sb = sb,
@@ -600,8 +600,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
         return err_set(e, E_UNAVAIL, "unavailable",
                        "apps: runtime-js/ with app-runner.mjs not found (run scripts/deps.sh, "
                        "or set BROWSERD_RUNTIME_JS)");
-    char runner[PATH_MAX];
-    snprintf(runner, sizeof runner, "%s/app-runner.mjs", dir);
+    const char *runner = SANDBOX_RUNTIME_JS "/app-runner.mjs";
     struct sandbox *sb = NULL;
     int rc = sandbox_create(s->name, s->org_id, LIM_APP_MEMORY_BYTES, &sb, e);
     if (rc)
@@ -646,7 +645,7 @@ int apprun_run(const struct apprun_spec *s, struct apprun_result *out, struct er
     proc_waiter_init(&w);
     if (rc == 0 && !out->result) {
         const char *argv[] = {PWEXEC_NODE, "--no-warnings", runner, NULL};
-        const char *ro[] = {dir, NULL};
+        const char *ro[] = {dir, SANDBOX_RUNTIME_JS, NULL};
         struct proc_spec ps = {
             .session_id = s->name,
             .sb = sb,

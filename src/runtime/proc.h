@@ -55,8 +55,9 @@ struct proc_spec {
     size_t collect;         /* keep stdout/stderr whole, up to this many bytes each (exec);
                                0: the bounded replay list for stream subscribers */
     const char *display;    /* ":0" for a headful session's X server, or NULL */
-    const char *const *extra_ro; /* host paths bound read-only at the same place; may be NULL */
-    int result_fd;               /* also capture what the process writes to its descriptor 3 */
+    /* pairs, a host path and where the process sees it (read-only); may be NULL */
+    const char *const *extra_ro;
+    int result_fd; /* also capture what the process writes to its descriptor 3 */
     /* When non-NULL, the caller talks to the process itself: channel[0]
      * gets the write end of its stdin, channel[1] the read end of its
      * descriptor 3 (both close-on-exec, the caller's to close); the

@@ -92,10 +92,8 @@ int pwexec_start(const struct sandbox *sb, struct sessmgr *sessions, const char 
                        "found (run scripts/deps.sh, or set BROWSERD_RUNTIME_JS)");
     char url[1024];
     pwexec_local_url(ws, url, sizeof url);
-    char runner[PATH_MAX + 32];
-    snprintf(runner, sizeof runner, "%s/runner.mjs", dir);
-    const char *argv[] = {PWEXEC_NODE, runner, url, NULL};
-    const char *ro[] = {dir, NULL};
+    const char *argv[] = {PWEXEC_NODE, SANDBOX_RUNTIME_JS "/runner.mjs", url, NULL};
+    const char *ro[] = {dir, SANDBOX_RUNTIME_JS, NULL};
     const char *env[] = {"NODE_OPTIONS=", NULL};
     struct proc_spec s = {
         .session_id = session_id,

@@ -21,6 +21,7 @@
 #include "domain/replframe.h"
 #include "runtime/proc.h"
 #include "runtime/pwexec.h"
+#include "runtime/sandbox.h"
 
 #define REPL_READ_CHUNK 65536
 
@@ -96,8 +97,9 @@ static int repl_start(struct repl *r, const struct repl_req *q, struct err *e)
      * that honours these variables): the namespace has no other way out. */
     snprintf(http_env, sizeof http_env, "HTTP_PROXY=%s", q->egress ? q->egress : "");
     snprintf(https_env, sizeof https_env, "HTTPS_PROXY=%s", q->egress ? q->egress : "");
-    const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings", runner, NULL};
-    const char *ro[] = {dir, NULL};
+    const char *argv[] = {PWEXEC_NODE, "--experimental-websocket", "--no-warnings",
+                          SANDBOX_RUNTIME_JS "/repl.mjs", NULL};
+    const char *ro[] = {dir, SANDBOX_RUNTIME_JS, NULL};
     const char *env[] = {"NODE_OPTIONS=", cdp_env, NULL, NULL, NULL};
     if (q->egress) {
         env[2] = http_env;

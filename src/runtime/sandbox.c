@@ -1053,10 +1053,10 @@ void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const ch
         push(ctx, xstrdup(SANDBOX_STAGE "/file"));
         push(ctx, xstrdup(SANDBOX_FILE));
     }
-    for (size_t i = 0; extra_ro && extra_ro[i]; i++) {
+    for (size_t i = 0; extra_ro && extra_ro[i] && extra_ro[i + 1]; i += 2) {
         push(ctx, xstrdup("--ro-bind"));
         push(ctx, xstrdup(extra_ro[i]));
-        push(ctx, xstrdup(extra_ro[i]));
+        push(ctx, xstrdup(extra_ro[i + 1]));
     }
     push(ctx, xstrdup("--"));
     push(ctx, xstrdup(argv0));

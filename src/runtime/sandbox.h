@@ -154,8 +154,13 @@ int sandbox_root_create(struct sandbox *sb, const char *path, long long quota_by
 const char *sandbox_root(const struct sandbox *sb);
 /* What a client sees: the session's home and the folder the browser saves
  * downloads to. */
-#define SANDBOX_HOME      "/home/kernel"
-#define SANDBOX_DOWNLOADS "/home/kernel/Downloads"
+#define SANDBOX_HOME "/home/kernel"
+/* Where a process of a session sees runtime-js/ (the runners, the REPL and
+ * their packages; bound read-only from its host folder, pwexec_dir()): a
+ * neutral path, so that no stack trace, error or import.meta.url shows the
+ * host's. */
+#define SANDBOX_RUNTIME_JS "/opt/browserd/runtime-js"
+#define SANDBOX_DOWNLOADS  "/home/kernel/Downloads"
 /* Where the browser sees its profile (its user-data folder, bound from the
  * host's): a neutral path, outside the session's own files. */
 #define SANDBOX_PROFILE "/profile"
@@ -227,8 +232,9 @@ const char *sandbox_step_text(int step);
  * (owned, xmalloc'd) through push(ctx, arg), ending with "--" and argv0; the
  * caller then pushes argv0's own arguments. home (read-write) and policy
  * (read-only, on Chromium's managed policy folder) are the paths the process
- * sees, NULL when absent; extra_ro is a NULL-terminated list of host paths
- * bound read-only at the same place (a binary outside /usr), may be NULL. */
+ * sees, NULL when absent; extra_ro is a NULL-terminated list of pairs, a
+ * host path and the path the process sees it at (read-only; runtime-js/ at
+ * SANDBOX_RUNTIME_JS), may be NULL. */
 void sandbox_bwrap_argv(const struct sandbox_exec *x, const char *home, const char *policy,
                         const char *const *extra_ro, const char *argv0,
                         void (*push)(void *ctx, char *arg), void *ctx);

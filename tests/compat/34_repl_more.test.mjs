@@ -215,4 +215,52 @@ document.modelContext.registerTool({ name: 'oop_tool', title: 'Twice', descripti
       } finally { deep.close(); inner.close(); outer.close(); }
     },
   },
+  {
+    name: 'issue 34 REPL patchright: the document\'s pinned patchright is importable beside playwright-core, and its connectOverCDP(process.env.CDP_ENDPOINT) drives the session\'s own browser (a loopback page\'s title read through it)',
+    timeout: 90000,
+    fn: async () => {
+      const site = await startSite((req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end('<!doctype html><title>patchright-34</title><p>hi</p>');
+      });
+      try {
+        await withServer({ args: site.allow }, async (s) => {
+          const id = await createSession(s);
+          const r = await ok(s, id, { code: `const { chromium } = await import("patchright");
+            const b = await chromium.connectOverCDP(process.env.CDP_ENDPOINT);
+            const p = await b.contexts()[0].newPage();
+            await p.goto(${JSON.stringify(`${site.url}/p`)});
+            repl.write(await p.title()); await p.close();`, timeout_sec: 60 });
+          eq(r.json.success, true, `patchright ran: ${r.text.slice(0, 600)}`);
+          eq(text(r, 'write'), 'patchright-34', 'the title read through patchright');
+          await deleteSession(s, id);
+        });
+      } finally {
+        await site.close();
+      }
+    },
+  },
+  {
+    name: 'issue 34 no host path: the REPL, playwright.execute and a CDP-backed WebMCP tool see runtime-js at a neutral path (/opt/browserd/runtime-js): a failed import, a thrown error\'s stack and import.meta.url name no folder of the host',
+    timeout: 90000,
+    fn: () => withServer({}, async (s) => {
+      const host = process.env.BROWSERD_RUNTIME_JS || new URL('../../runtime-js', import.meta.url).pathname.replace(/\/$/, '');
+      const id = await createSession(s);
+      let r = await repl(s, id, { code: 'await import("no-such-package-34")' });
+      eq(r.status, 200, r.text);
+      eq(r.json.success, false, r.text);
+      assert(/opt\/browserd\/runtime-js/.test(r.text) && !r.text.includes(host), `the REPL's failed import names the neutral path, not ${host}: ${r.text.slice(0, 600)}`);
+      r = await request(s.base, 'POST', `/browsers/${id}/playwright/execute`, { key: s.key, body: { code: 'throw new Error("boom-34")' } });
+      assert(/boom-34/.test(r.text) && !r.text.includes(host), `playwright.execute's error names no host folder (${host}): ${r.text.slice(0, 600)}`);
+      r = await request(s.base, 'POST', `/browsers/${id}/webmcp/custom-tools`, { key: s.key, body: { namespace: 'np34', source: `[{ kind: 'cdp', match: { url_patterns: ['*'] }, tool: { name: 'where', description: 'd' }, execute: async () => { throw new Error(new Error().stack); } }]` } });
+      eq(r.status, 200, r.text);
+      const list = await request(s.base, 'GET', `/browsers/${id}/webmcp/tools`, { key: s.key });
+      const t = (list.json.tools || []).find((x) => x.tool.name === 'where');
+      assert(t, `the cdp tool listed: ${list.text.slice(0, 400)}`);
+      r = await request(s.base, 'POST', `/browsers/${id}/webmcp/invoke`, { key: s.key, body: { tool_ref: t.tool_ref, input: {} } });
+      eq(r.json.status, 'error', r.text);
+      assert(!r.text.includes(host), `a CDP-backed tool's error names no host folder (${host}): ${r.text.slice(0, 600)}`);
+      await deleteSession(s, id);
+    }),
+  },
 ];
