@@ -67,7 +67,13 @@ export const tests = [
       eq(v(during, 'browserd_session_creates_total{path="cold",outcome="ok"}') - v(before, 'browserd_session_creates_total{path="cold",outcome="ok"}'), 1, 'one cold create');
       eq(v(during, 'browserd_session_create_duration_seconds_count{path="cold"}') - v(before, 'browserd_session_create_duration_seconds_count{path="cold"}'), 1, 'its latency observed');
       assert(v(during, 'browserd_session_create_duration_seconds_sum{path="cold"}') > 0, 'a create takes time');
-      eq(v(during, 'browserd_http_requests_total{method="POST",route="/browsers",code="2xx"}'), 1, 'POST /browsers 2xx counted');
+      // A request is counted when libmicrohttpd reports it completed, which
+      // may come after the client has read the answer: wait for it.
+      const counted = await waitFor(async () => {
+        const n = v(parse(await metrics(s)), 'browserd_http_requests_total{method="POST",route="/browsers",code="2xx"}');
+        return n >= 1 ? n : 0;
+      }, 'POST /browsers counted');
+      eq(counted, 1, 'POST /browsers 2xx counted');
       assert(v(during, 'browserd_store_query_duration_seconds_count') > v(before, 'browserd_store_query_duration_seconds_count'), 'store queries observed');
       assert(!t1.includes(id), 'the session id is no label');
       await deleteSession(s, id);
