@@ -2,7 +2,7 @@
 // Not a module: runtime-js/webmcp-runner.mjs (the server's calls) and the
 // REPL (webmcp.* globals) load it with new Function and call
 //   __wm_main(await __wm_connect(<DevTools ws URL>), request, env?)
-// Requests: {op: "list", custom: [...], exclude_custom}, {op: "invoke", ref,
+// Requests: {op: "list", custom: [...], exclude_custom, custom_frames}, {op: "invoke", ref,
 // input, timeout_ms, custom?}, {op: "define", source}. The answer is one bounded
 // JSON record; a page's output past __WM_OUT_CAP bytes is an error, a
 // CDP-backed custom tool's past __WM_CDP_OUT_CAP. env.replHelpers() gives
@@ -252,14 +252,20 @@ async function __wm_list(conn, req) {
         source: __wm_source(tab, t.frameId, null),
       });
     }
-    const top = tab.frames.get(tab.targetId);
-    for (const c of req.exclude_custom || !top ? [] : req.custom) {
-      if (!__wm_match(c.url_patterns, top.url)) continue;
-      out.push({
-        tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: tab.targetId, l: top.loaderId }),
-        tool: c.tool,
-        source: __wm_source(tab, tab.targetId, { id: c.id, namespace: c.namespace }),
-      });
+    // A custom tool's URL patterns match each frame's document (the top
+    // one first, then nested frames, out-of-process ones included), the
+    // first req.custom_frames frames of the tab (LIM_WEBMCP_CUSTOM_FRAMES):
+    // a tool is listed once for every frame it matches, with that frame.
+    const frames = tab.frames.has(tab.targetId) ? [...tab.frames].slice(0, req.custom_frames ?? 64) : [];
+    for (const [frameId, f] of req.exclude_custom ? [] : frames) {
+      for (const c of req.custom) {
+        if (!__wm_match(c.url_patterns, f.url)) continue;
+        out.push({
+          tool_ref: c.id + '.' + __wm_ref({ t: tab.targetId, f: frameId, l: f.loaderId }),
+          tool: c.tool,
+          source: __wm_source(tab, frameId, { id: c.id, namespace: c.namespace }),
+        });
+      }
     }
     tab.s.detach().catch(() => {});
   }
@@ -318,8 +324,9 @@ async function __wm_invoke(conn, req, env) {
 // A CDP-backed custom tool: its source is evaluated here (the runner, in
 // the session's sandbox), not in the page, with the REPL's helpers as
 // globals (cdp(), js(), gotoUrl(), ...), the tool's tab their current tab;
-// execute(input, {tab_id, page_url}) is awaited until the deadline.
-async function __wm_cdp_tool(c, ref, f, req, env, deadline) {
+// execute(input, {tab_id, page_url, frame}) is awaited until the deadline
+// (frame: {frame_id, url} of the nested frame the tool matched, else null).
+async function __wm_cdp_tool(c, ref, tab, req, env, deadline) {
   const invocation_id = __wm_id();
   const fail = (e) => ({ invocation_id, status: 'error', error_text: String(e?.message ?? e).split('\n')[0] });
   let helpers;
@@ -334,12 +341,30 @@ async function __wm_cdp_tool(c, ref, f, req, env, deadline) {
       const defs = new Function(`return (${c.source}\n);`)();
       const d = Array.isArray(defs) && defs.find((x) => x && __wm_def_name(x) === c.tool.name);
       if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source');
-      return { value: await d.execute(req.input, { tab_id: ref.t, page_url: f.url }) };
+      const f = tab.frames.get(ref.f);
+      const frame = ref.f === ref.t ? null : { frame_id: ref.f, url: f.url };
+      return { value: await d.execute(req.input, { tab_id: ref.t, page_url: tab.frames.get(ref.t)?.url ?? tab.url, frame }) };
     })().catch((e) => ({ error: e })),
   );
   if (r.timed_out) return { outcome_unknown: true, invocation_id };
   if (r.error !== undefined) return fail(r.error);
   return { invocation_id, ...__wm_output(r.value, __WM_CDP_OUT_CAP) };
+}
+
+// Where a page-backed custom tool runs: the page's own world of its frame's
+// document. The tab's top document is its session's default; a nested
+// frame's default context (the main world) is found among those
+// Runtime.enable reports before it answers, on the session of the process
+// the frame runs in (an out-of-process frame's own, else the tab's). null:
+// the frame has no document now (it went away).
+async function __wm_frame_context(tab, frameId, f) {
+  const s = f.sub ?? tab.s;
+  if (frameId === tab.targetId) return { s, contextId: undefined };
+  const ctxs = [];
+  s.on('Runtime.executionContextCreated', (ev) => ctxs.push(ev.context));
+  await s.send('Runtime.enable');
+  const c = ctxs.find((x) => x.auxData && x.auxData.frameId === frameId && x.auxData.isDefault);
+  return c ? { s, contextId: c.id } : null;
 }
 
 // A definition's name: tool.name (the document's shape) or name.
@@ -356,10 +381,12 @@ async function __wm_invoke_in(tab, ref, req, env) {
   if (ref.c !== undefined) {
     const c = req.custom;
     if (!c || c.id !== ref.c || !__wm_match(c.url_patterns, f.url)) return gone;
-    if (c.kind === 'cdp') return __wm_cdp_tool(c, ref, f, req, env, deadline);
+    if (c.kind === 'cdp') return __wm_cdp_tool(c, ref, tab, req, env, deadline);
+    const where = await __wm_frame_context(tab, ref.f, f);
+    if (!where) return gone;
     const invocation_id = __wm_id();
     const expr = `(async () => { const defs = (${c.source}\n); const d = Array.isArray(defs) && defs.find((x) => x && (x.tool && typeof x.tool === 'object' ? x.tool.name : x.name) === ${JSON.stringify(c.tool.name)}); if (!d || typeof d.execute !== 'function') throw new Error('the tool is no longer defined by its source'); const r = await d.execute(${JSON.stringify(req.input)}); return JSON.stringify(r === undefined ? null : r) ?? 'null'; })()`;
-    const r = await deadline(tab.s.send('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true }));
+    const r = await deadline(where.s.send('Runtime.evaluate', { expression: expr, contextId: where.contextId, awaitPromise: true, returnByValue: true }));
     if (r.timed_out) return { outcome_unknown: true, invocation_id };
     if (r.exceptionDetails)
       return { invocation_id, status: 'error', error_text: String(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text).split('\n')[0] };

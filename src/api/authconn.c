@@ -1788,8 +1788,11 @@ int authconn_events(struct req *rq, struct resp *rs)
 
 /* Opens a session on the connection's profile (nothing saved), visits the
  * page the last login landed on (else the login URL) and says whether a
- * login form shows there: 1 expired, 0 logged in, -1 could not tell. The
- * session's id into sid. */
+ * login step shows there: login fields, or a page of choices a login flow
+ * would stop at (an account picker, an MFA menu, sign-in methods, SSO
+ * buttons: loginpage's snapshot lists them only on a page without login
+ * fields). 1 expired, 0 logged in, -1 could not tell. The session's id
+ * into sid. */
 static int probe(struct app *app, const struct authconn_rec *c, const json_t *d, const json_t *ent,
                  char sid_out[STORE_ID])
 {
@@ -1825,7 +1828,8 @@ static int probe(struct app *app, const struct authconn_rec *c, const json_t *d,
         json_t *p = json_pack("{s:s}", "url", url), *res = NULL, *snap = NULL;
         if (cdp_client_call(cc, sid, "Page.navigate", p, 1, LIM_AUTHCONN_STEP_MS, &res, &e) == 0) {
             if (loginpage_snapshot(cc, sid, 300, &snap) == 0 && snap)
-                out = json_array_size(json_object_get(snap, "fields")) > 0;
+                out = json_array_size(json_object_get(snap, "fields")) > 0 ||
+                      json_array_size(json_object_get(snap, "choices")) > 0;
         }
         json_decref(p);
         json_decref(res);

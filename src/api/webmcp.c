@@ -336,8 +336,8 @@ int webmcp_tools_get(struct req *rq, struct resp *rs)
                       "url_patterns", json_object_get(json_object_get(t, "match"), "url_patterns"),
                       "tool", json_object_get(t, "tool")));
         json_decref(all);
-        json_t *q =
-            json_pack("{s:s, s:o, s:b}", "op", "list", "custom", list, "exclude_custom", exclude);
+        json_t *q = json_pack("{s:s, s:o, s:b, s:i}", "op", "list", "custom", list,
+                              "exclude_custom", exclude, "custom_frames", LIM_WEBMCP_CUSTOM_FRAMES);
         rc = run(rq, &c, q, LIM_WEBMCP_LIST_TIMEOUT_S, &res, &timed_out);
     }
     if (rc == 0 && (timed_out || !json_is_array(json_object_get(res, "tools"))))

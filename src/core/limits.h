@@ -252,6 +252,12 @@
 /* A CDP-backed custom tool's output (runtime-js/webmcp.js, as JSON): past
  * it the invocation is status error (the document's 240 KiB). */
 #define LIM_WEBMCP_CDP_OUTPUT_BYTES (240u * 1024u)
+/* The frames of one tab whose URLs a tools list matches custom tools
+ * against (the top document first, then nested frames in document order,
+ * out-of-process ones after): a page with very many iframes lists each
+ * custom tool at most this many times (runtime-js/webmcp.js gets it in
+ * the list request). */
+#define LIM_WEBMCP_CUSTOM_FRAMES 64
 /* Replays (docs/replays.md): one recording's file and duration (also the
  * default duration when max_duration_in_seconds is omitted), recordings
  * encoding at once on this host (libx264 costs a fraction of a core each),
