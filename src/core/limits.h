@@ -669,4 +669,12 @@
 #define LIM_APP_NPM_HEAD_BYTES 4096
 #define LIM_APP_NPM_HEAD_S     10
 
+/* The CPU weight an organization's foreground session groups share when the
+ * CPU is busy (runtime/sandbox.c, docs/sandbox.md "CPU per organization"):
+ * cpu.shares on cgroup v1 (1024 is a group's default), cpu.weight on v2
+ * (100), divided among the organization's sessions and app runs, so that N
+ * busy sessions of one organization take no more than one of another's. */
+#define LIM_CPU_SHARES_PER_ORG 1024
+#define LIM_CPU_WEIGHT_PER_ORG 100
+
 #endif

@@ -66,7 +66,78 @@ struct sandbox {
     char *root;         /* the session's own files (a tmpfs), NULL until sandbox_root_create */
     char *owner;        /* the organization whose reservation this is, NULL for a spare */
     long long reserved; /* memory bytes reserved with runtime/admit, -1 before */
+    int background;     /* sandbox_set_background's last word (under weigh_mu) */
+    struct sandbox *wprev, *wnext; /* the live sandboxes (under weigh_mu) */
 };
+
+/* ---- CPU per organization ----
+ *
+ * Each sandbox has a cpu group of its own, and groups of equal weight share
+ * a busy CPU equally: an organization with N busy sessions would take N
+ * parts to another's one. So the weight of an organization's foreground
+ * groups is divided among them (LIM_CPU_WEIGHT_PER_ORG: 1024 cpu.shares, or
+ * 100 cpu.weight on v2, split N ways, never below the kernel's minimum),
+ * set again whenever one of them comes, goes, is adopted or changes
+ * priority. Spares (no owner) and background groups keep their own. */
+static int write_text(const char *path, const char *text);
+static pthread_mutex_t weigh_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sandbox *weighed; /* the live sandboxes, newest first */
+
+static void reweigh_locked(const char *owner)
+{
+    if (!owner)
+        return;
+    int n = 0;
+    for (struct sandbox *x = weighed; x; x = x->wnext)
+        n += x->owner && !x->background && strcmp(x->owner, owner) == 0;
+    if (n == 0)
+        return;
+    char shares[32], weight[32];
+    snprintf(shares, sizeof shares, "%d",
+             LIM_CPU_SHARES_PER_ORG / n > 2 ? LIM_CPU_SHARES_PER_ORG / n : 2);
+    snprintf(weight, sizeof weight, "%d",
+             LIM_CPU_WEIGHT_PER_ORG / n > 1 ? LIM_CPU_WEIGHT_PER_ORG / n : 1);
+    for (struct sandbox *x = weighed; x; x = x->wnext) {
+        if (!x->owner || x->background || strcmp(x->owner, owner) != 0)
+            continue;
+        for (int i = 0; i < CG_MAX; i++) {
+            if (!x->cg[i])
+                continue;
+            char p[600];
+            snprintf(p, sizeof p, "%s/cpu.weight", x->cg[i]);
+            if (write_text(p, weight) == 0)
+                continue;
+            snprintf(p, sizeof p, "%s/cpu.shares", x->cg[i]);
+            (void)write_text(p, shares);
+        }
+    }
+}
+
+static void weigh_add(struct sandbox *sb)
+{
+    pthread_mutex_lock(&weigh_mu);
+    sb->wprev = NULL;
+    sb->wnext = weighed;
+    if (weighed)
+        weighed->wprev = sb;
+    weighed = sb;
+    reweigh_locked(sb->owner);
+    pthread_mutex_unlock(&weigh_mu);
+}
+
+static void weigh_remove(struct sandbox *sb)
+{
+    pthread_mutex_lock(&weigh_mu);
+    if (sb->wprev)
+        sb->wprev->wnext = sb->wnext;
+    else if (weighed == sb)
+        weighed = sb->wnext;
+    if (sb->wnext)
+        sb->wnext->wprev = sb->wprev;
+    sb->wprev = sb->wnext = NULL;
+    reweigh_locked(sb->owner);
+    pthread_mutex_unlock(&weigh_mu);
+}
 
 /* ---- small file helpers ---- */
 
@@ -479,6 +550,7 @@ int sandbox_create(const char *name, const char *owner, long long memory_max, st
     for (int i = 0; i < CG_MAX; i++)
         if (sb->cg[i])
             reaper_watch_cgroup(sb->cg[i]);
+    weigh_add(sb);
     *out = sb;
     return 0;
 }
@@ -534,6 +606,7 @@ void sandbox_unref(struct sandbox *sb)
 {
     if (!sb || __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    weigh_remove(sb);
     if (sandbox_kill_all(sb) != 0)
         log_warn("sandbox: processes of uid %u survived the kill", (unsigned)sb->uid);
     for (int i = 0; i < CG_MAX; i++) {
@@ -573,8 +646,12 @@ int sandbox_adopt(struct sandbox *sb, const char *owner, struct err *e)
     if (sb->owner)
         return 0;
     int rc = admit_adopt(owner, sb->reserved, SANDBOX_PIDS_MAX, e);
-    if (rc == 0)
+    if (rc == 0) {
+        pthread_mutex_lock(&weigh_mu);
         sb->owner = xstrdup(owner);
+        reweigh_locked(sb->owner);
+        pthread_mutex_unlock(&weigh_mu);
+    }
     return rc;
 }
 
@@ -785,6 +862,8 @@ long long sandbox_pids_current(const struct sandbox *sb)
 int sandbox_set_background(struct sandbox *sb, int on)
 {
     int done = 0;
+    pthread_mutex_lock(&weigh_mu);
+    sb->background = on;
     for (int i = 0; i < CG_MAX; i++) {
         if (!sb->cg[i])
             continue;
@@ -802,6 +881,8 @@ int sandbox_set_background(struct sandbox *sb, int on)
         snprintf(p, sizeof p, "%s/cpu.shares", sb->cg[i]);
         done |= write_text(p, on ? "2" : "1024") == 0;
     }
+    reweigh_locked(sb->owner);
+    pthread_mutex_unlock(&weigh_mu);
     return done ? 0 : -1;
 }
 
