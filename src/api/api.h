@@ -130,6 +130,10 @@ int api_relay_charge(struct app *app, const char *org, const char *session, long
  * connection ends or was never made. Any thread. */
 int api_relay_conn_take(const char *org, const char *session, struct err *e) WUR;
 void api_relay_conn_give(const char *org, const char *session);
+/* The same for WebDriver BiDi WebSockets (LIM_BIDI_CONNS*, a share of their
+ * own). Any thread. */
+int api_bidi_conn_take(const char *org, const char *session, struct err *e) WUR;
+void api_bidi_conn_give(const char *org, const char *session);
 /* Closes every relayed connection and stops the relay, while the HTTP daemon
  * still runs (an upgraded socket is closed through it), then frees the
  * budgets. Attaches after this fail with E_UNAVAIL. */

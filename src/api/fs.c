@@ -425,7 +425,7 @@ static int put_call(struct req *rq, struct resp *rs, enum put_op op)
     }
     switch (op) {
     case PUT_MKDIR:
-        rc = sessfs_mkdir(&c.fs, path, mode);
+        rc = sesshelp_mkdir(c.sb, &c.fs, path, mode); /* the session pays its inodes */
         if (rc < 0)
             rc = fs_fail(rq, rc, path, "parent directory not found");
         break;
@@ -962,7 +962,7 @@ static int place(struct fupload *u, unsigned i)
     if (dl > 0) {
         memcpy(dir, dest, dl);
         dir[dl] = '\0';
-        rc = sessfs_mkdir(&u->c.fs, dir, 0755);
+        rc = sesshelp_mkdir(u->c.sb, &u->c.fs, dir, 0755);
     }
     struct stat st;
     if (rc == 0 && sessfs_stat(&u->c.fs, dest, &st) == 0 && S_ISREG(st.st_mode))

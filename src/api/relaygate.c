@@ -33,6 +33,20 @@ void api_relay_conn_give(const char *org, const char *session)
     share_give(&conns, org, session);
 }
 
+/* BiDi WebSockets relayed at once, shared the same way (LIM_BIDI_CONNS*). */
+static struct share bidi_conns = SHARE_INIT("BiDi WebSockets", LIM_BIDI_CONNS,
+                                            LIM_BIDI_CONNS_PER_ORG, LIM_BIDI_CONNS_PER_SESSION);
+
+int api_bidi_conn_take(const char *org, const char *session, struct err *e)
+{
+    return share_take_or_err(&bidi_conns, org, session, 1, e);
+}
+
+void api_bidi_conn_give(const char *org, const char *session)
+{
+    share_give(&bidi_conns, org, session);
+}
+
 void api_relay_budgets_init(struct app *app)
 {
     app->relay_org_bytes = budget_new(LIM_RELAY_MSG_BUDGET_BYTES, LIM_RELAY_MSG_ORG_BYTES);

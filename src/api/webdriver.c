@@ -77,10 +77,13 @@ struct wd_conn {
     size_t leftover_len;
     json_t *answer;        /* result of the synthetic session.new (owned) */
     uint64_t from_browser; /* set by on_counts just before on_close */
+    int holds_share;       /* one unit of api_bidi_conn_take, given back at the free */
 };
 
 static void conn_free(struct wd_conn *c)
 {
+    if (c->holds_share)
+        api_bidi_conn_give(c->org, c->session_id);
     json_decref(c->answer);
     xfree(c->leftover);
     xfree(c);
@@ -222,7 +225,10 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
                debugger_of(ws, debugger, sizeof debugger) != 0) {
         rc = err_set(&rq->err, E_NOTFOUND, "not_found", "browser session %s not found or ended",
                      tc.sub);
+    } else {
+        rc = api_bidi_conn_take(tc.org, tc.sub, &rq->err);
     }
+    int taken = rc == 0; /* a unit of the BiDi WebSockets' share */
     struct wd_conn *c = NULL;
     struct wdreg_view v = {0};
     /* A driver whose WebDriver session is gone (a client sent session.end)
@@ -252,12 +258,15 @@ int webdriver_upgrade(struct req *rq, struct resp *rs)
     }
     wdreg_put(app->drivers, s);
     if (rc) {
+        if (taken)
+            api_bidi_conn_give(tc.org, tc.sub);
         json_decref(v.caps);
         sessmgr_put(l);
         return rc;
     }
     snprintf(c->session_id, sizeof c->session_id, "%s", tc.sub);
     snprintf(c->org, sizeof c->org, "%s", tc.org);
+    c->holds_share = 1;
     c->app = app;
     c->live = l;
     c->client_fd = -1;

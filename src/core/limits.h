@@ -59,6 +59,15 @@
 #define LIM_RELAY_CONNS             4096
 #define LIM_RELAY_CONNS_PER_ORG     256
 #define LIM_RELAY_CONNS_PER_SESSION 64
+/* WebDriver BiDi WebSockets relayed at once (each two sockets, a connection to
+ * the session's ChromeDriver and its share of the relay's memory above): on the
+ * server, per organization and per session, counted apart from the CDP ones;
+ * past a share the upgrade is a 429 with Retry-After. A client needs one per
+ * session; before, only the HTTP front's per-address limit bounded them (red
+ * team pass 45b). */
+#define LIM_BIDI_CONNS             1024
+#define LIM_BIDI_CONNS_PER_ORG     64
+#define LIM_BIDI_CONNS_PER_SESSION 16
 /* Error details kept per response; further problems are counted, not listed. */
 #define LIM_ERR_DETAILS 32
 /* Egress proxy: a browser's request head, or an upstream proxy's response

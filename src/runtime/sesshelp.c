@@ -131,6 +131,14 @@ int sesshelp_write(const struct sandbox *sb, const struct sessfs *fs, const char
     return reap(pid);
 }
 
+int sesshelp_mkdir(const struct sandbox *sb, const struct sessfs *fs, const char *path, mode_t mode)
+{
+    char m[8];
+    snprintf(m, sizeof m, "%04o", (unsigned)(mode & 01777));
+    pid_t pid = spawn(sb, fs, "mkdir", path, m, NULL, NULL);
+    return pid < 0 ? (int)pid : reap(pid);
+}
+
 int sesshelp_write_start(const struct sandbox *sb, const struct sessfs *fs, const char *path,
                          mode_t mode, struct sesshelp_writer *w)
 {
@@ -271,6 +279,11 @@ int sesshelp_main(int argc, char **argv)
         rc = sessfs_parse_mode(argv[3], &mode);
         if (rc == 0)
             rc = sessfs_write_fd(&fs, argv[2], mode, 0);
+    } else if (strcmp(op, "mkdir") == 0 && argc == 4) {
+        mode_t mode;
+        rc = sessfs_parse_mode(argv[3], &mode);
+        if (rc == 0)
+            rc = sessfs_mkdir(&fs, argv[2], mode);
     } else if (strcmp(op, "zip") == 0) {
         rc = sessfs_zip_dir(&fs, argv[2], out_stdout, NULL);
     } else if (strcmp(op, "unzip") == 0) {

@@ -39,6 +39,14 @@
 int sesshelp_write(const struct sandbox *sb, const struct sessfs *fs, const char *path, mode_t mode,
                    const void *data, size_t len) WUR;
 
+/* sessfs_mkdir (with its parents), done by a helper in sb's cgroups: the
+ * kernel charges a new inode and its dentry to the memory cgroup of the task
+ * that creates it, so folders a tenant makes through the API are its
+ * session's memory, not the server's (red team pass 45b). 0 or -errno as
+ * sessfs_mkdir. */
+int sesshelp_mkdir(const struct sandbox *sb, const struct sessfs *fs, const char *path,
+                   mode_t mode) WUR;
+
 /* The same write fed as the bytes arrive (a streamed upload): start the
  * helper, give it each chunk, end it. Nothing is buffered here; a chunk
  * waits for room in the helper's pipe (1 MiB). */
