@@ -1146,21 +1146,34 @@ static void apps_unfinished_settle_once(void **state)
     org_rec_clear(&o2);
 }
 
-/* Running analyses of every org (h9): listed with their org; the entry's
- * settle writes once. */
+/* Running analyses of every org (h9): listed with their org, all of them
+ * or one node's (h11: a dead node's analyses end); the entry's settle
+ * writes once. */
 static void config_registry_running_settle_once(void **state)
 {
     struct store *st = *state;
-    struct cfgreg_entry_rec e1 = {"orgR1", "a.com", "running", "", "{\"d\":\"a\"}", 5000, -1};
-    struct cfgreg_entry_rec e2 = {"orgR2", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
-    struct cfgreg_entry_rec e3 = {"orgR2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+    struct cfgreg_entry_rec e1 = {"orgR1",         "a.com", "running", "",
+                                  "{\"d\":\"a\"}", 5000,    -1,        "nodeA"};
+    struct cfgreg_entry_rec e2 = {"orgR2",         "b.org", "running", "",
+                                  "{\"d\":\"b\"}", 4000,    -1,        "nodeB"};
+    struct cfgreg_entry_rec e3 = {"orgR2",         "c.net", "completed", "",
+                                  "{\"d\":\"c\"}", 9000,    0,           "nodeA"};
     assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
     struct page pg = {.limit = 10};
     struct cfgreg_text *rows = NULL;
     size_t n = 0;
-    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(store_cfgreg_running(st, "nodeB", &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].org_id, "orgR2");
+    assert_string_equal(rows[0].json, "{\"d\":\"b\"}");
+    xfree(rows[0].json);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_running(st, "nodeC", &pg, &rows, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_running(st, NULL, &pg, &rows, &n), 0);
     assert_int_equal(n, 2);
     assert_string_equal(rows[0].org_id, "orgR1");
     assert_string_equal(rows[0].json, "{\"d\":\"a\"}");
@@ -1177,7 +1190,7 @@ static void config_registry_running_settle_once(void **state)
     assert_int_equal(store_cfgreg_entry_get(st, "orgR1", "a.com", &got), 0);
     assert_string_equal(got, "{\"d\":\"x\"}");
     xfree(got);
-    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(store_cfgreg_running(st, NULL, &pg, &rows, &n), 0);
     assert_int_equal(n, 1);
     xfree(rows[0].json);
     xfree(rows);
@@ -2147,9 +2160,9 @@ static void config_registry_per_org(void **state)
     xfree(rows[0].json);
     xfree(rows);
     struct cfgreg_entry_rec e1 = {"org1",          "a.com", "completed", "headless stealth direct",
-                                  "{\"d\":\"a\"}", 5000,    500};
-    struct cfgreg_entry_rec e2 = {"org1", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
-    struct cfgreg_entry_rec e3 = {"org2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+                                  "{\"d\":\"a\"}", 5000,    500,         NULL};
+    struct cfgreg_entry_rec e2 = {"org1", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1, NULL};
+    struct cfgreg_entry_rec e3 = {"org2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0, NULL};
     assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
