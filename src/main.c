@@ -331,6 +331,7 @@ static void end_orphans(struct app *app, const char *node, const char *code, con
 {
     apps_end_orphans(app, node, reason);
     authconn_end_orphans(app, node, code, reason);
+    cfgreg_end_orphans(app, node, code, reason);
 }
 
 /* ---- cluster (a shared store) ---- */
@@ -1024,10 +1025,8 @@ static void stop_app_runs(struct serve *sv)
 static int recover_sessions(struct serve *sv)
 {
     sess_recover(&sv->app);
-    if (!store_shared(sv->app.store)) {
+    if (!store_shared(sv->app.store))
         end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
-        cfgreg_end_orphans(&sv->app, "node_restarted", "the node running it restarted");
-    }
     (void)crlauncher_get(sv->app.cfg.chromium);
     return 0;
 }

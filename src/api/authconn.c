@@ -553,23 +553,19 @@ static int is_terminal(const char *status)
     return status && strcmp(status, "IN_PROGRESS") != 0;
 }
 
-/* Writes the flow state st (borrowed: flow_status, flow_step, fields, ...)
- * into the connection's row and its timeline entry, with extra settings
- * (borrowed, may be NULL) merged at the top level, then publishes the state
- * event; final marks the flow done (its thread then leaves it alone).
- * E_NOTFOUND when the connection is gone. */
-static int publish(struct flow *f, const json_t *st, const json_t *extra, int final)
+/* Reads the connection's row into c (cleared by the caller) and writes the
+ * flow state st (borrowed: flow_status, flow_step, fields, ...) into its
+ * data and its timeline entry, with extra settings (borrowed, may be NULL)
+ * merged at the top level; nothing is stored. E_NOTFOUND when the
+ * connection is gone. */
+static int compose(struct flow *f, const json_t *st, const json_t *extra, struct authconn_rec *c)
 {
-    struct authconn_rec c;
-    memset(&c, 0, sizeof c);
-    int rc = store_ac_get(f->app->store, f->org_id, f->project_id, f->conn_id, &c);
-    if (rc) {
-        authconn_rec_clear(&c);
+    int rc = store_ac_get(f->app->store, f->org_id, f->project_id, f->conn_id, c);
+    if (rc)
         return rc;
-    }
     char t[40];
     const char *now = clock_fmt_rfc3339(clock_now_ms(), t, sizeof t);
-    json_t *d = json_loads(c.data ? c.data : "{}", 0, NULL);
+    json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
     if (!d)
         d = json_object();
     json_object_set(d, "flow", (json_t *)st);
@@ -601,12 +597,19 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
     for (size_t k = 0; copy[k]; k++)
         if (jsonx_str(st, copy[k]))
             json_object_set(ev, copy[k], json_object_get(st, copy[k]));
-    xfree(c.data);
-    c.data = jsonx_dump(d);
-    c.updated_at = clock_now_ms();
-    rc = store_ac_update(f->app->store, &c);
+    xfree(c->data);
+    c->data = jsonx_dump(d);
+    c->updated_at = clock_now_ms();
     json_decref(d);
-    /* The event watchers read. */
+    return 0;
+}
+
+/* Publishes the state event of st (and extra) to the flow's watchers; final
+ * marks the flow done (its thread then leaves it alone). */
+static void announce(struct flow *f, const json_t *st, const json_t *extra, int final)
+{
+    char t[40];
+    const char *now = clock_fmt_rfc3339(clock_now_ms(), t, sizeof t);
     json_t *e = json_pack("{s:s,s:s}", "event", "managed_auth_state", "timestamp", now);
     static const char *const evk[] = {
         "flow_status",         "flow_step",  "flow_type",     "fields",
@@ -632,6 +635,19 @@ static int publish(struct flow *f, const json_t *st, const json_t *extra, int fi
         f->done = 1;
     wake_watchers(f->conn_id);
     pthread_mutex_unlock(&mu);
+}
+
+/* Writes the flow state st into the connection's row (compose) and
+ * publishes its event (announce). E_NOTFOUND when the connection is gone. */
+static int publish(struct flow *f, const json_t *st, const json_t *extra, int final)
+{
+    struct authconn_rec c;
+    memset(&c, 0, sizeof c);
+    int rc = compose(f, st, extra, &c);
+    if (rc == 0) {
+        rc = store_ac_update(f->app->store, &c);
+        announce(f, st, extra, final);
+    }
     authconn_rec_clear(&c);
     return rc;
 }
@@ -1279,6 +1295,47 @@ out:
 
 /* ------------------------------------------------------------ handlers */
 
+/* On a shared store an organization's flows are counted over the
+ * cluster's rows, not this node's memory (which counts only the flows it
+ * runs, so that N nodes would run N times the share): the flow's first
+ * state st is written only while the org's flows in progress on every node
+ * stay below LIM_AUTHCONN_FLOWS_PER_ORG (store ac_flow_admit, under the
+ * org's row lock), and while no other node runs this connection's flow.
+ * Then its event is published. E_LIMIT, E_CONFLICT, E_NOTFOUND (e set). */
+static int admit(struct flow *f, const json_t *st, struct err *e)
+{
+    struct authconn_rec c;
+    memset(&c, 0, sizeof c);
+    char nid[STORE_ID] = "";
+    if (f->app->node)
+        node_id(f->app->node, nid);
+    int64_t running = 0;
+    int rc = compose(f, st, NULL, &c);
+    if (rc == 0)
+        rc = store_ac_flow_admit(f->app->store, &c, nid, LIM_AUTHCONN_FLOWS_PER_ORG, &running);
+    authconn_rec_clear(&c);
+    if (rc == 0) {
+        announce(f, st, NULL, 0);
+        return 0;
+    }
+    if (rc == E_LIMIT) {
+        rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "%lld login flows run for this organization across the cluster, the most "
+                     "one organization may run at once is %d",
+                     (long long)running, LIM_AUTHCONN_FLOWS_PER_ORG);
+        e->retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
+    } else if (rc == E_CONFLICT) {
+        rc = err_set(e, E_CONFLICT, "flow_in_progress",
+                     "auth connection %s has a login flow in progress on another node", f->conn_id);
+    } else if (rc == E_NOTFOUND) {
+        rc = err_set(e, E_NOTFOUND, "not_found", "auth connection %s not found", f->conn_id);
+    } else {
+        rc = err_set(e, E_UNAVAIL, "unavailable",
+                     "the login flow could not be recorded in the store");
+    }
+    return rc;
+}
+
 /* Starts a flow of type (LOGIN | REAUTH) for the connection c with the
  * org's entitlements ent (copied): E_CONFLICT when one runs, E_LIMIT over
  * the caps (e set). *expires: when it expires (wall ms). */
@@ -1328,11 +1385,25 @@ static int start_flow(struct app *app, const struct authconn_rec *c, const json_
         return rc;
     }
     /* The first state, written before answering so that a GET right after
-     * the answer sees the flow. */
+     * the answer sees the flow; on a cluster it is also the flow's slot. */
     *expires = clock_now_ms() + LIM_AUTHCONN_FLOW_MS;
     json_t *st = state(f, "IN_PROGRESS", "DISCOVERING", type, *expires, NULL);
-    (void)publish(f, st, NULL, 0);
+    if (store_shared(app->store))
+        rc = admit(f, st, e);
+    else
+        (void)publish(f, st, NULL, 0);
     json_decref(st);
+    if (rc) {
+        pthread_mutex_lock(&mu);
+        for (struct flow **p = &flows; *p; p = &(*p)->next)
+            if (*p == f) {
+                *p = f->next;
+                break;
+            }
+        pthread_mutex_unlock(&mu);
+        flow_free(f);
+        return rc;
+    }
     log_info("auth connection %s: %s flow %s starts (org %s)", c->id, type, f->id, c->org_id);
     if (bgrun_spawn(run, flow_main, f) != 0) {
         pthread_mutex_lock(&mu);

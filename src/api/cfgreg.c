@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "cluster/node.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
@@ -390,6 +391,9 @@ static void save_entry(struct app *app, const char *org_id, const struct sitecla
                         permille >= 0 ? json_real(permille / 1000.0) : json_null());
     char *text = jsonx_dump(e);
     const char *status = jsonx_str(record, "status");
+    char nid[STORE_ID] = ""; /* the analysis runs here: on a cluster, this node */
+    if (app->node)
+        node_id(app->node, nid);
     struct cfgreg_entry_rec r = {
         .org_id = org_id,
         .domain = t->domain,
@@ -398,6 +402,7 @@ static void save_entry(struct app *app, const char *org_id, const struct sitecla
         .json = text,
         .last_requested_at = requested_at,
         .success_permille = permille,
+        .node_id = nid,
     };
     if (store_cfgreg_entry_put(app->store, &r) != 0)
         log_error("config registry: the entry of %s could not be stored", t->domain);
@@ -766,7 +771,7 @@ static int end_orphan(struct app *app, const struct cfgreg_text *row, const json
     return ended;
 }
 
-void cfgreg_end_orphans(struct app *app, const char *code, const char *reason)
+void cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
 {
     char when[40];
     clock_fmt_rfc3339(clock_now_ms(), when, sizeof when);
@@ -776,7 +781,7 @@ void cfgreg_end_orphans(struct app *app, const char *code, const char *reason)
     for (;;) {
         struct cfgreg_text *rows = NULL;
         size_t n = 0;
-        if (store_cfgreg_running(app->store, &pg, &rows, &n) != 0) {
+        if (store_cfgreg_running(app->store, node, &pg, &rows, &n) != 0) {
             log_error("config registry: the running analyses could not be listed");
             break;
         }

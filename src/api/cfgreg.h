@@ -30,13 +30,14 @@ int cfgreg_analyses_list(struct req *rq, struct resp *rs);
 int cfgreg_analysis_get(struct req *rq, struct resp *rs);
 
 struct app;
-/* At the start of a server on its own store (SQLite: nothing runs yet),
- * ends every analysis a previous run left `running`: status `failed`,
- * failure {code, message: reason}, finished_at, in the analysis and in its
- * domain's entry (conditional on the entry's status, store.h
- * cfgreg_entry_settle); the entry keeps its previous recommendation. On a
- * shared store an analysis names no node, so none is ended this way there
- * (docs/config-registry.md). Logs what fails. */
-void cfgreg_end_orphans(struct app *app, const char *code, const char *reason);
+/* Ends every analysis left `running` by node (NULL: by any, at the start
+ * of a server on its own store, where nothing runs yet; on a cluster, a node
+ * that died or an earlier run of a node restarting under its name, the
+ * node id its entries were stored with): status `failed`, failure {code,
+ * message: reason}, finished_at, in the analysis and in its domain's entry
+ * (conditional on the entry's status, store.h cfgreg_entry_settle, so that
+ * of two nodes ending one analysis one does); the entry keeps its previous
+ * recommendation. Logs what fails. */
+void cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason);
 
 #endif

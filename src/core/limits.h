@@ -518,8 +518,9 @@
  * connections one organization keeps when its plan sets no
  * features.managed_auth.max_connections (null = unlimited: this cap still
  * holds); login flows running at once for one organization (each is a
- * browser session that also counts against the org's session limits) and
- * on the whole server; the form steps one flow walks through (identifier,
+ * browser session that also counts against the org's session limits; on a
+ * cluster counted over every node's stored flows, docs/multinode.md) and
+ * on the whole server (each node); the form steps one flow walks through (identifier,
  * password, code, ...); the longest a flow lives (waiting for a person's
  * submit included); the longest one step waits for the page to load or to
  * answer a submit; timeline entries kept per connection (the newest); the

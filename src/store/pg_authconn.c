@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
 
@@ -119,6 +120,55 @@ int pgx_ac_delete(struct store *st_, const char *org_id, const char *project_id,
                     "sss", org_id, project_id, id);
     if (ret == 0)
         ret = touched(r);
+    pgx_put(p, c);
+    return ret;
+}
+
+/* A connection's flow that holds one of its org's flow slots: IN_PROGRESS
+ * and not past its expiry ($now, the same RFC 3339 form the flow wrote), so
+ * that a row a failed write left IN_PROGRESS frees its slot when its flow
+ * would have expired. */
+#define FLOW_RUNNING(now)                                                                          \
+    "(data::jsonb #>> '{flow,flow_status}') = 'IN_PROGRESS' AND"                                   \
+    " (data::jsonb #>> '{flow,flow_expires_at}') > " now
+
+int pgx_ac_flow_admit(struct store *st_, const struct authconn_rec *ac, const char *node_id,
+                      int64_t limit, int64_t *running)
+{
+    char now[40];
+    clock_fmt_rfc3339(clock_now_ms(), now, sizeof now);
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = pgx_q(c, &r, "SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE", "s", ac->org_id);
+    if (ret == 0 && (ret = pgx_one(r)) == 0)
+        PQclear(r);
+    if (ret == 0)
+        ret = pgx_q(c, &r,
+                    "SELECT (SELECT count(*) FROM auth_connections WHERE org_id = $1 AND id != $2"
+                    " AND " FLOW_RUNNING("$3") "), (SELECT count(*) FROM auth_connections WHERE"
+                                               " org_id = $1 AND id = $2 AND " FLOW_RUNNING(
+                                                   "$3") " AND (data::jsonb #>> '{flow,node_id}')"
+                                                         " IS DISTINCT FROM $4)",
+                    "ssss", ac->org_id, ac->id, now, node_id);
+    if (ret == 0) {
+        int64_t others = pgx_i64(r, 0, 0), elsewhere = pgx_i64(r, 0, 1);
+        PQclear(r);
+        if (running)
+            *running = others;
+        if (elsewhere)
+            ret = E_CONFLICT;
+        else if (others >= limit)
+            ret = E_LIMIT;
+    }
+    if (ret == 0 &&
+        (ret = pgx_q(c, &r,
+                     "UPDATE auth_connections SET updated_at = $1, data = $2 WHERE"
+                     " id = $3 AND org_id = $4",
+                     "isss", ac->updated_at, ac->data ? ac->data : "{}", ac->id, ac->org_id)) == 0)
+        ret = touched(r);
+    ret = pgx_end(c, ret);
     pgx_put(p, c);
     return ret;
 }

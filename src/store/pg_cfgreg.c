@@ -13,6 +13,10 @@ const char pgx_schema_cfgreg[] =
     " analysis_status " PG_TEXT " NOT NULL, recommended_config " PG_TEXT " NOT NULL,"
     " last_requested_at bigint NOT NULL, success_permille bigint NOT NULL,"
     " record " PG_TEXT " NOT NULL, PRIMARY KEY (org_id, domain));";
+/* The node running an entry's analysis ("" on one server), so that a dead
+ * node's analyses can be ended by the node that sweeps it. */
+const char pgx_schema_cfgreg_node[] =
+    "ALTER TABLE cfgreg_entries ADD COLUMN node_id " PG_TEXT " NOT NULL DEFAULT '';";
 
 int pgx_cfgreg_analysis_put(struct store *st_, const char *org_id, const char *id,
                             const char *domain, int64_t created_at, const char *json)
@@ -73,12 +77,13 @@ int pgx_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *e)
     PGCONN(p, c);
     int ret = pgx_q(c, NULL,
                     "INSERT INTO cfgreg_entries (org_id, domain, analysis_status,"
-                    " recommended_config, last_requested_at, success_permille, record)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org_id, domain) DO UPDATE"
-                    " SET analysis_status = $3, recommended_config = $4, last_requested_at = $5,"
-                    " success_permille = $6, record = $7",
-                    "ssssiis", e->org_id, e->domain, e->analysis_status, e->recommended_config,
-                    e->last_requested_at, (int64_t)e->success_permille, e->json);
+                    " recommended_config, last_requested_at, success_permille, record, node_id)"
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (org_id, domain) DO"
+                    " UPDATE SET analysis_status = $3, recommended_config = $4,"
+                    " last_requested_at = $5, success_permille = $6, record = $7, node_id = $8",
+                    "ssssiiss", e->org_id, e->domain, e->analysis_status, e->recommended_config,
+                    e->last_requested_at, (int64_t)e->success_permille, e->json,
+                    e->node_id ? e->node_id : "");
     pgx_put(p, c);
     return ret;
 }
@@ -139,14 +144,16 @@ static void running_row(const PGresult *r, int i, struct cfgreg_text *out)
     out->json = pgx_dup(r, i, 1, "{}");
 }
 
-int pgx_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n)
+int pgx_cfgreg_running(struct store *st_, const char *node_id, struct page *pg,
+                       struct cfgreg_text **rows, size_t *n)
 {
     PGCONN(p, c);
     PGresult *r;
     int ret = pgx_q(c, &r,
                     "SELECT org_id, record FROM cfgreg_entries WHERE analysis_status = 'running'"
-                    " ORDER BY org_id, domain LIMIT $1 OFFSET $2",
-                    "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+                    " AND ($1::text IS NULL OR node_id = $1) ORDER BY org_id, domain"
+                    " LIMIT $2 OFFSET $3",
+                    "sii", node_id, (int64_t)pg->limit + 1, (int64_t)pg->offset);
     if (ret == 0)
         PG_COLLECT(r, pg, rows, n, struct cfgreg_text, running_row);
     pgx_put(p, c);

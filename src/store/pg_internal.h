@@ -273,6 +273,8 @@ int pgx_ac_list(struct store *st_, const char *org_id, const char *project_id,
 int pgx_ac_count(struct store *st_, const char *org_id, int64_t *n);
 int pgx_ac_update(struct store *st_, const struct authconn_rec *r);
 int pgx_ac_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
+int pgx_ac_flow_admit(struct store *st_, const struct authconn_rec *r, const char *node_id,
+                      int64_t limit, int64_t *running);
 int pgx_vault_insert(struct store *st_, const struct vault_rec *v);
 int pgx_vault_get(struct store *st_, const char *org_id, const char *project_id,
                   const char *vault_id, const char *id_or_name, struct vault_rec *out);
@@ -327,7 +329,9 @@ int pgx_cfgreg_analysis_get(struct store *st_, const char *org_id, const char *i
 int pgx_cfgreg_analysis_list(struct store *st_, const char *org_id, const char *search,
                              struct page *pg, struct cfgreg_text **rows, size_t *n);
 int pgx_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *r);
-int pgx_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n);
+int pgx_cfgreg_running(struct store *st_, const char *node_id, struct page *pg,
+                       struct cfgreg_text **rows, size_t *n);
+extern const char pgx_schema_cfgreg_node[];
 int pgx_cfgreg_entry_settle(struct store *st_, const char *org_id, const char *domain,
                             const char *status, const char *json, const char *was);
 int pgx_cfgreg_entry_get(struct store *st_, const char *org_id, const char *domain, char **json);

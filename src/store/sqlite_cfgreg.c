@@ -13,6 +13,9 @@ const char sq_schema_cfgreg[] =
     " analysis_status TEXT NOT NULL, recommended_config TEXT NOT NULL,"
     " last_requested_at INTEGER NOT NULL, success_permille INTEGER NOT NULL,"
     " record TEXT NOT NULL, PRIMARY KEY (org_id, domain));";
+/* The node running an entry's analysis (always "" here: one server). */
+const char sq_schema_cfgreg_node[] =
+    "ALTER TABLE cfgreg_entries ADD COLUMN node_id TEXT NOT NULL DEFAULT '';";
 
 int sq_cfgreg_analysis_put(struct store *st_, const char *org_id, const char *id,
                            const char *domain, int64_t created_at, const char *json)
@@ -81,12 +84,13 @@ int sq_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *r)
     CONN(s, c);
     int rc = sqx_q(c, NULL,
                    "INSERT INTO cfgreg_entries (org_id, domain, analysis_status,"
-                   " recommended_config, last_requested_at, success_permille, record)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (org_id, domain) DO UPDATE"
-                   " SET analysis_status = ?3, recommended_config = ?4, last_requested_at = ?5,"
-                   " success_permille = ?6, record = ?7",
-                   "ssssiis", r->org_id, r->domain, r->analysis_status, r->recommended_config,
-                   r->last_requested_at, (int64_t)r->success_permille, r->json);
+                   " recommended_config, last_requested_at, success_permille, record, node_id)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (org_id, domain) DO"
+                   " UPDATE SET analysis_status = ?3, recommended_config = ?4,"
+                   " last_requested_at = ?5, success_permille = ?6, record = ?7, node_id = ?8",
+                   "ssssiiss", r->org_id, r->domain, r->analysis_status, r->recommended_config,
+                   r->last_requested_at, (int64_t)r->success_permille, r->json,
+                   r->node_id ? r->node_id : "");
     sqx_conn_put(s, c);
     return sqx_qrc(rc);
 }
@@ -155,14 +159,15 @@ static void running_row(sqlite3_stmt *st, struct cfgreg_text *r)
     r->json = xstrdup(t ? (const char *)t : "{}");
 }
 
-int sq_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n)
+int sq_cfgreg_running(struct store *st_, const char *node_id, struct page *pg,
+                      struct cfgreg_text **rows, size_t *n)
 {
     CONN(s, c);
     sqlite3_stmt *st = NULL;
     int rc = sqx_q(c, &st,
                    "SELECT org_id, record FROM cfgreg_entries WHERE analysis_status = 'running'"
-                   " ORDER BY org_id, domain LIMIT ? OFFSET ?",
-                   "ii", (int64_t)pg->limit + 1, (int64_t)pg->offset);
+                   " AND (?1 IS NULL OR node_id = ?1) ORDER BY org_id, domain LIMIT ?2 OFFSET ?3",
+                   "sii", node_id, (int64_t)pg->limit + 1, (int64_t)pg->offset);
     if (rc < 0) {
         sqx_conn_put(s, c);
         return E_INTERNAL;

@@ -295,7 +295,9 @@ int sq_cfgreg_analysis_get(struct store *st_, const char *org_id, const char *id
 int sq_cfgreg_analysis_list(struct store *st_, const char *org_id, const char *search,
                             struct page *pg, struct cfgreg_text **rows, size_t *n);
 int sq_cfgreg_entry_put(struct store *st_, const struct cfgreg_entry_rec *r);
-int sq_cfgreg_running(struct store *st_, struct page *pg, struct cfgreg_text **rows, size_t *n);
+int sq_cfgreg_running(struct store *st_, const char *node_id, struct page *pg,
+                      struct cfgreg_text **rows, size_t *n);
+extern const char sq_schema_cfgreg_node[];
 int sq_cfgreg_entry_settle(struct store *st_, const char *org_id, const char *domain,
                            const char *status, const char *json, const char *was);
 int sq_cfgreg_entry_get(struct store *st_, const char *org_id, const char *domain, char **json);

@@ -343,6 +343,7 @@ struct cfgreg_entry_rec {
     const char *org_id, *domain, *analysis_status, *recommended_config, *json;
     int64_t last_requested_at; /* ms since the epoch */
     int success_permille;      /* 0..1000; -1 none measured */
+    const char *node_id;       /* the node running its analysis (NULL: "", one server) */
 };
 
 struct store;
@@ -555,6 +556,16 @@ struct store_ops {
     int (*ac_count)(struct store *st, const char *org_id, int64_t *n);
     int (*ac_update)(struct store *st, const struct authconn_rec *c);
     int (*ac_delete)(struct store *st, const char *org_id, const char *project_id, const char *id);
+    /* A shared store only (SQLite: NULL; one process counts its flows in
+     * memory). Writes c's updated_at and data (the first state of a flow
+     * that node_id runs) only while the org's other connections whose flow
+     * is IN_PROGRESS and not past its flow_expires_at stay below limit, and
+     * c's own stored flow is not IN_PROGRESS on another node; serialized per
+     * org (the org's row locked). E_LIMIT when full (*running, may be NULL,
+     * receives the count), E_CONFLICT when another node runs c's flow,
+     * E_NOTFOUND when c is gone. Nothing is written unless 0. */
+    int (*ac_flow_admit)(struct store *st, const struct authconn_rec *c, const char *node_id,
+                         int64_t limit, int64_t *running);
     /* ops: authconn */
     /* Searches (docs/search.md): search_put stores a Search record (its
      * JSON text) of org until expires_at (ms since the epoch), keeping only
@@ -590,10 +601,12 @@ struct store_ops {
     int (*cfgreg_prune)(struct store *st, const char *org_id, size_t keep_analyses,
                         size_t keep_entries);
     /* cfgreg_running pages every organization's entries whose analysis is
-     * running (org_id and the entry's JSON text per row); cfgreg_entry_settle
-     * sets the entry's analysis_status and record only while its
-     * analysis_status is still was (E_NOTFOUND otherwise). */
-    int (*cfgreg_running)(struct store *st, struct page *pg, struct cfgreg_text **rows, size_t *n);
+     * running on node_id (NULL: on any node; org_id and the entry's JSON
+     * text per row); cfgreg_entry_settle sets the entry's analysis_status
+     * and record only while its analysis_status is still was (E_NOTFOUND
+     * otherwise). The node is a column beside the record, never in it. */
+    int (*cfgreg_running)(struct store *st, const char *node_id, struct page *pg,
+                          struct cfgreg_text **rows, size_t *n);
     int (*cfgreg_entry_settle)(struct store *st, const char *org_id, const char *domain,
                                const char *status, const char *json, const char *was);
     /* Apps (api/apps.h): appobj_put inserts a record or, for an existing
@@ -813,6 +826,8 @@ void org_rec_clear(struct org_rec *o);
 #define store_ac_count(st, ...)  ((st)->ops->ac_count((st), __VA_ARGS__))
 #define store_ac_update(st, ...) ((st)->ops->ac_update((st), __VA_ARGS__))
 #define store_ac_delete(st, ...) ((st)->ops->ac_delete((st), __VA_ARGS__))
+/* A shared store only (store_shared). */
+#define store_ac_flow_admit(st, ...) ((st)->ops->ac_flow_admit((st), __VA_ARGS__))
 /* wrappers: authconn */
 #define store_search_put(st, ...)          ((st)->ops->search_put((st), __VA_ARGS__))
 #define store_search_get(st, ...)          ((st)->ops->search_get((st), __VA_ARGS__))

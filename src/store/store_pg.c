@@ -425,6 +425,7 @@ static const struct store_ops pgx_ops = {
     .ac_count = pgx_ac_count,
     .ac_update = pgx_ac_update,
     .ac_delete = pgx_ac_delete,
+    .ac_flow_admit = pgx_ac_flow_admit,
     .search_put = pgx_search_put,
     .search_get = pgx_search_get,
     .search_prune = pgx_search_prune,
@@ -483,6 +484,7 @@ static const struct pgx_migration migrations[] = {
     {"0040_searches", pgx_schema_search},
     {"0041_config_registry", pgx_schema_cfgreg},
     {"0036_apps", pgx_schema_apps},
+    {"0042_cfgreg_node", pgx_schema_cfgreg_node},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

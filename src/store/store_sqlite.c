@@ -490,6 +490,7 @@ static const struct sq_migration migrations[] = {
     {"0040_searches", sq_schema_search},
     {"0041_config_registry", sq_schema_cfgreg},
     {"0036_apps", sq_schema_apps},
+    {"0042_cfgreg_node", sq_schema_cfgreg_node},
 };
 
 static int migrate(struct conn *c)

@@ -1146,21 +1146,34 @@ static void apps_unfinished_settle_once(void **state)
     org_rec_clear(&o2);
 }
 
-/* Running analyses of every org (h9): listed with their org; the entry's
- * settle writes once. */
+/* Running analyses of every org (h9): listed with their org, all of them
+ * or one node's (h11: a dead node's analyses end); the entry's settle
+ * writes once. */
 static void config_registry_running_settle_once(void **state)
 {
     struct store *st = *state;
-    struct cfgreg_entry_rec e1 = {"orgR1", "a.com", "running", "", "{\"d\":\"a\"}", 5000, -1};
-    struct cfgreg_entry_rec e2 = {"orgR2", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
-    struct cfgreg_entry_rec e3 = {"orgR2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+    struct cfgreg_entry_rec e1 = {"orgR1",         "a.com", "running", "",
+                                  "{\"d\":\"a\"}", 5000,    -1,        "nodeA"};
+    struct cfgreg_entry_rec e2 = {"orgR2",         "b.org", "running", "",
+                                  "{\"d\":\"b\"}", 4000,    -1,        "nodeB"};
+    struct cfgreg_entry_rec e3 = {"orgR2",         "c.net", "completed", "",
+                                  "{\"d\":\"c\"}", 9000,    0,           "nodeA"};
     assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
     struct page pg = {.limit = 10};
     struct cfgreg_text *rows = NULL;
     size_t n = 0;
-    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(store_cfgreg_running(st, "nodeB", &pg, &rows, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].org_id, "orgR2");
+    assert_string_equal(rows[0].json, "{\"d\":\"b\"}");
+    xfree(rows[0].json);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_running(st, "nodeC", &pg, &rows, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(rows);
+    assert_int_equal(store_cfgreg_running(st, NULL, &pg, &rows, &n), 0);
     assert_int_equal(n, 2);
     assert_string_equal(rows[0].org_id, "orgR1");
     assert_string_equal(rows[0].json, "{\"d\":\"a\"}");
@@ -1177,7 +1190,7 @@ static void config_registry_running_settle_once(void **state)
     assert_int_equal(store_cfgreg_entry_get(st, "orgR1", "a.com", &got), 0);
     assert_string_equal(got, "{\"d\":\"x\"}");
     xfree(got);
-    assert_int_equal(store_cfgreg_running(st, &pg, &rows, &n), 0);
+    assert_int_equal(store_cfgreg_running(st, NULL, &pg, &rows, &n), 0);
     assert_int_equal(n, 1);
     xfree(rows[0].json);
     xfree(rows);
@@ -2147,9 +2160,9 @@ static void config_registry_per_org(void **state)
     xfree(rows[0].json);
     xfree(rows);
     struct cfgreg_entry_rec e1 = {"org1",          "a.com", "completed", "headless stealth direct",
-                                  "{\"d\":\"a\"}", 5000,    500};
-    struct cfgreg_entry_rec e2 = {"org1", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1};
-    struct cfgreg_entry_rec e3 = {"org2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0};
+                                  "{\"d\":\"a\"}", 5000,    500,         NULL};
+    struct cfgreg_entry_rec e2 = {"org1", "b.org", "running", "", "{\"d\":\"b\"}", 4000, -1, NULL};
+    struct cfgreg_entry_rec e3 = {"org2", "c.net", "completed", "", "{\"d\":\"c\"}", 9000, 0, NULL};
     assert_int_equal(store_cfgreg_entry_put(st, &e1), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e2), 0);
     assert_int_equal(store_cfgreg_entry_put(st, &e3), 0);
@@ -2288,6 +2301,68 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(searches_keep_the_newest_per_org)                                                            \
     X(audit_trim_keeps_the_newest_per_org)
 
+/* "ac_flow_admit writes c's data only while the org's other connections
+ * whose flow is IN_PROGRESS and not past its flow_expires_at stay below
+ * limit, and c's own stored flow is not IN_PROGRESS on another node" (h11:
+ * an org's login flow cap holds across a cluster). */
+static void ac_flow_admit_counts_the_orgs_flows(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    char later[40], earlier[40], on_a[200], on_b[200], expired[200];
+    clock_fmt_rfc3339(clock_now_ms() + 600000, later, sizeof later);
+    clock_fmt_rfc3339(clock_now_ms() - 1000, earlier, sizeof earlier);
+    static const char form[] =
+        "{\"flow\":{\"flow_status\":\"IN_PROGRESS\",\"flow_expires_at\":\"%s\","
+        "\"node_id\":\"%s\"}}";
+    snprintf(on_a, sizeof on_a, form, later, "A");
+    snprintf(on_b, sizeof on_b, form, later, "B");
+    snprintf(expired, sizeof expired, form, earlier, "A");
+    char ended[] = "{\"flow\":{\"flow_status\":\"FAILED\",\"node_id\":\"A\"}}";
+    struct authconn_rec c[4];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 4; i++) {
+        crypto_new_id(c[i].id);
+        snprintf(c[i].org_id, sizeof c[i].org_id, "%s", o.id);
+        snprintf(c[i].project_id, sizeof c[i].project_id, "%s", p.id);
+        snprintf(c[i].profile_name, sizeof c[i].profile_name, "p%d", i);
+        snprintf(c[i].domain, sizeof c[i].domain, "d.com");
+        c[i].data = "{}";
+        assert_int_equal(store_ac_insert(st, &c[i]), 0);
+    }
+    int64_t running = -1;
+    c[0].data = on_a;
+    c[1].data = on_a;
+    c[2].data = on_b;
+    assert_int_equal(store_ac_flow_admit(st, &c[0], "A", 2, &running), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[1], "A", 2, &running), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[2], "B", 2, &running), E_LIMIT);
+    assert_int_equal(running, 2);
+    struct authconn_rec got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_ac_get(st, o.id, p.id, c[2].id, &got), 0);
+    assert_string_equal(got.data, "{}"); /* nothing written when refused */
+    authconn_rec_clear(&got);
+    /* Another node may not start a flow of c[0]; its own node may. */
+    c[0].data = on_b;
+    assert_int_equal(store_ac_flow_admit(st, &c[0], "B", 3, NULL), E_CONFLICT);
+    c[0].data = on_a;
+    assert_int_equal(store_ac_flow_admit(st, &c[0], "A", 2, NULL), 0);
+    /* An ended flow frees its slot, and so does one past its expiry. */
+    c[1].data = ended;
+    assert_int_equal(store_ac_update(st, &c[1]), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[2], "B", 2, NULL), 0);
+    c[0].data = expired;
+    assert_int_equal(store_ac_update(st, &c[0]), 0);
+    c[3].data = on_b;
+    assert_int_equal(store_ac_flow_admit(st, &c[3], "B", 2, &running), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[1], "A", 2, &running), E_LIMIT);
+    assert_int_equal(running, 2);
+    org_rec_clear(&o);
+}
+
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
     X(pg_store_open_selects_postgresql)                                                            \
@@ -2300,6 +2375,7 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(pool_admit_counts_sessions_and_pools)                                                        \
     X(lists_by_node)                                                                               \
     X(blobs_round_trip_binary)                                                                     \
+    X(ac_flow_admit_counts_the_orgs_flows)                                                         \
     X(run_exclusive_serializes_by_key)
 
 #define SQLITE_CASE(f) {"sqlite: " #f, f, open_sqlite, close_sqlite, NULL},
