@@ -43,6 +43,9 @@ const waitsServed = (s) => metric(s, 'browserd_spare_waits_total{outcome="served
 
 const fromSpare = (s, id) => new RegExp(`session ${id} started from a headless spare`).test(s.log);
 const cold = (s, id) => new RegExp(`session ${id} started \\(pid`).test(s.log);
+// The server's log is written by a thread of its own, after the answer: wait
+// until the line saying how session id started is there before reading it.
+const logged = (s, ids) => waitFor(() => ids.every((id) => fromSpare(s, id) || cold(s, id)), `how ${ids.join(', ')} started, in the log`, 30000, 50);
 
 async function withServer(fn, args) {
   const s = await startServer({ args: ['--admin-token', ADMIN, ...args] });
@@ -65,6 +68,7 @@ export const tests = [
           ids.push(r.json.session_id);
           eq((await api(s, 'DELETE', `/browsers/${r.json.session_id}`)).status, 204, `delete ${i}`);
         }
+        await logged(s, ids);
         const trail = s.log.split('\n').filter((l) => /spare|started/.test(l)).join('\n');
         // Every cold launch came after a wait for the spare ran out (its
         // bound), none beside a starting spare without waiting; and the
@@ -99,6 +103,7 @@ export const tests = [
         const c = await api(s, 'POST', '/browsers', { headless: true, memory: '2GiB' });
         eq(c.status, 200, c.text);
         eq(c.json.memory, '2GiB', 'memory');
+        await logged(s, [c.json.session_id]);
         assert(cold(s, c.json.session_id), `memory 2GiB launched cold:\n${s.log}`);
         const br2 = await chromium.connectOverCDP(c.json.cdp_ws_url);
         try { eq(await br2.contexts()[0].pages()[0].evaluate(() => 6 * 7), 42, 'the cold browser runs a page'); } finally { await br2.close(); }
@@ -116,14 +121,17 @@ export const tests = [
         await waitFor(() => readyOf(s, 'headless').length >= 2, 'two headless spares ready', 90000, 100);
         const a1 = await api(s, 'POST', '/browsers', { headless: true }, a.key);
         eq(a1.status, 200, a1.text);
+        await logged(s, [a1.json.session_id]);
         assert(fromSpare(s, a1.json.session_id), 'the first create of the organization is served by a spare');
         const held = new Set(readyOf(s, 'headless'));
         assert(held.size >= 1, 'a headless spare is still ready');
         const a2 = await api(s, 'POST', '/browsers', { headless: true }, a.key);
         eq(a2.status, 200, a2.text);
+        await logged(s, [a2.json.session_id]);
         assert(!held.has(a2.json.session_id) && cold(s, a2.json.session_id), `the organization's second create (it holds its share: one of two headless spares) launched cold, not from spare(s) ${[...held]}`);
         const b1 = await api(s, 'POST', '/browsers', { headless: true }, b.key);
         eq(b1.status, 200, b1.text);
+        await logged(s, [b1.json.session_id]);
         assert(fromSpare(s, b1.json.session_id), `the other organization is served by a spare:\n${s.log.split('\n').filter((l) => /spare|started/.test(l)).join('\n')}`);
         for (const [r, k] of [[a1, a.key], [a2, a.key], [b1, b.key]]) eq((await api(s, 'DELETE', `/browsers/${r.json.session_id}`, undefined, k)).status, 204, 'delete');
       }, ['--spares', '4']);
@@ -145,6 +153,7 @@ export const tests = [
             ids.push(r.json.session_id);
             eq((await api(s, 'DELETE', `/browsers/${r.json.session_id}`)).status, 204, `delete ${i}`);
           }
+          await logged(s, ids);
           assert(fromSpare(s, ids[0]), 'the first create under load was served by the spare');
           assert(ids.filter((id) => fromSpare(s, id)).length >= 2, `spares kept serving under load:\n${s.log.split('\n').filter((l) => /spare|started/.test(l)).join('\n')}`);
         }, ['--spares', '2']);

@@ -29,7 +29,7 @@ async function create(s, key) {
 // Opens a raw WebSocket to the session's cdp_ws_url and sends the head of one
 // text message announcing ANNOUNCED bytes, then SENT bytes of it, never the
 // rest. Resolves {sock, refused}: refused when the server closed it with 1009.
-async function holdPartialMessage(s, cdpUrl) {
+async function holdPartialMessage(s, cdpUrl, { payload = true } = {}) {
   const u = new URL(cdpUrl);
   const sock = net.connect({ port: s.port, host: '127.0.0.1' });
   await new Promise((res, rej) => { sock.once('connect', res); sock.once('error', rej); });
@@ -47,6 +47,16 @@ async function holdPartialMessage(s, cdpUrl) {
   head[0] = 0x81; head[1] = 0x80 | 127; head.writeBigUInt64BE(BigInt(ANNOUNCED), 2);
   sock.write(head);
   const closed1009 = () => { const i = c.buf.indexOf(0x88); return i >= 0 && c.buf.length >= i + 4 && c.buf.readUInt16BE(i + 2) === 1009; };
+  if (!payload) {
+    // Only the frame's head and one byte (wslay reports a frame's start with
+    // its first payload byte): the server's receive buffer holds nothing when
+    // it closes, so its close frame is never lost to a reset.
+    sock.write(Buffer.from(' '));
+    await waitFor(() => closed1009() || c.ended, 'a close', 60000, 20);
+    c.saw1009 = closed1009();
+    c.refused = c.saw1009 || c.ended;
+    return c;
+  }
   const chunk = Buffer.alloc(MiB, 0x20);
   for (let sent = 0; sent < SENT && !closed1009() && !c.ended; sent += MiB) {
     if (!sock.write(chunk)) {
@@ -119,7 +129,12 @@ export const tests = [
         const outcomes = held.map((c) => c.refused);
         eq(outcomes.filter((x) => !x).length, perSession, `held on one session: ${JSON.stringify(outcomes)}`);
         assert(outcomes.slice(perSession).every((x) => x), `past the session's share: ${JSON.stringify(outcomes)}`);
-        assert(held.some((c) => c.saw1009), 'a refused WebSocket is closed with 1009');
+        // A refused one still sending may lose the close frame to the reset
+        // that closing a socket with unread bytes sends (a busy host makes it
+        // likely); one that sent only the frame's head reads it whole.
+        const probe = await holdPartialMessage(s, a1.cdp_ws_url, { payload: false });
+        held.push(probe);
+        assert(probe.saw1009, 'a refused WebSocket is closed with 1009');
         // Another session of the same organization: what is left of the
         // organization's 160 MiB (40 MiB) does not take one more 60 MiB message.
         const c2 = await holdPartialMessage(s, a2.cdp_ws_url);
