@@ -385,7 +385,9 @@ int chromedriver_start(const struct chromedriver_opts *o, int timeout_ms, struct
                 d->pid = -1;
             sbx.file = fifo;
             if (have_sbx) {
-                const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
+                /* A binary outside /usr, bound read-only at its own path. */
+                const char *outside = strncmp(bin, "/usr/", 5) != 0 ? bin : NULL;
+                const char *extra[] = {outside, outside, NULL};
                 sandbox_bwrap_argv(&sbx, NULL, NULL, extra, bin, strvec_push_cb, &av);
             }
         } else {

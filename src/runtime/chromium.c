@@ -848,7 +848,9 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
      * (its profile path and command line) shows nothing of the host. */
     const char *profile = x ? SANDBOX_PROFILE : c->user_data_dir;
     if (x) {
-        const char *extra[] = {strncmp(bin, "/usr/", 5) != 0 ? bin : NULL, NULL};
+        /* A binary outside /usr, bound read-only at its own path. */
+        const char *outside = strncmp(bin, "/usr/", 5) != 0 ? bin : NULL;
+        const char *extra[] = {outside, outside, NULL};
         sandbox_bwrap_argv(x, profile, c->policy_dir ? CHROMIUM_POLICY_DIR : NULL, extra, bin,
                            strvec_push_cb, av);
         first = av->n - 1;
