@@ -15,7 +15,8 @@ passed=0
 failed=0
 log=$(mktemp)
 t0=$(date +%s)
-trap 'rm -f "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
+fails=$(mktemp)
+trap 'rm -f "$fails" "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
 
 count() { # $1: label; reads the suite's output from $log
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
@@ -30,6 +31,14 @@ count() { # $1: label; reads the suite's output from $log
     if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed or exited non-zero
     passed=$((passed + p))
     failed=$((failed + f))
+    # What failed, kept for the summary above the last line: the suite and
+    # its failing tests' names (a CI excerpt shows the run's tail).
+    if [ "$f" -ne 0 ]; then
+        {
+            echo "$1: $f failed"
+            grep -E '^not ok - |^\[  FAILED  \] [^0-9]' "$log" | sed 's/^/    /' | sort -u | head -n 20
+        } >>"$fails"
+    fi
     now=$(date +%s)
     echo "== $1: $p passed, $f failed ($((now - t0)) s)"
     t0=$now
@@ -223,5 +232,9 @@ if [ $analyze -eq 1 ]; then
     count "static analysis (clang-tidy, beside the suites)" 0
 fi
 [ $unit_only -eq 1 ] || [ $fast -eq 1 ] || run_fuzz
+if [ -s "$fails" ]; then
+    echo "== what failed:"
+    cat "$fails"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

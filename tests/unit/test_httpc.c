@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,7 +39,17 @@ static void *serve(void *arg)
 {
     struct peer *p = arg;
     size_t got = 0;
-    while (got < sizeof p->request - 1 && !strstr(p->request, "\r\n\r\n")) {
+    size_t want = 0; /* the head's length plus its Content-Length, once the head is in */
+    for (;;) {
+        const char *end = strstr(p->request, "\r\n\r\n");
+        if (end && !want) {
+            want = (size_t)(end - p->request) + 4;
+            const char *cl = strstr(p->request, "\r\nContent-Length: ");
+            if (cl && cl < end)
+                want += strtoul(cl + 18, NULL, 10);
+        }
+        if ((want && got >= want) || got >= sizeof p->request - 1)
+            break;
         ssize_t r = read(p->fd, p->request + got, sizeof p->request - 1 - got);
         if (r <= 0)
             break;
