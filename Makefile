@@ -7,6 +7,8 @@
 #   make deb     the Debian package, $(BUILD)/browserd_VERSION_ARCH.deb (docs/packaging.md)
 
 BUILD   ?= build
+# Parallel jobs of the builds make test and make check start (one per core).
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CC      ?= cc
 SAN     ?=
 FUZZ_SECONDS ?= 30
@@ -97,14 +99,14 @@ run: deps all
 # runs at the lowest priority beside the suites, on the CPU the browsers leave
 # idle, and is counted as one suite (scripts/test.sh --analyze).
 test: test-deps lint
-	@$(MAKE) --no-print-directory all $(UNIT_BIN)
-	@$(MAKE) --no-print-directory BUILD=build/asan CC=gcc \
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(UNIT_BIN)
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan CC=gcc \
 	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
 	    CFLAGS='-O1 -g' build/asan/browserd $(UNIT_BIN:$(BUILD)/%=build/asan/%)
-	@$(MAKE) --no-print-directory BUILD=build/tsan CC=gcc \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/tsan CC=gcc \
 	    SAN='-fsanitize=thread -fno-omit-frame-pointer' \
 	    CFLAGS='-O1 -g' build/tsan/browserd $(UNIT_BIN:$(BUILD)/%=build/tsan/%)
-	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzz-build
 	@sh scripts/test.sh --analyze $(BUILD) build/asan build/tsan
 
 unit: all $(UNIT_BIN)
@@ -118,7 +120,7 @@ lint: check-banned
 # build (no Chromium, no sanitizer builds): a few minutes. `make test` is
 # the whole run.
 check: deps lint
-	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(UNIT_BIN)
 	@sh scripts/test.sh --fast $(BUILD)
 
 # compile_commands.json for clangd and clang-tidy, written from the same
@@ -147,11 +149,15 @@ FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointe
 fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN='$(FUZZ_FLAGS)' CFLAGS='-O1 -g' \
 	    build/fuzz/libbrowserd.a
+	@$(MAKE) --no-print-directory $(FUZZ_SRC:fuzz/%.c=build/fuzz/bin/%)
+
+# One fuzz target: its source linked with libFuzzer and the fuzz build's
+# library (a rule each, so that -j builds them side by side).
+build/fuzz/bin/%: fuzz/%.c build/fuzz/libbrowserd.a
 	@mkdir -p build/fuzz/bin
-	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c17 -D_GNU_SOURCE $(WARN) -O1 -g -Isrc -fsanitize=fuzzer,address,undefined \
-	    $$(pkg-config --cflags $(PKGS)) -o build/fuzz/bin/$$n $$f build/fuzz/libbrowserd.a \
-	    $(LDLIBS) || exit 1; done
+	@echo "  FUZZ    $@"
+	@clang -std=c17 -D_GNU_SOURCE $(WARN) -O1 -g -Isrc -fsanitize=fuzzer,address,undefined \
+	    $$(pkg-config --cflags $(PKGS)) -o $@ $< build/fuzz/libbrowserd.a $(LDLIBS)
 
 fuzz: test-deps fuzz-build
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); mkdir -p build/fuzz/corpus/$$n; \
