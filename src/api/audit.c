@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "api/api.h"
+#include "cluster/orgslot.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -425,14 +426,22 @@ static struct share exports = SHARE_INIT("audit export chunks in progress", LIM_
 static int export_chunk(struct req *rq, struct resp *rs);
 
 /* GET /audit-logs/export/chunk, on a blocking thread within the
- * organization's share of export chunks. */
+ * organization's share of export chunks: this node's, and on a cluster the
+ * cluster's (every node's chunks read the one database). */
 int audit_export_chunk(struct req *rq, struct resp *rs)
 {
     const char *org = api_auth(rq)->org.id;
+    struct app *app = api_app(rq);
     int rc = share_take_or_err(&exports, org, "", 1, &rq->err);
     if (rc)
         return rc;
-    rc = export_chunk(rq, rs);
+    char slot[STORE_ID];
+    rc = orgslot_take(app->store, app->node, "audit_export", org, LIM_AUDIT_EXPORTS_PER_ORG,
+                      LIM_AUDIT_EXPORT_SLOT_TTL_MS, exports.what, slot, &rq->err);
+    if (rc == 0) {
+        rc = export_chunk(rq, rs);
+        orgslot_give(app->store, slot);
+    }
     share_give(&exports, org, "");
     return rc;
 }

@@ -9,6 +9,7 @@
 
 #include "api/api.h"
 #include "api/curl.h"
+#include "cluster/orgslot.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -606,6 +607,19 @@ int search_post(struct req *rq, struct resp *rs)
     }
     if (rc == 0)
         rc = share_take_or_err(&inflight, a->org.id, a->project.id, 1, &rq->err);
+    /* On a cluster the org's share of provider calls is also the cluster's:
+     * the providers are every node's. */
+    char slot[STORE_ID] = "";
+    if (rc == 0) {
+        int64_t ttl = LIM_SEARCH_SLOT_GRACE_MS;
+        for (size_t i = 0; i < sp.norder; i++)
+            ttl += sp.timeout_ms ? sp.timeout_ms : providers[sp.order[i]].timeout_ms;
+        struct app *app = api_app(rq);
+        rc = orgslot_take(app->store, app->node, "search_call", a->org.id,
+                          LIM_SEARCH_INFLIGHT_PER_ORG, ttl, inflight.what, slot, &rq->err);
+        if (rc)
+            share_give(&inflight, a->org.id, a->project.id);
+    }
     if (rc) {
         if (rendering)
             share_give(&renders, a->org.id, sp.browser_id);
@@ -634,6 +648,7 @@ int search_post(struct req *rq, struct resp *rs)
         if (!(sp.fallback_on & (1u << last)))
             break;
     }
+    orgslot_give(api_app(rq)->store, slot);
     share_give(&inflight, a->org.id, a->project.id);
     if (rendering && (last == SEARCH_ERROR || last == SEARCH_TIMEOUT)) {
         share_give(&renders, a->org.id, sp.browser_id);

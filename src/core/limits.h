@@ -460,6 +460,11 @@
  * their memory, never an event thread. Past it: 429 with Retry-After. */
 #define LIM_AUDIT_EXPORTS         8
 #define LIM_AUDIT_EXPORTS_PER_ORG 2
+/* On a cluster the organization's 2 are counted over every node
+ * (cluster/orgslot.h: each chunk is a read of the one shared database); a
+ * chunk's slot expires after this long even when its give failed (a chunk
+ * takes well under a second; the sweep frees a dead node's slots). */
+#define LIM_AUDIT_EXPORT_SLOT_TTL_MS 300000
 /* Audit entries one organization keeps in the store (the operator's log,
  * organization "", counts as one): after each batch the writer deletes an
  * organization's oldest entries past it (telemetry/audit.c), so that one
@@ -586,6 +591,11 @@
 #define LIM_SEARCH_TTL_MS              (24LL * 3600 * 1000)
 #define LIM_SEARCH_QUERY_BYTES         2000
 #define LIM_SEARCH_PROVIDERS           16
+/* On a cluster the organization's 4 are counted over every node
+ * (cluster/orgslot.h: the provider, its rate limit and bill, is shared); a
+ * call's slot expires this long after the timeouts of the providers it may
+ * try, even when its give failed. */
+#define LIM_SEARCH_SLOT_GRACE_MS 60000
 /* Render fetches (docs/search.md content.browser.mode render; runtime/brender):
  * pages loaded in a session's browser at once for search content, on the
  * server, per organization and per session (each is a running page in a
@@ -686,5 +696,10 @@
  * busy sessions of one organization take no more than one of another's. */
 #define LIM_CPU_SHARES_PER_ORG 1024
 #define LIM_CPU_WEIGHT_PER_ORG 100
+
+/* Cluster-wide organization slots (cluster/orgslot.h): the Retry-After of
+ * a take refused because the organization holds its share on the nodes
+ * together (a slot lasts one provider call or export chunk). */
+#define LIM_ORG_SLOT_RETRY_AFTER_S 1
 
 #endif

@@ -31,6 +31,14 @@ const char pgx_schema_cluster[] =
     "CREATE INDEX nodes_up ON nodes (heartbeat_at) WHERE state = 'up';"
     "CREATE TABLE blobs (key " PG_TEXT " PRIMARY KEY, data bytea NOT NULL);";
 
+/* Slots of an organization's cluster-wide caps (org_slot_take): one row per
+ * unit held, naming the node that holds it, ended with that node. */
+const char pgx_schema_org_slots[] =
+    "CREATE TABLE org_slots (id " PG_TEXT " PRIMARY KEY, org_id " PG_TEXT " NOT NULL,"
+    " kind " PG_TEXT " NOT NULL, node_id " PG_TEXT " NOT NULL, expires_at bigint NOT NULL);"
+    "CREATE INDEX org_slots_org ON org_slots (org_id, kind);"
+    "CREATE INDEX org_slots_node ON org_slots (node_id);";
+
 /* ---- nodes ---- */
 
 #define NODE_COLS "id, name, advertise_url, state, started_at, heartbeat_at, capacity, running"
@@ -116,8 +124,8 @@ int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n)
  * The end of a node, one statement: the CTE `d` flips the node(s) to dead
  * (each row once: a concurrent transaction that locked the row first either
  * flipped it, and `state = 'up'` no longer holds when this one re-reads it,
- * or skipped it); the two others end d's active sessions and move d's active
- * pools to the heir ($2; "" leaves them). Data-modifying CTEs all run, and
+ * or skipped it); the others end d's active sessions, move d's active pools
+ * to the heir ($2; "" leaves them) and free d's org slots. Data-modifying CTEs all run, and
  * the statement is atomic.
  */
 #define END_NODES(pick, when, reason)                                                              \
@@ -127,7 +135,8 @@ int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n)
     " deleted_at = d.at, uptime_ms = greatest(0, d.at - x.created_at), usage_status = 'ready'"     \
     " FROM d WHERE x.node_id = d.id AND x.status = 'active' RETURNING x.id),"                      \
     " q AS (UPDATE pools y SET node_id = $2 FROM d"                                                \
-    " WHERE $2 != '' AND y.node_id = d.id AND y.status = 'active' RETURNING y.id)"                 \
+    " WHERE $2 != '' AND y.node_id = d.id AND y.status = 'active' RETURNING y.id),"                \
+    " o AS (DELETE FROM org_slots z USING d WHERE z.node_id = d.id RETURNING z.id)"                \
     " SELECT id FROM d ORDER BY id"
 
 int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
@@ -156,6 +165,13 @@ int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (
                     " UPDATE pools y SET node_id = $1 FROM nodes n WHERE $1 != ''"
                     " AND n.id = y.node_id AND n.state = 'dead' AND y.status = 'active'",
                     "s", heir ? heir : "");
+    /* Slots a node took after it was declared dead go likewise (a take
+     * counts only the slots of up nodes, so they never held anything). */
+    if (ret == 0)
+        (void)pgx_q(c, NULL,
+                    "DELETE FROM org_slots z USING nodes n WHERE n.id = z.node_id"
+                    " AND n.state = 'dead'",
+                    "");
     /* One row per process start: rows of nodes dead for a week go (a
      * session's node_id may name a pruned node; only live nodes are ever
      * looked up by it). */
@@ -210,6 +226,55 @@ static int lock_org(struct pgc *c, const char *org_id)
     int ret = pgx_q(c, &r, "SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE", "s", org_id);
     if (ret == 0 && (ret = pgx_one(r)) == 0)
         PQclear(r);
+    return ret;
+}
+
+int pgx_org_slot_take(struct store *st_, const char *kind, const char *org_id, const char *node_id,
+                      int64_t limit, int64_t ttl_ms, char id[STORE_ID], int64_t *held)
+{
+    char nid[STORE_ID];
+    crypto_new_id(nid);
+    id[0] = '\0';
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = lock_org(c, org_id);
+    if (ret == 0)
+        ret = pgx_q(
+            c, NULL,
+            "DELETE FROM org_slots WHERE org_id = $1 AND kind = $2 AND expires_at <= " PG_NOW_MS,
+            "ss", org_id, kind);
+    if (ret == 0)
+        ret = pgx_q(c, &r,
+                    "SELECT count(*) FROM org_slots z JOIN nodes n ON n.id = z.node_id"
+                    " AND n.state = 'up' WHERE z.org_id = $1 AND z.kind = $2",
+                    "ss", org_id, kind);
+    if (ret == 0) {
+        int64_t n = pgx_i64(r, 0, 0);
+        PQclear(r);
+        if (held)
+            *held = n;
+        if (n >= limit)
+            ret = E_LIMIT;
+    }
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
+                    "INSERT INTO org_slots (id, org_id, kind, node_id, expires_at)"
+                    " VALUES ($1, $2, $3, $4, " PG_NOW_MS " + $5)",
+                    "ssssi", nid, org_id, kind, node_id, ttl_ms);
+    ret = pgx_end(c, ret);
+    pgx_put(p, c);
+    if (ret == 0)
+        memcpy(id, nid, STORE_ID);
+    return ret;
+}
+
+int pgx_org_slot_give(struct store *st_, const char *id)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL, "DELETE FROM org_slots WHERE id = $1", "s", id);
+    pgx_put(p, c);
     return ret;
 }
 

@@ -667,6 +667,20 @@ struct store_ops {
     int (*node_sweep)(struct store *st, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
                       size_t *n);
     int (*node_retire)(struct store *st, const char *id, const char *reason, const char *heir);
+    /* An organization's slots of a cluster-wide cap (cluster/orgslot.h):
+     * org_slot_take inserts a slot of kind held by node_id (its new id into
+     * id) only while the org's live slots of that kind stay below limit,
+     * read in the same transaction, serialized per org (its row lock). A
+     * slot is live while its node is up and for ttl_ms after the take (the
+     * database's clock); the org's expired ones are deleted by the take.
+     * E_LIMIT when full (*held, may be NULL, receives the live count),
+     * E_NOTFOUND when the org does not exist. org_slot_give deletes slot id
+     * (a missing one is 0). node_sweep and node_retire delete the slots of
+     * the nodes they end, in their transaction. */
+    int (*org_slot_take)(struct store *st, const char *kind, const char *org_id,
+                         const char *node_id, int64_t limit, int64_t ttl_ms, char id[STORE_ID],
+                         int64_t *held);
+    int (*org_slot_give)(struct store *st, const char *id);
     /* Inserts s (an active standalone session, not a pool's) only while the
      * org's active standalone sessions plus the sizes of its active pools
      * (config's "size") stay below limit (< 0: no limit), and the same two
@@ -847,6 +861,8 @@ void org_rec_clear(struct org_rec *o);
 #define store_node_list(st, ...)           ((st)->ops->node_list((st), __VA_ARGS__))
 #define store_node_sweep(st, ...)          ((st)->ops->node_sweep((st), __VA_ARGS__))
 #define store_node_retire(st, ...)         ((st)->ops->node_retire((st), __VA_ARGS__))
+#define store_org_slot_take(st, ...)       ((st)->ops->org_slot_take((st), __VA_ARGS__))
+#define store_org_slot_give(st, ...)       ((st)->ops->org_slot_give((st), __VA_ARGS__))
 #define store_session_admit(st, ...)       ((st)->ops->session_admit((st), __VA_ARGS__))
 #define store_pool_admit(st, ...)          ((st)->ops->pool_admit((st), __VA_ARGS__))
 #define store_limits_get(st, ...)          ((st)->ops->limits_get((st), __VA_ARGS__))

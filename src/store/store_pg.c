@@ -451,6 +451,8 @@ static const struct store_ops pgx_ops = {
     .node_list = pgx_node_list,
     .node_sweep = pgx_node_sweep,
     .node_retire = pgx_node_retire,
+    .org_slot_take = pgx_org_slot_take,
+    .org_slot_give = pgx_org_slot_give,
     .session_admit = pgx_session_admit,
     .pool_admit = pgx_pool_admit,
     .limits_get = pgx_limits_get,
@@ -464,7 +466,8 @@ static const struct store_ops pgx_ops = {
 };
 
 /* Every schema, in the order applied; the names are those of the SQLite
- * backend (store_sqlite.c), so both record the same history. */
+ * backend (store_sqlite.c), so both record the same history, but for
+ * 0043_org_slots: a table only a cluster uses. */
 static const struct pgx_migration migrations[] = {
     {"0001_tenancy", pgx_schema_tenancy},
     {"0002_sessions", pgx_schema_sessions},
@@ -485,6 +488,7 @@ static const struct pgx_migration migrations[] = {
     {"0041_config_registry", pgx_schema_cfgreg},
     {"0036_apps", pgx_schema_apps},
     {"0042_cfgreg_node", pgx_schema_cfgreg_node},
+    {"0043_org_slots", pgx_schema_org_slots},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
