@@ -1653,6 +1653,54 @@ static void node_retire_ends_one_node(void **state)
     org_rec_clear(&o);
 }
 
+/* "org_slot_take inserts a slot of kind held by node_id only while the
+ * org's live slots of that kind stay below limit ... A slot is live while
+ * its node is up and for ttl_ms after the take ... E_LIMIT when full (*held
+ * receives the live count). org_slot_give deletes slot id (a missing one is
+ * 0). node_sweep and node_retire delete the slots of the nodes they end." */
+static void org_slot_take_counts_the_orgs_live_slots(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o, o2;
+    struct project_rec p, p2;
+    make_org(st, &o, &p);
+    make_org(st, &o2, &p2);
+    struct node_rec a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    assert_int_equal(store_node_register(st, &a), 0);
+    assert_int_equal(store_node_register(st, &b), 0);
+    char s1[STORE_ID], s2[STORE_ID], s3[STORE_ID];
+    int64_t held = -1;
+    assert_int_equal(store_org_slot_take(st, "k", o.id, a.id, 2, 60000, s1, &held), 0);
+    assert_int_equal(held, 0);
+    assert_int_equal(store_org_slot_take(st, "k", o.id, a.id, 2, 60000, s2, NULL), 0);
+    assert_string_not_equal(s1, s2);
+    /* the org's 2 on node a refuse a third on node b */
+    assert_int_equal(store_org_slot_take(st, "k", o.id, b.id, 2, 60000, s3, &held), E_LIMIT);
+    assert_int_equal(held, 2);
+    assert_string_equal(s3, "");
+    /* another kind, another org: their own counts */
+    assert_int_equal(store_org_slot_take(st, "j", o.id, b.id, 1, 60000, s3, NULL), 0);
+    assert_int_equal(store_org_slot_take(st, "k", o2.id, b.id, 1, 60000, s3, NULL), 0);
+    /* a slot given back is free on every node; a second give is 0 */
+    assert_int_equal(store_org_slot_give(st, s1), 0);
+    assert_int_equal(store_org_slot_give(st, s1), 0);
+    assert_int_equal(store_org_slot_take(st, "k", o.id, b.id, 2, 60000, s1, NULL), 0);
+    /* node a retired: its slot is gone, one of b's is left */
+    assert_int_equal(store_node_retire(st, a.id, "server stopped", b.id), 0);
+    assert_int_equal(store_org_slot_take(st, "k", o.id, b.id, 2, 60000, s2, &held), 0);
+    assert_int_equal(held, 1);
+    /* an expired slot counts no more */
+    assert_int_equal(store_org_slot_take(st, "e", o.id, b.id, 1, 0, s3, NULL), 0);
+    assert_int_equal(store_org_slot_take(st, "e", o.id, b.id, 1, 60000, s3, &held), 0);
+    assert_int_equal(held, 0);
+    assert_int_equal(store_org_slot_take(st, "k", "no-such-org", b.id, 2, 60000, s3, NULL),
+                     E_NOTFOUND);
+    org_rec_clear(&o);
+    org_rec_clear(&o2);
+}
+
 struct admit_ctx {
     struct store *st;
     pthread_barrier_t *go;
@@ -2376,6 +2424,7 @@ static void ac_flow_admit_counts_the_orgs_flows(void **state)
     X(lists_by_node)                                                                               \
     X(blobs_round_trip_binary)                                                                     \
     X(ac_flow_admit_counts_the_orgs_flows)                                                         \
+    X(org_slot_take_counts_the_orgs_live_slots)                                                    \
     X(run_exclusive_serializes_by_key)
 
 #define SQLITE_CASE(f) {"sqlite: " #f, f, open_sqlite, close_sqlite, NULL},
