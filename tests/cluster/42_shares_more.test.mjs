@@ -102,7 +102,8 @@ export const tests = [
       // Export reads waiting for the lock: counted by PostgreSQL, the same on
       // the old binary and the new.
       const waiting = async () => Number((await c.psql(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT%FROM audit_logs%'"))[0][0]);
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        + " AND query LIKE 'SELECT%FROM audit_logs%'"))[0][0]);
       let locker = null;
       const unlock = () => {
         if (!locker) return;
