@@ -82,7 +82,7 @@ export const tests = [
           pools.push({ id: p.id, home: n.name });
         }
         const homes = await c.psql(`SELECT p.id, n.name FROM pools p JOIN nodes n ON n.id = p.node_id WHERE p.id IN (${pools.map((p) => sqlStr(p.id)).join(',')})`);
-        eq(Object.fromEntries(homes), Object.fromEntries(pools.map((p) => [p.id, p.home])), 'each pool is homed on the node that created it');
+        eq(homes.map((r) => r.join(' ')).sort(), pools.map((p) => `${p.id} ${p.home}`).sort(), 'each pool is homed on the node that created it');
         // Each pool's idle browser before the re-authentication.
         const idleOf = async (id) => (await c.psql(
           `SELECT id FROM sessions WHERE status = 'active' AND data::jsonb->'pool'->>'id' = ${sqlStr(id)}`)).map((r) => r[0]);
