@@ -1605,7 +1605,7 @@ static int give_input(const char *conn_id, const char *iid, json_t **vals, const
 }
 
 /* On a cluster, a request about a login flow that runs in another node's
- * memory (its events, a submit) goes to that node: what a handler returns,
+ * memory (its events, a submit, a delete) goes to that node: what a handler returns,
  * or -1 to serve it here (the flow is here, ended, or its node is gone). */
 static int flow_elsewhere(struct req *rq, struct resp *rs, const struct authconn_rec *c)
 {
@@ -1694,6 +1694,14 @@ int authconn_delete(struct req *rq, struct resp *rs)
     struct auth *a = api_auth(rq);
     struct authconn_rec c;
     int rc = open_conn(rq, &c);
+    /* A flow in progress on another node is canceled there: that node
+     * deletes the row (else the flow would wait for input until it
+     * expires, its browser running). */
+    int fw = rc == 0 ? flow_elsewhere(rq, rs, &c) : -1;
+    if (fw != -1) {
+        authconn_rec_clear(&c);
+        return fw;
+    }
     if (rc == 0) {
         pthread_mutex_lock(&mu);
         struct flow *f = flow_find(c.id);

@@ -6,6 +6,9 @@
 // pools of its own engine, so a pool homed on the other node kept browsers
 // on the expired state. One pool is homed on each node here, so whichever
 // node runs the re-authentication, the other's pool is the remote one.
+// A connection deleted through a node that does not run its flow cancels
+// the flow on its node (before, the row went and the flow waited for input
+// until it expired, its browser running).
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs '^43_auth_pools'
 import { request, assert, eq, waitFor, startSite, newOrg } from '../blackbox/lib.mjs';
 import { startCluster, ADMIN_TOKEN } from './lib.mjs';
@@ -110,6 +113,37 @@ export const tests = [
             .then((row) => eq(row[1], 'pool flushed', `end reason of pool ${p.id}'s browser`));
         }
         for (const p of pools) ok(await api(n2, 'DELETE', `/browser_pools/${p.id}`), `delete pool ${p.id}`);
+      } finally {
+        await c.stop();
+        web.close();
+      }
+    },
+  },
+  {
+    name: 'issue h2: DELETE of an auth connection sent to node 2 while its login flow awaits input on node 1 cancels the flow there: its browser ends at once, not when the flow expires',
+    timeout: 150000,
+    fn: async () => {
+      const web = await startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(FORM); });
+      const c = await startCluster({ nodes: 2, args: web.allow });
+      const [n1, n2] = c.nodes;
+      try {
+        const api = (n, m, p, body) => request(n.base, m, p, { key: c.key, body });
+        // No credential: the flow waits for a person to submit the fields.
+        const conn = await api(n1, 'POST', '/auth/connections', { domain: '127.0.0.1', profile_name: 'h2-del', login_url: `${web.url}/` });
+        assert(conn.status < 300, `auth connection: ${conn.status} ${conn.text}`);
+        const id = conn.json.id;
+        eq((await api(n1, 'POST', `/auth/connections/${id}/login`, {})).status, 200, 'login on node 1');
+        const sid = await waitFor(async () => {
+          const r = (await api(n2, 'GET', `/auth/connections/${id}`)).json;
+          assert(r.flow_status === 'IN_PROGRESS', `the flow ended: ${JSON.stringify(r)}`);
+          return r.flow_step === 'AWAITING_INPUT' ? r.browser_session_id : null;
+        }, 'the flow awaits input', 60000, 200);
+        assert(sid, 'the flow names its browser session');
+        const row = async () => (await c.psql(`SELECT status, n.name FROM sessions s JOIN nodes n ON n.id = s.node_id WHERE s.id = ${sqlStr(sid)}`))[0];
+        eq(await row(), ['active', 'n1'], 'the flow\'s browser runs on node 1');
+        eq((await api(n2, 'DELETE', `/auth/connections/${id}`)).status, 204, 'delete on node 2');
+        eq((await api(n1, 'GET', `/auth/connections/${id}`)).status, 404, 'the connection is gone');
+        await waitFor(async () => (await row())[0] !== 'active', 'the flow\'s browser on node 1 ended (it ran on until the flow expired on the old binary)', 30000, 300);
       } finally {
         await c.stop();
         web.close();
