@@ -6,6 +6,9 @@
 // pools of its own engine, so a pool homed on the other node kept browsers
 // on the expired state. One pool is homed on each node here, so whichever
 // node runs the re-authentication, the other's pool is the remote one.
+// A health check skips a connection whose flow runs on another node, as it
+// skips one whose flow runs on its own (before, the other node probed it
+// and wrote its row under the running flow).
 // A connection deleted through a node that does not run its flow cancels
 // the flow on its node (before, the row went and the flow waited for input
 // until it expired, its browser running).
@@ -21,13 +24,17 @@ const FORM = page('login', '<form method=post action=/login>'
   + '<button type=submit>Continue</button></form>');
 
 // A site whose login grants a cookie; expire() forgets every session, so the
-// next health check finds the login form again.
+// next health check finds the login form again. With askCode set, a login
+// asks for an emailed code instead (a flow waits for a person).
+const CODE = page('code', '<form method=post action=/code><label for=e>Enter the code we sent to your email</label>'
+  + '<input id=e name=email_code autocomplete=one-time-code><button type=submit>Verify</button></form>');
 function site() {
   const valid = new Set();
   let n = 0;
+  const sv = { askCode: false };
   const html = (res, body) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(body); };
   const cookie = (req) => (/(?:^|; )sid=([^;]+)/.exec(req.headers.cookie || '') || [])[1];
-  return {
+  return Object.assign(sv, {
     expire: () => valid.clear(),
     handler: (req, res) => {
       let b = '';
@@ -37,6 +44,7 @@ function site() {
         const f = Object.fromEntries(new URLSearchParams(b));
         if (req.method === 'POST' && u.pathname === '/login') {
           if (f.email !== 'ann@example.com' || f.password !== PASSWORD) return html(res, FORM);
+          if (sv.askCode) return html(res, CODE);
           const v = `s${++n}`;
           valid.add(v);
           res.writeHead(303, { location: '/home', 'set-cookie': `sid=${v}; Path=/; Max-Age=86400` });
@@ -46,10 +54,33 @@ function site() {
         return html(res, FORM);
       });
     },
-  };
+  });
 }
 
 const sqlStr = (s) => `'${String(s).replace(/'/g, "''")}'`;
+const FEATURES = { features: { managed_auth: { enabled: true, health_check_interval_min_seconds: 1, max_connections: 10 }, credentials: { enabled: true }, profiles: { enabled: true }, browser_pools: { enabled: true } } };
+const timelineOf = async (n, key, id) => {
+  const r = await request(n.base, 'GET', `/auth/connections/${id}/timeline`, { key });
+  return Array.isArray(r.json) ? r.json : (r.json && r.json.data) || [];
+};
+
+// An organization with a credential and a connection (health checks every
+// second) logged in through node n: {key, id}.
+async function loggedIn(c, n, web, name) {
+  const org = await newOrg({ base: n.base }, ADMIN_TOKEN, { name, overrides: FEATURES });
+  const api = (m, p, body) => request(n.base, m, p, { key: org.key, body });
+  const cred = await api('POST', '/credentials', { name: 'ann', domain: '127.0.0.1', values: { email: 'ann@example.com', password: PASSWORD } });
+  assert(cred.status < 300, `credential: ${cred.status} ${cred.text}`);
+  const conn = await api('POST', '/auth/connections', { domain: '127.0.0.1', profile_name: `${name}-prof`, credential: { name: 'ann' }, login_url: `${web.url}/login`, health_check_interval: 1 });
+  assert(conn.status < 300, `auth connection: ${conn.status} ${conn.text}`);
+  eq((await api('POST', `/auth/connections/${conn.json.id}/login`, {})).status, 200, 'login');
+  await waitFor(async () => {
+    const r = (await api('GET', `/auth/connections/${conn.json.id}`)).json;
+    assert(!['FAILED', 'EXPIRED', 'CANCELED'].includes(r.flow_status), `the login failed: ${JSON.stringify(r)}`);
+    return r.flow_status === 'SUCCESS' && r.status === 'AUTHENTICATED';
+  }, `the login of ${name} succeeds`, 90000, 300);
+  return { key: org.key, id: conn.json.id };
+}
 
 export const tests = [
   {
@@ -113,6 +144,43 @@ export const tests = [
             .then((row) => eq(row[1], 'pool flushed', `end reason of pool ${p.id}'s browser`));
         }
         for (const p of pools) ok(await api(n2, 'DELETE', `/browser_pools/${p.id}`), `delete pool ${p.id}`);
+      } finally {
+        await c.stop();
+        web.close();
+      }
+    },
+  },
+  {
+    name: 'issue h2: no node health-checks a connection while its login flow runs on another node (the nodes check another organization\'s connection meanwhile, and not this one)',
+    timeout: 180000,
+    fn: async () => {
+      const sv = site();
+      const web = await startSite(sv.handler);
+      const c = await startCluster({ nodes: 2, args: web.allow });
+      const [n1, n2] = c.nodes;
+      try {
+        const ctl = await loggedIn(c, n2, web, 'h2-ctl');
+        const main = await loggedIn(c, n1, web, 'h2-main');
+        // A login of the authenticated connection on node 1 now waits for
+        // an emailed code; its status stays AUTHENTICATED meanwhile.
+        sv.askCode = true;
+        eq((await request(n1.base, 'POST', `/auth/connections/${main.id}/login`, { key: main.key, body: {} })).status, 200, 'a second login on node 1');
+        await waitFor(async () => {
+          const r = (await request(n2.base, 'GET', `/auth/connections/${main.id}`, { key: main.key })).json;
+          assert(r.flow_status === 'IN_PROGRESS' || r.flow_status === 'SUCCESS', `the flow ended: ${JSON.stringify(r)}`);
+          return r.flow_status === 'IN_PROGRESS' && r.flow_step === 'AWAITING_INPUT';
+        }, 'the second login awaits the code', 60000, 200);
+        const before = (await timelineOf(n2, main.key, main.id)).filter((t) => t.type === 'health_check').length;
+        // The nodes make passes meanwhile (each node ticks every second and
+        // takes the pass lock in turn): the checks of the other
+        // organization's connection, one a second, show them.
+        const ctlChecks = () => [n1, n2].reduce((k, n) => k + n.log.split(`auth connection ${ctl.id}: health check:`).length - 1, 0);
+        const start = ctlChecks();
+        await waitFor(() => ctlChecks() >= start + 4, 'four more checks of the other connection', 60000, 200);
+        const after = (await timelineOf(n2, main.key, main.id)).filter((t) => t.type === 'health_check').length;
+        eq(after - before, 0, 'health checks of the connection while its flow ran on node 1 (node 2 checked it on the old binary)');
+        const r = (await request(n2.base, 'GET', `/auth/connections/${main.id}`, { key: main.key })).json;
+        eq([r.flow_status, r.status], ['IN_PROGRESS', 'AUTHENTICATED'], 'the flow still waits and the connection is untouched');
       } finally {
         await c.stop();
         web.close();
