@@ -1605,7 +1605,7 @@ static int give_input(const char *conn_id, const char *iid, json_t **vals, const
 }
 
 /* On a cluster, a request about a login flow that runs in another node's
- * memory (its events, a submit) goes to that node: what a handler returns,
+ * memory (its events, a submit, a delete) goes to that node: what a handler returns,
  * or -1 to serve it here (the flow is here, ended, or its node is gone). */
 static int flow_elsewhere(struct req *rq, struct resp *rs, const struct authconn_rec *c)
 {
@@ -1694,6 +1694,14 @@ int authconn_delete(struct req *rq, struct resp *rs)
     struct auth *a = api_auth(rq);
     struct authconn_rec c;
     int rc = open_conn(rq, &c);
+    /* A flow in progress on another node is canceled there: that node
+     * deletes the row (else the flow would wait for input until it
+     * expires, its browser running). */
+    int fw = rc == 0 ? flow_elsewhere(rq, rs, &c) : -1;
+    if (fw != -1) {
+        authconn_rec_clear(&c);
+        return fw;
+    }
     if (rc == 0) {
         pthread_mutex_lock(&mu);
         struct flow *f = flow_find(c.id);
@@ -1982,15 +1990,33 @@ static void check_one(struct app *app, struct authconn_rec *c)
     json_decref(d);
 }
 
-/* Whether c is due for a health check now (wall ms). */
-static int due(const struct authconn_rec *c, int64_t now)
+/* Whether the stored flow of d runs on another live node and has not
+ * expired (a cluster; the flows of this node are in its memory). */
+static int flow_runs_elsewhere(struct app *app, const json_t *d, int64_t now)
+{
+    const json_t *fl = json_object_get(d, "flow");
+    const char *node = jsonx_str(fl, "node_id");
+    const char *status = jsonx_str(fl, "flow_status");
+    const char *expires = jsonx_str(fl, "flow_expires_at");
+    int64_t until = 0;
+    char url[512];
+    struct err e;
+    err_init(&e);
+    return app->node && node && status && expires && strcmp(status, "IN_PROGRESS") == 0 &&
+           clock_parse_rfc3339(expires, &until) == 0 && until > now &&
+           node_locate(app->node, node, url, sizeof url, &e) == 1;
+}
+
+/* Whether c is due for a health check now (wall ms): not while a flow of
+ * it runs, here or on another node. */
+static int due(struct app *app, const struct authconn_rec *c, int64_t now)
 {
     json_t *d = json_loads(c->data ? c->data : "{}", 0, NULL);
     int64_t every = json_integer_value(json_object_get(d, "health_check_interval"));
     int64_t last = json_integer_value(json_object_get(d, "last_check_ms"));
     int yes = d && jsonx_bool(d, "health_checks", 1) && every > 0 && last > 0 &&
               strcmp(jsonx_str(d, "status") ? jsonx_str(d, "status") : "", "AUTHENTICATED") == 0 &&
-              now - last >= every * 1000;
+              now - last >= every * 1000 && !flow_runs_elsewhere(app, d, now);
     json_decref(d);
     if (yes) {
         pthread_mutex_lock(&mu);
@@ -2020,7 +2046,7 @@ static int health_pass(void *arg)
             stop = stopping;
             pthread_mutex_unlock(&mu);
             if (!stop && !json_object_get(checked, rows[i].org_id) &&
-                due(&rows[i], clock_now_ms())) {
+                due(app, &rows[i], clock_now_ms())) {
                 json_object_set_new(checked, rows[i].org_id, json_true());
                 check_one(app, &rows[i]);
             }

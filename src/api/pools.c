@@ -31,6 +31,7 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/token.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 #include "domain/pool_rules.h"
@@ -952,9 +953,98 @@ void pools_stop(void)
     pool_engine_free(g);
 }
 
+/* A node asks a pool's home node to flush it (a profile re-authenticated by
+ * managed auth on a node that does not run the pool) with a token of this
+ * audience, signed with the key every node shares: sub the pool, org its
+ * organization, obj its project. It lives FLUSH_TOKEN_S seconds, and the
+ * call HOME_CALL_MS at most (a flow's thread waits for it). */
+#define FLUSH_AUD     "pool_flush"
+#define FLUSH_TOKEN_S 60
+#define HOME_CALL_MS  2000
+
+/* POST /internal/pools/{token}/flush: a node's request to this node, the
+ * pool's home, to flush it. The token is the authorization (no API key: the
+ * asking node acts for a flow, not for a caller). */
+int pools_flush_from_node(struct req *rq, struct resp *rs)
+{
+    struct app *app = api_app(rq);
+    struct token_claims c;
+    int rc = token_verify(app->token_key, sizeof app->token_key, rq->params[0], FLUSH_AUD,
+                          clock_now_ms() / 1000, &c, &rq->err);
+    if (rc)
+        return rc;
+    struct pool_rec r;
+    memset(&r, 0, sizeof r);
+    rc = store_pool_get(app->store, c.org, c.obj, c.sub, &r);
+    if (rc == E_NOTFOUND)
+        return err_set(&rq->err, rc, "not_found", "browser pool %s not found", c.sub);
+    if (rc)
+        return rc;
+    char url[512];
+    struct err e;
+    err_init(&e);
+    int here = node_locate(app->node, r.node_id, url, sizeof url, &e) == 0 && engine() &&
+               pool_flush(engine(), r.id) == 0;
+    if (here)
+        log_info("pool %s: flushed (its profile was re-authenticated on another node)", r.id);
+    else
+        rc = err_set(&rq->err, E_UNAVAIL, "node_unavailable",
+                     "browser pool %s does not run on this node (its node is %s)", r.id, r.node_id);
+    pool_rec_clear(&r);
+    if (rc)
+        return rc;
+    resp_empty(rs, 204);
+    return 0;
+}
+
+/* Asks the node at url, the home of pool r, to flush it. */
+static int flush_on_node(struct app *app, const char *url, const struct pool_rec *r, struct err *e)
+{
+    struct token_claims c = {.exp = clock_now_ms() / 1000 + FLUSH_TOKEN_S};
+    snprintf(c.sub, sizeof c.sub, "%s", r->id);
+    snprintf(c.org, sizeof c.org, "%s", r->org_id);
+    snprintf(c.aud, sizeof c.aud, "%s", FLUSH_AUD);
+    snprintf(c.obj, sizeof c.obj, "%s", r->project_id);
+    char tok[TOKEN_MAX], path[TOKEN_MAX + 64];
+    if (token_sign(app->token_key, sizeof app->token_key, &c, tok, sizeof tok) != 0)
+        return err_set(e, E_INTERNAL, "internal", "the flush token did not fit");
+    snprintf(path, sizeof path, "/internal/pools/%s/flush", tok);
+    int status = 0;
+    json_t *got = NULL;
+    int rc = peer_call_json(url, "POST", path, NULL, HOME_CALL_MS, &status, &got, e);
+    const char *why = jsonx_str(got, "message");
+    if (rc == 0 && status != 204)
+        rc = err_set(e, E_UNAVAIL, "node_unavailable", "it answered %d (%s)", status,
+                     why ? why : "no message");
+    json_decref(got);
+    return rc;
+}
+
+/* Flushes pool r where it runs: here, or on its home node (a cluster:
+ * docs/multinode.md "Pools"). */
+static void flush_at_home(struct app *app, const struct pool_rec *r, const char *profile_name)
+{
+    char url[512];
+    struct err e;
+    err_init(&e);
+    int at = node_locate(app->node, r->node_id, url, sizeof url, &e);
+    if (at == 0) {
+        if (engine() && pool_flush(engine(), r->id) == 0)
+            log_info("pool %s: flushed (profile %s re-authenticated)", r->id, profile_name);
+        return;
+    }
+    if (at == 1 && flush_on_node(app, url, r, &e) == 0) {
+        log_info("pool %s: flushed (profile %s re-authenticated) on its node %s", r->id,
+                 profile_name, r->node_id);
+        return;
+    }
+    log_warn("pool %s: not flushed after profile %s was re-authenticated: its node %s: %s", r->id,
+             profile_name, r->node_id, e.message);
+}
+
 /* Flushes the pools of org/project whose browsers load profile_name (a
  * profile re-authenticated by managed auth, api/authconn.c): their idle
- * browsers restart on the saved state. */
+ * browsers restart on the saved state, on whichever node each pool runs. */
 void pools_flush_profile(struct app *app, const char *org_id, const char *project_id,
                          const char *profile_name)
 {
@@ -968,10 +1058,8 @@ void pools_flush_profile(struct app *app, const char *org_id, const char *projec
         for (size_t i = 0; i < n; i++) {
             json_t *cfg = json_loads(rows[i].config ? rows[i].config : "{}", 0, NULL);
             const char *name = jsonx_str(json_object_get(cfg, "profile"), "name");
-            if (name && strcmp(name, profile_name) == 0 && engine() &&
-                pool_flush(engine(), rows[i].id) == 0)
-                log_info("pool %s: flushed (profile %s re-authenticated)", rows[i].id,
-                         profile_name);
+            if (name && strcmp(name, profile_name) == 0)
+                flush_at_home(app, &rows[i], profile_name);
             json_decref(cfg);
             pool_rec_clear(&rows[i]);
         }

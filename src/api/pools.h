@@ -14,6 +14,10 @@ int pools_delete(struct req *rq, struct resp *rs);
 int pools_acquire(struct req *rq, struct resp *rs);
 int pools_release(struct req *rq, struct resp *rs);
 int pools_flush(struct req *rq, struct resp *rs);
+/* POST /internal/pools/{token}/flush: another node asks this one, the pool's
+ * home, to flush it (its profile was re-authenticated there); the token,
+ * signed by a node, names the pool (docs/multinode.md). */
+int pools_flush_from_node(struct req *rq, struct resp *rs);
 /* Classic WebDriver (api/wdclassic.c): acquires a browser of the key's pool
  * named pool (id or name) without waiting, its lease applied as an acquire
  * without a body; its id into sid. 404 for an unknown pool, 429 when none is

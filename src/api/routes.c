@@ -215,6 +215,7 @@ const struct route api_routes[] = {
     {"POST", "/browser_pools/{id}/acquire", pools_acquire, KEY},
     {"POST", "/browser_pools/{id}/release", pools_release, KEY},
     {"POST", "/browser_pools/{id}/flush", pools_flush, KEY},
+    {"POST", "/internal/pools/{token}/flush", pools_flush_from_node, AUTH_NONE},
     /* routes: pools */
     {"POST", "/profiles", profiles_create, KEY},
     {"GET", "/profiles", profiles_list, KEY},

@@ -1,4 +1,4 @@
-/* peer: a blocking GET to another node (see peer.h), through proxy/httpc. */
+/* peer: a blocking call to another node (see peer.h), through proxy/httpc. */
 #include "cluster/peer.h"
 
 #include <stdarg.h>
@@ -55,8 +55,9 @@ static int unavailable(struct err *e, const char *base, const char *why)
                    why);
 }
 
-int peer_get_json(const char *base, const char *path, const char *const *headers, int timeout_ms,
-                  int *status, json_t **out, struct err *e)
+int peer_call_json(const char *base, const char *method, const char *path,
+                   const char *const *headers, int timeout_ms, int *status, json_t **out,
+                   struct err *e)
 {
     *out = NULL;
     char host[256], port[16];
@@ -81,11 +82,11 @@ int peer_get_json(const char *base, const char *path, const char *const *headers
     char authority[300];
     snprintf(authority, sizeof authority, "%s:%s", host, port);
     struct httpc_req rq = {
-        .method = "GET",
+        .method = method,
         .target = path,
         .host = authority,
         .fields = fields.p,
-        .body = NULL,
+        .body = strcmp(method, "GET") == 0 ? NULL : "", /* "Content-Length: 0" */
         .body_len = 0,
         .tls_host = NULL,
         .body_max = PEER_BODY_MAX,
@@ -103,4 +104,10 @@ int peer_get_json(const char *base, const char *path, const char *const *headers
     *out = json_loadb(r.body, r.body_len, 0, NULL);
     httpc_resp_free(&r);
     return 0;
+}
+
+int peer_get_json(const char *base, const char *path, const char *const *headers, int timeout_ms,
+                  int *status, json_t **out, struct err *e)
+{
+    return peer_call_json(base, "GET", path, headers, timeout_ms, status, out, e);
 }

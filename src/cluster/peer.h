@@ -1,6 +1,7 @@
 /*
  * peer: small blocking requests from one node to another (what a node must
- * read from the node that runs a pool, to list it with its live counts).
+ * read from the node that runs a pool, to list it with its live counts, and
+ * a flush it asks of a pool's home node).
  * The exchange is proxy/httpc's: the answer is untrusted bytes, parsed by
  * core/httpresp.
  */
@@ -22,5 +23,11 @@
  * reached or answers malformed bytes. */
 int peer_get_json(const char *base, const char *path, const char *const *headers, int timeout_ms,
                   int *status, json_t **out, struct err *e) WUR;
+/* The same with another method and an empty body ("Content-Length: 0"
+ * unless method is GET): a node asking another to act on what it runs (a
+ * pool's home flushing it, api/pools.c). */
+int peer_call_json(const char *base, const char *method, const char *path,
+                   const char *const *headers, int timeout_ms, int *status, json_t **out,
+                   struct err *e) WUR;
 
 #endif

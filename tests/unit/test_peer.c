@@ -1,4 +1,4 @@
-/* Unit tests for cluster/peer: a blocking GET to another node, against a
+/* Unit tests for cluster/peer: a blocking GET (or POST) to another node, against a
  * raw socket server that answers canned bytes. Each case names the sentence
  * of cluster/peer.h it checks. */
 #include <setjmp.h>
@@ -115,6 +115,29 @@ static void a_json_answer_with_a_length_is_read(void **state)
     assert_non_null(strstr(c.request, "\r\nX-Browserd-Hop: 1\r\n"));
 }
 
+/* peer_call_json: "The same with another method and an empty body
+ * ("Content-Length: 0" unless method is GET)"; a 204 has no JSON body. */
+static void a_post_sends_an_empty_body_with_its_length(void **state)
+{
+    (void)state;
+    static const char ans[] = "HTTP/1.1 204 No Content\r\n\r\n";
+    struct canned c = {.answer = ans, .answer_len = sizeof ans - 1};
+    char base[64];
+    pthread_t t = start(&c, base, sizeof base);
+    int status = 0;
+    json_t *out = NULL;
+    struct err e;
+    err_init(&e);
+    assert_int_equal(
+        peer_call_json(base, "POST", "/internal/pools/t/flush", NULL, 5000, &status, &out, &e), 0);
+    finish(&c, t);
+    assert_int_equal(status, 204);
+    assert_null(out);
+    assert_non_null(strstr(c.request, "POST /internal/pools/t/flush HTTP/1.1\r\n"));
+    assert_non_null(strstr(c.request, "\r\nContent-Length: 0\r\n"));
+    assert_non_null(strstr(c.request, "\r\nX-Browserd-Hop: 1\r\n"));
+}
+
 /* The same through chunked framing, and a non-JSON body gives *out NULL. */
 static void chunked_and_non_json_answers(void **state)
 {
@@ -221,6 +244,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_json_answer_with_a_length_is_read),
+        cmocka_unit_test(a_post_sends_an_empty_body_with_its_length),
         cmocka_unit_test(chunked_and_non_json_answers),
         cmocka_unit_test(unreachable_malformed_or_silent_nodes_are_unavailable),
         cmocka_unit_test(a_header_with_a_line_break_is_refused),
