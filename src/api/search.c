@@ -414,6 +414,35 @@ static const char *header_first(const json_t *headers, const char *name)
     return NULL;
 }
 
+/* The outcome of a fetch of url (curl or render) into its content record
+ * c: a transport error's status (blocked, timeout, unavailable) and name,
+ * or the answer's http_status and final_url with status blocked (401, 403,
+ * 429) or unavailable (another 4xx or 5xx). 1 when the page answered with
+ * content to convert: the caller sets status ok and the text. */
+static int content_outcome(json_t *c, const char *url, int transport_error,
+                           const char *net_error_name, int status, const char *final_url)
+{
+    if (transport_error) {
+        const char *st = strcmp(net_error_name, "ERR_ACCESS_DENIED") == 0 ? "blocked"
+                         : strcmp(net_error_name, "ERR_TIMED_OUT") == 0   ? "timeout"
+                                                                          : "unavailable";
+        json_object_set_new(c, "status", json_string(st));
+        json_object_set_new(c, "error", json_string(net_error_name));
+        return 0;
+    }
+    json_object_set_new(c, "http_status", json_integer(status));
+    json_object_set_new(c, "final_url", json_string(final_url ? final_url : url));
+    if (status == 401 || status == 403 || status == 429) {
+        json_object_set_new(c, "status", json_string("blocked"));
+        return 0;
+    }
+    if (status >= 400) {
+        json_object_set_new(c, "status", json_string("unavailable"));
+        return 0;
+    }
+    return 1;
+}
+
 /* The content record of url fetched by the browser of sp->browser_id. */
 static json_t *fetch_content(struct req *rq, const struct searchreq *sp, const char *url,
                              int timeout_ms)
@@ -431,35 +460,22 @@ static json_t *fetch_content(struct req *rq, const struct searchreq *sp, const c
         json_object_set_new(c, "status", json_string("unavailable"));
         json_object_set_new(c, "error", json_string(rq->err.message));
         err_init(&rq->err);
-    } else if (res.transport_error) {
-        const char *st = strcmp(res.net_error_name, "ERR_ACCESS_DENIED") == 0 ? "blocked"
-                         : strcmp(res.net_error_name, "ERR_TIMED_OUT") == 0   ? "timeout"
-                                                                              : "unavailable";
-        json_object_set_new(c, "status", json_string(st));
-        json_object_set_new(c, "error", json_string(res.net_error_name));
-    } else {
-        json_object_set_new(c, "http_status", json_integer(res.status));
-        json_object_set_new(c, "final_url", json_string(res.final_url ? res.final_url : url));
-        if (res.status == 401 || res.status == 403 || res.status == 429) {
-            json_object_set_new(c, "status", json_string("blocked"));
-        } else if (res.status >= 400) {
-            json_object_set_new(c, "status", json_string("unavailable"));
-        } else {
-            const char *ct = header_first(res.headers, "content-type");
-            char *text = NULL;
-            int cut = 0;
-            if (!ct || strstr(ct, "html"))
-                htmltext_convert(res.body, res.body_len, sp->markdown, (size_t)sp->max_chars, &text,
-                                 &cut);
-            else
-                htmltext_plain(res.body, res.body_len, (size_t)sp->max_chars, &text, &cut);
-            json_t *t = json_string(text);
-            json_object_set_new(c, "status", json_string("ok"));
-            json_object_set_new(c, "text", t ? t : json_string(""));
-            json_object_set_new(c, "truncated", json_boolean(cut));
-            json_object_set_new(c, "completeness", json_string(cut ? "partial" : "full"));
-            xfree(text);
-        }
+    } else if (content_outcome(c, url, res.transport_error, res.net_error_name, res.status,
+                               res.final_url)) {
+        const char *ct = header_first(res.headers, "content-type");
+        char *text = NULL;
+        int cut = 0;
+        if (!ct || strstr(ct, "html"))
+            htmltext_convert(res.body, res.body_len, sp->markdown, (size_t)sp->max_chars, &text,
+                             &cut);
+        else
+            htmltext_plain(res.body, res.body_len, (size_t)sp->max_chars, &text, &cut);
+        json_t *t = json_string(text);
+        json_object_set_new(c, "status", json_string("ok"));
+        json_object_set_new(c, "text", t ? t : json_string(""));
+        json_object_set_new(c, "truncated", json_boolean(cut));
+        json_object_set_new(c, "completeness", json_string(cut ? "partial" : "full"));
+        xfree(text);
     }
     bcurl_result_clear(&res);
     curlreq_clear(&cr);
@@ -494,38 +510,25 @@ static json_t *render_content(struct req *rq, const struct searchreq *sp, const 
     if (rc) {
         json_object_set_new(c, "status", json_string("unavailable"));
         json_object_set_new(c, "error", json_string(e.message));
-    } else if (res.transport_error) {
-        const char *st = strcmp(res.net_error_name, "ERR_ACCESS_DENIED") == 0 ? "blocked"
-                         : strcmp(res.net_error_name, "ERR_TIMED_OUT") == 0   ? "timeout"
-                                                                              : "unavailable";
-        json_object_set_new(c, "status", json_string(st));
-        json_object_set_new(c, "error", json_string(res.net_error_name));
-    } else {
-        json_object_set_new(c, "http_status", json_integer(res.status));
-        json_object_set_new(c, "final_url", json_string(res.final_url ? res.final_url : url));
-        if (res.status == 401 || res.status == 403 || res.status == 429) {
-            json_object_set_new(c, "status", json_string("blocked"));
-        } else if (res.status >= 400) {
-            json_object_set_new(c, "status", json_string("unavailable"));
-        } else {
-            char *text = NULL;
-            int cut = 0;
-            const char *ct = res.content_type;
-            if (!ct || strstr(ct, "html") || strstr(ct, "xml"))
-                htmltext_convert(res.html, res.html_len, sp->markdown, (size_t)sp->max_chars, &text,
-                                 &cut);
-            else /* a text document renders inside <pre>: its text is the page's */
-                htmltext_convert(res.html, res.html_len, 0, (size_t)sp->max_chars, &text, &cut);
-            json_t *t = json_string(text);
-            /* Partial: cut at max_chars, the DOM read cut, or read before the
-             * page finished loading (timeout_ms). */
-            int partial = cut || res.html_cut || !res.loaded;
-            json_object_set_new(c, "status", json_string("ok"));
-            json_object_set_new(c, "text", t ? t : json_string(""));
-            json_object_set_new(c, "truncated", json_boolean(cut || res.html_cut));
-            json_object_set_new(c, "completeness", json_string(partial ? "partial" : "full"));
-            xfree(text);
-        }
+    } else if (content_outcome(c, url, res.transport_error, res.net_error_name, res.status,
+                               res.final_url)) {
+        char *text = NULL;
+        int cut = 0;
+        const char *ct = res.content_type;
+        if (!ct || strstr(ct, "html") || strstr(ct, "xml"))
+            htmltext_convert(res.html, res.html_len, sp->markdown, (size_t)sp->max_chars, &text,
+                             &cut);
+        else /* a text document renders inside <pre>: its text is the page's */
+            htmltext_convert(res.html, res.html_len, 0, (size_t)sp->max_chars, &text, &cut);
+        json_t *t = json_string(text);
+        /* Partial: cut at max_chars, the DOM read cut, or read before the
+         * page finished loading (timeout_ms). */
+        int partial = cut || res.html_cut || !res.loaded;
+        json_object_set_new(c, "status", json_string("ok"));
+        json_object_set_new(c, "text", t ? t : json_string(""));
+        json_object_set_new(c, "truncated", json_boolean(cut || res.html_cut));
+        json_object_set_new(c, "completeness", json_string(partial ? "partial" : "full"));
+        xfree(text);
     }
     brender_result_clear(&res);
     return c;

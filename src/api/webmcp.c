@@ -41,6 +41,17 @@ static json_t *held;
 static json_int_t held_all;
 static json_t *running;
 static json_t *ended;
+/* The source budgets (LIM_WEBMCP_SOURCE_BYTES_* unless lowered). */
+static long long budget_session = LIM_WEBMCP_SOURCE_BYTES_PER_SESSION;
+static long long budget_org = LIM_WEBMCP_SOURCE_BYTES_PER_ORG;
+static long long budget_all = LIM_WEBMCP_SOURCE_BYTES_ALL;
+
+void webmcp_set_source_budget(long long bytes)
+{
+    budget_all = bytes < budget_all ? bytes : budget_all;
+    budget_org = budget_all / 5 < budget_org ? budget_all / 5 : budget_org;
+    budget_session = budget_org < budget_session ? budget_org : budget_session;
+}
 
 /* ---- running one request in the sandbox ---- */
 
@@ -259,18 +270,18 @@ static int source_budget(struct err *e, const char *org, const char *sid, size_t
 {
     json_int_t d = (json_int_t)add - (json_int_t)old;
     const char *who = NULL;
-    unsigned cap = 0;
-    if (held_of("s", sid) + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_PER_SESSION)
-        who = "this session", cap = LIM_WEBMCP_SOURCE_BYTES_PER_SESSION;
-    else if (held_of("o", org) + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_PER_ORG)
-        who = "this organization's sessions", cap = LIM_WEBMCP_SOURCE_BYTES_PER_ORG;
-    else if (held_all + d > (json_int_t)LIM_WEBMCP_SOURCE_BYTES_ALL)
-        who = "the server", cap = LIM_WEBMCP_SOURCE_BYTES_ALL;
+    long long cap = 0;
+    if (held_of("s", sid) + d > (json_int_t)budget_session)
+        who = "this session", cap = budget_session;
+    else if (held_of("o", org) + d > (json_int_t)budget_org)
+        who = "this organization's sessions", cap = budget_org;
+    else if (held_all + d > (json_int_t)budget_all)
+        who = "the server", cap = budget_all;
     if (!who)
         return 0;
     e->retry_after = 5;
     return err_set(e, E_LIMIT, "rate_limited",
-                   "source: the custom tool sources %s hold would pass %u bytes (delete custom "
+                   "source: the custom tool sources %s hold would pass %lld bytes (delete custom "
                    "tools, or end sessions, to free them)",
                    who, cap);
 }

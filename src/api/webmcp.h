@@ -17,5 +17,10 @@ int webmcp_invoke(struct req *rq, struct resp *rs);
 int webmcp_custom_list(struct req *rq, struct resp *rs);
 int webmcp_custom_post(struct req *rq, struct resp *rs);
 int webmcp_custom_delete(struct req *rq, struct resp *rs);
+/* Lowers the server's source budget to bytes (at start, before any call;
+ * BROWSERD_WEBMCP_SOURCE_MB): an organization's share becomes at most a
+ * fifth of it and a session's at most its organization's, so one tenant
+ * still never holds it alone. */
+void webmcp_set_source_budget(long long bytes);
 
 #endif

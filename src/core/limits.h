@@ -254,7 +254,10 @@
  * many bytes for one session (two full-size namespaces), for one
  * organization (four), and for the whole server (a fifth of it per
  * organization, so one organization never holds it alone). Past one: 429
- * naming source (deleting custom tools, or a session's end, frees them). */
+ * naming source (deleting custom tools, or a session's end, frees them).
+ * BROWSERD_WEBMCP_SOURCE_MB may lower the server's (docs/operator.md); the
+ * organization's share then is at most a fifth of it, a session's at most
+ * its organization's. */
 #define LIM_WEBMCP_SOURCE_BYTES_PER_SESSION (16u * 1000u * 1000u)
 #define LIM_WEBMCP_SOURCE_BYTES_PER_ORG     (32u * 1000u * 1000u)
 #define LIM_WEBMCP_SOURCE_BYTES_ALL         (160u * 1000u * 1000u)

@@ -198,6 +198,14 @@ int cdp_client_call(struct cdp_client *c, const char *session, const char *metho
     return 0;
 }
 
+int cdp_client_call_own(struct cdp_client *c, const char *session, const char *method,
+                        json_t *params, int wait, int timeout_ms, json_t **result, struct err *e)
+{
+    int rc = cdp_client_call(c, session, method, params, wait, timeout_ms, result, e);
+    json_decref(params);
+    return rc;
+}
+
 void cdp_client_keep_events(struct cdp_client *c, const char *prefix)
 {
     xfree(c->keep);

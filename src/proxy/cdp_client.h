@@ -27,6 +27,11 @@ int cdp_client_open(const char *ws_url, int timeout_ms, struct cdp_client **out,
  * connection; after that the client is unusable except for close. */
 int cdp_client_call(struct cdp_client *c, const char *session, const char *method, json_t *params,
                     int wait, int timeout_ms, json_t **result, struct err *e) WUR;
+/* cdp_client_call taking ownership of params (a fresh json_pack, say):
+ * they are freed whatever the outcome. */
+int cdp_client_call_own(struct cdp_client *c, const char *session, const char *method,
+                        json_t *params, int wait, int timeout_ms, json_t **result,
+                        struct err *e) WUR;
 
 /* Queues the events (messages without an id) whose method starts with
  * prefix ("Fetch.", say; NULL stops queueing), including those that arrive

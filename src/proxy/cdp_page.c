@@ -84,6 +84,18 @@ int cdp_page_attach_first(struct cdp_client *c, int timeout_ms, char *sid, size_
     return rc ? rc : cdp_page_attach(c, target, timeout_ms, sid, cap, e);
 }
 
+void cdp_page_close_with(struct cdp_client *c, const char *target, int timeout_ms)
+{
+    if (c && target[0]) {
+        struct err e;
+        err_init(&e);
+        if (cdp_client_call_own(c, NULL, "Target.closeTarget",
+                                json_pack("{s:s}", "targetId", target), 1, timeout_ms, NULL, &e))
+            log_debug("closing page %s: %s", target, e.message);
+    }
+    cdp_client_close(c);
+}
+
 void cdp_page_navigate_first(const char *ws_url, const char *url, int timeout_ms)
 {
     struct err e;

@@ -38,6 +38,11 @@ int cdp_page_create(struct cdp_client *c, const char *url, int hidden, int timeo
 int cdp_page_attach(struct cdp_client *c, const char *target, int timeout_ms, char *out, size_t cap,
                     struct err *e) WUR;
 
+/* Closes the page target (Target.closeTarget, best effort, waiting up to
+ * timeout_ms; "" for none), then the connection c (NULL accepted): the end
+ * of a page opened with cdp_page_create for one command (bcurl, brender). */
+void cdp_page_close_with(struct cdp_client *c, const char *target, int timeout_ms);
+
 /* cdp_page_first, then cdp_page_attach to it: the session of the page an
  * agent sees, into sid. Each step may take timeout_ms. Fails as they do
  * (E_NOTFOUND when there is no page). */

@@ -33,22 +33,13 @@ static void transport(struct bcurl_result *out, const char *name, const char *fm
     va_end(ap);
 }
 
-/* cdp_client_call taking ownership of params. */
-static int call(struct cdp_client *c, const char *sid, const char *method, json_t *params, int wait,
-                int timeout_ms, json_t **result, struct err *e)
-{
-    int rc = cdp_client_call(c, sid, method, params, wait, timeout_ms, result, e);
-    json_decref(params);
-    return rc;
-}
-
 /* A call whose answer does not matter (continue, abort, close): a failure
  * shows up as the next event not arriving. */
 static void send_only(struct cdp_client *c, const char *sid, const char *method, json_t *params)
 {
     struct err e;
     err_init(&e);
-    int rc = call(c, sid, method, params, 0, BCURL_CLEANUP_MS, NULL, &e);
+    int rc = cdp_client_call_own(c, sid, method, params, 0, BCURL_CLEANUP_MS, NULL, &e);
     (void)rc;
 }
 
@@ -183,8 +174,9 @@ static int take_response(struct cdp_client *c, const char *sid, const json_t *p,
         struct err ge;
         err_init(&ge);
         /* A response without a body (HEAD, 204) has nothing to read. */
-        if (call(c, sid, "Fetch.getResponseBody", json_pack("{s:s}", "requestId", rid), 1,
-                 (int)left_ms(deadline) + 1, &res, &ge) == 0) {
+        if (cdp_client_call_own(c, sid, "Fetch.getResponseBody",
+                                json_pack("{s:s}", "requestId", rid), 1, (int)left_ms(deadline) + 1,
+                                &res, &ge) == 0) {
             const char *b = jsonx_str(res, "body");
             size_t bl = b ? strlen(b) : 0;
             if (b && jsonx_bool(res, "base64Encoded", 0)) {
@@ -238,17 +230,18 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
     if (rc == 0)
         rc = cdp_page_attach(c, target, BCURL_SETUP_MS, sid, sizeof sid, e);
     if (rc == 0) {
-        rc = call(c, sid, "Network.enable", json_object(), 1, BCURL_SETUP_MS, NULL, e);
+        rc = cdp_client_call_own(c, sid, "Network.enable", json_object(), 1, BCURL_SETUP_MS, NULL,
+                                 e);
         if (rc == 0)
-            rc = call(c, sid, "Fetch.enable",
-                      json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "patterns", "urlPattern", "*",
-                                "requestStage", "Request", "urlPattern", "*", "requestStage",
-                                "Response"),
-                      1, BCURL_SETUP_MS, NULL, e);
+            rc = cdp_client_call_own(c, sid, "Fetch.enable",
+                                     json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "patterns",
+                                               "urlPattern", "*", "requestStage", "Request",
+                                               "urlPattern", "*", "requestStage", "Response"),
+                                     1, BCURL_SETUP_MS, NULL, e);
     }
     if (rc == 0)
-        rc = call(c, sid, "Page.navigate", json_pack("{s:s}", "url", r->url), 0, BCURL_SETUP_MS,
-                  NULL, e);
+        rc = cdp_client_call_own(c, sid, "Page.navigate", json_pack("{s:s}", "url", r->url), 0,
+                                 BCURL_SETUP_MS, NULL, e);
     if (rc) {
         rc = err_set(e, E_UNAVAIL, "unavailable", "driving the browser: %s", e->message);
         goto done;
@@ -331,14 +324,7 @@ int bcurl_run(const char *ws_url, const struct curlreq *r, struct bcurl_result *
     }
     json_decref(raw);
 done:
-    if (target[0]) {
-        struct err ce;
-        err_init(&ce);
-        int crc = call(c, NULL, "Target.closeTarget", json_pack("{s:s}", "targetId", target), 1,
-                       BCURL_CLEANUP_MS, NULL, &ce);
-        (void)crc;
-    }
-    cdp_client_close(c);
+    cdp_page_close_with(c, target, BCURL_CLEANUP_MS);
     out->duration_ms = clock_mono_ms() - t0;
     return rc;
 }

@@ -39,15 +39,6 @@ static void transport(struct brender_result *out, const char *name, const char *
     va_end(ap);
 }
 
-/* cdp_client_call taking ownership of params. */
-static int call(struct cdp_client *c, const char *sid, const char *method, json_t *params, int wait,
-                int timeout_ms, json_t **result, struct err *e)
-{
-    int rc = cdp_client_call(c, sid, method, params, wait, timeout_ms, result, e);
-    json_decref(params);
-    return rc;
-}
-
 static int64_t left_ms(int64_t deadline)
 {
     int64_t l = deadline - clock_mono_ms();
@@ -207,9 +198,10 @@ static void read_page(struct cdp_client *c, const char *sid, struct brender_resu
     json_t *res = NULL;
     struct err e;
     err_init(&e);
-    if (call(c, sid, "Runtime.evaluate",
-             json_pack("{s:s,s:b,s:b}", "expression", expr, "returnByValue", 1, "silent", 1), 1,
-             BRENDER_READ_MS, &res, &e) == 0) {
+    if (cdp_client_call_own(
+            c, sid, "Runtime.evaluate",
+            json_pack("{s:s,s:b,s:b}", "expression", expr, "returnByValue", 1, "silent", 1), 1,
+            BRENDER_READ_MS, &res, &e) == 0) {
         const json_t *v = json_object_get(json_object_get(res, "result"), "value");
         const char *href = json_string_value(json_array_get(v, 0));
         const char *ct = json_string_value(json_array_get(v, 1));
@@ -252,17 +244,18 @@ int brender_run(const char *ws_url, const char *url, int timeout_ms, struct bren
         rc = cdp_page_attach(c, target, BRENDER_SETUP_MS, sid, sizeof sid, e);
     static const char *const domains[] = {"Page.enable", "Network.enable", "Runtime.enable"};
     for (size_t i = 0; rc == 0 && i < sizeof domains / sizeof *domains; i++)
-        rc = call(c, sid, domains[i], json_object(), 1, BRENDER_SETUP_MS, NULL, e);
+        rc = cdp_client_call_own(c, sid, domains[i], json_object(), 1, BRENDER_SETUP_MS, NULL, e);
     if (rc == 0) {
         /* A download is not content: the page never writes the session's
          * disk. Best effort (an older browser lacks the command). */
         struct err de;
         err_init(&de);
-        int drc = call(c, sid, "Page.setDownloadBehavior", json_pack("{s:s}", "behavior", "deny"),
-                       1, BRENDER_SETUP_MS, NULL, &de);
+        int drc = cdp_client_call_own(c, sid, "Page.setDownloadBehavior",
+                                      json_pack("{s:s}", "behavior", "deny"), 1, BRENDER_SETUP_MS,
+                                      NULL, &de);
         (void)drc;
-        rc = call(c, sid, "Page.navigate", json_pack("{s:s}", "url", url), 0, BRENDER_SETUP_MS,
-                  NULL, e);
+        rc = cdp_client_call_own(c, sid, "Page.navigate", json_pack("{s:s}", "url", url), 0,
+                                 BRENDER_SETUP_MS, NULL, e);
     }
     if (rc) {
         rc = err_set(e, E_UNAVAIL, "unavailable", "driving the browser: %s", e->message);
@@ -316,9 +309,14 @@ int brender_run(const char *ws_url, const char *url, int timeout_ms, struct bren
             json_decref(ev);
             break;
         }
-        if (str_is(jsonx_str(ev, "method"), "Page.javascriptDialogOpening"))
-            (void)call(c, sid, "Page.handleJavaScriptDialog", json_pack("{s:b}", "accept", 0), 0,
-                       BRENDER_CLEANUP_MS, NULL, &we);
+        if (str_is(jsonx_str(ev, "method"), "Page.javascriptDialogOpening")) {
+            /* Not waited for: a dialog left open shows as the page not
+             * settling. */
+            int hrc = cdp_client_call_own(c, sid, "Page.handleJavaScriptDialog",
+                                          json_pack("{s:b}", "accept", 0), 0, BRENDER_CLEANUP_MS,
+                                          NULL, &we);
+            (void)hrc;
+        }
         int end = on_event(&ld, ev, out);
         json_decref(ev);
         if (end)
@@ -328,14 +326,7 @@ int brender_run(const char *ws_url, const char *url, int timeout_ms, struct bren
     if (rc == 0 && !out->transport_error)
         read_page(c, sid, out);
 done:
-    if (target[0]) {
-        struct err ce;
-        err_init(&ce);
-        int crc = call(c, NULL, "Target.closeTarget", json_pack("{s:s}", "targetId", target), 1,
-                       BRENDER_CLEANUP_MS, NULL, &ce);
-        (void)crc;
-    }
-    cdp_client_close(c);
+    cdp_page_close_with(c, target, BRENDER_CLEANUP_MS);
     out->duration_ms = clock_mono_ms() - t0;
     return rc;
 }

@@ -329,12 +329,53 @@ static void navigate_first_without_a_page_navigates_nothing(void **state)
     json_decref(f.seen);
 }
 
+/* The end of a page of one's own (bcurl, brender): Target.closeTarget on
+ * the browser's connection (no session), then the connection closed (the
+ * fake sees its client leave); a CDP error is dropped; no target ("")
+ * sends nothing. */
+static void close_with_closes_the_target_then_the_connection(void **state)
+{
+    (void)state;
+    static const char *const answers[] = {"{}", "{\"Target.closeTarget\":{\"error\":\"gone\"}}"};
+    for (size_t i = 0; i < 2; i++) {
+        struct fake f;
+        fake_start(&f, answers[i]);
+        struct cdp_client *cc = NULL;
+        struct err e;
+        err_init(&e);
+        if (cdp_client_open(f.url, 5000, &cc, &e) != 0)
+            fail_msg("cdp_client_open: %s", e.message);
+        cdp_page_close_with(cc, "T7", 5000);
+        fake_join(&f);
+        json_t *want = json_loads(
+            "[{\"method\":\"Target.closeTarget\",\"params\":{\"targetId\":\"T7\"}}]", 0, NULL);
+        assert_non_null(want);
+        if (!json_equal(want, f.seen))
+            fail_msg("answers %s: sent %s", answers[i], jsonx_dump(f.seen));
+        json_decref(want);
+        json_decref(f.seen);
+    }
+    struct fake f;
+    fake_start(&f, "{}");
+    struct cdp_client *cc = NULL;
+    struct err e;
+    err_init(&e);
+    if (cdp_client_open(f.url, 5000, &cc, &e) != 0)
+        fail_msg("cdp_client_open: %s", e.message);
+    cdp_page_close_with(cc, "", 5000);
+    fake_join(&f);
+    assert_int_equal(json_array_size(f.seen), 0);
+    json_decref(f.seen);
+    cdp_page_close_with(NULL, "", 5000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(steps_table),
         cmocka_unit_test(navigate_first_sends_the_url_to_the_first_page),
         cmocka_unit_test(navigate_first_without_a_page_navigates_nothing),
+        cmocka_unit_test(close_with_closes_the_target_then_the_connection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
