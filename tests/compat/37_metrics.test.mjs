@@ -50,8 +50,13 @@ export const tests = [
       const text = await metrics(s);
       promtool(text);
       assert(!text.includes(s.dir), 'no host path in the scrape');
-      // The refused scrapes were counted under their route pattern, by class.
-      eq(v(parse(text), 'browserd_http_requests_total{method="GET",route="/metrics",code="4xx"}'), 3, 'refused scrapes counted');
+      // The refused scrapes were counted under their route pattern, by class
+      // (a request is counted when libmicrohttpd reports it completed, which
+      // may come after its answer reached the client: scrape until it shows).
+      const series = 'browserd_http_requests_total{method="GET",route="/metrics",code="4xx"}';
+      const seen = await waitFor(async () => { const n = v(parse(await metrics(s)), series); return n >= 3 && n; },
+        'the three refused scrapes counted', 10000, 50);
+      eq(seen, 3, 'refused scrapes counted');
     }),
   },
   {

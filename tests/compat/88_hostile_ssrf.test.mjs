@@ -106,6 +106,9 @@ async function makeLan() {
     // The route works from the host (the egress's namespace).
     const r = await fetch(lan.urls()[0]);
     eq(await r.text(), marker, 'the LAN answers the host');
+    // Its "hit" line comes through a pipe that may be read after the answer
+    // came over TCP: wait for it before counting from zero.
+    await waitFor(() => lan.hits >= 1, 'the LAN server\'s line for the host\'s own request', 10000, 20);
     lan.hits = 0;
   } catch (e) { lan.close(); throw e; }
   return lan;
