@@ -90,7 +90,9 @@ export const tests = [
       const t2 = await metrics(s);
       promtool(t2);
       after = parse(t2);
-      eq(v(after, 'browserd_http_requests_total{method="DELETE",route="/browsers/{id}",code="2xx"}'), 1, 'DELETE counted under its pattern');
+      const del = 'browserd_http_requests_total{method="DELETE",route="/browsers/{id}",code="2xx"}';
+      await waitFor(async () => v(parse(await metrics(s)), del) >= 1, 'the DELETE counted', 10000, 50);
+      eq(v(parse(await metrics(s)), del), 1, 'DELETE counted under its pattern');
       eq(v(after, 'browserd_sessions{state="starting"}'), 0, 'no create in progress');
       assert(!t2.includes(id), 'the session id is no label');
       const org = (await request(s.base, 'GET', '/org/entitlements', { key: s.key })).json;
