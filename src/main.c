@@ -137,7 +137,9 @@ static const char usage[] =
     "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
     "refusing every batch; docs/operator.md),\n"
     "BROWSERD_TEST_AUDIT_HOLD_FILE (while this file exists the audit writer leaves its queue\n"
-    "alone; docs/operator.md).\n";
+    "alone; docs/operator.md),\n"
+    "BROWSERD_TEST_SWEEP_STALL_NODE (a node name: after the sweep that declares it dead this\n"
+    "node stops heartbeating and ending records; docs/operator.md).\n";
 
 static int set_oom_score_adj(int adj)
 {
@@ -399,7 +401,12 @@ static void join_cluster(struct app *app, int port)
                   .lost = on_node_lost,
                   .running = on_running,
                   .ctx = app},
+        .test_stall_after_sweep = env_or("BROWSERD_TEST_SWEEP_STALL_NODE", NULL),
     };
+    if (o.test_stall_after_sweep && o.test_stall_after_sweep[0])
+        log_warn("cluster: BROWSERD_TEST_SWEEP_STALL_NODE is set: a test switch; this node's "
+                 "heartbeat stalls after a sweep that declares node %s dead",
+                 o.test_stall_after_sweep);
     struct err e;
     err_init(&e);
     if (node_start(&o, reap_node, app, &app->node, &e) != 0) {
