@@ -104,13 +104,17 @@ static int test_stall(struct node *n, const char *dead_id)
 }
 
 /* Ends the records the dead nodes left (the lost hook), then drops each
- * one's claim (store.h node_orphans_claim). Not when stopping: the claim
- * runs out and another node takes it. */
+ * one's claim (store.h node_orphans_claim). Not when stopping, nor when the
+ * hook could not read them all: the claim runs out and a node takes it. */
 static void end_orphans(struct node *n, char (*dead)[STORE_ID], size_t ndead)
 {
     for (size_t i = 0; i < ndead && !stopping(n); i++) {
-        if (n->o.hooks.lost)
-            n->o.hooks.lost(n->o.hooks.ctx, dead[i]);
+        if (n->o.hooks.lost && n->o.hooks.lost(n->o.hooks.ctx, dead[i]) != 0) {
+            log_warn("cluster: node %s: some of the records it left could not be read; they are "
+                     "looked at again once this claim runs out",
+                     dead[i]);
+            continue;
+        }
         if (store_node_orphans_done(n->o.store, dead[i]) != 0)
             log_warn("cluster: node %s: the end of its records could not be recorded (another "
                      "node ends them again once this claim runs out)",

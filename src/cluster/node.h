@@ -46,9 +46,10 @@ struct node_hooks {
      * and the claim's expiry): end the records of its background work that
      * only it would have finished (docs/multinode.md "Records a node leaves
      * behind"). Must be safe to run again on records ended already (each
-     * write is conditional on the state read). Heartbeat thread. May be
-     * NULL. */
-    void (*lost)(void *ctx, const char *node_id);
+     * write is conditional on the state read). -1 when some records could
+     * not be read (the claim is kept: the job is taken up again once it runs
+     * out), else 0. Heartbeat thread. May be NULL. */
+    int (*lost)(void *ctx, const char *node_id);
     /* How many browsers run here (reported with each heartbeat). */
     int64_t (*running)(void *ctx);
     void *ctx;

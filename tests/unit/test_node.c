@@ -175,7 +175,7 @@ static void on_adopt(void *ctx)
     pthread_mutex_unlock(&mu);
 }
 
-static void on_lost(void *ctx, const char *node)
+static int on_lost(void *ctx, const char *node)
 {
     (void)ctx;
     pthread_mutex_lock(&mu);
@@ -183,6 +183,7 @@ static void on_lost(void *ctx, const char *node)
         snprintf(lost_ids[lost], STORE_ID, "%s", node);
     lost++;
     pthread_mutex_unlock(&mu);
+    return 0;
 }
 
 static void on_reap(void *ctx, const char *node)
