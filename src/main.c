@@ -137,7 +137,9 @@ static const char usage[] =
     "BROWSERD_TEST_AUDIT_OUTAGE_FILE (while this file exists the audit store is taken as\n"
     "refusing every batch; docs/operator.md),\n"
     "BROWSERD_TEST_AUDIT_HOLD_FILE (while this file exists the audit writer leaves its queue\n"
-    "alone; docs/operator.md).\n";
+    "alone; docs/operator.md),\n"
+    "BROWSERD_TEST_SWEEP_STALL_NODE (a node name: after the sweep that declares it dead this\n"
+    "node stops heartbeating and ending records; docs/operator.md).\n";
 
 static int set_oom_score_adj(int adj)
 {
@@ -329,11 +331,12 @@ static void raise_fd_limit(void)
 
 /* Ends the records of background work that node (NULL: any, on one server)
  * started and no longer runs: a node restarted or died with them. */
-static void end_orphans(struct app *app, const char *node, const char *code, const char *reason)
+static int end_orphans(struct app *app, const char *node, const char *code, const char *reason)
 {
-    apps_end_orphans(app, node, reason);
-    authconn_end_orphans(app, node, code, reason);
-    cfgreg_end_orphans(app, node, code, reason);
+    int a = apps_end_orphans(app, node, reason);
+    int b = authconn_end_orphans(app, node, code, reason);
+    int c = cfgreg_end_orphans(app, node, code, reason);
+    return a || b || c ? -1 : 0;
 }
 
 /* ---- cluster (a shared store) ---- */
@@ -358,9 +361,9 @@ static void on_fence(void *ctx)
 
 /* The background work of a node that died: its records end here, once
  * (the sweep gives each dead node to one sweeper). */
-static void on_node_lost(void *ctx, const char *node)
+static int on_node_lost(void *ctx, const char *node)
 {
-    end_orphans(ctx, node, "node_lost", "the node running it was lost");
+    return end_orphans(ctx, node, "node_lost", "the node running it was lost");
 }
 
 /* An earlier run of this node's name, found at start: its sessions are
@@ -368,7 +371,7 @@ static void on_node_lost(void *ctx, const char *node)
 static void reap_node(void *ctx, const char *node)
 {
     sess_reap_node(ctx, node);
-    end_orphans(ctx, node, "node_restarted", "the node running it restarted");
+    (void)end_orphans(ctx, node, "node_restarted", "the node running it restarted");
 }
 
 static int64_t on_running(void *ctx)
@@ -399,7 +402,12 @@ static void join_cluster(struct app *app, int port)
                   .lost = on_node_lost,
                   .running = on_running,
                   .ctx = app},
+        .test_stall_after_sweep = env_or("BROWSERD_TEST_SWEEP_STALL_NODE", NULL),
     };
+    if (o.test_stall_after_sweep && o.test_stall_after_sweep[0])
+        log_warn("cluster: BROWSERD_TEST_SWEEP_STALL_NODE is set: a test switch; this node's "
+                 "heartbeat stalls after a sweep that declares node %s dead",
+                 o.test_stall_after_sweep);
     struct err e;
     err_init(&e);
     if (node_start(&o, reap_node, app, &app->node, &e) != 0) {
@@ -1031,7 +1039,7 @@ static int recover_sessions(struct serve *sv)
 {
     sess_recover(&sv->app);
     if (!store_shared(sv->app.store))
-        end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
+        (void)end_orphans(&sv->app, NULL, "node_restarted", "the node running it restarted");
     (void)crlauncher_get(sv->app.cfg.chromium);
     return 0;
 }

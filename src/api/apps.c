@@ -1482,7 +1482,7 @@ static int end_orphan(struct app *app, struct appobj_rec *r, const char *reason)
     return 1;
 }
 
-void apps_end_orphans(struct app *app, const char *node, const char *reason)
+int apps_end_orphans(struct app *app, const char *node, const char *reason)
 {
     struct page pg = {.limit = 100};
     int ended = 0;
@@ -1491,7 +1491,7 @@ void apps_end_orphans(struct app *app, const char *node, const char *reason)
         size_t n = 0;
         if (store_appobj_unfinished(app->store, &pg, &rows, &n) != 0) {
             log_error("apps: the unfinished deployments and invocations could not be listed");
-            return;
+            return -1;
         }
         int more = pg.has_more;
         for (size_t i = 0; i < n; i++) {
@@ -1513,4 +1513,5 @@ void apps_end_orphans(struct app *app, const char *node, const char *reason)
     }
     if (ended)
         log_warn("apps: %d deployments and invocations ended: %s", ended, reason);
+    return 0;
 }

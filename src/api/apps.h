@@ -57,7 +57,8 @@ void apps_invocation_attach(struct app *app, const char *id, const char *session
  * conditional on the status read (store_appobj_settle), so that a record
  * that ended meanwhile, or that another node ended, is left alone. An
  * invocation is never run again: its action may have had effects already.
- * Called at start (recovery) and by the cluster's sweeper; logs what fails. */
-void apps_end_orphans(struct app *app, const char *node_id, const char *reason);
+ * Called at start (recovery) and by the cluster's sweeper; logs what fails.
+ * -1 when the records could not be listed (some may be left), else 0. */
+int apps_end_orphans(struct app *app, const char *node_id, const char *reason);
 
 #endif

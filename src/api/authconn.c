@@ -2351,7 +2351,7 @@ static int end_orphan(struct app *app, struct authconn_rec *c, const char *node,
     return 1;
 }
 
-void authconn_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
+int authconn_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
 {
     struct page pg = {.limit = 100, .offset = 0};
     int ended = 0;
@@ -2360,7 +2360,7 @@ void authconn_end_orphans(struct app *app, const char *node, const char *code, c
         size_t n = 0;
         if (store_ac_list(app->store, NULL, NULL, NULL, NULL, &pg, &rows, &n) != 0) {
             log_error("managed auth: the connections could not be listed to end orphaned flows");
-            return;
+            return -1;
         }
         for (size_t i = 0; i < n; i++) {
             ended += end_orphan(app, &rows[i], node, code, reason);
@@ -2373,4 +2373,5 @@ void authconn_end_orphans(struct app *app, const char *node, const char *code, c
     }
     if (ended)
         log_warn("managed auth: %d login flows ended: %s", ended, reason);
+    return 0;
 }

@@ -54,8 +54,9 @@ void authconn_stop(void);
  * server's start), and not running in this process, gets flow_status FAILED
  * with error_code code and error_message reason (its timeline entry too),
  * which its events stream then gives. Called at start (recovery) and by the
- * cluster's sweeper (once per dead node); logs what fails. */
-void authconn_end_orphans(struct app *app, const char *node_id, const char *code,
-                          const char *reason);
+ * cluster's sweeper (once per dead node); logs what fails. -1 when the
+ * connections could not be listed (some may be left), else 0. */
+int authconn_end_orphans(struct app *app, const char *node_id, const char *code,
+                         const char *reason);
 
 #endif

@@ -771,18 +771,19 @@ static int end_orphan(struct app *app, const struct cfgreg_text *row, const json
     return ended;
 }
 
-void cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
+int cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason)
 {
     char when[40];
     clock_fmt_rfc3339(clock_now_ms(), when, sizeof when);
     json_t *failure = json_pack("{s:s,s:s}", "code", code, "message", reason);
     struct page pg = {.limit = 100};
-    int ended = 0;
+    int ended = 0, rc = 0;
     for (;;) {
         struct cfgreg_text *rows = NULL;
         size_t n = 0;
         if (store_cfgreg_running(app->store, node, &pg, &rows, &n) != 0) {
             log_error("config registry: the running analyses could not be listed");
+            rc = -1;
             break;
         }
         int more = pg.has_more;
@@ -802,4 +803,5 @@ void cfgreg_end_orphans(struct app *app, const char *node, const char *code, con
     json_decref(failure);
     if (ended)
         log_warn("config registry: %d analyses ended: %s", ended, reason);
+    return rc;
 }

@@ -37,7 +37,8 @@ struct app;
  * message: reason}, finished_at, in the analysis and in its domain's entry
  * (conditional on the entry's status, store.h cfgreg_entry_settle, so that
  * of two nodes ending one analysis one does); the entry keeps its previous
- * recommendation. Logs what fails. */
-void cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason);
+ * recommendation. Logs what fails. -1 when the running entries could not be
+ * listed (some may be left), else 0. */
+int cfgreg_end_orphans(struct app *app, const char *node, const char *code, const char *reason);
 
 #endif

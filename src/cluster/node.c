@@ -71,6 +71,57 @@ static void fence(struct node *n, const char *why)
     (void)do_register(n);
 }
 
+static int stopping(struct node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int s = n->stopping;
+    pthread_mutex_unlock(&n->mu);
+    return s;
+}
+
+/* The test switch BROWSERD_TEST_SWEEP_STALL_NODE (docs/operator.md): after a
+ * sweep that declared the node of that name dead, this heartbeat thread
+ * waits until the process stops, so that a test can kill the sweeper
+ * between the sweep's commit and the end of the dead node's records.
+ * 1 when it stalled. */
+static int test_stall(struct node *n, const char *dead_id)
+{
+    if (!n->o.test_stall_after_sweep || !n->o.test_stall_after_sweep[0])
+        return 0;
+    struct node_rec r;
+    memset(&r, 0, sizeof r);
+    if (store_node_get(n->o.store, dead_id, &r) != 0 ||
+        strcmp(r.name, n->o.test_stall_after_sweep) != 0)
+        return 0;
+    log_warn("cluster: test switch: stalling after the sweep of node %s (%s) before ending the "
+             "records it left",
+             r.name, dead_id);
+    pthread_mutex_lock(&n->mu);
+    while (!n->stopping)
+        pthread_cond_wait(&n->cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+    return 1;
+}
+
+/* Ends the records the dead nodes left (the lost hook), then drops each
+ * one's claim (store.h node_orphans_claim). Not when stopping, nor when the
+ * hook could not read them all: the claim runs out and a node takes it. */
+static void end_orphans(struct node *n, char (*dead)[STORE_ID], size_t ndead)
+{
+    for (size_t i = 0; i < ndead && !stopping(n); i++) {
+        if (n->o.hooks.lost && n->o.hooks.lost(n->o.hooks.ctx, dead[i]) != 0) {
+            log_warn("cluster: node %s: some of the records it left could not be read; they are "
+                     "looked at again once this claim runs out",
+                     dead[i]);
+            continue;
+        }
+        if (store_node_orphans_done(n->o.store, dead[i]) != 0)
+            log_warn("cluster: node %s: the end of its records could not be recorded (another "
+                     "node ends them again once this claim runs out)",
+                     dead[i]);
+    }
+}
+
 static void tick(struct node *n)
 {
     pthread_mutex_lock(&n->mu);
@@ -107,12 +158,25 @@ static void tick(struct node *n)
             log_warn("cluster: node %s declared dead: its sessions ended (node lost), its pools "
                      "moved to %s",
                      dead[i], id);
-        if (n->o.hooks.lost)
-            for (size_t i = 0; i < ndead; i++)
-                n->o.hooks.lost(n->o.hooks.ctx, dead[i]);
+        for (size_t i = 0; i < ndead; i++)
+            if (test_stall(n, dead[i]))
+                break;
+        end_orphans(n, dead, ndead);
         pthread_mutex_lock(&n->mu);
         n->cache_at_ms = 0;
         pthread_mutex_unlock(&n->mu);
+    }
+    xfree(dead);
+    /* Dead nodes whose sweeper died (or ran past its claim) before their
+     * records were ended: any live node finishes the job. */
+    dead = NULL;
+    ndead = 0;
+    if (!stopping(n) &&
+        store_node_orphans_claim(n->o.store, id, n->o.lease_ms, &dead, &ndead) == 0 && ndead) {
+        for (size_t i = 0; i < ndead; i++)
+            log_warn("cluster: node %s: its sweeper did not end the records it left; %s ends them",
+                     dead[i], id);
+        end_orphans(n, dead, ndead);
     }
     xfree(dead);
     /* Pools reach this node by this sweep, by another sweep's stragglers, or

@@ -6,7 +6,9 @@
  * database's clock, and sweeps: any node whose heartbeat is older than the
  * lease is declared dead by exactly one sweeper, which in the same
  * transaction ends that node's sessions ("node lost") and takes over its
- * pools (store.h, node_sweep). A node that finds itself declared dead, or
+ * pools (store.h, node_sweep); right after, it ends the records of the dead
+ * node's background work (the lost hook), under a claim that another live
+ * node takes over if the sweeper dies before it is done. A node that finds itself declared dead, or
  * that cannot reach the database for a whole lease, fences itself: its
  * browsers are killed (the fence hook) and it answers 503 until it has
  * registered again as a new node, which it tries right after the hook. There is no leader and no
@@ -39,11 +41,15 @@ struct node_hooks {
      * node that stopped named this one its heir): load the pools homed here
      * that are not running yet. Heartbeat thread, every tick. */
     void (*adopt)(void *ctx);
-    /* This node's sweep declared node_id dead (once per dead node: the
-     * sweep's row lock): end the records of its background work that only
-     * it would have finished (docs/multinode.md "Records a node leaves
-     * behind"). Heartbeat thread. May be NULL. */
-    void (*lost)(void *ctx, const char *node_id);
+    /* This node's sweep declared node_id dead, or took over the claim of a
+     * sweeper that died before it was done (one node at a time: row locks
+     * and the claim's expiry): end the records of its background work that
+     * only it would have finished (docs/multinode.md "Records a node leaves
+     * behind"). Must be safe to run again on records ended already (each
+     * write is conditional on the state read). -1 when some records could
+     * not be read (the claim is kept: the job is taken up again once it runs
+     * out), else 0. Heartbeat thread. May be NULL. */
+    int (*lost)(void *ctx, const char *node_id);
     /* How many browsers run here (reported with each heartbeat). */
     int64_t (*running)(void *ctx);
     void *ctx;
@@ -56,6 +62,10 @@ struct node_opts {
     int64_t lease_ms;      /* BROWSERD_NODE_LEASE_MS; default NODE_LEASE_MS */
     int64_t capacity;
     struct node_hooks hooks;
+    /* Tests only (BROWSERD_TEST_SWEEP_STALL_NODE, docs/operator.md): the
+     * name of a node after whose sweep the heartbeat thread stalls; NULL or
+     * "" for none. */
+    const char *test_stall_after_sweep;
 };
 
 #define NODE_LEASE_MS 10000

@@ -39,6 +39,15 @@ const char pgx_schema_org_slots[] =
     "CREATE INDEX org_slots_org ON org_slots (org_id, kind);"
     "CREATE INDEX org_slots_node ON org_slots (node_id);";
 
+/* The records a dead node leaves (docs/multinode.md "Records a node leaves
+ * behind") are ended after the sweep's commit, by the sweeper: orphans_by
+ * names the live node ending them, until orphans_until (the database's
+ * clock); NULL once they were ended, or for a node retired (nothing to
+ * end). A claim that runs out is taken by another live node. */
+const char pgx_schema_node_orphans[] =
+    "ALTER TABLE nodes ADD COLUMN orphans_by " PG_TEXT " NOT NULL DEFAULT '';"
+    "ALTER TABLE nodes ADD COLUMN orphans_until bigint;";
+
 /* ---- nodes ---- */
 
 #define NODE_COLS "id, name, advertise_url, state, started_at, heartbeat_at, capacity, running"
@@ -126,10 +135,11 @@ int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n)
  * flipped it, and `state = 'up'` no longer holds when this one re-reads it,
  * or skipped it); the others end d's active sessions, move d's active pools
  * to the heir ($2; "" leaves them) and free d's org slots. Data-modifying CTEs all run, and
- * the statement is atomic.
+ * the statement is atomic. `set` adds columns to d's update (a sweep's claim of the records
+ * the node leaves).
  */
-#define END_NODES(pick, when, reason)                                                              \
-    "WITH d AS (UPDATE nodes SET state = 'dead' WHERE id IN (" pick ")"                            \
+#define END_NODES(pick, when, reason, set)                                                         \
+    "WITH d AS (UPDATE nodes SET state = 'dead'" set " WHERE id IN (" pick ")"                     \
     " RETURNING id, " when " AS at),"                                                              \
     " s AS (UPDATE sessions x SET status = 'deleted', end_reason = " reason ","                    \
     " deleted_at = d.at, uptime_ms = greatest(0, d.at - x.created_at), usage_status = 'ready'"     \
@@ -150,7 +160,8 @@ int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (
         pgx_q(c, &r,
               END_NODES("SELECT id FROM nodes WHERE state = 'up' AND heartbeat_at < " PG_NOW_MS
                         " - $1 FOR UPDATE SKIP LOCKED",
-                        "heartbeat_at", "'node lost'"),
+                        "heartbeat_at", "'node lost'",
+                        ", orphans_by = $2, orphans_until = " PG_NOW_MS " + $1"),
               "is", lease_ms, heir ? heir : "");
     /* Stragglers: a session a node inserted after it was declared dead (its
      * insert raced the sweep's snapshot) would stay active, and counted,
@@ -198,10 +209,43 @@ int pgx_node_retire(struct store *st_, const char *id, const char *reason, const
     PGresult *r;
     int ret = pgx_q(c, &r,
                     END_NODES("SELECT id FROM nodes WHERE id = $1 AND state = 'up' FOR UPDATE",
-                              PG_NOW_MS, "$3"),
+                              PG_NOW_MS, "$3", ""),
                     "sss", id, heir ? heir : "", reason ? reason : "");
     if (ret == 0 && (ret = pgx_one(r)) == 0)
         PQclear(r);
+    pgx_put(p, c);
+    return ret;
+}
+
+int pgx_node_orphans_claim(struct store *st_, const char *me, int64_t claim_ms,
+                           char (**dead)[STORE_ID], size_t *n)
+{
+    *dead = NULL;
+    *n = 0;
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "UPDATE nodes SET orphans_by = $1, orphans_until = " PG_NOW_MS " + $2"
+                    " WHERE id IN (SELECT id FROM nodes WHERE state = 'dead'"
+                    " AND orphans_until < " PG_NOW_MS " FOR UPDATE SKIP LOCKED)"
+                    " RETURNING id",
+                    "si", me, claim_ms);
+    if (ret == 0) {
+        size_t nt = (size_t)PQntuples(r);
+        *dead = xcalloc(nt ? nt : 1, sizeof **dead);
+        for (size_t i = 0; i < nt; i++)
+            pgx_col(r, (int)i, 0, (*dead)[i], STORE_ID);
+        *n = nt;
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret;
+}
+
+int pgx_node_orphans_done(struct store *st_, const char *id)
+{
+    PGCONN(p, c);
+    int ret = pgx_q(c, NULL, "UPDATE nodes SET orphans_until = NULL WHERE id = $1", "s", id);
     pgx_put(p, c);
     return ret;
 }

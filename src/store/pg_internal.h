@@ -148,6 +148,7 @@ extern const char pgx_schema_vaults[];
 extern const char pgx_schema_authconn[];
 extern const char pgx_schema_cluster[];
 extern const char pgx_schema_org_slots[];
+extern const char pgx_schema_node_orphans[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
 int pgx_meta_get(struct store *st_, const char *key, char *val, size_t cap);
@@ -302,6 +303,9 @@ int pgx_node_list(struct store *st_, struct node_rec **rows, size_t *n);
 int pgx_node_sweep(struct store *st_, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
                    size_t *n);
 int pgx_node_retire(struct store *st_, const char *id, const char *reason, const char *heir);
+int pgx_node_orphans_claim(struct store *st_, const char *me, int64_t claim_ms,
+                           char (**dead)[STORE_ID], size_t *n);
+int pgx_node_orphans_done(struct store *st_, const char *id);
 int pgx_org_slot_take(struct store *st_, const char *kind, const char *org_id, const char *node_id,
                       int64_t limit, int64_t ttl_ms, char id[STORE_ID], int64_t *held);
 int pgx_org_slot_give(struct store *st_, const char *id);

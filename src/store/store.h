@@ -667,6 +667,16 @@ struct store_ops {
     int (*node_sweep)(struct store *st, int64_t lease_ms, const char *heir, char (**dead)[STORE_ID],
                       size_t *n);
     int (*node_retire)(struct store *st, const char *id, const char *reason, const char *heir);
+    /* The records a dead node leaves (docs/multinode.md): node_sweep also
+     * claims each node it declares dead for the sweeper (heir) for lease_ms;
+     * node_orphans_done(id) says they were ended (the claim is dropped).
+     * node_orphans_claim gives `me` (for claim_ms) every dead node whose
+     * claim ran out before that, each to one caller (row locks): its
+     * sweeper died, or took longer than its claim, before it was done.
+     * *dead is xfree'd by the caller. node_retire claims nothing. */
+    int (*node_orphans_claim)(struct store *st, const char *me, int64_t claim_ms,
+                              char (**dead)[STORE_ID], size_t *n);
+    int (*node_orphans_done)(struct store *st, const char *id);
     /* An organization's slots of a cluster-wide cap (cluster/orgslot.h):
      * org_slot_take inserts a slot of kind held by node_id (its new id into
      * id) only while the org's live slots of that kind stay below limit,
@@ -861,6 +871,8 @@ void org_rec_clear(struct org_rec *o);
 #define store_node_list(st, ...)           ((st)->ops->node_list((st), __VA_ARGS__))
 #define store_node_sweep(st, ...)          ((st)->ops->node_sweep((st), __VA_ARGS__))
 #define store_node_retire(st, ...)         ((st)->ops->node_retire((st), __VA_ARGS__))
+#define store_node_orphans_claim(st, ...)  ((st)->ops->node_orphans_claim((st), __VA_ARGS__))
+#define store_node_orphans_done(st, ...)   ((st)->ops->node_orphans_done((st), __VA_ARGS__))
 #define store_org_slot_take(st, ...)       ((st)->ops->org_slot_take((st), __VA_ARGS__))
 #define store_org_slot_give(st, ...)       ((st)->ops->org_slot_give((st), __VA_ARGS__))
 #define store_session_admit(st, ...)       ((st)->ops->session_admit((st), __VA_ARGS__))

@@ -451,6 +451,8 @@ static const struct store_ops pgx_ops = {
     .node_list = pgx_node_list,
     .node_sweep = pgx_node_sweep,
     .node_retire = pgx_node_retire,
+    .node_orphans_claim = pgx_node_orphans_claim,
+    .node_orphans_done = pgx_node_orphans_done,
     .org_slot_take = pgx_org_slot_take,
     .org_slot_give = pgx_org_slot_give,
     .session_admit = pgx_session_admit,
@@ -467,7 +469,7 @@ static const struct store_ops pgx_ops = {
 
 /* Every schema, in the order applied; the names are those of the SQLite
  * backend (store_sqlite.c), so both record the same history, but for
- * 0043_org_slots: a table only a cluster uses. */
+ * 0043_org_slots and 0046_node_orphans: tables and columns only a cluster uses. */
 static const struct pgx_migration migrations[] = {
     {"0001_tenancy", pgx_schema_tenancy},
     {"0002_sessions", pgx_schema_sessions},
@@ -489,6 +491,7 @@ static const struct pgx_migration migrations[] = {
     {"0036_apps", pgx_schema_apps},
     {"0042_cfgreg_node", pgx_schema_cfgreg_node},
     {"0043_org_slots", pgx_schema_org_slots},
+    {"0046_node_orphans", pgx_schema_node_orphans},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 

@@ -8,19 +8,14 @@
 //    node that sweeps a dead one ends its analyses `failed` `node_lost`.
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs '^41_shares'
 import { request, assert, eq, waitFor, startSite } from '../blackbox/lib.mjs';
-import { startCluster } from './lib.mjs';
-
-const LOGIN = '<!doctype html><title>login</title><form method=post action=/login>'
-  + '<label for=u>Email address</label><input id=u name=email type=email autocomplete=username>'
-  + '<label for=p>Password</label><input id=p name=password type=password autocomplete=current-password>'
-  + '<button type=submit>Continue</button></form>';
+import { startCluster, startLoginSite, getter } from './lib.mjs';
 
 export const tests = [
   {
     name: 'issue h11.1: an organization runs at most 2 login flows across the cluster: with 2 running on node 1 a third login on node 2 is 429 with Retry-After, and 200 once one of them is gone',
     timeout: 120000,
     fn: async () => {
-      const web = await startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(LOGIN); });
+      const web = await startLoginSite();
       const c = await startCluster({ nodes: 2, args: web.allow });
       const [n1, n2] = c.nodes;
       try {
@@ -76,11 +71,7 @@ export const tests = [
       const c = await startCluster({ nodes: 2, env: { BROWSERD_NODE_LEASE_MS: '3000' }, args: web.allow });
       c.expectLoss();
       const [n1, n2] = c.nodes;
-      const get = async (path) => {
-        const r = await request(n2.base, 'GET', path, { key: c.key });
-        eq(r.status, 200, `GET ${path} on node 2: ${r.text}`);
-        return r.json;
-      };
+      const get = getter(c, n2);
       try {
         const res = await request(n1.base, 'POST', '/config-registry/resolve', { key: c.key, body: { url: `${web.url}/` } });
         eq(res.status, 200, `resolve on node 1: ${res.text}`);

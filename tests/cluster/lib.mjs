@@ -8,7 +8,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BIN, waitFor, sessionPids } from '../blackbox/lib.mjs';
+import { BIN, waitFor, sessionPids, request, assert, eq, startSite, appZip, deployApp, sseEvents } from '../blackbox/lib.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PGTMP = join(ROOT, 'scripts', 'pgtmp.sh');
@@ -332,3 +332,100 @@ export async function startClusterServer({ nodes = 2, env = {}, args = [] } = {}
   };
 }
 
+
+// ---- the records a dead node leaves (40_orphans, 41_shares, 45_orphans_busy) ----
+
+// A login page managed auth recognizes (an email and a password field).
+export const LOGIN_PAGE = '<!doctype html><title>login</title><form method=post action=/login>'
+  + '<label for=u>Email address</label><input id=u name=email type=email autocomplete=username>'
+  + '<label for=p>Password</label><input id=p name=password type=password autocomplete=current-password>'
+  + '<button type=submit>Continue</button></form>';
+
+// A site on 127.0.0.1 serving LOGIN_PAGE at every path ({url, allow, close}).
+export function startLoginSite() {
+  return startSite((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end(LOGIN_PAGE); });
+}
+
+// An app whose action 'sleep' never returns.
+const ORPHAN_APP = `
+import Kernel from '@onkernel/sdk';
+const kernel = new Kernel();
+const app = kernel.app('orphan-app');
+app.action('sleep', async (ctx) => new Promise(() => setInterval(() => {}, 1000)));
+`;
+
+// GET path on node `via` with the cluster's key, expecting 200: its JSON.
+export function getter(c, via) {
+  return async (path) => {
+    const r = await request(via.base, 'GET', path, { key: c.key });
+    eq(r.status, 200, `GET ${path} on node ${via.name}: ${r.text}`);
+    return r.json;
+  };
+}
+
+// Starts background work on node `on` (read back through node `via`): an
+// async invocation of a never-ending action, running, and, when `web` (a
+// startLoginSite) is given, a login flow awaiting input. Resolves to
+// {invocation, connection} (ids; connection null without web).
+export async function startOrphanWork(c, on, via, web = null) {
+  const get = getter(c, via);
+  const dep = await deployApp(on.base, c.key, appZip({ 'index.mjs': ORPHAN_APP }), '1');
+  const depj = await dep.json();
+  eq(depj.status, 'running', `deploy on node ${on.name}: ${JSON.stringify(depj)}`);
+  const inv = await request(on.base, 'POST', '/invocations', {
+    key: c.key, body: { app_name: 'orphan-app', action_name: 'sleep', version: '1', async: true, async_timeout_seconds: 600 },
+  });
+  eq(inv.status, 202, `async invoke on node ${on.name}: ${inv.text}`);
+  const invocation = inv.json.id;
+  await waitFor(async () => (await get(`/invocations/${invocation}`)).status === 'running', 'the invocation runs', 60000, 200);
+  if (!web) return { invocation, connection: null };
+  const conn = await request(on.base, 'POST', '/auth/connections', {
+    key: c.key, body: { domain: '127.0.0.1', profile_name: 'orphan-login', login_url: `${web.url}/` },
+  });
+  assert(conn.status < 300, `auth connection: ${conn.status} ${conn.text}`);
+  const connection = conn.json.id;
+  const login = await request(on.base, 'POST', `/auth/connections/${connection}/login`, { key: c.key, body: {} });
+  assert(login.status < 300, `login on node ${on.name}: ${login.status} ${login.text}`);
+  await waitFor(async () => (await get(`/auth/connections/${connection}`)).flow_step === 'AWAITING_INPUT', 'the login flow awaits input', 60000, 200);
+  return { invocation, connection };
+}
+
+// Waits (up to ms) until the records of startOrphanWork read through node
+// `via` no longer run, then checks that each ended once, failed with `code`
+// (node_lost: status_reason "... lost"; node_restarted: "... restarted"), and
+// that every terminal state in its events says the same. Resolves to a list
+// of problems (empty when all is well).
+export async function orphansEnded(c, via, { invocation, connection }, code, ms = 30000) {
+  const get = getter(c, via);
+  const word = code === 'node_lost' ? /lost/ : /restarted/;
+  const problems = [];
+  const check = async (what, fn) => { try { await fn(); } catch (e) { problems.push(`${what}: ${e.message}`); } };
+  await check('the invocation', async () => {
+    let got;
+    await waitFor(async () => {
+      got = await get(`/invocations/${invocation}`);
+      return got.status !== 'running';
+    }, `node ${via.name} reads the invocation ended`, ms, 200);
+    eq(got.status, 'failed', `the invocation: ${JSON.stringify(got)}`);
+    assert(word.test(got.status_reason || ''), `status_reason names the cause (${code}): ${JSON.stringify(got)}`);
+    const evs = await sseEvents(via.base, c.key, `/invocations/${invocation}/events`);
+    const states = evs.filter((e) => e.event === 'invocation_state').map((e) => e.invocation);
+    const ends = states.filter((s) => s.status !== 'running' && s.status !== 'queued');
+    assert(ends.length > 0, `its events through node ${via.name} end: ${JSON.stringify(evs)}`);
+    for (const s of ends) eq([s.status, s.status_reason ?? got.status_reason], [got.status, got.status_reason], `every end in its events: ${JSON.stringify(evs)}`);
+  });
+  if (connection) {
+    await check('the login flow', async () => {
+      let got;
+      await waitFor(async () => {
+        got = await get(`/auth/connections/${connection}`);
+        return got.flow_status !== 'IN_PROGRESS';
+      }, `node ${via.name} reads the login flow ended`, ms, 200);
+      eq([got.flow_status, got.error_code], ['FAILED', code], `the flow: ${JSON.stringify(got)}`);
+      const evs = await sseEvents(via.base, c.key, `/auth/connections/${connection}/events`);
+      eq(evs.length > 0 && evs.at(-1).flow_status, 'FAILED', `its events through node ${via.name}: ${JSON.stringify(evs)}`);
+      for (const e of evs.filter((x) => x.flow_status === 'FAILED')) eq(e.error_code ?? code, code, `every FAILED in its events: ${JSON.stringify(evs)}`);
+    });
+  }
+  return problems;
+}

@@ -24,7 +24,10 @@ static struct node_rec rows[MAXN];
 static size_t nrows;
 static int db_down;         /* every op fails with E_INTERNAL */
 static int sweep_dead_next; /* the next sweep reports one dead node */
+static int claim_next;      /* the next orphans claim gives one dead node */
 static int fences, adopts, reaped, retired_earlier, registers;
+static int lost, dones;            /* lost hook calls, node_orphans_done calls */
+static char lost_ids[4][STORE_ID]; /* the first lost hook calls' node ids */
 
 static int f_register(struct store *st, struct node_rec *n)
 {
@@ -116,6 +119,34 @@ static int f_retire(struct store *st, const char *id, const char *reason, const 
     return rc;
 }
 
+static int f_orphans_claim(struct store *st, const char *me, int64_t claim_ms,
+                           char (**dead)[STORE_ID], size_t *n)
+{
+    (void)st;
+    (void)me;
+    (void)claim_ms;
+    pthread_mutex_lock(&mu);
+    *dead = xcalloc(1, sizeof **dead);
+    *n = 0;
+    if (claim_next) {
+        claim_next = 0;
+        snprintf((*dead)[0], STORE_ID, "late");
+        *n = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+static int f_orphans_done(struct store *st, const char *id)
+{
+    (void)st;
+    (void)id;
+    pthread_mutex_lock(&mu);
+    dones++;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
 static const struct store_ops fake_ops = {
     .name = "fake",
     .node_register = f_register,
@@ -123,6 +154,8 @@ static const struct store_ops fake_ops = {
     .node_list = f_list,
     .node_sweep = f_sweep,
     .node_retire = f_retire,
+    .node_orphans_claim = f_orphans_claim,
+    .node_orphans_done = f_orphans_done,
 };
 static struct store fake = {.ops = &fake_ops};
 
@@ -142,6 +175,17 @@ static void on_adopt(void *ctx)
     pthread_mutex_unlock(&mu);
 }
 
+static int on_lost(void *ctx, const char *node)
+{
+    (void)ctx;
+    pthread_mutex_lock(&mu);
+    if (lost < 4)
+        snprintf(lost_ids[lost], STORE_ID, "%s", node);
+    lost++;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
 static void on_reap(void *ctx, const char *node)
 {
     (void)ctx;
@@ -157,8 +201,9 @@ static int reset(void **state)
     pthread_mutex_lock(&mu);
     memset(rows, 0, sizeof rows);
     nrows = 0;
-    db_down = sweep_dead_next = 0;
-    fences = adopts = reaped = retired_earlier = registers = 0;
+    db_down = sweep_dead_next = claim_next = 0;
+    fences = adopts = reaped = retired_earlier = registers = lost = dones = 0;
+    memset(lost_ids, 0, sizeof lost_ids);
     pthread_mutex_unlock(&mu);
     return 0;
 }
@@ -170,7 +215,7 @@ static struct node *start(const char *name, int64_t lease_ms)
         .name = name,
         .advertise = "http://127.0.0.1:1",
         .lease_ms = lease_ms,
-        .hooks = {.fence = on_fence, .adopt = on_adopt},
+        .hooks = {.fence = on_fence, .adopt = on_adopt, .lost = on_lost},
     };
     struct node *n = NULL;
     struct err e;
@@ -298,6 +343,28 @@ static void adopt_runs_every_tick_with_or_without_a_dead_node(void **state)
     node_stop(n);
 }
 
+/* "lost: This node's sweep declared node_id dead, or took over the claim
+ * of a sweeper that died before it was done": the hook runs for the node a
+ * sweep reports and for one a claim gives, and each is recorded done after
+ * it (store.h node_orphans_done). */
+static void lost_hook_runs_for_swept_and_claimed_nodes_then_done(void **state)
+{
+    (void)state;
+    struct node *n = start("n6", 500);
+    pthread_mutex_lock(&mu);
+    sweep_dead_next = 1;
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(wait_count(&dones, 1), 1);
+    pthread_mutex_lock(&mu);
+    claim_next = 1;
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(wait_count(&dones, 2), 2);
+    node_stop(n);
+    assert_int_equal(lost, 2);
+    assert_string_equal(lost_ids[0], "gone");
+    assert_string_equal(lost_ids[1], "late");
+}
+
 /* "node_locate: 0 this node (or n is NULL, or node_id is "" / "local");
  * 1 another live node: its advertise URL is in url; E_UNAVAIL a node that
  * is not up" */
@@ -348,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup(declared_dead_fences_then_registers_anew, reset),
         cmocka_unit_test_setup(database_lost_for_a_lease_fences, reset),
         cmocka_unit_test_setup(adopt_runs_every_tick_with_or_without_a_dead_node, reset),
+        cmocka_unit_test_setup(lost_hook_runs_for_swept_and_claimed_nodes_then_done, reset),
         cmocka_unit_test_setup(locate_answers_here_there_or_unavailable, reset),
         cmocka_unit_test_setup(without_a_cluster_the_node_is_local, reset),
     };

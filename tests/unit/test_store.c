@@ -1613,6 +1613,55 @@ static void node_sweep_ends_a_dead_node_once(void **state)
     org_rec_clear(&o);
 }
 
+/* "node_sweep also claims each node it declares dead for the sweeper (heir)
+ * for lease_ms; node_orphans_done(id) says they were ended ...
+ * node_orphans_claim gives `me` (for claim_ms) every dead node whose claim
+ * ran out before that, each to one caller ... node_retire claims nothing." */
+static void node_orphans_claim_takes_over_a_claim_that_ran_out(void **state)
+{
+    struct store *st = *state;
+    struct node_rec a, b, c;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(store_node_register(st, &a), 0);
+    assert_int_equal(store_node_register(st, &b), 0);
+    assert_int_equal(store_node_register(st, &c), 0);
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "UPDATE nodes SET heartbeat_at = heartbeat_at - 60000 WHERE id = '%s'", a.id);
+    assert_int_equal(pg_admin(pg_db, sql), 0);
+    char(*dead)[STORE_ID] = NULL;
+    size_t nd = 0;
+    assert_int_equal(store_node_sweep(st, 10000, b.id, &dead, &nd), 0);
+    assert_int_equal(nd, 1);
+    xfree(dead);
+    /* b's claim runs: nobody else is given a */
+    assert_int_equal(store_node_orphans_claim(st, c.id, 10000, &dead, &nd), 0);
+    assert_int_equal(nd, 0);
+    xfree(dead);
+    /* b died before it was done: once its claim ran out, c takes it, once */
+    snprintf(sql, sizeof sql,
+             "UPDATE nodes SET orphans_until = orphans_until - 20000 WHERE id = '%s'", a.id);
+    assert_int_equal(pg_admin(pg_db, sql), 0);
+    assert_int_equal(store_node_orphans_claim(st, c.id, 10000, &dead, &nd), 0);
+    assert_int_equal(nd, 1);
+    assert_string_equal(dead[0], a.id);
+    xfree(dead);
+    assert_int_equal(store_node_orphans_claim(st, b.id, 10000, &dead, &nd), 0);
+    assert_int_equal(nd, 0);
+    xfree(dead);
+    /* done: never given again, however old */
+    assert_int_equal(store_node_orphans_done(st, a.id), 0);
+    snprintf(sql, sizeof sql, "UPDATE nodes SET heartbeat_at = heartbeat_at - 60000");
+    assert_int_equal(pg_admin(pg_db, sql), 0);
+    /* a retired node (a clean stop) leaves nothing to claim */
+    assert_int_equal(store_node_retire(st, b.id, "server stopped", c.id), 0);
+    assert_int_equal(store_node_orphans_claim(st, c.id, 0, &dead, &nd), 0);
+    assert_int_equal(nd, 0);
+    xfree(dead);
+}
+
 /* "node_retire does the same to one node at once, with end_reason `reason`
  * and deleted_at = now ...; E_NOTFOUND when it is not up." */
 static void node_retire_ends_one_node(void **state)
@@ -2419,6 +2468,7 @@ static void ac_flow_admit_counts_the_orgs_flows(void **state)
     X(nodes_register_heartbeat_list)                                                               \
     X(node_sweep_ends_a_dead_node_once)                                                            \
     X(node_retire_ends_one_node)                                                                   \
+    X(node_orphans_claim_takes_over_a_claim_that_ran_out)                                          \
     X(session_admit_is_exact_under_concurrency)                                                    \
     X(pool_admit_counts_sessions_and_pools)                                                        \
     X(lists_by_node)                                                                               \
