@@ -303,6 +303,17 @@ static int ensure_profile(struct req *rq, const char *name)
     return err_set(&rq->err, rc, "internal", "profile %s could not be created", name);
 }
 
+/* 429 limit_exceeded: the org has count auth connections, its cap max. */
+static int over_cap(struct err *e, int64_t count, int64_t max)
+{
+    int rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "this organization has %lld auth connections, the most it may (%lld); "
+                     "delete one first",
+                     (long long)count, (long long)max);
+    e->retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
+    return rc;
+}
+
 int authconn_create(struct req *rq, struct resp *rs)
 {
     struct auth *a = api_auth(rq);
@@ -331,13 +342,8 @@ int authconn_create(struct req *rq, struct resp *rs)
         max = LIM_AUTHCONN_PER_ORG;
     if (rc == 0 && store_ac_count(api_app(rq)->store, a->org.id, &count) != 0)
         rc = err_set(e, E_INTERNAL, "internal", "auth connections could not be counted");
-    if (rc == 0 && count >= max) {
-        rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization has %lld auth connections, the most it may (%lld); "
-                     "delete one first",
-                     (long long)count, (long long)max);
-        e->retry_after = LIM_AUTHCONN_RETRY_AFTER_S;
-    }
+    if (rc == 0 && count >= max)
+        rc = over_cap(e, count, max);
     if (rc == 0)
         rc = ensure_profile(rq, profile);
     struct authconn_rec c;
@@ -350,8 +356,12 @@ int authconn_create(struct req *rq, struct resp *rs)
         snprintf(c.domain, sizeof c.domain, "%s", domain);
         c.created_at = c.updated_at = clock_now_ms();
         c.data = jsonx_dump(d);
-        rc = store_ac_insert(api_app(rq)->store, &c);
-        if (rc == E_CONFLICT)
+        /* Counted again with the insert, as one step per org on every node:
+         * creates racing on several nodes all passed the count above. */
+        rc = store_ac_insert(api_app(rq)->store, &c, max);
+        if (rc == E_LIMIT)
+            over_cap(e, max, max);
+        else if (rc == E_CONFLICT)
             err_set(e, rc, "conflict",
                     "an auth connection for profile %s and domain %s already exists in this "
                     "project",

@@ -343,6 +343,17 @@ static int answer(struct req *rq, struct resp *rs, const struct cred_rec *c, con
     return 0;
 }
 
+/* 429 limit_exceeded: the org stores count credentials, its cap. */
+static int over_cap(struct err *e, int64_t count)
+{
+    int rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "this organization stores %lld credentials, the most one organization "
+                     "may (%d); delete one first",
+                     (long long)count, LIM_CREDENTIALS_PER_ORG);
+    e->retry_after = LIM_CREDENTIALS_RETRY_AFTER_S;
+    return rc;
+}
+
 int credentials_create(struct req *rq, struct resp *rs)
 {
     static const char *const known[] = {"name",        "domain",       "values",
@@ -368,13 +379,8 @@ int credentials_create(struct req *rq, struct resp *rs)
     int64_t count = 0;
     if (rc == 0 && store_cred_count(api_app(rq)->store, a->org.id, &count) != 0)
         rc = err_set(e, E_INTERNAL, "internal", "credentials could not be counted");
-    if (rc == 0 && count >= LIM_CREDENTIALS_PER_ORG) {
-        rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization stores %lld credentials, the most one organization "
-                     "may (%d); delete one first",
-                     (long long)count, LIM_CREDENTIALS_PER_ORG);
-        e->retry_after = LIM_CREDENTIALS_RETRY_AFTER_S;
-    }
+    if (rc == 0 && count >= LIM_CREDENTIALS_PER_ORG)
+        rc = over_cap(e, count);
     json_t *d = credentials_doc(NULL);
     json_t *sealed = json_object_get(d, "values");
     int totp_set = 0;
@@ -394,8 +400,12 @@ int credentials_create(struct req *rq, struct resp *rs)
         snprintf(c.domain, sizeof c.domain, "%s", domain);
         c.created_at = c.updated_at = clock_now_ms();
         c.data = jsonx_dump(d);
-        rc = store_cred_insert(api_app(rq)->store, &c);
-        if (rc == E_CONFLICT)
+        /* Counted again with the insert, as one step per org on every node:
+         * creates racing on several nodes all passed the count above. */
+        rc = store_cred_insert(api_app(rq)->store, &c, LIM_CREDENTIALS_PER_ORG);
+        if (rc == E_LIMIT)
+            over_cap(e, LIM_CREDENTIALS_PER_ORG);
+        else if (rc == E_CONFLICT)
             err_set(e, rc, "conflict", "a credential named %s already exists in this project",
                     c.name);
         else if (rc)

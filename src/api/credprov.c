@@ -221,6 +221,17 @@ static int apply(struct req *rq, const json_t *body, json_t *d)
     return 0;
 }
 
+/* 429 limit_exceeded: the org has count providers, its cap. */
+static int over_cap(struct err *e, int64_t count)
+{
+    int rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "this organization has %lld credential providers, the most one "
+                     "organization may (%d); delete one first",
+                     (long long)count, LIM_CREDPROV_PER_ORG);
+    e->retry_after = LIM_CREDPROV_RETRY_AFTER_S;
+    return rc;
+}
+
 int credprov_create(struct req *rq, struct resp *rs)
 {
     struct auth *a = api_auth(rq);
@@ -234,13 +245,8 @@ int credprov_create(struct req *rq, struct resp *rs)
     int64_t count = 0;
     if (rc == 0 && store_vault_count(api_app(rq)->store, a->org.id, CREDPROV_VAULT_ID, &count))
         rc = err_set(e, E_INTERNAL, "internal", "credential providers could not be counted");
-    if (rc == 0 && count >= LIM_CREDPROV_PER_ORG) {
-        rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization has %lld credential providers, the most one "
-                     "organization may (%d); delete one first",
-                     (long long)count, LIM_CREDPROV_PER_ORG);
-        e->retry_after = LIM_CREDPROV_RETRY_AFTER_S;
-    }
+    if (rc == 0 && count >= LIM_CREDPROV_PER_ORG)
+        rc = over_cap(e, count);
     json_t *d = json_pack("{s:s,s:b,s:i,s:i}", "provider_type", PROVIDER_TYPE, "enabled", 1,
                           "priority", 0, "cache_ttl_seconds", 0);
     if (rc == 0)
@@ -256,8 +262,12 @@ int credprov_create(struct req *rq, struct resp *rs)
         v.version = 1;
         v.created_at = v.updated_at = clock_now_ms();
         v.data = jsonx_dump(d);
-        rc = store_vault_insert(api_app(rq)->store, &v);
-        if (rc)
+        /* Counted again with the insert, as one step per org on every node:
+         * creates racing on several nodes all passed the count above. */
+        rc = store_vault_insert(api_app(rq)->store, &v, LIM_CREDPROV_PER_ORG);
+        if (rc == E_LIMIT)
+            over_cap(e, LIM_CREDPROV_PER_ORG);
+        else if (rc)
             err_set(e, rc, "internal", "the credential provider could not be stored");
     }
     if (rc == 0)

@@ -1,7 +1,6 @@
 /* Telemetry endpoints and session hooks (see api/telemetry.h). */
 #include "api/telemetry.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,30 +325,6 @@ static int apply_dest(struct req *rq, const json_t *body, struct otlp_dest_rec *
     return bad ? E_INVALID : 0;
 }
 
-/* Serializes LIM_OTLP_DESTS_PER_ORG's count with the insert. */
-static pthread_mutex_t dest_create_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* 409 limit_exceeded when the caller's organization has
- * LIM_OTLP_DESTS_PER_ORG destinations already. Under dest_create_mu. */
-static int check_dest_count(struct req *rq)
-{
-    struct page pg = {.limit = LIM_OTLP_DESTS_PER_ORG, .offset = 0};
-    struct otlp_dest_rec *rows = NULL;
-    size_t n = 0;
-    int rc = store_otlp_dest_list(api_app(rq)->store, api_auth(rq)->org.id, &pg, &rows, &n);
-    if (rc)
-        return err_set(&rq->err, E_INTERNAL, "internal", "destinations could not be counted");
-    for (size_t i = 0; i < n; i++)
-        otlp_dest_rec_clear(&rows[i]);
-    xfree(rows);
-    if (n >= LIM_OTLP_DESTS_PER_ORG)
-        return err_set(&rq->err, E_CONFLICT, "limit_exceeded",
-                       "an organization may have at most %d OTLP destinations "
-                       "(LIM_OTLP_DESTS_PER_ORG); delete one first",
-                       LIM_OTLP_DESTS_PER_ORG);
-    return 0;
-}
-
 int telemetry_dest_create(struct req *rq, struct resp *rs)
 {
     json_t *body;
@@ -362,14 +337,16 @@ int telemetry_dest_create(struct req *rq, struct resp *rs)
     rc = apply_dest(rq, body, &d, 1);
     json_decref(body);
     if (rc == 0) {
-        pthread_mutex_lock(&dest_create_mu);
-        if ((rc = check_dest_count(rq)) == 0) {
-            rc = store_otlp_dest_create(api_app(rq)->store, &d);
-            if (rc == E_CONFLICT)
-                err_set(&rq->err, rc, "conflict", "an OTLP destination named %s already exists",
-                        d.name);
-        }
-        pthread_mutex_unlock(&dest_create_mu);
+        /* Counted with the insert, as one step per org on every node. */
+        rc = store_otlp_dest_create(api_app(rq)->store, &d, LIM_OTLP_DESTS_PER_ORG);
+        if (rc == E_LIMIT)
+            rc = err_set(&rq->err, E_CONFLICT, "limit_exceeded",
+                         "an organization may have at most %d OTLP destinations "
+                         "(LIM_OTLP_DESTS_PER_ORG); delete one first",
+                         LIM_OTLP_DESTS_PER_ORG);
+        else if (rc == E_CONFLICT)
+            err_set(&rq->err, rc, "conflict", "an OTLP destination named %s already exists",
+                    d.name);
     }
     if (rc == 0)
         resp_json(rs, 200, render_dest(&d));

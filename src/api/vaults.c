@@ -156,23 +156,31 @@ static int with_item(struct req *rq, struct resp *rs, item_fn fn, void *ctx)
 
 /* ------------------------------------------------------------ vaults */
 
-/* limits.max_vaults of the plan (null: LIM_VAULTS_PER_ORG) against the org's count. */
-static int check_vault_limit(struct req *rq)
+/* 403 limit_exceeded: the org has n vaults, its cap lim. */
+static int over_vault_limit(struct req *rq, int64_t lim, int64_t n)
+{
+    return err_set(&rq->err, E_FORBIDDEN, "limit_exceeded",
+                   "limits.max_vaults (%lld) reached: this organization has %lld vaults; "
+                   "delete one first",
+                   (long long)lim, (long long)n);
+}
+
+/* limits.max_vaults of the plan (null: LIM_VAULTS_PER_ORG) against the org's
+ * count; *lim receives the cap (for the insert, which counts again). */
+static int check_vault_limit(struct req *rq, int64_t *lim)
 {
     const json_t *ent = NULL;
     int rc = api_entitlements(rq, &ent);
     if (rc)
         return rc;
-    int64_t lim = LIM_VAULTS_PER_ORG, n = 0;
-    if (ent_limit(ent, "max_vaults", &lim) && lim > LIM_VAULTS_PER_ORG)
-        lim = LIM_VAULTS_PER_ORG;
+    int64_t n = 0;
+    *lim = LIM_VAULTS_PER_ORG;
+    if (ent_limit(ent, "max_vaults", lim) && *lim > LIM_VAULTS_PER_ORG)
+        *lim = LIM_VAULTS_PER_ORG;
     if (store_vault_count(api_app(rq)->store, api_auth(rq)->org.id, "", &n) != 0)
         return err_set(&rq->err, E_INTERNAL, "internal", "vaults could not be counted");
-    if (n >= lim)
-        return err_set(&rq->err, E_FORBIDDEN, "limit_exceeded",
-                       "limits.max_vaults (%lld) reached: this organization has %lld vaults; "
-                       "delete one first",
-                       (long long)lim, (long long)n);
+    if (n >= *lim)
+        return over_vault_limit(rq, *lim, n);
     return 0;
 }
 
@@ -202,7 +210,8 @@ int vaults_upsert(struct req *rq, struct resp *rs)
             rc = E_NOTFOUND;
         }
         if (rc == E_NOTFOUND) {
-            rc = check_vault_limit(rq);
+            int64_t lim = 0;
+            rc = check_vault_limit(rq, &lim);
             if (rc == 0) {
                 crypto_new_id(vr.id);
                 snprintf(vr.org_id, sizeof vr.org_id, "%s", a->org.id);
@@ -211,13 +220,17 @@ int vaults_upsert(struct req *rq, struct resp *rs)
                 snprintf(vr.type, sizeof vr.type, "vault");
                 vr.created_at = vr.updated_at = clock_now_ms();
                 vr.data = xstrdup("{}");
-                rc = store_vault_insert(api_app(rq)->store, &vr);
+                /* Counted again with the insert, as one step per org on every
+                 * node: creates racing on several nodes all passed the count. */
+                rc = store_vault_insert(api_app(rq)->store, &vr, lim);
                 if (rc == E_CONFLICT) { /* made meanwhile by another call: that one */
                     vault_rec_clear(&vr);
                     rc = store_vault_get(api_app(rq)->store, a->org.id, a->project.id, "",
                                          json_string_value(nm), &vr);
                 }
-                if (rc)
+                if (rc == E_LIMIT)
+                    rc = over_vault_limit(rq, lim, lim);
+                else if (rc)
                     err_set(&rq->err, rc, "internal", "the vault could not be stored");
             }
         } else if (rc) {
@@ -514,8 +527,12 @@ int vault_item_put(struct req *rq, struct resp *rs)
             it.version = 1;
             it.created_at = it.updated_at = clock_now_ms();
             it.data = jsonx_dump(d);
-            rc = store_vault_insert(api_app(rq)->store, &it);
-            if (rc)
+            rc = store_vault_insert(api_app(rq)->store, &it, LIM_VAULT_ITEMS);
+            if (rc == E_LIMIT)
+                rc = err_set(&rq->err, E_FORBIDDEN, "limit_exceeded",
+                             "vault %s holds %d items, the most one vault may", vault.name,
+                             LIM_VAULT_ITEMS);
+            else if (rc)
                 err_set(&rq->err, rc, rc == E_CONFLICT ? "conflict" : "internal",
                         "item %s could not be stored", rq->params[1]);
         }

@@ -35,14 +35,18 @@ static int touched(PGresult *r)
     return ret;
 }
 
-int pgx_ac_insert(struct store *st_, const struct authconn_rec *ac)
+int pgx_ac_insert(struct store *st_, const struct authconn_rec *ac, int64_t cap)
 {
     PGCONN(p, c);
-    int ret = pgx_q(c, NULL,
+    int ret = pgx_cap_begin(c, cap, ac->org_id,
+                            "SELECT count(*) FROM auth_connections WHERE org_id = $1", NULL);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
                     "INSERT INTO auth_connections (" AC_COLS ") VALUES ($1, $2, $3, $4, $5, $6,"
                     " $7, $8)",
                     "sssssiis", ac->id, ac->org_id, ac->project_id, ac->profile_name, ac->domain,
                     ac->created_at, ac->updated_at, ac->data ? ac->data : "{}");
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }

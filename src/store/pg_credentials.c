@@ -26,14 +26,18 @@ static void cred_row(const PGresult *r, int i, struct cred_rec *c)
     c->data = pgx_dup(r, i, 7, "{}");
 }
 
-int pgx_cred_insert(struct store *st_, const struct cred_rec *cr)
+int pgx_cred_insert(struct store *st_, const struct cred_rec *cr, int64_t cap)
 {
     PGCONN(p, c);
-    int ret = pgx_q(c, NULL,
+    int ret = pgx_cap_begin(c, cap, cr->org_id,
+                            "SELECT count(*) FROM credentials WHERE org_id = $1", NULL);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
                     "INSERT INTO credentials (" CRED_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7,"
                     " $8)",
                     "sssssiis", cr->id, cr->org_id, cr->project_id, cr->name, cr->domain,
                     cr->created_at, cr->updated_at, PG_DATA(cr->data));
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }

@@ -77,6 +77,14 @@ int pgx_commit(struct pgc *c);
 void pgx_rollback(struct pgc *c);
 /* Commits when ret is 0, else rolls back; returns the outcome. */
 int pgx_end(struct pgc *c, int ret);
+/* A capped insert (store.h, cred_insert), when cap > 0: begins a
+ * transaction, locks the org's row (the creates of an org on every node then
+ * count one at a time), and runs count_sql ($1 org_id, $2 arg when not
+ * NULL): E_LIMIT when it counts cap or more. Nothing when cap <= 0. Pair
+ * with pgx_cap_end, which commits the insert that follows or rolls back. */
+int pgx_cap_begin(struct pgc *c, int64_t cap, const char *org_id, const char *count_sql,
+                  const char *arg);
+int pgx_cap_end(struct pgc *c, int64_t cap, int ret);
 
 /* Column readers: copy text (truncated to cap - 1 bytes; NULL reads ""), an
  * int64, an xstrdup'd copy (NULL reads dflt). */
@@ -249,7 +257,7 @@ int pgx_telem_events_list(struct store *st_, const char *session_id, const struc
                           struct page *pg, struct telem_event_rec **rows, size_t *n);
 int pgx_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
 int pgx_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
-int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d);
+int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d, int64_t cap);
 int pgx_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
                       struct otlp_dest_rec *out);
 int pgx_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
@@ -258,7 +266,7 @@ int pgx_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
 int pgx_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
 
 /* ---- extensions (pg_extensions.c) ---- */
-int pgx_cred_insert(struct store *st_, const struct cred_rec *r);
+int pgx_cred_insert(struct store *st_, const struct cred_rec *r, int64_t cap);
 int pgx_cred_get(struct store *st_, const char *org_id, const char *project_id,
                  const char *id_or_name, struct cred_rec *out);
 int pgx_cred_list(struct store *st_, const char *org_id, const char *project_id, const char *domain,
@@ -266,7 +274,7 @@ int pgx_cred_list(struct store *st_, const char *org_id, const char *project_id,
 int pgx_cred_count(struct store *st_, const char *org_id, int64_t *n);
 int pgx_cred_update(struct store *st_, const struct cred_rec *r);
 int pgx_cred_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
-int pgx_ac_insert(struct store *st_, const struct authconn_rec *r);
+int pgx_ac_insert(struct store *st_, const struct authconn_rec *r, int64_t cap);
 int pgx_ac_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
                struct authconn_rec *out);
 int pgx_ac_list(struct store *st_, const char *org_id, const char *project_id,
@@ -277,7 +285,7 @@ int pgx_ac_update(struct store *st_, const struct authconn_rec *r);
 int pgx_ac_delete(struct store *st_, const char *org_id, const char *project_id, const char *id);
 int pgx_ac_flow_admit(struct store *st_, const struct authconn_rec *r, const char *node_id,
                       int64_t limit, int64_t *running);
-int pgx_vault_insert(struct store *st_, const struct vault_rec *v);
+int pgx_vault_insert(struct store *st_, const struct vault_rec *v, int64_t cap);
 int pgx_vault_get(struct store *st_, const char *org_id, const char *project_id,
                   const char *vault_id, const char *id_or_name, struct vault_rec *out);
 int pgx_vault_list(struct store *st_, const char *org_id, const char *project_id,

@@ -120,16 +120,20 @@ static void dest_row(const PGresult *r, int i, struct otlp_dest_rec *d)
     d->updated_at = pgx_i64(r, i, 6);
 }
 
-int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d)
+int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d, int64_t cap)
 {
     PGCONN(p, c);
     crypto_new_id(d->id);
     d->created_at = d->updated_at = clock_now_ms();
-    int ret = pgx_q(c, NULL,
+    int ret = pgx_cap_begin(c, cap, d->org_id,
+                            "SELECT count(*) FROM otlp_destinations WHERE org_id = $1", NULL);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
                     "INSERT INTO otlp_destinations (" DEST_COLS ") VALUES ($1, $2, $3, $4, $5, $6,"
                     " $7)",
                     "sssssii", d->id, d->org_id, d->name, d->endpoint,
                     d->headers ? d->headers : "{}", d->created_at, d->updated_at);
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }

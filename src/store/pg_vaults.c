@@ -30,14 +30,19 @@ static void vault_row(const PGresult *r, int i, struct vault_rec *v)
     v->data = pgx_dup(r, i, 9, "{}");
 }
 
-int pgx_vault_insert(struct store *st_, const struct vault_rec *v)
+int pgx_vault_insert(struct store *st_, const struct vault_rec *v, int64_t cap)
 {
     PGCONN(p, c);
-    int ret = pgx_q(c, NULL,
+    int ret = pgx_cap_begin(c, cap, v->org_id,
+                            "SELECT count(*) FROM vaults WHERE org_id = $1 AND vault_id = $2",
+                            v->vault_id);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
                     "INSERT INTO vaults (" VAULT_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
                     " $9, $10)",
                     "ssssssiiis", v->id, v->org_id, v->project_id, v->vault_id, v->name, v->type,
                     v->version, v->created_at, v->updated_at, PG_DATA(v->data));
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }

@@ -28,15 +28,19 @@ static void ac_row(sqlite3_stmt *st, struct authconn_rec *r)
     r->data = xstrdup(d ? (const char *)d : "{}");
 }
 
-int sq_ac_insert(struct store *st_, const struct authconn_rec *r)
+int sq_ac_insert(struct store *st_, const struct authconn_rec *r, int64_t cap)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO auth_connections (" AC_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-              "sssssiis", r->id, r->org_id, r->project_id, r->profile_name, r->domain,
-              r->created_at, r->updated_at, r->data ? r->data : "{}");
+    int ret = sqx_cap_begin(c, cap, r->org_id,
+                            "SELECT count(*) FROM auth_connections WHERE org_id = ?", NULL);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(
+            c, NULL, "INSERT INTO auth_connections (" AC_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "sssssiis", r->id, r->org_id, r->project_id, r->profile_name, r->domain, r->created_at,
+            r->updated_at, r->data ? r->data : "{}"));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_ac_get(struct store *st_, const char *org_id, const char *project_id, const char *id,

@@ -26,15 +26,19 @@ static void cred_row(sqlite3_stmt *st, struct cred_rec *r)
     r->data = sqx_data(st, 7);
 }
 
-int sq_cred_insert(struct store *st_, const struct cred_rec *r)
+int sq_cred_insert(struct store *st_, const struct cred_rec *r, int64_t cap)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO credentials (" CRED_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-              "sssssiis", r->id, r->org_id, r->project_id, r->name, r->domain, r->created_at,
-              r->updated_at, SQ_DATA(r->data));
+    int ret =
+        sqx_cap_begin(c, cap, r->org_id, "SELECT count(*) FROM credentials WHERE org_id = ?", NULL);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(
+            c, NULL, "INSERT INTO credentials (" CRED_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "sssssiis", r->id, r->org_id, r->project_id, r->name, r->domain, r->created_at,
+            r->updated_at, SQ_DATA(r->data)));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_cred_get(struct store *st_, const char *org_id, const char *project_id,

@@ -70,6 +70,14 @@ int sqx_sync_wait(struct sq *s, int timeout_ms);
 int sqx_begin(struct conn *c);
 int sqx_commit(struct conn *c);
 void sqx_rollback(struct conn *c);
+/* A capped insert (store.h, cred_insert), when cap > 0: BEGIN IMMEDIATE
+ * (one writer at a time, so an org's count and insert are one step), then
+ * count_sql (a static string; org_id, then arg when not NULL): E_LIMIT when
+ * it counts cap or more. Nothing when cap <= 0. Pair with sqx_cap_end, which
+ * commits the insert that follows or rolls back. */
+int sqx_cap_begin(struct conn *c, int64_t cap, const char *org_id, const char *count_sql,
+                  const char *arg);
+int sqx_cap_end(struct conn *c, int64_t cap, int ret);
 /* Copies column i as text into buf (truncated to cap - 1 bytes). */
 void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap);
 /* The data column of a record (credentials, vault items, proxies): a JSON
@@ -218,7 +226,7 @@ int sq_telem_events_list(struct store *st_, const char *session_id, const struct
                          struct page *pg, struct telem_event_rec **rows, size_t *n);
 int sq_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
 int sq_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
-int sq_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d);
+int sq_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d, int64_t cap);
 int sq_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
                      struct otlp_dest_rec *out);
 int sq_otlp_dest_list(struct store *st_, const char *org_id, struct page *pg,
@@ -227,7 +235,7 @@ int sq_otlp_dest_update(struct store *st_, const struct otlp_dest_rec *d);
 int sq_otlp_dest_delete(struct store *st_, const char *org_id, const char *id);
 /* ---- credentials (sqlite_credentials.c) ---- */
 extern const char sq_schema_credentials[];
-int sq_cred_insert(struct store *st_, const struct cred_rec *r);
+int sq_cred_insert(struct store *st_, const struct cred_rec *r, int64_t cap);
 int sq_cred_get(struct store *st_, const char *org_id, const char *project_id,
                 const char *id_or_name, struct cred_rec *out);
 int sq_cred_list(struct store *st_, const char *org_id, const char *project_id, const char *domain,
@@ -238,7 +246,7 @@ int sq_cred_delete(struct store *st_, const char *org_id, const char *project_id
 
 /* ---- auth connections (sqlite_authconn.c) ---- */
 extern const char sq_schema_authconn[];
-int sq_ac_insert(struct store *st_, const struct authconn_rec *r);
+int sq_ac_insert(struct store *st_, const struct authconn_rec *r, int64_t cap);
 int sq_ac_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
               struct authconn_rec *out);
 int sq_ac_list(struct store *st_, const char *org_id, const char *project_id,
@@ -250,7 +258,7 @@ int sq_ac_delete(struct store *st_, const char *org_id, const char *project_id, 
 
 /* ---- vaults (sqlite_vaults.c) ---- */
 extern const char sq_schema_vaults[];
-int sq_vault_insert(struct store *st_, const struct vault_rec *v);
+int sq_vault_insert(struct store *st_, const struct vault_rec *v, int64_t cap);
 int sq_vault_get(struct store *st_, const char *org_id, const char *project_id,
                  const char *vault_id, const char *id_or_name, struct vault_rec *out);
 int sq_vault_list(struct store *st_, const char *org_id, const char *project_id,

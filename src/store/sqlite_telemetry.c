@@ -128,17 +128,21 @@ static void dest_row(sqlite3_stmt *st, struct otlp_dest_rec *d)
     d->updated_at = sqlite3_column_int64(st, 6);
 }
 
-int sq_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d)
+int sq_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d, int64_t cap)
 {
     CONN(s, c);
     crypto_new_id(d->id);
     d->created_at = d->updated_at = clock_now_ms();
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO otlp_destinations (" DEST_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?)",
-              "sssssii", d->id, d->org_id, d->name, d->endpoint, d->headers ? d->headers : "{}",
-              d->created_at, d->updated_at);
+    int ret = sqx_cap_begin(c, cap, d->org_id,
+                            "SELECT count(*) FROM otlp_destinations WHERE org_id = ?", NULL);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(
+            c, NULL, "INSERT INTO otlp_destinations (" DEST_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "sssssii", d->id, d->org_id, d->name, d->endpoint, d->headers ? d->headers : "{}",
+            d->created_at, d->updated_at));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,

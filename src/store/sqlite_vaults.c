@@ -29,15 +29,20 @@ static void vault_row(sqlite3_stmt *st, struct vault_rec *r)
     r->data = sqx_data(st, 9);
 }
 
-int sq_vault_insert(struct store *st_, const struct vault_rec *r)
+int sq_vault_insert(struct store *st_, const struct vault_rec *r, int64_t cap)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO vaults (" VAULT_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-              "ssssssiiis", r->id, r->org_id, r->project_id, r->vault_id, r->name, r->type,
-              r->version, r->created_at, r->updated_at, SQ_DATA(r->data));
+    int ret =
+        sqx_cap_begin(c, cap, r->org_id,
+                      "SELECT count(*) FROM vaults WHERE org_id = ? AND vault_id = ?", r->vault_id);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(
+            c, NULL, "INSERT INTO vaults (" VAULT_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "ssssssiiis", r->id, r->org_id, r->project_id, r->vault_id, r->name, r->type,
+            r->version, r->created_at, r->updated_at, SQ_DATA(r->data)));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_vault_get(struct store *st_, const char *org_id, const char *project_id,

@@ -475,8 +475,9 @@ struct store_ops {
     int (*telem_events_max_seq)(struct store *st, const char *session_id, int64_t *out);
     int (*telem_events_purge)(struct store *st, int64_t before_ms, int64_t *deleted);
     /* OTLP destinations: names unique per org (E_CONFLICT); get by id, or
-     * else by exact name, within org. */
-    int (*otlp_dest_create)(struct store *st, struct otlp_dest_rec *d);
+     * else by exact name, within org. create: E_LIMIT when cap > 0 and the
+     * org has cap destinations already (a capped insert: see cred_insert). */
+    int (*otlp_dest_create)(struct store *st, struct otlp_dest_rec *d, int64_t cap);
     int (*otlp_dest_get)(struct store *st, const char *org_id, const char *id_or_name,
                          struct otlp_dest_rec *out);
     int (*otlp_dest_list)(struct store *st, const char *org_id, struct page *pg,
@@ -512,8 +513,12 @@ struct store_ops {
     /* ops: extensions */
     /* Credentials. insert/update fail with E_CONFLICT on a duplicate name in
      * the project; get finds one by id, or else by name; list filters by exact
-     * domain and a substring of the name (NULL = any); count is per org. */
-    int (*cred_insert)(struct store *st, const struct cred_rec *c);
+     * domain and a substring of the name (NULL = any); count is per org.
+     * insert with cap > 0 is a capped insert: E_LIMIT (nothing written) when
+     * the org holds cap credentials already, counted and inserted as one
+     * step per org on every node (PostgreSQL: under the org's row lock;
+     * SQLite: in one BEGIN IMMEDIATE transaction); cap <= 0: no count. */
+    int (*cred_insert)(struct store *st, const struct cred_rec *c, int64_t cap);
     int (*cred_get)(struct store *st, const char *org_id, const char *project_id,
                     const char *id_or_name, struct cred_rec *out);
     int (*cred_list)(struct store *st, const char *org_id, const char *project_id,
@@ -526,13 +531,15 @@ struct store_ops {
                        const char *id);
     /* ops: credentials */
     /* Vaults and their items in one table (vault_id "" = a vault). insert:
-     * E_CONFLICT on a duplicate name in the vault (project); get: by id or
+     * E_CONFLICT on a duplicate name in the vault (project), with cap > 0
+     * E_LIMIT when the org has cap rows of v's vault_id already (a capped
+     * insert: see cred_insert); get: by id or
      * name within vault_id; list: by creation, query a substring of the name;
      * count: the rows of vault_id in the org; update: writes data, version and
      * updated_at when the stored version is expected_version (else
      * E_CONFLICT, E_NOTFOUND when the row is gone); delete: the row and, for
      * a vault, its items. */
-    int (*vault_insert)(struct store *st, const struct vault_rec *v);
+    int (*vault_insert)(struct store *st, const struct vault_rec *v, int64_t cap);
     int (*vault_get)(struct store *st, const char *org_id, const char *project_id,
                      const char *vault_id, const char *id_or_name, struct vault_rec *out);
     int (*vault_list)(struct store *st, const char *org_id, const char *project_id,
@@ -546,8 +553,10 @@ struct store_ops {
     /* Managed auth connections. insert: E_CONFLICT for a second one of a
      * profile and domain in the project; list: by creation, each filter NULL
      * = any (org_id and project_id NULL: every organization's, for the health
-     * checks); update writes updated_at and data (by id and org). */
-    int (*ac_insert)(struct store *st, const struct authconn_rec *c);
+     * checks); update writes updated_at and data (by id and org); insert
+     * with cap > 0: E_LIMIT when the org has cap connections already (a
+     * capped insert: see cred_insert). */
+    int (*ac_insert)(struct store *st, const struct authconn_rec *c, int64_t cap);
     int (*ac_get)(struct store *st, const char *org_id, const char *project_id, const char *id,
                   struct authconn_rec *out);
     int (*ac_list)(struct store *st, const char *org_id, const char *project_id,

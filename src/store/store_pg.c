@@ -267,6 +267,31 @@ void pgx_rollback(struct pgc *c)
         (void)pgx_exec(c, "ROLLBACK", "ROLLBACK");
 }
 
+int pgx_cap_begin(struct pgc *c, int64_t cap, const char *org_id, const char *count_sql,
+                  const char *arg)
+{
+    if (cap <= 0)
+        return 0;
+    PGresult *r;
+    int ret = pgx_begin(c);
+    if (ret == 0)
+        ret = pgx_q(c, NULL, "SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE", "s", org_id);
+    if (ret == 0)
+        ret =
+            arg ? pgx_q(c, &r, count_sql, "ss", org_id, arg) : pgx_q(c, &r, count_sql, "s", org_id);
+    if (ret == 0) {
+        if (pgx_i64(r, 0, 0) >= cap)
+            ret = E_LIMIT;
+        PQclear(r);
+    }
+    return ret;
+}
+
+int pgx_cap_end(struct pgc *c, int64_t cap, int ret)
+{
+    return cap > 0 ? pgx_end(c, ret) : ret;
+}
+
 int pgx_end(struct pgc *c, int ret)
 {
     if (ret == 0)

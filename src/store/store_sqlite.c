@@ -180,6 +180,36 @@ void sqx_rollback(struct conn *c)
         (void)sqx_q(c, NULL, "ROLLBACK", "");
 }
 
+int sqx_cap_begin(struct conn *c, int64_t cap, const char *org_id, const char *count_sql,
+                  const char *arg)
+{
+    if (cap <= 0)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    int ret = sqx_begin(c);
+    if (ret)
+        return ret;
+    int rc =
+        arg ? sqx_q(c, &st, count_sql, "ss", org_id, arg) : sqx_q(c, &st, count_sql, "s", org_id);
+    if (rc != SQLITE_ROW)
+        return E_INTERNAL;
+    if (sqlite3_column_int64(st, 0) >= cap)
+        ret = E_LIMIT;
+    sqlite3_reset(st);
+    return ret;
+}
+
+int sqx_cap_end(struct conn *c, int64_t cap, int ret)
+{
+    if (cap <= 0)
+        return ret;
+    if (ret == 0)
+        ret = sqx_commit(c);
+    if (ret)
+        sqx_rollback(c);
+    return ret;
+}
+
 void sqx_col(sqlite3_stmt *st, int i, char *buf, size_t cap)
 {
     if (cap == 0)

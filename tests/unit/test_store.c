@@ -889,14 +889,19 @@ static void credentials_crud(void **state)
     snprintf(a.domain, sizeof a.domain, "shop.example");
     a.created_at = a.updated_at = 5;
     a.data = "{\"values\":{}}";
-    assert_int_equal(store_cred_insert(st, &a), 0);
+    assert_int_equal(store_cred_insert(st, &a, 1), 0);
     struct cred_rec b = a;
     crypto_new_id(b.id);
-    assert_int_equal(store_cred_insert(st, &b), E_CONFLICT); /* same name */
+    assert_int_equal(store_cred_insert(st, &b, 0), E_CONFLICT); /* same name */
     snprintf(b.name, sizeof b.name, "mail");
     snprintf(b.domain, sizeof b.domain, "mail.example");
     b.created_at = 6;
-    assert_int_equal(store_cred_insert(st, &b), 0);
+    /* A capped insert: the org holds 1 credential, its cap of 1 refuses. */
+    assert_int_equal(store_cred_insert(st, &b, 1), E_LIMIT);
+    int64_t held = 0;
+    assert_int_equal(store_cred_count(st, o.id, &held), 0);
+    assert_int_equal(held, 1);
+    assert_int_equal(store_cred_insert(st, &b, 2), 0);
     memset(&got, 0, sizeof got);
     assert_int_equal(store_cred_get(st, o.id, p.id, "shop", &got), 0);
     assert_string_equal(got.id, a.id);
@@ -960,17 +965,17 @@ static void vaults_and_items(void **state)
     snprintf(v.name, sizeof v.name, "team");
     snprintf(v.type, sizeof v.type, "vault");
     v.data = "{}";
-    assert_int_equal(store_vault_insert(st, &v), 0);
+    assert_int_equal(store_vault_insert(st, &v, 0), 0);
     struct vault_rec dup = v;
     crypto_new_id(dup.id);
-    assert_int_equal(store_vault_insert(st, &dup), E_CONFLICT);
+    assert_int_equal(store_vault_insert(st, &dup, 0), E_CONFLICT);
     it = v;
     crypto_new_id(it.id);
     snprintf(it.vault_id, sizeof it.vault_id, "%s", v.id);
     snprintf(it.name, sizeof it.name, "team"); /* an item may share the vault's name */
     snprintf(it.type, sizeof it.type, "credential");
     it.version = 1;
-    assert_int_equal(store_vault_insert(st, &it), 0);
+    assert_int_equal(store_vault_insert(st, &it, 1), 0);
     memset(&got, 0, sizeof got);
     assert_int_equal(store_vault_get(st, o.id, p.id, "", "team", &got), 0);
     assert_string_equal(got.id, v.id);
@@ -1292,9 +1297,9 @@ static void telemetry_events_and_destinations(void **state)
     snprintf(d.name, sizeof d.name, "honeycomb");
     snprintf(d.endpoint, sizeof d.endpoint, "https://api.example/v1");
     d.headers = "{\"x\":\"y\"}";
-    assert_int_equal(store_otlp_dest_create(st, &d), 0);
+    assert_int_equal(store_otlp_dest_create(st, &d, 0), 0);
     d2 = d;
-    assert_int_equal(store_otlp_dest_create(st, &d2), E_CONFLICT);
+    assert_int_equal(store_otlp_dest_create(st, &d2, 0), E_CONFLICT);
     memset(&got, 0, sizeof got);
     assert_int_equal(store_otlp_dest_get(st, "org1", "honeycomb", &got), 0);
     assert_string_equal(got.id, d.id);
@@ -2427,7 +2432,7 @@ static void ac_flow_admit_counts_the_orgs_flows(void **state)
         snprintf(c[i].profile_name, sizeof c[i].profile_name, "p%d", i);
         snprintf(c[i].domain, sizeof c[i].domain, "d.com");
         c[i].data = "{}";
-        assert_int_equal(store_ac_insert(st, &c[i]), 0);
+        assert_int_equal(store_ac_insert(st, &c[i], 0), 0);
     }
     int64_t running = -1;
     c[0].data = on_a;
