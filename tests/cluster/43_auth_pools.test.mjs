@@ -170,11 +170,15 @@ export const tests = [
           assert(r.flow_status === 'IN_PROGRESS' || r.flow_status === 'SUCCESS', `the flow ended: ${JSON.stringify(r)}`);
           return r.flow_status === 'IN_PROGRESS' && r.flow_step === 'AWAITING_INPUT';
         }, 'the second login awaits the code', 60000, 200);
-        const before = (await timelineOf(n2, main.key, main.id)).filter((t) => t.type === 'health_check').length;
         // The nodes make passes meanwhile (each node ticks every second and
         // takes the pass lock in turn): the checks of the other
         // organization's connection, one a second, show them.
         const ctlChecks = () => [n1, n2].reduce((k, n) => k + n.log.split(`auth connection ${ctl.id}: health check:`).length - 1, 0);
+        // A check of this connection that began before the flow may still
+        // be writing its entry: two passes later it has, and counting starts.
+        const settle = ctlChecks();
+        await waitFor(() => ctlChecks() >= settle + 2, 'two checks of the other connection', 60000, 200);
+        const before = (await timelineOf(n2, main.key, main.id)).filter((t) => t.type === 'health_check').length;
         const start = ctlChecks();
         await waitFor(() => ctlChecks() >= start + 4, 'four more checks of the other connection', 60000, 200);
         const after = (await timelineOf(n2, main.key, main.id)).filter((t) => t.type === 'health_check').length;
