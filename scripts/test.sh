@@ -16,7 +16,7 @@ failed=0
 log=$(mktemp)
 t0=$(date +%s)
 fails=$(mktemp)
-trap 'rm -f "$fails" "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".cl "$log".cl.rc "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
+trap 'rm -f "$fails" "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".cl "$log".cl.rc; rm -rf "$log".fz "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
 
 count() { # $1: label; reads the suite's output from $log
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
@@ -44,6 +44,30 @@ count() { # $1: label; reads the suite's output from $log
     t0=$now
 }
 
+# The cluster scenarios of build $1 in the background (cluster_end waits
+# for them and counts them).
+cl_pid=""
+cl_later=""
+cluster_start() {
+    cl_b=$1
+    cl_t0=$(date +%s)
+    (
+        BROWSERD_BIN="$cl_b/browserd" TEST_DIR=tests/cluster node tests/blackbox/run.mjs >"$log.cl" 2>&1
+        echo $? >"$log.cl.rc"
+    ) &
+    cl_pid=$!
+}
+
+cluster_end() {
+    [ -n "$cl_pid" ] || return 0
+    wait "$cl_pid"
+    cl_pid=""
+    cat "$log.cl"
+    cp "$log.cl" "$log"
+    t0=$cl_t0
+    count "cluster ($cl_b)" "$(cat "$log.cl.rc" 2>/dev/null || echo 1)"
+}
+
 run_build() {
     b=$1
     # The black-box suite (no Chromium: one server per test, HTTP) runs
@@ -57,22 +81,10 @@ run_build() {
             echo $? >"$log.bb.rc"
         ) &
         bb_pid=$!
-        # The cluster scenarios (several nodes on one PostgreSQL, issue 22;
-        # not on the TSan build) run beside them too: a third stream, about
-        # a minute, mostly waiting on its nodes and on PostgreSQL.
-        cl_pid=""
+        # The ASan build's cluster scenarios, put off until now (below): a
+        # third stream beside the TSan build's unit tests and black-box suite.
         case "$b" in
-        *tsan*) ;;
-        *)
-            if [ $fast -eq 0 ]; then
-                cl_t0=$(date +%s)
-                (
-                    BROWSERD_BIN="$b/browserd" TEST_DIR=tests/cluster node tests/blackbox/run.mjs >"$log.cl" 2>&1
-                    echo $? >"$log.cl.rc"
-                ) &
-                cl_pid=$!
-            fi
-            ;;
+        *tsan*) [ -n "$cl_later" ] && [ $fast -eq 0 ] && cluster_start "$cl_later" && cl_later="" ;;
         esac
     fi
     for t in "$b"/tests/test_*; do
@@ -89,13 +101,7 @@ run_build() {
     t0=$bb_t0
     count "black-box ($b)" "$(cat "$log.bb.rc" 2>/dev/null || echo 1)"
     [ $fast -eq 1 ] && return
-    if [ -n "$cl_pid" ]; then
-        wait "$cl_pid"
-        cat "$log.cl"
-        cp "$log.cl" "$log"
-        t0=$cl_t0
-        count "cluster ($b)" "$(cat "$log.cl.rc" 2>/dev/null || echo 1)"
-    fi
+    cluster_end
     # Which compat suites run on which build:
     # - plain: all, 20_sdk apart (below);
     # - ASan+UBSan: all but 20_sdk. Its value is the official client's wire
@@ -111,10 +117,22 @@ run_build() {
     *tsan*) filter='^(10_sessions|15_pools|40_egress|50_bidi|60_telemetry|70_sandbox|80_fs|81_process|82_extensions|83_replays|84_curl|85_computer_x|86_spares|87_hostile_slowcalls|89_hostile_caps|94_streamed_uploads|95_stream_upload|96_hostile_pauses):' ;;
     *) filter='^(?!20_sdk:)' ;;
     esac
+    case "$b" in
+    *tsan*) fuzz_start ;;
+    esac
     BROWSERD_BIN="$b/browserd" TEST_DIR=tests/compat node tests/blackbox/run.mjs "$filter" >"$log" 2>&1
     rc=$?
     cat "$log"
     count "compat and sessions ($b)" $rc
+    # The cluster scenarios (several nodes on one PostgreSQL, issue 22) on
+    # the plain build run beside the SDK suite (below: a third stream, mostly
+    # waiting on its nodes and PostgreSQL); the ASan build's beside the TSan
+    # build's unit tests (above), or here when no TSan build follows.
+    case "$b" in
+    *tsan*) ;;
+    *asan*) cl_later=$b ;;
+    *) cluster_start "$b" ;;
+    esac
     # On the plain build, the SDK suite on one node (its results are the
     # README's compat-results.json) and, at the same time, against a two-node
     # cluster (results kept apart): two independent servers, each suite one
@@ -142,6 +160,7 @@ run_build() {
         count "SDK on a two-node cluster ($b)" "$(cat "$log.sdk.rc" 2>/dev/null || echo 1)"
         ;;
     esac
+    cluster_end
     # A test run leaves no Chromium behind: no process whose command line
     # names a test server's folder (an unsandboxed browser), and none in a
     # session's cgroup (a sandboxed one sees only neutral paths, issue 29.16).
@@ -181,6 +200,42 @@ fuzz_one() {
     "$1" -max_total_time="${FUZZ_SMOKE_SECONDS:-3}" -timeout=10 build/fuzz/corpus/"$n" \
         "fuzz/corpus/$n" >"$2" 2>&1
     echo $? >"$2.rc"
+}
+
+# Beside the TSan build's compat suites (which spend most of their time
+# waiting on browsers), the targets one at a time at the lowest priority:
+# each runs for its FUZZ_SMOKE_SECONDS of wall time on the CPU the suites
+# leave idle, and the smoke runs take no wall time of their own.
+fz_pid=""
+fuzz_start() {
+    [ $unit_only -eq 1 ] || [ $fast -eq 1 ] && return
+    mkdir -p "$log.fz"
+    (
+        # This subshell at nice 19 (its pid is the parent of the sh asked).
+        renice -n 19 -p "$(sh -c 'echo $PPID')" >/dev/null
+        for f in build/fuzz/bin/fuzz_*; do
+            [ -x "$f" ] || continue
+            fuzz_one "$f" "$log.fz/$(basename "$f")"
+        done
+    ) &
+    fz_pid=$!
+}
+
+fuzz_end() {
+    wait "$fz_pid"
+    fz_pid=""
+    for f in build/fuzz/bin/fuzz_*; do
+        [ -x "$f" ] || continue
+        o="$log.fz/$(basename "$f")"
+        tail -n 2 "$o" 2>/dev/null
+        if [ "$(cat "$o.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
+            echo "1 passed, 0 failed" >"$log"
+        else
+            echo "0 passed, 1 failed" >"$log"
+        fi
+        t0=$(date +%s)
+        count "fuzz $(basename "$f") smoke (beside the TSan suites)" 0
+    done
 }
 
 # The targets two at a time: each is one process on one core, and the run
@@ -233,6 +288,10 @@ fi
 for b in "$@"; do
     run_build "$b"
 done
+if [ -n "$cl_later" ]; then # an ASan build and no TSan build after it
+    cluster_start "$cl_later"
+    cluster_end
+fi
 if [ $analyze -eq 1 ]; then
     wait "$an_pid"
     cat "$log.an"
@@ -244,7 +303,11 @@ if [ $analyze -eq 1 ]; then
     t0=$an_t0
     count "static analysis (clang-tidy, beside the suites)" 0
 fi
-[ $unit_only -eq 1 ] || [ $fast -eq 1 ] || run_fuzz
+if [ -n "$fz_pid" ]; then
+    fuzz_end
+else
+    [ $unit_only -eq 1 ] || [ $fast -eq 1 ] || run_fuzz
+fi
 if [ -s "$fails" ]; then
     echo "== what failed:"
     cat "$fails"
