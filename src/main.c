@@ -273,7 +273,7 @@ static int bootstrap(struct app *app)
         key = fresh;
     }
     struct apikey_rec rec;
-    rc = tenancy_key_store(app->store, jsonx_str(org, "id"), "", "bootstrap", key, 0, &rec);
+    rc = tenancy_key_store(app->store, jsonx_str(org, "id"), "", "bootstrap", key, 0, 0, &rec);
     json_decref(org);
     if (rc) {
         log_error("bootstrap: the API key could not be stored (is it already in use?)");
@@ -1459,7 +1459,7 @@ static int cmd_admin(int argc, char **argv)
                 json_object_set_new(body, "name", json_string(name));
             if (project)
                 json_object_set_new(body, "project_id", json_string(project));
-            rc = tenancy_key_create(st, org, body, &out, &e);
+            rc = tenancy_key_create(st, org, body, 0, &out, &e);
             json_decref(body);
         }
         store_close(st);

@@ -56,7 +56,7 @@ int admin_key_create(struct req *rq, struct resp *rs)
         return err_set(&rq->err, rc, "not_found", "organization %s not found", rq->params[0]);
     if (rc || (rc = req_json_object(rq, 1, &body)))
         return rc;
-    rc = tenancy_key_create(api_app(rq)->store, rq->params[0], body, &out, &rq->err);
+    rc = tenancy_key_create(api_app(rq)->store, rq->params[0], body, 0, &out, &rq->err);
     json_decref(body);
     if (rc)
         return rc;

@@ -94,13 +94,19 @@ int tenancy_org_update(struct store *st, const char *id, const json_t *body, jso
                        struct err *e) WUR;
 int tenancy_org_get(struct store *st, const char *id, json_t **out, struct err *e) WUR;
 /* Creates an API key ({name?, project_id?, days_to_expire?}) for org_id; *out
- * is the key record including the plaintext `key`. */
-int tenancy_key_create(struct store *st, const char *org_id, const json_t *body, json_t **out,
-                       struct err *e) WUR;
-/* Stores a key with a given plaintext (bootstrap); *out gets the record. */
+ * is the key record including the plaintext `key`. cap: the org's live keys
+ * at most (LIM_API_KEYS_PER_ORG for a tenant's own create; 0, uncounted, for
+ * the operator's): past it, 429 limit_exceeded. */
+int tenancy_key_create(struct store *st, const char *org_id, const json_t *body, int64_t cap,
+                       json_t **out, struct err *e) WUR;
+/* Stores a key with a given plaintext (bootstrap); *out gets the record. cap
+ * as tenancy_key_create's (the store's E_LIMIT, no error record). */
 int tenancy_key_store(struct store *st, const char *org_id, const char *project_id,
-                      const char *name, const char *plaintext, int64_t expires_at,
+                      const char *name, const char *plaintext, int64_t expires_at, int64_t cap,
                       struct apikey_rec *out) WUR;
+/* 429 limit_exceeded with Retry-After LIM_RECORDS_RETRY_AFTER_S: the org
+ * already has cap records of what ("proxies", "API keys"). Returns E_LIMIT. */
+int api_over_org_cap(struct err *e, const char *what, int64_t cap);
 /* Plan documents: the built-ins unless replaced, plus the stored ones. */
 json_t *tenancy_plan_lookup(void *store, const char *plan_id);
 int tenancy_plan_exists(struct store *st, const char *plan_id);

@@ -401,7 +401,8 @@ static int key_issue(struct app *app, const struct appobj_rec *r, int64_t expire
     crypto_new_api_key(plain);
     char name[STORE_NAME];
     snprintf(name, sizeof name, "%s %s", r->kind, r->id);
-    return tenancy_key_store(app->store, r->org_id, r->project_id, name, plain, expires_at, k);
+    return tenancy_key_store(app->store, r->org_id, r->project_id, name, plain, expires_at,
+                             LIM_API_KEYS_PER_ORG, k);
 }
 
 static void key_revoke(struct app *app, struct apikey_rec *k)
@@ -458,7 +459,11 @@ static int run_prepare(struct app *app, const struct appobj_rec *r, const char *
 {
     char plain[CRYPTO_KEY_LEN + 1];
     memset(p, 0, sizeof *p);
-    if (key_issue(app, r, clock_now_ms() + timeout_ms + KEY_GRACE_MS, plain, &p->key) != 0)
+    int rc = key_issue(app, r, clock_now_ms() + timeout_ms + KEY_GRACE_MS, plain, &p->key);
+    if (rc == E_LIMIT)
+        return api_over_org_cap(e, "live API keys (a run needs one of its own)",
+                                LIM_API_KEYS_PER_ORG);
+    if (rc)
         return err_set(e, E_INTERNAL, "internal", "apps: the run's API key could not be stored");
     p->have_key = 1;
     p->env = env_build(app, env_vars, plain);

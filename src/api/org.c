@@ -100,7 +100,9 @@ int org_project_create(struct req *rq, struct resp *rs)
     if (rc)
         return rc;
     snprintf(p.org_id, sizeof p.org_id, "%s", api_auth(rq)->org.id);
-    rc = store_project_create(api_app(rq)->store, &p);
+    rc = store_project_create(api_app(rq)->store, &p, LIM_PROJECTS_PER_ORG);
+    if (rc == E_LIMIT)
+        return api_over_org_cap(&rq->err, "projects", LIM_PROJECTS_PER_ORG);
     if (rc == E_CONFLICT)
         return err_set(&rq->err, rc, "conflict", "a project named %s already exists", p.name);
     if (rc)
@@ -235,7 +237,8 @@ int org_key_create(struct req *rq, struct resp *rs)
      * been stored, and its record leaked, while the answer was 400). */
     if (!json_object_get(body, "name"))
         rc = err_field(&rq->err, "name", "is required");
-    else if (tenancy_key_create(api_app(rq)->store, api_auth(rq)->org.id, body, &out, &rq->err))
+    else if (tenancy_key_create(api_app(rq)->store, api_auth(rq)->org.id, body,
+                                LIM_API_KEYS_PER_ORG, &out, &rq->err))
         rc = rq->err.rc;
     json_decref(body);
     if (rc)
@@ -382,7 +385,9 @@ int org_key_rotate(struct req *rq, struct resp *rs)
     /* The old key keeps working for the grace period (at least a moment, so
      * that a rotation with grace 0 still ends this request cleanly). */
     rc = store_key_rotate(api_app(rq)->store, old.org_id, old.id,
-                          grace ? now + grace * 86400000LL : now + 1, &fresh);
+                          grace ? now + grace * 86400000LL : now + 1, &fresh, LIM_API_KEYS_PER_ORG);
+    if (rc == E_LIMIT)
+        return api_over_org_cap(&rq->err, "live API keys", LIM_API_KEYS_PER_ORG);
     if (rc)
         return rc;
     json_t *out = render_key(&fresh);

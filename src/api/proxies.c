@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/secretbox.h"
 #include "core/token.h"
@@ -448,9 +449,11 @@ int proxies_create(struct req *rq, struct resp *rs)
     p.data = jsonx_dump(d);
     json_decref(d);
     if (rc == 0)
-        rc = store_proxy_insert(api_app(rq)->store, &p);
+        rc = store_proxy_insert(api_app(rq)->store, &p, LIM_PROXIES_PER_ORG);
     if (rc == 0)
         resp_json(rs, 200, render_proxy(&p));
+    else if (rc == E_LIMIT && !e->rc)
+        api_over_org_cap(e, "proxies", LIM_PROXIES_PER_ORG);
     else if (!e->rc)
         err_set(e, rc, "internal", "the proxy could not be stored");
     proxy_rec_clear(&p);

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/xalloc.h"
 #include "domain/entitlements.h"
 
@@ -219,8 +220,18 @@ static void mask(const char *key, char *out, size_t cap)
     snprintf(out, cap, "%.5s...%s", key, n > 4 ? key + n - 4 : "");
 }
 
+int api_over_org_cap(struct err *e, const char *what, int64_t cap)
+{
+    int rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "this organization has %lld %s, the most one organization may; delete one "
+                     "first",
+                     (long long)cap, what);
+    e->retry_after = LIM_RECORDS_RETRY_AFTER_S;
+    return rc;
+}
+
 int tenancy_key_store(struct store *st, const char *org_id, const char *project_id,
-                      const char *name, const char *plaintext, int64_t expires_at,
+                      const char *name, const char *plaintext, int64_t expires_at, int64_t cap,
                       struct apikey_rec *k)
 {
     memset(k, 0, sizeof *k);
@@ -230,11 +241,11 @@ int tenancy_key_store(struct store *st, const char *org_id, const char *project_
     snprintf(k->name, sizeof k->name, "%s", name);
     crypto_sha256_hex(plaintext, strlen(plaintext), k->key_hash);
     mask(plaintext, k->masked_key, sizeof k->masked_key);
-    return store_key_create(st, k);
+    return store_key_create(st, k, cap);
 }
 
-int tenancy_key_create(struct store *st, const char *org_id, const json_t *body, json_t **out,
-                       struct err *e)
+int tenancy_key_create(struct store *st, const char *org_id, const json_t *body, int64_t cap,
+                       json_t **out, struct err *e)
 {
     static const char *const known[] = {"name", "project_id", "days_to_expire", NULL};
     int bad = 0;
@@ -274,8 +285,11 @@ int tenancy_key_create(struct store *st, const char *org_id, const json_t *body,
     char plain[CRYPTO_KEY_LEN + 1];
     crypto_new_api_key(plain);
     struct apikey_rec rec;
-    int rc = tenancy_key_store(st, org_id, pid && json_is_string(pid) ? p.id : "",
-                               name ? json_string_value(name) : "api key", plain, expires, &rec);
+    int rc =
+        tenancy_key_store(st, org_id, pid && json_is_string(pid) ? p.id : "",
+                          name ? json_string_value(name) : "api key", plain, expires, cap, &rec);
+    if (rc == E_LIMIT)
+        return api_over_org_cap(e, "live API keys", cap);
     if (rc)
         return err_set(e, rc, "internal", "the API key could not be stored");
     *out = render_key(&rec);

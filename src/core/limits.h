@@ -495,6 +495,22 @@
  * overflow. */
 #define LIM_CONCURRENCY_CAP_MAX 1000000
 
+/* Records every organization may create for itself, in the one shared
+ * database (docs/sandbox.md "Tenant fairness: records without a count"):
+ * proxies (in all its projects), projects, and live API keys (neither
+ * deleted nor expired; the admin API and the bootstrap key are the
+ * operator's and not counted). A create past a cap is 429 limit_exceeded
+ * with Retry-After LIM_RECORDS_RETRY_AFTER_S; the count is taken in the
+ * insert under the org's row lock, so nodes of a cluster share it. Deleted
+ * and expired keys are kept (GET shows them) up to LIM_API_KEYS_ENDED_KEPT
+ * per organization, the newest; older ones are deleted at the org's next
+ * key create, so create-and-delete loops cannot grow the table. */
+#define LIM_PROXIES_PER_ORG       1000
+#define LIM_PROJECTS_PER_ORG      1000
+#define LIM_API_KEYS_PER_ORG      1000
+#define LIM_API_KEYS_ENDED_KEPT   100
+#define LIM_RECORDS_RETRY_AFTER_S 60
+
 /* Credentials (/credentials, api/credentials.c, docs/credentials.md): how many
  * one organization stores (past it, 429 with Retry-After: the table is
  * shared by every tenant of the server); the keys of one credential's values;

@@ -168,14 +168,14 @@ int pgx_org_update(struct store *st_, const struct org_rec *o);
 int pgx_plan_get(struct store *st_, const char *id, char **json);
 int pgx_plan_put(struct store *st_, const char *id, const char *json);
 int pgx_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx);
-int pgx_project_create(struct store *st_, struct project_rec *p);
+int pgx_project_create(struct store *st_, struct project_rec *p, int64_t cap);
 int pgx_project_get(struct store *st_, const char *org_id, const char *id_or_name,
                     struct project_rec *out);
 int pgx_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
                      struct page *pg, struct project_rec **rows, size_t *n);
 int pgx_project_update(struct store *st_, const struct project_rec *p);
 int pgx_project_delete(struct store *st_, const char *org_id, const char *id);
-int pgx_key_create(struct store *st_, struct apikey_rec *k);
+int pgx_key_create(struct store *st_, struct apikey_rec *k, int64_t cap);
 int pgx_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out);
 int pgx_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
 int pgx_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
@@ -184,7 +184,7 @@ int pgx_key_list(struct store *st_, const char *org_id, const struct name_filter
                  struct page *pg, struct apikey_rec **rows, size_t *n);
 int pgx_key_update(struct store *st_, const struct apikey_rec *k);
 int pgx_key_rotate(struct store *st_, const char *org_id, const char *old_id,
-                   int64_t old_expires_at, struct apikey_rec *fresh);
+                   int64_t old_expires_at, struct apikey_rec *fresh, int64_t cap);
 
 /* ---- sessions (pg_sessions.c) ---- */
 /* The session columns, in the order pgx_session_row reads them. */
@@ -235,7 +235,7 @@ int pgx_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
 int pgx_pool_list_node(struct store *st_, const char *node_id, struct pool_rec **rows, size_t *n);
 
 /* ---- proxies (pg_proxies.c) ---- */
-int pgx_proxy_insert(struct store *st_, const struct proxy_rec *r);
+int pgx_proxy_insert(struct store *st_, const struct proxy_rec *r, int64_t cap);
 int pgx_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
                   struct proxy_rec *out);
 int pgx_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,

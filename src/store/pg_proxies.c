@@ -28,14 +28,18 @@ static void proxy_row(const PGresult *r, int i, struct proxy_rec *p)
     p->data = pgx_dup(r, i, 8, "{}");
 }
 
-int pgx_proxy_insert(struct store *st_, const struct proxy_rec *pr)
+int pgx_proxy_insert(struct store *st_, const struct proxy_rec *pr, int64_t cap)
 {
     PGCONN(p, c);
-    int ret = pgx_q(c, NULL,
+    int ret =
+        pgx_cap_begin(c, cap, pr->org_id, "SELECT count(*) FROM proxies WHERE org_id = $1", NULL);
+    if (ret == 0)
+        ret = pgx_q(c, NULL,
                     "INSERT INTO proxies (" PROXY_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
                     " $9)",
                     "ssssssiis", pr->id, pr->org_id, pr->project_id, pr->name, pr->type, pr->status,
                     pr->last_checked, pr->created_at, PG_DATA(pr->data));
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }

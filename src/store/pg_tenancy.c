@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "store/pg_internal.h"
@@ -202,15 +203,19 @@ static void project_row(const PGresult *r, int i, struct project_rec *pr)
     pr->updated_at = pgx_i64(r, i, 5);
 }
 
-int pgx_project_create(struct store *st_, struct project_rec *pr)
+int pgx_project_create(struct store *st_, struct project_rec *pr, int64_t cap)
 {
     PGCONN(p, c);
     crypto_new_id(pr->id);
     pr->created_at = pr->updated_at = clock_now_ms();
     if (!pr->status[0])
         snprintf(pr->status, sizeof pr->status, "active");
-    int ret = pgx_q(c, NULL, SQL_PROJECT_INSERT, "ssssii", pr->id, pr->org_id, pr->name, pr->status,
+    int ret =
+        pgx_cap_begin(c, cap, pr->org_id, "SELECT count(*) FROM projects WHERE org_id = $1", NULL);
+    if (ret == 0)
+        ret = pgx_q(c, NULL, SQL_PROJECT_INSERT, "ssssii", pr->id, pr->org_id, pr->name, pr->status,
                     pr->created_at, pr->updated_at);
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }
@@ -351,21 +356,43 @@ static void key_row_at(const PGresult *r, int i, struct apikey_rec *k)
     k->deleted_at = pgx_i64(r, i, 8);
 }
 
-static int key_insert(struct pgc *c, struct apikey_rec *k)
+/* The org's live keys (store.h key_create), now = $2. */
+static const char SQL_KEYS_LIVE[] = "SELECT count(*) FROM api_keys WHERE org_id = $1"
+                                    " AND deleted_at = 0 AND (expires_at = 0"
+                                    " OR expires_at > $2::bigint)";
+
+/* Inserts k; with cap > 0 (inside pgx_cap_begin's transaction) first deletes
+ * the org's ended keys past the LIM_API_KEYS_ENDED_KEPT newest. */
+static int key_insert(struct pgc *c, struct apikey_rec *k, int64_t cap)
 {
     crypto_new_id(k->id);
     k->created_at = clock_now_ms();
     k->deleted_at = 0;
-    return pgx_q(c, NULL,
-                 "INSERT INTO api_keys (" KEY_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)",
-                 "ssssssii", k->id, k->org_id, k->project_id, k->name, k->key_hash, k->masked_key,
-                 k->created_at, k->expires_at);
+    int ret = 0;
+    if (cap > 0)
+        ret = pgx_q(c, NULL,
+                    "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                    " WHERE org_id = $1 AND (deleted_at > 0 OR (expires_at > 0"
+                    " AND expires_at <= $2)) ORDER BY created_at DESC, id DESC OFFSET $3)",
+                    "sii", k->org_id, k->created_at, (int64_t)LIM_API_KEYS_ENDED_KEPT);
+    if (ret == 0)
+        ret =
+            pgx_q(c, NULL,
+                  "INSERT INTO api_keys (" KEY_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)",
+                  "ssssssii", k->id, k->org_id, k->project_id, k->name, k->key_hash, k->masked_key,
+                  k->created_at, k->expires_at);
+    return ret;
 }
 
-int pgx_key_create(struct store *st_, struct apikey_rec *k)
+int pgx_key_create(struct store *st_, struct apikey_rec *k, int64_t cap)
 {
     PGCONN(p, c);
-    int ret = key_insert(c, k);
+    char now[24];
+    snprintf(now, sizeof now, "%lld", (long long)clock_now_ms());
+    int ret = pgx_cap_begin(c, cap, k->org_id, SQL_KEYS_LIVE, now);
+    if (ret == 0)
+        ret = key_insert(c, k, cap);
+    ret = pgx_cap_end(c, cap, ret);
     pgx_put(p, c);
     return ret;
 }
@@ -466,11 +493,13 @@ int pgx_key_update(struct store *st_, const struct apikey_rec *k)
 }
 
 int pgx_key_rotate(struct store *st_, const char *org_id, const char *old_id,
-                   int64_t old_expires_at, struct apikey_rec *fresh)
+                   int64_t old_expires_at, struct apikey_rec *fresh, int64_t cap)
 {
     PGCONN(p, c);
     PGresult *r;
-    int ret = pgx_begin(c);
+    char now[24];
+    snprintf(now, sizeof now, "%lld", (long long)clock_now_ms());
+    int ret = cap > 0 ? pgx_cap_begin(c, cap, org_id, SQL_KEYS_LIVE, now) : pgx_begin(c);
     if (ret == 0) {
         ret = pgx_q(c, &r,
                     "UPDATE api_keys SET expires_at = CASE WHEN expires_at = 0 OR expires_at > $1"
@@ -483,7 +512,7 @@ int pgx_key_rotate(struct store *st_, const char *org_id, const char *old_id,
             ret = E_INTERNAL;
     }
     if (ret == 0)
-        ret = key_insert(c, fresh);
+        ret = key_insert(c, fresh, cap);
     ret = pgx_end(c, ret);
     pgx_put(p, c);
     return ret;

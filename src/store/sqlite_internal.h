@@ -134,14 +134,14 @@ int sq_org_update(struct store *st_, const struct org_rec *o);
 int sq_plan_get(struct store *st_, const char *id, char **json);
 int sq_plan_put(struct store *st_, const char *id, const char *json);
 int sq_plan_each(struct store *st_, void (*fn)(void *, const char *, const char *), void *ctx);
-int sq_project_create(struct store *st_, struct project_rec *p);
+int sq_project_create(struct store *st_, struct project_rec *p, int64_t cap);
 int sq_project_get(struct store *st_, const char *org_id, const char *id_or_name,
                    struct project_rec *out);
 int sq_project_list(struct store *st_, const char *org_id, const struct name_filter *f,
                     struct page *pg, struct project_rec **rows, size_t *n);
 int sq_project_update(struct store *st_, const struct project_rec *p);
 int sq_project_delete(struct store *st_, const char *org_id, const char *id);
-int sq_key_create(struct store *st_, struct apikey_rec *k);
+int sq_key_create(struct store *st_, struct apikey_rec *k, int64_t cap);
 int sq_key_get(struct store *st_, const char *org_id, const char *id, struct apikey_rec *out);
 int sq_key_by_hash(struct store *st_, const char *hash, struct apikey_rec *out);
 int sq_auth_lookup(struct store *st_, const char *hash, struct apikey_rec *key,
@@ -150,7 +150,7 @@ int sq_key_list(struct store *st_, const char *org_id, const struct name_filter 
                 struct apikey_rec **rows, size_t *n);
 int sq_key_update(struct store *st_, const struct apikey_rec *k);
 int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
-                  struct apikey_rec *fresh);
+                  struct apikey_rec *fresh, int64_t cap);
 /* The cache of auth_lookup and its change watch (a connection of its own);
  * open leaves s->auth NULL (lookups uncached) when that cannot be had. */
 void sq_authcache_open(struct sq *s);
@@ -200,7 +200,7 @@ int sqx_pool_update_on(struct conn *c, const struct pool_rec *p);
 int sq_pool_list_active(struct store *st_, struct pool_rec **rows, size_t *n);
 /* proxies: sqlite_proxies.c */
 extern const char sq_schema_proxies[];
-int sq_proxy_insert(struct store *st_, const struct proxy_rec *r);
+int sq_proxy_insert(struct store *st_, const struct proxy_rec *r, int64_t cap);
 int sq_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,
                  struct proxy_rec *out);
 int sq_proxy_find(struct store *st_, const char *org_id, const char *ref, struct proxy_rec **rows,

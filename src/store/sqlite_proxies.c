@@ -29,15 +29,19 @@ static void proxy_row(sqlite3_stmt *st, struct proxy_rec *r)
     r->data = sqx_data(st, 8);
 }
 
-int sq_proxy_insert(struct store *st_, const struct proxy_rec *r)
+int sq_proxy_insert(struct store *st_, const struct proxy_rec *r, int64_t cap)
 {
     CONN(s, c);
-    int rc =
-        sqx_q(c, NULL, "INSERT INTO proxies (" PROXY_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-              "ssssssiis", r->id, r->org_id, r->project_id, r->name, r->type, r->status,
-              r->last_checked, r->created_at, SQ_DATA(r->data));
+    int ret =
+        sqx_cap_begin(c, cap, r->org_id, "SELECT count(*) FROM proxies WHERE org_id = ?", NULL);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(
+            c, NULL, "INSERT INTO proxies (" PROXY_COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "ssssssiis", r->id, r->org_id, r->project_id, r->name, r->type, r->status,
+            r->last_checked, r->created_at, SQ_DATA(r->data)));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_proxy_get(struct store *st_, const char *org_id, const char *project_id, const char *id,

@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "store/keycache.h"
@@ -218,17 +219,21 @@ static void project_row(sqlite3_stmt *st, struct project_rec *p)
     p->updated_at = sqlite3_column_int64(st, 5);
 }
 
-int sq_project_create(struct store *st_, struct project_rec *p)
+int sq_project_create(struct store *st_, struct project_rec *p, int64_t cap)
 {
     CONN(s, c);
     crypto_new_id(p->id);
     p->created_at = p->updated_at = clock_now_ms();
     if (!p->status[0])
         snprintf(p->status, sizeof p->status, "active");
-    int rc = sqx_q(c, NULL, SQL_PROJECT_INSERT, "ssssii", p->id, p->org_id, p->name, p->status,
-                   p->created_at, p->updated_at);
+    int ret =
+        sqx_cap_begin(c, cap, p->org_id, "SELECT count(*) FROM projects WHERE org_id = ?", NULL);
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(c, NULL, SQL_PROJECT_INSERT, "ssssii", p->id, p->org_id, p->name,
+                            p->status, p->created_at, p->updated_at));
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
-    return sqx_qrc(rc);
+    return ret;
 }
 
 int sq_project_get(struct store *st_, const char *org_id, const char *id_or_name,
@@ -381,19 +386,41 @@ static void key_row(sqlite3_stmt *st, struct apikey_rec *k)
 static const char SQL_KEY_INSERT[] = "INSERT INTO api_keys (" KEY_COLS ")"
                                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)";
 
-static int key_insert(struct conn *c, struct apikey_rec *k)
+/* The org's live keys (store.h key_create), now = the second argument. */
+static const char SQL_KEYS_LIVE[] = "SELECT count(*) FROM api_keys WHERE org_id = ?"
+                                    " AND deleted_at = 0 AND (expires_at = 0"
+                                    " OR expires_at > CAST(? AS INTEGER))";
+
+/* Inserts k; with cap > 0 (inside sqx_cap_begin's transaction) first deletes
+ * the org's ended keys past the LIM_API_KEYS_ENDED_KEPT newest. */
+static int key_insert(struct conn *c, struct apikey_rec *k, int64_t cap)
 {
     crypto_new_id(k->id);
     k->created_at = clock_now_ms();
     k->deleted_at = 0;
-    return sqx_qrc(sqx_q(c, NULL, SQL_KEY_INSERT, "ssssssii", k->id, k->org_id, k->project_id,
-                         k->name, k->key_hash, k->masked_key, k->created_at, k->expires_at));
+    int ret = 0;
+    if (cap > 0)
+        ret = sqx_qrc(sqx_q(c, NULL,
+                            "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                            " WHERE org_id = ? AND (deleted_at > 0 OR (expires_at > 0"
+                            " AND expires_at <= ?)) ORDER BY created_at DESC, id DESC"
+                            " LIMIT -1 OFFSET ?)",
+                            "sii", k->org_id, k->created_at, (int64_t)LIM_API_KEYS_ENDED_KEPT));
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(c, NULL, SQL_KEY_INSERT, "ssssssii", k->id, k->org_id, k->project_id,
+                            k->name, k->key_hash, k->masked_key, k->created_at, k->expires_at));
+    return ret;
 }
 
-int sq_key_create(struct store *st_, struct apikey_rec *k)
+int sq_key_create(struct store *st_, struct apikey_rec *k, int64_t cap)
 {
     CONN(s, c);
-    int ret = key_insert(c, k);
+    char now[24];
+    snprintf(now, sizeof now, "%lld", (long long)clock_now_ms());
+    int ret = sqx_cap_begin(c, cap, k->org_id, SQL_KEYS_LIVE, now);
+    if (ret == 0)
+        ret = key_insert(c, k, cap);
+    ret = sqx_cap_end(c, cap, ret);
     sqx_conn_put(s, c);
     return ret;
 }
@@ -591,11 +618,13 @@ int sq_key_update(struct store *st_, const struct apikey_rec *k)
 }
 
 int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int64_t old_expires_at,
-                  struct apikey_rec *fresh)
+                  struct apikey_rec *fresh, int64_t cap)
 {
     CONN(s, c);
     sqlite3_stmt *st;
-    int ret = sqx_begin(c);
+    char now[24];
+    snprintf(now, sizeof now, "%lld", (long long)clock_now_ms());
+    int ret = cap > 0 ? sqx_cap_begin(c, cap, org_id, SQL_KEYS_LIVE, now) : sqx_begin(c);
     if (ret == 0) {
         int rc = sqx_q(c, &st,
                        "UPDATE api_keys SET expires_at = CASE WHEN expires_at = 0 OR expires_at > ?"
@@ -607,7 +636,7 @@ int sq_key_rotate(struct store *st_, const char *org_id, const char *old_id, int
             sqlite3_reset(st);
     }
     if (ret == 0)
-        ret = key_insert(c, fresh);
+        ret = key_insert(c, fresh, cap);
     if (ret == 0)
         ret = sqx_commit(c);
     if (ret)

@@ -368,7 +368,8 @@ struct store_ops {
     int (*plan_each)(struct store *st, void (*fn)(void *ctx, const char *id, const char *json),
                      void *ctx);
 
-    int (*project_create)(struct store *st, struct project_rec *p);
+    /* cap > 0: a capped insert (see cred_insert) counting the org's projects. */
+    int (*project_create)(struct store *st, struct project_rec *p, int64_t cap);
     /* By id, or else by exact name, within org. */
     int (*project_get)(struct store *st, const char *org_id, const char *id_or_name,
                        struct project_rec *out);
@@ -381,7 +382,12 @@ struct store_ops {
      * project and moves the default off an archived one. */
     int (*project_delete)(struct store *st, const char *org_id, const char *id);
 
-    int (*key_create)(struct store *st, struct apikey_rec *k);
+    /* cap > 0: a capped insert (see cred_insert) counting the org's live keys
+     * (neither deleted nor expired); in the same transaction the org's ended
+     * keys past the LIM_API_KEYS_ENDED_KEPT newest are deleted, so a loop of
+     * creates and deletes cannot grow the table. cap 0: the operator's
+     * (admin API, bootstrap key), neither counted nor pruned. */
+    int (*key_create)(struct store *st, struct apikey_rec *k, int64_t cap);
     int (*key_get)(struct store *st, const char *org_id, const char *id, struct apikey_rec *out);
     int (*key_by_hash)(struct store *st, const char *hash, struct apikey_rec *out);
     /* The key with that hash and its org, in one read (the hot path of every
@@ -393,9 +399,10 @@ struct store_ops {
     int (*key_list)(struct store *st, const char *org_id, const struct name_filter *f,
                     struct page *pg, struct apikey_rec **rows, size_t *n);
     int (*key_update)(struct store *st, const struct apikey_rec *k);
-    /* Creates fresh (new) and sets old's expiry to old_expires_at, atomically. */
+    /* Creates fresh (new) and sets old's expiry to old_expires_at, atomically;
+     * fresh is counted and the ended keys pruned as by key_create's cap. */
     int (*key_rotate)(struct store *st, const char *org_id, const char *old_id,
-                      int64_t old_expires_at, struct apikey_rec *fresh);
+                      int64_t old_expires_at, struct apikey_rec *fresh, int64_t cap);
 
     /* Sessions. Insert fails with E_CONFLICT when an active session of the
      * project already has the (non-empty) name. */
@@ -450,8 +457,10 @@ struct store_ops {
     /* ops: pools */
     /* Proxies. Names are not unique. get/delete/update address one proxy by
      * id (get and delete within a project); find returns every proxy of the
-     * org whose id or name equals ref (at most 100), for session selection. */
-    int (*proxy_insert)(struct store *st, const struct proxy_rec *p);
+     * org whose id or name equals ref (at most 100), for session selection.
+     * insert with cap > 0 is a capped insert (see cred_insert) counting the
+     * org's proxies in every project. */
+    int (*proxy_insert)(struct store *st, const struct proxy_rec *p, int64_t cap);
     int (*proxy_get)(struct store *st, const char *org_id, const char *project_id, const char *id,
                      struct proxy_rec *out);
     int (*proxy_find)(struct store *st, const char *org_id, const char *ref,

@@ -48,7 +48,7 @@ static void make_org(struct fixture *fx, const char *name, const char *key, char
         snprintf(project_id, STORE_ID, "%s", o.default_project_id);
     org_rec_clear(&o);
     struct apikey_rec rec;
-    assert_int_equal(tenancy_key_store(fx->app.store, org_id, "", "k", key, 0, &rec), 0);
+    assert_int_equal(tenancy_key_store(fx->app.store, org_id, "", "k", key, 0, 0, &rec), 0);
     json_decref(org);
 }
 

@@ -55,7 +55,7 @@ static void new_key(struct fixture *f, struct apikey_rec *k, const char *name)
     snprintf(plain, sizeof plain, "bd_test_%s_%d", name, rand());
     crypto_sha256_hex(plain, strlen(plain), k->key_hash);
     snprintf(k->masked_key, sizeof k->masked_key, "bd_te...%s", name);
-    assert_int_equal(store_key_create(f->st, k), 0);
+    assert_int_equal(store_key_create(f->st, k, 0), 0);
 }
 
 static int setup(void **state)
@@ -138,7 +138,7 @@ static void rotate_by_another_connection_is_seen_next(void **state)
     /* The fresh key was looked up (and missed) before it existed. */
     assert_int_equal(store_auth_lookup(f->st, fresh.key_hash, &k, &o), E_NOTFOUND);
     int64_t exp = clock_now_ms() - 1;
-    assert_int_equal(store_key_rotate(f->admin, f->org.id, f->key.id, exp, &fresh), 0);
+    assert_int_equal(store_key_rotate(f->admin, f->org.id, f->key.id, exp, &fresh, 0), 0);
     assert_int_equal(store_auth_lookup(f->st, f->key.key_hash, &k, &o), 0);
     assert_int_equal(k.expires_at, exp);
     org_rec_clear(&o);
@@ -186,14 +186,14 @@ static void change_by_the_same_store_is_seen_next(void **state)
     struct project_rec p = {0};
     snprintf(p.org_id, sizeof p.org_id, "%s", f->org.id);
     snprintf(p.name, sizeof p.name, "second");
-    assert_int_equal(store_project_create(f->st, &p), 0);
+    assert_int_equal(store_project_create(f->st, &p, 0), 0);
     struct apikey_rec scoped = {0};
     snprintf(scoped.org_id, sizeof scoped.org_id, "%s", f->org.id);
     snprintf(scoped.project_id, sizeof scoped.project_id, "%s", p.id);
     snprintf(scoped.name, sizeof scoped.name, "scoped");
     crypto_sha256_hex("bd_scoped", 9, scoped.key_hash);
     snprintf(scoped.masked_key, sizeof scoped.masked_key, "bd_sc...oped");
-    assert_int_equal(store_key_create(f->st, &scoped), 0);
+    assert_int_equal(store_key_create(f->st, &scoped, 0), 0);
     assert_int_equal(lookup(f->st, scoped.key_hash, &k, &o), 0);
     assert_int_equal(k.deleted_at, 0);
     org_rec_clear(&o);

@@ -279,9 +279,9 @@ static void last_active_project_and_unique_names(void **state)
     memset(&q, 0, sizeof q);
     snprintf(q.org_id, sizeof q.org_id, "%s", o.id);
     snprintf(q.name, sizeof q.name, "default");
-    assert_int_equal(store_project_create(st, &q), E_CONFLICT);
+    assert_int_equal(store_project_create(st, &q, 0), E_CONFLICT);
     snprintf(q.name, sizeof q.name, "second");
-    assert_int_equal(store_project_create(st, &q), 0);
+    assert_int_equal(store_project_create(st, &q, 0), 0);
     assert_int_equal(store_project_delete(st, o.id, p.id), 0);
     /* the default moves to the oldest remaining active project */
     struct org_rec got;
@@ -305,7 +305,7 @@ static void auth_lookup_finds_key_and_org(void **state)
     snprintf(k.name, sizeof k.name, "ci");
     crypto_sha256_hex("secret", 6, k.key_hash);
     snprintf(k.masked_key, sizeof k.masked_key, "bd_se...cret");
-    assert_int_equal(store_key_create(st, &k), 0);
+    assert_int_equal(store_key_create(st, &k, 0), 0);
     memset(&org, 0, sizeof org);
     assert_int_equal(store_auth_lookup(st, k.key_hash, &got, &org), 0);
     assert_string_equal(got.id, k.id);
@@ -364,7 +364,7 @@ static void lists_page_with_has_more(void **state)
         memset(&q, 0, sizeof q);
         snprintf(q.org_id, sizeof q.org_id, "%s", o.id);
         snprintf(q.name, sizeof q.name, "p%d", i);
-        assert_int_equal(store_project_create(st, &q), 0);
+        assert_int_equal(store_project_create(st, &q, 0), 0);
     }
     struct page pg = {.limit = 3, .offset = 0};
     struct project_rec *rows = NULL;
@@ -455,7 +455,7 @@ static void project_limits_hold_sessions_and_pools(void **state)
     memset(&p2, 0, sizeof p2);
     snprintf(p2.org_id, sizeof p2.org_id, "%s", o.id);
     snprintf(p2.name, sizeof p2.name, "other");
-    assert_int_equal(store_project_create(st, &p2), 0);
+    assert_int_equal(store_project_create(st, &p2, 0), 0);
     struct limits_rec l;
     assert_int_equal(store_limits_get(st, o.id, p.id, &l), 0);
     assert_int_equal(l.max_sessions, 0);
@@ -592,7 +592,7 @@ static void key_list_filters_and_sorts(void **state)
         crypto_sha256_hex(names[i], strlen(names[i]), k[i].key_hash);
         snprintf(k[i].masked_key, sizeof k[i].masked_key, "bd_%c%c...wxyz", 'a' + i, 'a' + i);
         k[i].expires_at = expires[i];
-        assert_int_equal(store_key_create(st, &k[i]), 0);
+        assert_int_equal(store_key_create(st, &k[i], 0), 0);
     }
     struct page pg = {.limit = 10};
     struct apikey_rec *rows = NULL;
@@ -645,12 +645,12 @@ static void key_list_filters_and_sorts(void **state)
     snprintf(fresh.org_id, sizeof fresh.org_id, "%s", o.id);
     snprintf(fresh.name, sizeof fresh.name, "fresh");
     crypto_sha256_hex("fresh", 5, fresh.key_hash);
-    assert_int_equal(store_key_rotate(st, o.id, k[0].id, 5000, &fresh), 0);
+    assert_int_equal(store_key_rotate(st, o.id, k[0].id, 5000, &fresh, 0), 0);
     assert_int_equal(store_key_get(st, o.id, k[0].id, &got), 0);
     assert_int_equal(got.expires_at, 5000);
     assert_int_equal(store_key_by_hash(st, fresh.key_hash, &got), 0);
     assert_string_equal(got.id, fresh.id);
-    assert_int_equal(store_key_rotate(st, o.id, k[1].id, 5000, &fresh), E_NOTFOUND);
+    assert_int_equal(store_key_rotate(st, o.id, k[1].id, 5000, &fresh, 0), E_NOTFOUND);
     org_rec_clear(&o);
 }
 
@@ -869,6 +869,84 @@ static void profiles_and_extensions(void **state)
     assert_int_equal(store_ext_delete(st, o.id, p.id, x.id), 0);
     assert_int_equal(store_ext_touch(st, x.id, 99), E_NOTFOUND);
     assert_int_equal(store_ext_delete(st, o.id, p.id, x.id), E_NOTFOUND);
+    org_rec_clear(&o);
+}
+
+/* Records a tenant creates for itself are capped per organization in the
+ * insert (limits.h LIM_PROXIES_PER_ORG, LIM_PROJECTS_PER_ORG,
+ * LIM_API_KEYS_PER_ORG): a capped create past the cap writes nothing; only
+ * live keys count; and a capped key create deletes the org's ended keys past
+ * the LIM_API_KEYS_ENDED_KEPT newest, so create-and-delete loops cannot grow
+ * the table. */
+static void tenant_records_capped_and_ended_keys_pruned(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    /* projects: make_org made one; a cap of 2 admits one more */
+    struct project_rec q;
+    memset(&q, 0, sizeof q);
+    snprintf(q.org_id, sizeof q.org_id, "%s", o.id);
+    snprintf(q.name, sizeof q.name, "second");
+    assert_int_equal(store_project_create(st, &q, 2), 0);
+    snprintf(q.name, sizeof q.name, "third");
+    assert_int_equal(store_project_create(st, &q, 2), E_LIMIT);
+    assert_int_equal(store_project_get(st, o.id, "third", &q), E_NOTFOUND);
+    /* proxies, counted across the org's projects */
+    struct proxy_rec a;
+    memset(&a, 0, sizeof a);
+    crypto_new_id(a.id);
+    snprintf(a.org_id, sizeof a.org_id, "%s", o.id);
+    snprintf(a.project_id, sizeof a.project_id, "%s", p.id);
+    snprintf(a.type, sizeof a.type, "custom");
+    a.data = "{}";
+    assert_int_equal(store_proxy_insert(st, &a, 1), 0);
+    crypto_new_id(a.id);
+    snprintf(a.project_id, sizeof a.project_id, "%s", q.id);
+    assert_int_equal(store_proxy_insert(st, &a, 1), E_LIMIT);
+    assert_int_equal(store_proxy_insert(st, &a, 2), 0);
+    /* keys: two live ones fill a cap of 2; an expired one does not count */
+    struct apikey_rec k[3], expired;
+    for (int i = 0; i < 3; i++) {
+        memset(&k[i], 0, sizeof k[i]);
+        snprintf(k[i].org_id, sizeof k[i].org_id, "%s", o.id);
+        snprintf(k[i].name, sizeof k[i].name, "k%d", i);
+        crypto_new_id(k[i].key_hash);
+    }
+    expired = k[2];
+    crypto_new_id(expired.key_hash);
+    expired.expires_at = 1;
+    assert_int_equal(store_key_create(st, &expired, 0), 0);
+    assert_int_equal(store_key_create(st, &k[0], 2), 0);
+    assert_int_equal(store_key_create(st, &k[1], 2), 0);
+    assert_int_equal(store_key_create(st, &k[2], 2), E_LIMIT);
+    struct apikey_rec fresh = k[2];
+    assert_int_equal(store_key_rotate(st, o.id, k[0].id, clock_now_ms() + 60000, &fresh, 2),
+                     E_LIMIT);
+    k[1].deleted_at = clock_now_ms();
+    assert_int_equal(store_key_update(st, &k[1]), 0);
+    assert_int_equal(store_key_create(st, &k[2], 2), 0);
+    /* ended keys past the newest LIM_API_KEYS_ENDED_KEPT go at a capped create */
+    for (int i = 0; i < LIM_API_KEYS_ENDED_KEPT + 3; i++) {
+        struct apikey_rec d = expired;
+        crypto_new_id(d.key_hash);
+        assert_int_equal(store_key_create(st, &d, 0), 0);
+    }
+    struct apikey_rec last = k[0];
+    crypto_new_id(last.key_hash);
+    assert_int_equal(store_key_create(st, &last, 10), 0);
+    /* left: the kept ended keys and the live k[0], k[2], last */
+    struct page pg = {.limit = 10, .offset = LIM_API_KEYS_ENDED_KEPT};
+    struct apikey_rec *rows = NULL;
+    size_t n = 0;
+    struct name_filter f = {.status = "all"};
+    assert_int_equal(store_key_list(st, o.id, &f, &pg, &rows, &n), 0);
+    assert_int_equal(n, 3);
+    xfree(rows);
+    struct apikey_rec got;
+    assert_int_equal(store_key_get(st, o.id, k[0].id, &got), 0);
+    assert_int_equal(store_key_get(st, o.id, last.id, &got), 0);
     org_rec_clear(&o);
 }
 
@@ -1220,8 +1298,8 @@ static void proxies_find_update_delete(void **state)
     b = a;
     crypto_new_id(b.id);
     b.created_at++;
-    assert_int_equal(store_proxy_insert(st, &a), 0);
-    assert_int_equal(store_proxy_insert(st, &b), 0);
+    assert_int_equal(store_proxy_insert(st, &a, 0), 0);
+    assert_int_equal(store_proxy_insert(st, &b, 0), 0);
     struct proxy_rec *rows = NULL;
     size_t n = 0;
     assert_int_equal(store_proxy_find(st, o.id, "us", &rows, &n), 0);
@@ -2390,6 +2468,7 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(profiles_and_extensions)                                                                     \
     X(proxies_find_update_delete)                                                                  \
     X(credentials_crud)                                                                            \
+    X(tenant_records_capped_and_ended_keys_pruned)                                                 \
     X(vaults_and_items)                                                                            \
     X(apps_objects)                                                                                \
     X(apps_unfinished_settle_once)                                                                 \
