@@ -469,6 +469,35 @@ static int saves_on(const char *reason)
            strcmp(reason, "server stopped") == 0;
 }
 
+/* Bytes of saved archives one organization keeps on this host
+ * (LIM_PROFILE_ORG_BYTES unless lowered: profiles_set_org_bytes). */
+static long long org_bytes = LIM_PROFILE_ORG_BYTES;
+
+void profiles_set_org_bytes(long long bytes)
+{
+    org_bytes = bytes;
+}
+
+/* The bytes the archives of org_id's profiles other than except hold on this
+ * host's disk, or -1 when its profiles cannot be listed. */
+static long long org_other_bytes(struct app *app, const char *org_id, const char *except)
+{
+    char(*ids)[STORE_ID] = NULL;
+    size_t n = 0;
+    if (store_profile_ids(app->store, org_id, &ids, &n) != 0)
+        return -1;
+    long long sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[1200];
+        struct stat st;
+        profiles_archive_path(app, ids[i], path, sizeof path);
+        if (strcmp(ids[i], except) != 0 && stat(path, &st) == 0)
+            sum += (long long)st.st_size;
+    }
+    xfree(ids);
+    return sum;
+}
+
 static void hook_ending(struct session_ctx *sc, const char *reason)
 {
     const char *id = jsonx_str(json_object_get(sc->doc, "profile"), "id");
@@ -480,14 +509,30 @@ static void hook_ending(struct session_ctx *sc, const char *reason)
     err_init(&e);
     struct profile_rec p;
     long long cap = archive_cap(sc->app, sc->rec->org_id);
+    /* Saves of this host run one at a time (write_mu): the organization's
+     * other archives are summed with no save of its own in between. */
     pthread_mutex_lock(&write_mu);
+    long long others = org_other_bytes(sc->app, sc->rec->org_id, id);
+    int org_bound = others >= 0 && org_bytes - others < cap;
+    if (org_bound)
+        cap = org_bytes - others;
     int rc = 0;
     if (store_profile_get_by_id(sc->app->store, id, &p) != 0) {
         log_info("session %s: profile %s was deleted; its changes are not saved", sc->rec->id, id);
+    } else if (others < 0) {
+        log_error("session %s: profile %s not saved: the organization's profiles could not be "
+                  "listed; the profile keeps its previous state",
+                  sc->rec->id, id);
+    } else if (cap <= 0) {
+        log_warn("session %s: profile %s not saved: this organization's other profiles hold %lld "
+                 "bytes on this host, its share (%lld bytes); the profile keeps its previous state",
+                 sc->rec->id, id, others, org_bytes);
     } else if ((rc = profile_archive_create(sc->user_data_dir, path, cap, &e)) == E_TOOBIG) {
-        log_warn("session %s: profile %s not saved: %s (limits.max_profile_bytes); the profile "
-                 "keeps its previous state",
-                 sc->rec->id, id, e.message);
+        log_warn("session %s: profile %s not saved: %s (%s); the profile keeps its previous state",
+                 sc->rec->id, id, e.message,
+                 org_bound ? "the organization's share of saved profiles on this host, with its "
+                             "other profiles"
+                           : "limits.max_profile_bytes");
     } else if (rc != 0) {
         log_error("session %s: saving into profile %s failed: %s", sc->rec->id, id, e.message);
     } else if (api_shared_put(sc->app, path) != 0) {

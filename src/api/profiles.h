@@ -34,6 +34,11 @@ int profiles_list(struct req *rq, struct resp *rs);
 int profiles_update(struct req *rq, struct resp *rs);
 int profiles_delete(struct req *rq, struct resp *rs);
 int profiles_download(struct req *rq, struct resp *rs);
+/* The bytes of saved archives one organization keeps on this host, its
+ * profiles together (LIM_PROFILE_ORG_BYTES by default; BROWSERD_PROFILE_ORG_MB
+ * lowers it). A save that would take the organization past it is refused as
+ * one over limits.max_profile_bytes: the profile keeps its previous state. */
+void profiles_set_org_bytes(long long bytes);
 
 /* ---- for other modules (browser pools, browsers.c) ---- */
 

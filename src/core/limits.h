@@ -282,6 +282,15 @@
 #define LIM_REPLAYS_PER_ORG       2
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
+/* Bytes of saved profile archives one organization keeps on this host's
+ * disk, its profiles together, whatever its plan (enterprise has no
+ * limits.max_profiles or max_profile_bytes, so before it an organization
+ * could keep any number of archives of up to LIM_PROFILE_ARCHIVE_BYTES
+ * each). A save that would take the organization past it is refused and
+ * the profile keeps its previous state (BROWSERD_PROFILE_ORG_MB may lower
+ * it; docs/profiles.md). */
+#define LIM_PROFILE_ORG_BYTES (8LL * 1024 * 1024 * 1024)
+
 /* Bytes of finished recordings one organization keeps on this host's disk:
  * when a recording starts, the organization's oldest finished recordings
  * are deleted until the rest fit (BROWSERD_REPLAY_ORG_MB may lower it).

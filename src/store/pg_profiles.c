@@ -157,3 +157,22 @@ int pgx_profile_count(struct store *st_, const char *org_id, int64_t *n)
     pgx_put(p, c);
     return ret ? E_INTERNAL : 0;
 }
+
+int pgx_profile_ids(struct store *st_, const char *org_id, char (**ids)[STORE_ID], size_t *n)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    *ids = NULL;
+    *n = 0;
+    int ret = pgx_q(c, &r, "SELECT id FROM profiles WHERE org_id = $1", "s", org_id);
+    if (ret == 0) {
+        size_t rows = (size_t)PQntuples(r);
+        *ids = xcalloc(rows ? rows : 1, sizeof **ids);
+        for (size_t i = 0; i < rows; i++)
+            pgx_col(r, (int)i, 0, (*ids)[i], STORE_ID);
+        *n = rows;
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}

@@ -177,6 +177,7 @@ int sq_profile_get(struct store *st_, const char *org_id, const char *project_id
                    const char *id_or_name, struct profile_rec *out);
 int sq_profile_get_by_id(struct store *st_, const char *id, struct profile_rec *out);
 int sq_profile_count(struct store *st_, const char *org_id, int64_t *n);
+int sq_profile_ids(struct store *st_, const char *org_id, char (**ids)[STORE_ID], size_t *n);
 int sq_profile_list(struct store *st_, const char *org_id, const char *project_id,
                     const struct profile_filter *f, struct page *pg, struct profile_rec **rows,
                     size_t *n);

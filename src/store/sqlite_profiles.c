@@ -175,3 +175,31 @@ int sq_profile_count(struct store *st_, const char *org_id, int64_t *n)
     sqx_conn_put(s, c);
     return ret;
 }
+
+int sq_profile_ids(struct store *st_, const char *org_id, char (**ids)[STORE_ID], size_t *n)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    size_t cap = 16, k = 0;
+    char(*out)[STORE_ID] = xcalloc(cap, sizeof *out);
+    int rc = sqx_q(c, &st, "SELECT id FROM profiles WHERE org_id = ?", "s", org_id);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
+        if (k == cap) {
+            cap *= 2;
+            out = xrealloc(out, cap * sizeof *out);
+        }
+        sqx_col(st, 0, out[k++], STORE_ID);
+    }
+    if (st)
+        sqlite3_reset(st);
+    sqx_conn_put(s, c);
+    if (rc != SQLITE_DONE) {
+        xfree(out);
+        *ids = NULL;
+        *n = 0;
+        return E_INTERNAL;
+    }
+    *ids = out;
+    *n = k;
+    return 0;
+}

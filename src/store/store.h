@@ -433,6 +433,9 @@ struct store_ops {
                         size_t *n);
     /* Profiles of the org, every project (limits.max_profiles). */
     int (*profile_count)(struct store *st, const char *org_id, int64_t *n);
+    /* The ids of the org's profiles, every project (*ids xmalloc'd, n of
+     * them; the bytes its archives hold on disk, LIM_PROFILE_ORG_BYTES). */
+    int (*profile_ids)(struct store *st, const char *org_id, char (**ids)[STORE_ID], size_t *n);
     /* Writes name and updated_at (by id). E_CONFLICT on a duplicate name. */
     int (*profile_update)(struct store *st, const struct profile_rec *p);
     /* Moves last_used_at and/or updated_at to the given times (0 leaves a
@@ -809,6 +812,7 @@ void org_rec_clear(struct org_rec *o);
 #define store_profile_get_by_id(st, ...)   ((st)->ops->profile_get_by_id((st), __VA_ARGS__))
 #define store_profile_list(st, ...)        ((st)->ops->profile_list((st), __VA_ARGS__))
 #define store_profile_count(st, ...)       ((st)->ops->profile_count((st), __VA_ARGS__))
+#define store_profile_ids(st, ...)         ((st)->ops->profile_ids((st), __VA_ARGS__))
 #define store_profile_update(st, ...)      ((st)->ops->profile_update((st), __VA_ARGS__))
 #define store_profile_touch(st, ...)       ((st)->ops->profile_touch((st), __VA_ARGS__))
 #define store_profile_delete(st, ...)      ((st)->ops->profile_delete((st), __VA_ARGS__))

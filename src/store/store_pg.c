@@ -399,6 +399,7 @@ static const struct store_ops pgx_ops = {
     .profile_get_by_id = pgx_profile_get_by_id,
     .profile_list = pgx_profile_list,
     .profile_count = pgx_profile_count,
+    .profile_ids = pgx_profile_ids,
     .profile_update = pgx_profile_update,
     .profile_touch = pgx_profile_touch,
     .profile_delete = pgx_profile_delete,

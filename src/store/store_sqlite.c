@@ -408,6 +408,7 @@ static const struct store_ops sqx_ops = {
     .profile_get_by_id = sq_profile_get_by_id,
     .profile_list = sq_profile_list,
     .profile_count = sq_profile_count,
+    .profile_ids = sq_profile_ids,
     .profile_update = sq_profile_update,
     .profile_touch = sq_profile_touch,
     .profile_delete = sq_profile_delete,

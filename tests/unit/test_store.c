@@ -793,6 +793,21 @@ static void profiles_list_in_creation_order(void **state)
         if (strcmp(rows[i].id, ids[i]) != 0)
             fail_msg("row %d is %s, made %d-th; expected %s", i, rows[i].name, i, ids[i]);
     xfree(rows);
+    /* profile_ids: every one of the org's profiles (the share of its archives
+     * on disk, api/profiles.c), in any order, and none of another org's. */
+    char(*all)[STORE_ID] = NULL;
+    assert_int_equal(store_profile_ids(st, o.id, &all, &n), 0);
+    assert_int_equal(n, N);
+    for (int i = 0; i < N; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < n; j++)
+            seen |= strcmp(all[j], ids[i]) == 0;
+        assert_true(seen);
+    }
+    xfree(all);
+    assert_int_equal(store_profile_ids(st, "no-such-org", &all, &n), 0);
+    assert_int_equal(n, 0);
+    xfree(all);
     org_rec_clear(&o);
 }
 
