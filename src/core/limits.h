@@ -282,6 +282,14 @@
 #define LIM_REPLAYS_PER_ORG       2
 #define LIM_REPLAY_FPS            20
 #define LIM_REPLAY_RETENTION_DAYS 7
+/* Bytes of stored telemetry events (their JSON data) one organization keeps,
+ * across its sessions and a cluster's nodes: past it, its oldest events are
+ * deleted until it holds nine tenths (telemetry/telemetry.c org_use_trim).
+ * Before it, events were kept for the retention (7 days) whatever their
+ * volume: a page logging to the console in a loop stored 15 MB a second.
+ * BROWSERD_TELEMETRY_ORG_MB may lower it. */
+#define LIM_TELEMETRY_ORG_STORED_BYTES (2LL * 1024 * 1024 * 1024)
+
 /* Bytes of saved profile archives one organization keeps on this host's
  * disk, its profiles together, whatever its plan (enterprise has no
  * limits.max_profiles or max_profile_bytes, so before it an organization

@@ -258,6 +258,9 @@ int pgx_telem_events_list(struct store *st_, const char *session_id, const struc
                           struct page *pg, struct telem_event_rec **rows, size_t *n);
 int pgx_telem_events_max_seq(struct store *st_, const char *session_id, int64_t *out);
 int pgx_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted);
+int pgx_telem_bytes_by_org(struct store *st_,
+                           void (*fn)(void *ctx, const char *org_id, int64_t bytes), void *ctx);
+int pgx_telem_events_trim_org(struct store *st_, const char *org_id, int64_t bytes, int64_t *freed);
 int pgx_otlp_dest_create(struct store *st_, struct otlp_dest_rec *d, int64_t cap);
 int pgx_otlp_dest_get(struct store *st_, const char *org_id, const char *id_or_name,
                       struct otlp_dest_rec *out);

@@ -91,6 +91,63 @@ int pgx_telem_events_max_seq(struct store *st_, const char *session_id, int64_t 
     return ret ? E_INTERNAL : 0;
 }
 
+int pgx_telem_bytes_by_org(struct store *st_,
+                           void (*fn)(void *ctx, const char *org_id, int64_t bytes), void *ctx)
+{
+    PGCONN(p, c);
+    PGresult *r;
+    int ret = pgx_q(c, &r,
+                    "SELECT s.org_id, sum(octet_length(e.data))::bigint FROM telemetry_events e"
+                    " JOIN sessions s ON s.id = e.session_id GROUP BY s.org_id",
+                    "");
+    if (ret == 0) {
+        for (int i = 0; i < PQntuples(r); i++)
+            fn(ctx, PQgetvalue(r, i, 0), pgx_i64(r, i, 1));
+        PQclear(r);
+    }
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}
+
+/* Rows one trimming statement deletes at most. */
+#define TRIM_ROWS 100
+
+/* The rows the next trimming statement deletes: as many as left bytes
+ * need at the rows' average size so far, 1..TRIM_ROWS (the first is 1). */
+static int64_t trim_chunk(int64_t left, int64_t avg)
+{
+    int64_t n = avg > 0 ? (left + avg - 1) / avg : 1;
+    return n < 1 ? 1 : n > TRIM_ROWS ? TRIM_ROWS : n;
+}
+
+int pgx_telem_events_trim_org(struct store *st_, const char *org_id, int64_t bytes, int64_t *freed)
+{
+    PGCONN(p, c);
+    *freed = 0;
+    int ret = 0;
+    int64_t total = 0, chunk = 1;
+    for (int rows = 1; rows > 0 && *freed < bytes && ret == 0;) {
+        PGresult *r;
+        rows = 0;
+        ret = pgx_q(c, &r,
+                    "DELETE FROM telemetry_events WHERE (session_id, seq) IN (SELECT e.session_id,"
+                    " e.seq FROM telemetry_events e JOIN sessions s ON s.id = e.session_id"
+                    " WHERE s.org_id = $1 ORDER BY e.ts, e.seq LIMIT $2)"
+                    " RETURNING octet_length(data)",
+                    "si", org_id, chunk);
+        if (ret == 0) {
+            rows = PQntuples(r);
+            for (int i = 0; i < rows; i++)
+                *freed += pgx_i64(r, i, 0);
+            PQclear(r);
+        }
+        total += rows;
+        chunk = trim_chunk(bytes - *freed, total ? *freed / total : 1);
+    }
+    pgx_put(p, c);
+    return ret ? E_INTERNAL : 0;
+}
+
 int pgx_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted)
 {
     PGCONN(p, c);

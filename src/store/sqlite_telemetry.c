@@ -112,6 +112,60 @@ int sq_telem_events_purge(struct store *st_, int64_t before_ms, int64_t *deleted
     return sqx_qrc(rc);
 }
 
+int sq_telem_bytes_by_org(struct store *st_,
+                          void (*fn)(void *ctx, const char *org_id, int64_t bytes), void *ctx)
+{
+    CONN(s, c);
+    sqlite3_stmt *st = NULL;
+    int rc = sqx_q(c, &st,
+                   "SELECT s.org_id, sum(length(CAST(e.data AS BLOB))) FROM telemetry_events e"
+                   " JOIN sessions s ON s.id = e.session_id GROUP BY s.org_id",
+                   "");
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(st))
+        fn(ctx, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1));
+    if (st)
+        sqlite3_reset(st);
+    sqx_conn_put(s, c);
+    return rc == SQLITE_DONE ? 0 : E_INTERNAL;
+}
+
+/* Rows one trimming statement deletes at most (a short hold of the writer). */
+#define TRIM_ROWS 100
+
+/* The rows the next trimming statement deletes: as many as left bytes
+ * need at the rows' average size so far, 1..TRIM_ROWS (the first is 1). */
+static int64_t trim_chunk(int64_t left, int64_t avg)
+{
+    int64_t n = avg > 0 ? (left + avg - 1) / avg : 1;
+    return n < 1 ? 1 : n > TRIM_ROWS ? TRIM_ROWS : n;
+}
+
+int sq_telem_events_trim_org(struct store *st_, const char *org_id, int64_t bytes, int64_t *freed)
+{
+    CONN(s, c);
+    *freed = 0;
+    int rc = SQLITE_DONE;
+    int64_t total = 0, chunk = 1;
+    for (int64_t rows = 1; rows > 0 && *freed < bytes && rc == SQLITE_DONE;) {
+        sqlite3_stmt *st = NULL;
+        rows = 0;
+        rc = sqx_q(c, &st,
+                   "DELETE FROM telemetry_events WHERE (session_id, seq) IN (SELECT e.session_id,"
+                   " e.seq FROM telemetry_events e JOIN sessions s ON s.id = e.session_id"
+                   " WHERE s.org_id = ? ORDER BY e.ts, e.seq LIMIT ?)"
+                   " RETURNING length(CAST(data AS BLOB))",
+                   "si", org_id, chunk);
+        for (; rc == SQLITE_ROW; rc = sqlite3_step(st), rows++)
+            *freed += sqlite3_column_int64(st, 0);
+        if (st)
+            sqlite3_reset(st);
+        total += rows;
+        chunk = trim_chunk(bytes - *freed, total ? *freed / total : 1);
+    }
+    sqx_conn_put(s, c);
+    return rc == SQLITE_DONE ? 0 : E_INTERNAL;
+}
+
 /* ---- destinations ---- */
 
 #define DEST_COLS "id, org_id, name, endpoint, headers, created_at, updated_at"

@@ -486,6 +486,14 @@ struct store_ops {
                              struct page *pg, struct telem_event_rec **rows, size_t *n);
     int (*telem_events_max_seq)(struct store *st, const char *session_id, int64_t *out);
     int (*telem_events_purge)(struct store *st, int64_t before_ms, int64_t *deleted);
+    /* The bytes of stored events (their data) of each organization with any
+     * (by the sessions' org_id): fn once per organization. */
+    int (*telem_bytes_by_org)(struct store *st,
+                              void (*fn)(void *ctx, const char *org_id, int64_t bytes), void *ctx);
+    /* Deletes the org's oldest events (by ts) until at least bytes of data
+     * are gone or none is left; *freed the bytes deleted. */
+    int (*telem_events_trim_org)(struct store *st, const char *org_id, int64_t bytes,
+                                 int64_t *freed);
     /* OTLP destinations: names unique per org (E_CONFLICT); get by id, or
      * else by exact name, within org. create: E_LIMIT when cap > 0 and the
      * org has cap destinations already (a capped insert: see cred_insert). */
@@ -830,15 +838,17 @@ void org_rec_clear(struct org_rec *o);
 #define store_proxy_update(st, ...) ((st)->ops->proxy_update((st), __VA_ARGS__))
 #define store_proxy_delete(st, ...) ((st)->ops->proxy_delete((st), __VA_ARGS__))
 /* wrappers: proxies */
-#define store_telem_events_insert(st, ...)  ((st)->ops->telem_events_insert((st), __VA_ARGS__))
-#define store_telem_events_list(st, ...)    ((st)->ops->telem_events_list((st), __VA_ARGS__))
-#define store_telem_events_max_seq(st, ...) ((st)->ops->telem_events_max_seq((st), __VA_ARGS__))
-#define store_telem_events_purge(st, ...)   ((st)->ops->telem_events_purge((st), __VA_ARGS__))
-#define store_otlp_dest_create(st, ...)     ((st)->ops->otlp_dest_create((st), __VA_ARGS__))
-#define store_otlp_dest_get(st, ...)        ((st)->ops->otlp_dest_get((st), __VA_ARGS__))
-#define store_otlp_dest_list(st, ...)       ((st)->ops->otlp_dest_list((st), __VA_ARGS__))
-#define store_otlp_dest_update(st, ...)     ((st)->ops->otlp_dest_update((st), __VA_ARGS__))
-#define store_otlp_dest_delete(st, ...)     ((st)->ops->otlp_dest_delete((st), __VA_ARGS__))
+#define store_telem_events_insert(st, ...)   ((st)->ops->telem_events_insert((st), __VA_ARGS__))
+#define store_telem_events_list(st, ...)     ((st)->ops->telem_events_list((st), __VA_ARGS__))
+#define store_telem_events_max_seq(st, ...)  ((st)->ops->telem_events_max_seq((st), __VA_ARGS__))
+#define store_telem_events_purge(st, ...)    ((st)->ops->telem_events_purge((st), __VA_ARGS__))
+#define store_telem_bytes_by_org(st, ...)    ((st)->ops->telem_bytes_by_org((st), __VA_ARGS__))
+#define store_telem_events_trim_org(st, ...) ((st)->ops->telem_events_trim_org((st), __VA_ARGS__))
+#define store_otlp_dest_create(st, ...)      ((st)->ops->otlp_dest_create((st), __VA_ARGS__))
+#define store_otlp_dest_get(st, ...)         ((st)->ops->otlp_dest_get((st), __VA_ARGS__))
+#define store_otlp_dest_list(st, ...)        ((st)->ops->otlp_dest_list((st), __VA_ARGS__))
+#define store_otlp_dest_update(st, ...)      ((st)->ops->otlp_dest_update((st), __VA_ARGS__))
+#define store_otlp_dest_delete(st, ...)      ((st)->ops->otlp_dest_delete((st), __VA_ARGS__))
 /* wrappers: telemetry */
 #define store_audit_insert(st, ...) ((st)->ops->audit_insert((st), __VA_ARGS__))
 #define store_audit_list(st, ...)   ((st)->ops->audit_list((st), __VA_ARGS__))

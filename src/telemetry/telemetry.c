@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 #include "domain/telemetry_cfg.h"
@@ -41,6 +42,7 @@ struct tevent {
 
 struct tsess {
     char id[64];
+    char org[64];
     unsigned mask;
     json_t *cfg; /* the active configuration (owned copy) or NULL */
     uint64_t last_seq, persisted_seq;
@@ -76,7 +78,17 @@ struct telem_sub {
 
 struct pitem {
     char sid[64];
+    char org[64];
     struct tevent *ev;
+};
+
+/* The bytes of stored events' data of one organization (the persister's
+ * own: read and written by that thread only). */
+struct orguse {
+    char org[64];
+    int64_t bytes;
+    int64_t logged_ms; /* when its last trim was logged (one line a minute) */
+    struct orguse *next;
 };
 
 static struct {
@@ -93,13 +105,14 @@ static struct {
     pthread_cond_t pcv;
     struct pitem *pq;
     size_t pn, pcap;
+    struct orguse *use[BUCKETS]; /* the persister thread's */
     pthread_t persister, ticker;
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .persisted = PTHREAD_COND_INITIALIZER,
        .cap_mu = PTHREAD_MUTEX_INITIALIZER,
        .pmu = PTHREAD_MUTEX_INITIALIZER,
        .pcv = PTHREAD_COND_INITIALIZER,
-       .opts = {4096, 7LL * 24 * 3600 * 1000, 5000, 10000}};
+       .opts = {4096, 7LL * 24 * 3600 * 1000, 5000, 10000, LIM_TELEMETRY_ORG_STORED_BYTES}};
 
 /* ---- options ---- */
 
@@ -109,6 +122,7 @@ void telemetry_opts_defaults(struct telemetry_opts *o)
     o->retention_ms = 7LL * 24 * 3600 * 1000;
     o->screenshot_interval_ms = 5000;
     o->export_queue = 10000;
+    o->org_stored_bytes = LIM_TELEMETRY_ORG_STORED_BYTES;
 }
 
 static int env_num(const char *name, long long lo, long long hi, long long *out, struct err *e)
@@ -146,6 +160,11 @@ int telemetry_opts_from_env(struct telemetry_opts *o, struct err *e)
         return rc;
     if (rc)
         o->export_queue = (size_t)n;
+    if ((rc = env_num("BROWSERD_TELEMETRY_ORG_MB", 1, LIM_TELEMETRY_ORG_STORED_BYTES >> 20, &n,
+                      e)) < 0)
+        return rc;
+    if (rc)
+        o->org_stored_bytes = (int64_t)n << 20;
     return 0;
 }
 
@@ -228,6 +247,7 @@ static uint64_t record(struct tsess *s, enum telem_cat cat, const char *name,
         T.pq = xrealloc(T.pq, T.pcap * sizeof *T.pq);
     }
     snprintf(T.pq[T.pn].sid, sizeof T.pq[0].sid, "%s", s->id);
+    snprintf(T.pq[T.pn].org, sizeof T.pq[0].org, "%s", s->org);
     T.pq[T.pn++].ev = e;
     pthread_cond_signal(&T.pcv);
     pthread_mutex_unlock(&T.pmu);
@@ -317,6 +337,7 @@ void telemetry_session_open(const char *session_id, const char *org_id, const js
     if (!s) {
         s = xcalloc(1, sizeof *s);
         snprintf(s->id, sizeof s->id, "%s", session_id);
+        snprintf(s->org, sizeof s->org, "%s", org_id ? org_id : "");
         s->ring = xcalloc(T.opts.ring_events, sizeof *s->ring);
         s->last_seq = s->persisted_seq = (uint64_t)max;
         unsigned h = bucket(session_id);
@@ -481,14 +502,79 @@ void telemetry_cdp_client(const char *session_id, const void *conn, int attached
 
 /* ---- persister and ticker ---- */
 
+static struct orguse *org_use(const char *org)
+{
+    unsigned h = bucket(org);
+    for (struct orguse *u = T.use[h]; u; u = u->next)
+        if (strcmp(u->org, org) == 0)
+            return u;
+    struct orguse *u = xcalloc(1, sizeof *u);
+    snprintf(u->org, sizeof u->org, "%s", org);
+    u->next = T.use[h];
+    T.use[h] = u;
+    return u;
+}
+
+static void org_use_clear(void)
+{
+    for (size_t b = 0; b < BUCKETS; b++)
+        while (T.use[b]) {
+            struct orguse *u = T.use[b];
+            T.use[b] = u->next;
+            xfree(u);
+        }
+}
+
+static void org_use_add(void *ctx, const char *org, int64_t bytes)
+{
+    (void)ctx;
+    org_use(org)->bytes = bytes;
+}
+
+/* Reads every organization's stored bytes again (at start and after each
+ * purge by age, which frees bytes of unknown organizations). */
+static void org_use_load(void)
+{
+    org_use_clear();
+    if (store_telem_bytes_by_org(T.store, org_use_add, NULL) != 0)
+        log_warn("telemetry: the stored events of each organization could not be measured");
+}
+
+/* An organization past its share of stored events (opts.org_stored_bytes):
+ * its oldest events are deleted until it holds nine tenths of it, so the
+ * newest are always stored and one tenant's events never take the disk
+ * of the others (docs/telemetry.md "Persistence and retention"). */
+static void org_use_trim(struct orguse *u)
+{
+    if (u->bytes <= T.opts.org_stored_bytes || !u->org[0])
+        return;
+    int64_t want = u->bytes - T.opts.org_stored_bytes / 10 * 9, freed = 0;
+    if (store_telem_events_trim_org(T.store, u->org, want, &freed) != 0) {
+        log_error("telemetry: the oldest events of organization %s could not be deleted", u->org);
+        return;
+    }
+    int64_t now = clock_now_ms();
+    if (now - u->logged_ms >= 60000) {
+        u->logged_ms = now;
+        log_info("telemetry: organization %s holds more than its share of stored events (%lld "
+                 "bytes): its oldest events are deleted (%lld bytes now)",
+                 u->org, (long long)T.opts.org_stored_bytes, (long long)freed);
+    }
+    /* Nothing left to delete (its sessions unknown to the store): counted
+     * again at the next load. */
+    u->bytes = freed > 0 ? u->bytes - freed : 0;
+}
+
 static void persist(struct pitem *items, size_t n)
 {
     struct telem_event_rec *rows = xcalloc(STORE_BATCH, sizeof *rows);
     for (size_t i = 0; i < n;) {
         size_t k = 0;
         const char *sid = items[i].sid;
+        struct orguse *u = org_use(items[i].org);
         while (i < n && k < STORE_BATCH && strcmp(items[i].sid, sid) == 0) {
             struct tevent *e = items[i].ev;
+            u->bytes += (int64_t)e->len;
             rows[k].seq = (int64_t)e->seq;
             rows[k].ts = e->ts;
             snprintf(rows[k].category, sizeof rows[k].category, "%s", telem_cat_name(e->cat));
@@ -498,6 +584,7 @@ static void persist(struct pitem *items, size_t n)
         }
         if (store_telem_events_insert(T.store, sid, rows, k) != 0)
             log_error("telemetry %s: could not persist %zu events", sid, k);
+        org_use_trim(u);
         pthread_mutex_lock(&T.mu);
         struct tsess *s = find(sid);
         if (s && (uint64_t)rows[k - 1].seq > s->persisted_seq)
@@ -544,6 +631,7 @@ static void *persister(void *arg)
             if (store_telem_events_purge(T.store, now - T.opts.retention_ms, &deleted) == 0 &&
                 deleted > 0)
                 log_info("telemetry: %lld events past retention deleted", (long long)deleted);
+            org_use_load();
             next_purge = now + 60000;
         }
         if (stop)
@@ -636,6 +724,7 @@ void telemetry_stop(void)
     pthread_cond_signal(&T.pcv);
     pthread_mutex_unlock(&T.pmu);
     pthread_join(T.persister, NULL);
+    org_use_clear();
     pthread_join(T.ticker, NULL);
     otlp_stop();
 }

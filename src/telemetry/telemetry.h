@@ -37,13 +37,16 @@ struct telemetry_opts {
                                    happened (default 7 days) */
     int screenshot_interval_ms; /* screenshot category period (default 5000) */
     size_t export_queue;        /* events waiting for OTLP export, all sessions (default 10000) */
+    int64_t org_stored_bytes;   /* stored events' data one organization keeps, its oldest
+                                   deleted past it (LIM_TELEMETRY_ORG_STORED_BYTES) */
 };
 
 /* Fills the defaults. */
 void telemetry_opts_defaults(struct telemetry_opts *o);
 /* Defaults overridden by BROWSERD_TELEMETRY_RING_EVENTS,
- * BROWSERD_TELEMETRY_RETENTION_HOURS, BROWSERD_TELEMETRY_SCREENSHOT_MS and
- * BROWSERD_TELEMETRY_EXPORT_QUEUE. E_INVALID names a malformed variable. */
+ * BROWSERD_TELEMETRY_RETENTION_HOURS, BROWSERD_TELEMETRY_SCREENSHOT_MS,
+ * BROWSERD_TELEMETRY_EXPORT_QUEUE and BROWSERD_TELEMETRY_ORG_MB (lowers
+ * org_stored_bytes). E_INVALID names a malformed variable. */
 int telemetry_opts_from_env(struct telemetry_opts *o, struct err *e) WUR;
 
 /* Starts the module (persister, exporter and keepalive threads). st is

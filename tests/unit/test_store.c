@@ -965,6 +965,73 @@ static void tenant_records_capped_and_ended_keys_pruned(void **state)
     org_rec_clear(&o);
 }
 
+struct org_bytes {
+    const char *org;
+    int64_t bytes;
+};
+
+static void org_bytes_of(void *ctx, const char *org, int64_t bytes)
+{
+    struct org_bytes *b = ctx;
+    if (strcmp(org, b->org) == 0)
+        b->bytes = bytes;
+}
+
+/* Telemetry events: the bytes each organization stores (by its sessions),
+ * and trimming an organization's oldest events (its share of the disk,
+ * LIM_TELEMETRY_ORG_STORED_BYTES) leaves its newest and every other
+ * organization's. */
+static void telem_bytes_by_org_and_trim(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o[2];
+    struct project_rec p[2];
+    struct session_rec sess[2];
+    make_org(st, &o[0], &p[0]);
+    make_org(st, &o[1], &p[1]);
+    char text[101];
+    memset(text, 'x', 100);
+    text[100] = '\0';
+    for (int i = 0; i < 2; i++) {
+        memset(&sess[i], 0, sizeof sess[i]);
+        crypto_new_id(sess[i].id);
+        snprintf(sess[i].org_id, sizeof sess[i].org_id, "%.24s", o[i].id);
+        snprintf(sess[i].project_id, sizeof sess[i].project_id, "%.24s", p[i].id);
+        snprintf(sess[i].status, sizeof sess[i].status, "active");
+        sess[i].data = "{}";
+        assert_int_equal(store_session_insert(st, &sess[i]), 0);
+        struct telem_event_rec rows[10];
+        for (int k = 0; k < 10; k++) {
+            rows[k] = (struct telem_event_rec){.seq = k + 1, .ts = 1000 + k, .text = text};
+            snprintf(rows[k].category, sizeof rows[k].category, "console");
+        }
+        assert_int_equal(store_telem_events_insert(st, sess[i].id, rows, 10), 0);
+    }
+    struct org_bytes b = {o[0].id, 0};
+    assert_int_equal(store_telem_bytes_by_org(st, org_bytes_of, &b), 0);
+    assert_int_equal(b.bytes, 1000);
+    int64_t freed = 0;
+    assert_int_equal(store_telem_events_trim_org(st, o[0].id, 250, &freed), 0);
+    assert_int_equal(freed, 300); /* whole events of 100 bytes, the oldest */
+    b.bytes = 0;
+    assert_int_equal(store_telem_bytes_by_org(st, org_bytes_of, &b), 0);
+    assert_int_equal(b.bytes, 700);
+    /* the newest of the trimmed org's stay; the other org's are untouched */
+    int64_t max = 0;
+    assert_int_equal(store_telem_events_max_seq(st, sess[0].id, &max), 0);
+    assert_int_equal(max, 10);
+    struct org_bytes other = {o[1].id, 0};
+    assert_int_equal(store_telem_bytes_by_org(st, org_bytes_of, &other), 0);
+    assert_int_equal(other.bytes, 1000);
+    /* asked for more than it holds: everything of that org goes */
+    assert_int_equal(store_telem_events_trim_org(st, o[0].id, 1 << 20, &freed), 0);
+    assert_int_equal(freed, b.bytes);
+    assert_int_equal(store_telem_events_max_seq(st, sess[0].id, &max), 0);
+    assert_int_equal(max, 0);
+    org_rec_clear(&o[0]);
+    org_rec_clear(&o[1]);
+}
+
 /* Credentials: names unique per project; get by id or name; list filters by
  * domain and name substring; count per org; update and delete by id. */
 static void credentials_crud(void **state)
@@ -2484,6 +2551,7 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(proxies_find_update_delete)                                                                  \
     X(credentials_crud)                                                                            \
     X(tenant_records_capped_and_ended_keys_pruned)                                                 \
+    X(telem_bytes_by_org_and_trim)                                                                 \
     X(vaults_and_items)                                                                            \
     X(apps_objects)                                                                                \
     X(apps_unfinished_settle_once)                                                                 \
