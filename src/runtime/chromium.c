@@ -883,6 +883,11 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     } else {
         strvec_push(av, xstrdup("--ozone-platform=x11"));
         strvec_push(av, xstrdup("--window-position=0,0"));
+        /* Headful Chromium quits when its last window closes: an agent that
+         * closed its last tab (@playwright/mcp's browser_tabs close) ended
+         * the whole session. Kept alive, the browser opens its next tab in a
+         * new window (headless Chromium already stays). */
+        strvec_push(av, xstrdup("--keep-alive-for-test"));
     }
     if (o->kiosk)
         strvec_push(av, xstrdup("--kiosk"));

@@ -27,15 +27,21 @@ const PAGES = {
     <a href="/second" target="_blank">open second</a> <a href="/second">go second</a>`,
   '/result': null, // echoes the form's field
   '/second': '<title>second</title><p>the second page</p>',
+  '/files': '<title>files</title><a href="/report.txt">get report</a>',
   '/popup': `<title>opener</title>
     <button onclick="window.open('/second', 'w', 'popup,width=300,height=200')">pop</button>`,
 };
+const REPORT = 'the report\n'.repeat(100);
 function site(req, res) {
   const u = new URL(req.url, 'http://x');
   if (u.pathname === '/result') {
     const q = (u.searchParams.get('q') || '').replace(/[<&>]/g, '');
     res.writeHead(200, { 'content-type': 'text/html' });
     return res.end(`<title>result</title><p id="r">hello ${q}</p>`);
+  }
+  if (u.pathname === '/report.txt') {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-disposition': 'attachment; filename="report.txt"' });
+    return res.end(REPORT);
   }
   const body = PAGES[u.pathname];
   res.writeHead(body ? 200 : 404, { 'content-type': 'text/html' });
@@ -211,7 +217,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): @playwright/mcp on a headful 1024x700 session: a window.open popup and a new tab appear in browser_tabs, the screen is 1024x700 and the screenshot the page's part of it; after the MCP server is killed the session is listed and a second MCP server sees the same page; DELETE of the session makes its next call fail, not hang',
+    name: 'issue 31 (real clients): @playwright/mcp on a headful 1024x700 session: a window.open popup and a new tab appear in browser_tabs, the screen is 1024x700 and the screenshot the page\'s part of it; after the MCP server is killed the session is listed and a second MCP server sees the same page; DELETE of the session makes its next call fail, not hang',
     timeout: 150000,
     fn: () => withServer(async (s, st, out) => {
       const b = await create(s, { headless: false, viewport: { width: 1024, height: 700 } });
@@ -267,6 +273,42 @@ export const tests = [
         const g = await request(s.base, 'GET', `/browsers/${b.session_id}`, { key: s.key });
         eq(g.status, 404, `the session is gone: ${g.text}`);
       } finally { await again.stop(); }
+    }),
+  },
+  {
+    name: 'issue 31 (real clients): @playwright/mcp on a headful session: the agent closing its last tab does not end the session (headful Chromium quits with its last window): the next tab opens in a window of the same size; a download by browser_click is listed in fs/downloads',
+    timeout: 120000,
+    fn: () => withServer(async (s, st, out) => {
+      const b = await create(s, { headless: false, viewport: { width: 1024, height: 700 } });
+      const mcp = await startMcp(b.cdp_ws_url, out);
+      const size = async () => JSON.parse(/\[[^\]]*\]/.exec(await mcp.call('browser_evaluate',
+        { function: '() => [screen.width, screen.height, outerWidth, outerHeight, innerWidth, innerHeight]' }))[0]);
+      try {
+        await mcp.call('browser_navigate', { url: `${st.url}/files` });
+        const before = await size();
+        // A download, as an agent starts one: a click on the link.
+        const snap = await mcp.call('browser_snapshot');
+        await mcp.call('browser_click', { element: 'get report link', target: refOf(snap, 'link', 'get report') });
+        const dl = await waitFor(async () => {
+          const r = await request(s.base, 'GET', `/browsers/${b.session_id}/fs/downloads`, { key: s.key });
+          eq(r.status, 200, `downloads: ${r.text}`);
+          return r.json.downloads.find((d) => d.complete && d.size === REPORT.length) || null;
+        }, 'the download in fs/downloads', 20000, 200);
+        assert(dl.path.startsWith('/'), `a path in the session: ${JSON.stringify(dl)}`);
+
+        // The agent closes its only tab.
+        const closed = await mcp.call('browser_tabs', { action: 'close' });
+        assert(/No open tabs/.test(closed), `no tab left: ${closed}`);
+        const g = await request(s.base, 'GET', `/browsers/${b.session_id}`, { key: s.key });
+        eq(g.status, 200, `the session outlives its last tab: ${g.text}`);
+        // The next navigation opens a tab (a new window) and works.
+        await mcp.call('browser_navigate', { url: `${st.url}/second` });
+        assert(/Page Title: second/.test(await mcp.call('browser_snapshot')), 'a new tab after the last one closed');
+        eq((await size()).join('x'), before.join('x'), 'the new window has the size of the first');
+      } finally { await mcp.stop(); }
+      const g = await request(s.base, 'GET', `/browsers/${b.session_id}`, { key: s.key });
+      eq(g.status, 200, `the session after the MCP server ended: ${g.text}`);
+      await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key });
     }),
   },
 ];
