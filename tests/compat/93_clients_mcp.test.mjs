@@ -311,4 +311,43 @@ export const tests = [
       await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key });
     }),
   },
+  {
+    name: 'issue 31 (real clients): two @playwright/mcp servers on one session at once (one on cdp_ws_url, one on its http discovery form /browser/cdp/<token>) share its tabs; each drives its own tab (a click in the tab it brought to front, an evaluate in the background at the same time), and killing one leaves the other working',
+    timeout: 120000,
+    fn: () => withServer(async (s, st, out) => {
+      const b = await create(s, { headless: true, viewport: { width: 800, height: 600 } });
+      const tok = new URL(b.cdp_ws_url).searchParams.get('jwt');
+      const one = await startMcp(b.cdp_ws_url, out);
+      let two;
+      try {
+        two = await startMcp(`${s.base}/browser/cdp/${tok}`, out);
+        await one.call('browser_navigate', { url: `${st.url}/` });
+        await two.call('browser_tabs', { action: 'new', url: `${st.url}/second` });
+        // Each sees both tabs; each has its own current one.
+        const a = tabsOf(await one.call('browser_tabs', { action: 'list' }));
+        const c = tabsOf(await two.call('browser_tabs', { action: 'list' }));
+        eq(a.map((t) => t.title).join(','), 'home,second', `the first server's tabs: ${JSON.stringify(a)}`);
+        eq(c.map((t) => t.title).join(','), 'home,second', `the second server's tabs: ${JSON.stringify(c)}`);
+        assert(a[0].current && c[1].current, `each its own current tab: ${JSON.stringify([a, c])}`);
+        // Both act at once on their own tabs. A click needs its tab in front
+        // (a background tab is hidden and does not paint, in any Chromium:
+        // the same with a plain local one), so the first selects its tab; an
+        // evaluate works in the background.
+        await one.call('browser_tabs', { action: 'select', index: 0 });
+        const snap = await one.call('browser_snapshot');
+        await Promise.all([
+          one.call('browser_click', { element: 'press me button', target: refOf(snap, 'button', 'press me') }),
+          two.call('browser_evaluate', { function: '() => { document.title = "renamed"; return 1; }' }),
+        ]);
+        assert(/button "pressed 1"/.test(await one.call('browser_snapshot')), 'the first server\'s click');
+        assert(/Page Title: renamed/.test(await two.call('browser_snapshot')), 'the second server\'s evaluate');
+        await one.stop();
+        // The other one goes on.
+        await two.call('browser_navigate', { url: `${st.url}/popup` });
+        const t = tabsOf(await two.call('browser_tabs', { action: 'list' }));
+        eq(t.map((x) => x.title).join(','), 'home,opener', `after the first server ended: ${JSON.stringify(t)}`);
+      } finally { await one.stop(); if (two) await two.stop(); }
+      await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key });
+    }),
+  },
 ];
