@@ -217,7 +217,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): @playwright/mcp on a headful 1024x700 session: a window.open popup and a new tab appear in browser_tabs, the screen is 1024x700 and the screenshot the page\'s part of it; after the MCP server is killed the session is listed and a second MCP server sees the same page; DELETE of the session makes its next call fail, not hang',
+    name: 'issue 31 (real clients): @playwright/mcp on a headful 1024x700 session: a window.open popup and a new tab appear in browser_tabs, the window covers the 1024x700 screen and the screenshot is the page\'s part of it; after the MCP server is killed the session is listed and a second MCP server sees the same page; DELETE of the session makes its next call fail, not hang',
     timeout: 150000,
     fn: () => withServer(async (s, st, out) => {
       const b = await create(s, { headless: false, viewport: { width: 1024, height: 700 } });
@@ -244,10 +244,10 @@ export const tests = [
         // is the part of it the page has, which the page itself reports.
         const shot = await mcp.call('browser_take_screenshot', { type: 'png', scale: 'css' });
         const seen = JSON.parse(/\[[^\]]*\]/.exec(await mcp.call('browser_evaluate',
-          { function: '() => [screen.width, screen.height, innerWidth, innerHeight]' }))[0]);
-        eq(seen.slice(0, 2).join('x'), '1024x700', 'the screen is the session\'s viewport');
-        eq(imageSize(shot.images[0]).join('x'), seen.slice(2).join('x'), 'the screenshot is the page\'s part of the window');
-        assert(seen[2] <= 1024 && seen[2] >= 1023 && seen[3] < 700 && seen[3] > 500, `the page fills the window below its toolbar: ${seen}`);
+          { function: '() => [screen.width, screen.height, outerWidth, outerHeight, innerWidth, innerHeight]' }))[0]);
+        eq(seen.slice(0, 4).join('x'), '1024x700x1024x700', 'the screen is the session\'s viewport and the window covers it');
+        eq(imageSize(shot.images[0]).join('x'), seen.slice(4).join('x'), 'the screenshot is the page\'s part of the window');
+        assert(seen[4] === 1024 && seen[5] < 700 && seen[5] > 500, `the page fills the window below its toolbar: ${seen}`);
         await mcp.call('browser_navigate', { url: `${st.url}/` });
       } finally { await mcp.stop(); }
 
@@ -276,7 +276,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): @playwright/mcp on a headful session: the agent closing its last tab does not end the session (headful Chromium quits with its last window): the next tab opens in a window of the same size; a download by browser_click is listed in fs/downloads',
+    name: 'issue 31 (real clients): @playwright/mcp on a headful session: the agent closing its last tab does not end the session (headful Chromium quits with its last window): the next tab opens in a new window; a download by browser_click is listed in fs/downloads',
     timeout: 120000,
     fn: () => withServer(async (s, st, out) => {
       const b = await create(s, { headless: false, viewport: { width: 1024, height: 700 } });
@@ -296,15 +296,24 @@ export const tests = [
         }, 'the download in fs/downloads', 20000, 200);
         assert(dl.path.startsWith('/'), `a path in the session: ${JSON.stringify(dl)}`);
 
-        // The agent closes its only tab.
+        // The agent closes its only tab. A DevTools client of its own
+        // watches the browser: on the old binary it quit (and the session
+        // ended) within a second or two of its last window closing.
+        const { default: WebSocket } = await import('ws');
+        const watch = new WebSocket(b.cdp_ws_url);
+        await new Promise((r, j) => { watch.once('open', r); watch.once('error', j); });
+        const gone = new Promise((r) => watch.once('close', () => r('the browser went away')));
         const closed = await mcp.call('browser_tabs', { action: 'close' });
         assert(/No open tabs/.test(closed), `no tab left: ${closed}`);
+        const seen = await Promise.race([gone, new Promise((r) => setTimeout(() => r('alive'), 5000).unref())]);
+        watch.close();
+        eq(seen, 'alive', 'the browser outlives its last tab (watched for 5 s)');
         const g = await request(s.base, 'GET', `/browsers/${b.session_id}`, { key: s.key });
         eq(g.status, 200, `the session outlives its last tab: ${g.text}`);
-        // The next navigation opens a tab (a new window) and works.
+        // The next navigation opens a tab (in a new window) and works, on the same screen.
         await mcp.call('browser_navigate', { url: `${st.url}/second` });
         assert(/Page Title: second/.test(await mcp.call('browser_snapshot')), 'a new tab after the last one closed');
-        eq((await size()).join('x'), before.join('x'), 'the new window has the size of the first');
+        eq((await size()).slice(0, 2).join('x'), before.slice(0, 2).join('x'), 'the same screen');
       } finally { await mcp.stop(); }
       const g = await request(s.base, 'GET', `/browsers/${b.session_id}`, { key: s.key });
       eq(g.status, 200, `the session after the MCP server ended: ${g.text}`);
@@ -347,6 +356,22 @@ export const tests = [
         const t = tabsOf(await two.call('browser_tabs', { action: 'list' }));
         eq(t.map((x) => x.title).join(','), 'home,opener', `after the first server ended: ${JSON.stringify(t)}`);
       } finally { await one.stop(); if (two) await two.stop(); }
+      await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key });
+    }),
+  },
+  {
+    name: 'issue 31 (real clients): @playwright/mcp on a headful kiosk session (1024x700): the page is the whole screen, so browser_take_screenshot is exactly the viewport (Chromium made a window of the screen\'s size 1 pixel smaller each way)',
+    timeout: 90000,
+    fn: () => withServer(async (s, st, out) => {
+      const b = await create(s, { headless: false, kiosk_mode: true, viewport: { width: 1024, height: 700 } });
+      const mcp = await startMcp(b.cdp_ws_url, out);
+      try {
+        await mcp.call('browser_navigate', { url: `${st.url}/` });
+        const shot = await mcp.call('browser_take_screenshot', { type: 'png', scale: 'css' });
+        eq(imageSize(shot.images[0]).join('x'), '1024x700', 'the screenshot is the session\'s viewport');
+        const seen = await mcp.call('browser_evaluate', { function: '() => [outerWidth, outerHeight, innerWidth, innerHeight].join("x")' });
+        assert(seen.includes('"1024x700x1024x700"'), `the window and the page are the screen: ${seen}`);
+      } finally { await mcp.stop(); }
       await request(s.base, 'DELETE', `/browsers/${b.session_id}`, { key: s.key });
     }),
   },
