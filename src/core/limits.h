@@ -313,6 +313,11 @@
  * call holds it (then 429 with Retry-After). */
 #define LIM_COMPUTER_CALL_MS      60000
 #define LIM_COMPUTER_LOCK_WAIT_MS 5000
+/* Top-level windows of a headful session's display looked at when its
+ * browser's window is grown to the whole screen (xin_fill_screen): two round
+ * trips each, at launch, on a display the session's user could fill with
+ * windows. A browser just launched has a handful. */
+#define LIM_X_FILL_WINDOWS 64
 /* browsers.curl: requests in flight on this server (each holds a thread of
  * the HTTP pool and a page of a browser for up to its timeout), and each
  * organization's and each session's share of them (core/share.h); the last

@@ -36,6 +36,7 @@
 #include "runtime/crlauncher.h"
 #include "runtime/reaper.h"
 #include "runtime/sandbox.h"
+#include "runtime/xinput.h"
 #include "runtime/xvfb.h"
 
 extern char **environ;
@@ -834,6 +835,34 @@ static int frame_failed(const char *key)
 static int fit_headless(const char *ws_url, int width, int height, int timeout_ms, int *frame_w,
                         int *frame_h, struct err *e);
 
+/* Headful: grows the browser's first window to the whole screen once it is
+ * mapped (runtime/xinput.h xin_fill_screen: launched at the screen's size,
+ * Chromium makes it 1 pixel smaller each way). Best effort within
+ * timeout_ms, like the headless fit: a window that does not appear keeps
+ * the size Chromium gave it. */
+static void fill_headful(struct chromium *c, int timeout_ms)
+{
+    struct err e;
+    err_init(&e);
+    struct xin *x = NULL;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    int grown = 0,
+        rc = xin_open(c->sb ? sandbox_netns(c->sb) : 0, c->xvfb.display, timeout_ms, &x, &e);
+    while (rc == 0 && (rc = xin_fill_screen(x, &grown, &e)) == 0 && grown == 0 &&
+           clock_mono_ms() < deadline)
+        (void)poll(NULL, 0, 10);
+    xin_close(x);
+    if (rc != 0)
+        log_warn("chromium %d: the window could not be grown to the screen: %s", (int)c->pid,
+                 e.message);
+    else if (grown == 0)
+        log_warn("chromium %d: no window to grow to the screen within %d ms", (int)c->pid,
+                 timeout_ms);
+    else
+        log_debug("chromium %d: window grown to the screen in %lld ms", (int)c->pid,
+                  (long long)(clock_mono_ms() - deadline + timeout_ms));
+}
+
 /* With a sandbox: bwrap's command line first, then Chromium's without
  * --no-sandbox (Chromium's own sandbox runs as the session's user). */
 static void build_argv(const struct chromium_opts *o, struct chromium *c,
@@ -883,6 +912,11 @@ static void build_argv(const struct chromium_opts *o, struct chromium *c,
     } else {
         strvec_push(av, xstrdup("--ozone-platform=x11"));
         strvec_push(av, xstrdup("--window-position=0,0"));
+        /* Headful Chromium quits when its last window closes: an agent that
+         * closed its last tab (@playwright/mcp's browser_tabs close) ended
+         * the whole session. Kept alive, the browser opens its next tab in a
+         * new window (headless Chromium already stays). */
+        strvec_push(av, xstrdup("--keep-alive-for-test"));
     }
     if (o->kiosk)
         strvec_push(av, xstrdup("--kiosk"));
@@ -1211,6 +1245,9 @@ int chromium_launch(const struct chromium_opts *o, int timeout_ms, struct chromi
         else
             frame_put(c->frame_key, fw, fh);
     }
+
+    if (!o->headless)
+        fill_headful(c, CR_FIT_MS);
 
     if (cg_fd >= 0)
         close(cg_fd);

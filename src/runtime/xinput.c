@@ -17,6 +17,7 @@
 #include <xcb/xtest.h>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/netns.h"
 #include "core/xalloc.h"
 
@@ -381,6 +382,45 @@ int xin_focus_under_pointer(struct xin *x, struct err *e)
         return 0;
     xcb_set_input_focus(x->c, XCB_INPUT_FOCUS_POINTER_ROOT, win, XCB_CURRENT_TIME);
     return sent(x, e);
+}
+
+int xin_fill_screen(struct xin *x, int *grown, struct err *e)
+{
+    *grown = 0;
+    xcb_query_tree_reply_t *t =
+        wait_reply(x, xcb_query_tree(x->c, x->root).sequence, "the top-level windows", e);
+    if (!t)
+        return e->rc;
+    int n = xcb_query_tree_children_length(t);
+    const xcb_window_t *w = xcb_query_tree_children(t);
+    int rc = 0;
+    for (int i = 0; i < n && i < LIM_X_FILL_WINDOWS && rc == 0; i++) {
+        unsigned int gs = xcb_get_geometry(x->c, w[i]).sequence;
+        unsigned int as = xcb_get_window_attributes(x->c, w[i]).sequence;
+        struct err we;
+        err_init(&we);
+        xcb_get_geometry_reply_t *g = wait_reply(x, gs, "a window's geometry", &we);
+        xcb_get_window_attributes_reply_t *a = NULL;
+        if (g)
+            a = wait_reply(x, as, "a window's attributes", &we);
+        else
+            xcb_discard_reply(x->c, as);
+        if (x->dead || xcb_connection_has_error(x->c)) {
+            rc = we.rc ? err_set(e, we.rc, we.code, "%s", we.message)
+                       : err_set(e, E_UNAVAIL, "unavailable", "the X display went away");
+        } else if (g && a && a->map_state == XCB_MAP_STATE_VIEWABLE && !a->override_redirect &&
+                   g->width + 1 == x->width && g->height + 1 == x->height) {
+            const uint32_t v[] = {(uint32_t)x->width, (uint32_t)x->height};
+            xcb_configure_window(x->c, w[i], XCB_CONFIG_WINDOW_WIDTH | XCB_CONFIG_WINDOW_HEIGHT, v);
+            ++*grown;
+        }
+        xfree(g);
+        xfree(a);
+    }
+    xfree(t);
+    if (rc == 0 && *grown)
+        rc = sync_x(x, "the windows' new size", e);
+    return rc;
 }
 
 /* The atom named name, waited for (bounded). */

@@ -71,6 +71,16 @@ int xin_sync(struct xin *x, struct err *e) WUR;
  * Override-redirect windows (menus, popups) are left as they are. */
 int xin_focus_under_pointer(struct xin *x, struct err *e) WUR;
 
+/* Grows to the whole screen each top-level window (mapped, not
+ * override-redirect) that is one pixel narrower and one pixel shorter than
+ * the screen, as a window manager would: asked for a window of exactly the
+ * screen's size, Chromium on X11 makes it 1 pixel smaller each way (so that
+ * window managers do not take it for a fullscreen one), which left a strip
+ * of the screen uncovered and a kiosk page 1 pixel short of the viewport.
+ * *grown: how many windows were resized (the first LIM_X_FILL_WINDOWS
+ * top-level windows are looked at). A window gone meanwhile is skipped. */
+int xin_fill_screen(struct xin *x, int *grown, struct err *e) WUR;
+
 /* Where the pointer is on the screen. */
 int xin_pointer(struct xin *x, int *px, int *py, struct err *e) WUR;
 /* Hides (XFixes HideCursor) or shows the cursor. The hiding lasts while this
