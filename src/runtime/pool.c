@@ -37,6 +37,7 @@ enum pb_state { PB_WARMING, PB_AVAILABLE, PB_ACQUIRED, PB_CLEANING };
 struct pbrowser {
     char sid[POOL_SID_MAX]; /* "" while warming */
     enum pb_state state;
+    int flushed; /* flushed while warming: its launch read what the flush replaces */
     struct pbrowser *next;
 };
 
@@ -275,10 +276,10 @@ static void launch_locked(struct pool_engine *g, struct pool *p)
     pthread_mutex_lock(&g->mu);
     /* ph is still linked: only this thread unlinks a warming browser. */
     struct endlist l = {0};
-    const char *reason = p->deleted ? "pool deleted" : "pool shrunk";
+    const char *reason = p->deleted ? "pool deleted" : ph->flushed ? "pool flushed" : "pool shrunk";
     if (rc) {
         unlink_browser_locked(p, ph);
-    } else if (p->deleted) {
+    } else if (p->deleted || ph->flushed) {
         endlist_add(&l, sid);
         unlink_browser_locked(p, ph);
     } else {
@@ -578,6 +579,12 @@ int pool_flush(struct pool_engine *g, const char *id)
     struct pool *p = find_locked(g, id);
     if (p) {
         take_locked(p, 1u << PB_AVAILABLE, &l);
+        /* A browser being launched loaded the profile as it was before the
+         * flush: it is ended when its launch returns, not handed out (the
+         * filler replaces it). */
+        for (struct pbrowser *b = p->browsers; b; b = b->next)
+            if (b->state == PB_WARMING)
+                b->flushed = 1;
         pthread_cond_broadcast(&g->cv);
     }
     pthread_mutex_unlock(&g->mu);

@@ -136,6 +136,17 @@ int pgx_ac_delete(struct store *st_, const char *org_id, const char *project_id,
     "(data::jsonb #>> '{flow,flow_status}') = 'IN_PROGRESS' AND"                                   \
     " (data::jsonb #>> '{flow,flow_expires_at}') > " now
 
+/* ... and its node not known to be gone (dead or retired). A flow lives in
+ * its node's memory and ended with it, though its row reads IN_PROGRESS
+ * until a sweeper ends it (docs/multinode.md "Records a node leaves
+ * behind"): the org's other flows, a node restarted under its name among
+ * them, are not held back meanwhile. The connection's own row still counts
+ * such a flow (409 to a second login): the sweeper's end of it is a
+ * read-then-write that a new flow in the same row would race. */
+#define FLOW_NODE_NOT_GONE                                                                         \
+    " AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.id = (data::jsonb #>> '{flow,node_id}')"     \
+    " AND nodes.state != 'up')"
+
 int pgx_ac_flow_admit(struct store *st_, const struct authconn_rec *ac, const char *node_id,
                       int64_t limit, int64_t *running)
 {
@@ -151,10 +162,11 @@ int pgx_ac_flow_admit(struct store *st_, const struct authconn_rec *ac, const ch
     if (ret == 0)
         ret = pgx_q(c, &r,
                     "SELECT (SELECT count(*) FROM auth_connections WHERE org_id = $1 AND id != $2"
-                    " AND " FLOW_RUNNING("$3") "), (SELECT count(*) FROM auth_connections WHERE"
-                                               " org_id = $1 AND id = $2 AND " FLOW_RUNNING(
-                                                   "$3") " AND (data::jsonb #>> '{flow,node_id}')"
-                                                         " IS DISTINCT FROM $4)",
+                    " AND " FLOW_RUNNING("$3") FLOW_NODE_NOT_GONE
+                    "), (SELECT count(*) FROM auth_connections WHERE"
+                    " org_id = $1 AND id = $2 AND " FLOW_RUNNING(
+                        "$3") " AND (data::jsonb #>> '{flow,node_id}')"
+                              " IS DISTINCT FROM $4)",
                     "ssss", ac->org_id, ac->id, now, node_id);
     if (ret == 0) {
         int64_t others = pgx_i64(r, 0, 0), elsewhere = pgx_i64(r, 0, 1);

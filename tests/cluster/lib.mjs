@@ -391,16 +391,17 @@ export async function startOrphanWork(c, on, via, web = null) {
 }
 
 // Waits (up to ms) until the records of startOrphanWork read through node
-// `via` no longer run, then checks that each ended once, failed with `code`
-// (node_lost: status_reason "... lost"; node_restarted: "... restarted"), and
-// that every terminal state in its events says the same. Resolves to a list
-// of problems (empty when all is well).
+// `via` no longer run (a null one is not checked), then checks that each
+// ended once, failed with `code` (node_lost: status_reason "... lost";
+// node_restarted: "... restarted"), and that every terminal state in its
+// events says the same. Resolves to a list of problems (empty when all is
+// well).
 export async function orphansEnded(c, via, { invocation, connection }, code, ms = 30000) {
   const get = getter(c, via);
   const word = code === 'node_lost' ? /lost/ : /restarted/;
   const problems = [];
   const check = async (what, fn) => { try { await fn(); } catch (e) { problems.push(`${what}: ${e.message}`); } };
-  await check('the invocation', async () => {
+  if (invocation) await check('the invocation', async () => {
     let got;
     await waitFor(async () => {
       got = await get(`/invocations/${invocation}`);

@@ -56,6 +56,8 @@ static struct fake {
     char last_reason[64];
     /* Called inside clean (no engine lock held), e.g. to delete the pool. */
     void (*during_clean)(void);
+    /* Called inside launch (no engine lock held), once, then cleared. */
+    void (*during_launch)(void);
 } F = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int live_index(const char *sid)
@@ -70,6 +72,9 @@ static int fake_launch(void *ctx, const struct pool_view *pool, char *sid)
 {
     (void)ctx;
     (void)pool;
+    void (*hook)(void) = __atomic_exchange_n(&F.during_launch, NULL, __ATOMIC_SEQ_CST);
+    if (hook)
+        hook();
     pthread_mutex_lock(&F.mu);
     if (F.nlive == FAKE_MAX) {
         pthread_mutex_unlock(&F.mu);
@@ -141,6 +146,7 @@ static void fake_reset(void)
     F.next = F.nlive = F.launches = F.ends = F.cleans = F.bad_ends = F.clean_fails = 0;
     F.last_reason[0] = '\0';
     F.during_clean = NULL;
+    F.during_launch = NULL;
     pthread_mutex_unlock(&F.mu);
 }
 
@@ -500,6 +506,28 @@ static void flush_replaces_idle_browsers(void **state)
     assert_int_equal(pool_release(G, "p", a, 1), 0); /* the lease survived the flush */
 }
 
+static void flush_p(void)
+{
+    assert_int_equal(pool_flush(G, "p"), 0);
+}
+
+/* Issue h13.1: a browser being launched when a flush comes loaded what the
+ * flush replaces (a profile re-authenticated): it is ended "pool flushed"
+ * when its launch returns, never handed out, and the filler replaces it. */
+static void flush_ends_a_browser_being_launched(void **state)
+{
+    (void)state;
+    F.during_launch = flush_p;
+    add_pool("p", 1, 6000);
+    fill("p", 1);
+    assert_int_equal(fake_get(&F.launches), 2);
+    assert_int_equal(fake_get(&F.ends), 1);
+    assert_string_equal(last_reason(), "pool flushed");
+    char a[POOL_SID_MAX];
+    acquire_now("p", a);
+    assert_string_equal(a, "b2"); /* the browser launched after the flush */
+}
+
 static void configure_size(const char *id, long long size, double rate, int discard)
 {
     json_t *cfg = json_pack("{s:I,s:f}", "size", (json_int_t)size, "fill_rate_per_minute", rate);
@@ -799,6 +827,7 @@ int main(void)
         T(the_default_wait_is_the_time_to_fill),
         T(departed_and_cancelled_waiters_get_nothing),
         T(flush_replaces_idle_browsers),
+        T(flush_ends_a_browser_being_launched),
         T(resize_down_ends_idle_browsers_first),
         T(resize_up_serves_waiters_and_discard_rebuilds),
         T(delete_wakes_waiters_and_ends_browsers),

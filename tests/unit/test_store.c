@@ -2627,6 +2627,57 @@ static void ac_flow_admit_counts_the_orgs_flows(void **state)
     org_rec_clear(&o);
 }
 
+/* Issue h13.3: the flows of a node known to be gone (its row dead or
+ * retired) no longer count against the organization, though their rows
+ * read IN_PROGRESS until a sweeper ends them; the connection's own such flow
+ * still refuses a second flow of that connection on another node. */
+static void ac_flow_admit_leaves_out_flows_of_gone_nodes(void **state)
+{
+    struct store *st = *state;
+    struct org_rec o;
+    struct project_rec p;
+    make_org(st, &o, &p);
+    struct node_rec gone, live;
+    memset(&gone, 0, sizeof gone);
+    memset(&live, 0, sizeof live);
+    snprintf(gone.name, sizeof gone.name, "n1");
+    snprintf(live.name, sizeof live.name, "n1");
+    assert_int_equal(store_node_register(st, &gone), 0);
+    assert_int_equal(store_node_register(st, &live), 0);
+    char later[40], on_gone[200], on_live[200];
+    clock_fmt_rfc3339(clock_now_ms() + 600000, later, sizeof later);
+    static const char form[] =
+        "{\"flow\":{\"flow_status\":\"IN_PROGRESS\",\"flow_expires_at\":\"%s\","
+        "\"node_id\":\"%s\"}}";
+    snprintf(on_gone, sizeof on_gone, form, later, gone.id);
+    snprintf(on_live, sizeof on_live, form, later, live.id);
+    struct authconn_rec c[3];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 3; i++) {
+        crypto_new_id(c[i].id);
+        snprintf(c[i].org_id, sizeof c[i].org_id, "%s", o.id);
+        snprintf(c[i].project_id, sizeof c[i].project_id, "%s", p.id);
+        snprintf(c[i].profile_name, sizeof c[i].profile_name, "p%d", i);
+        snprintf(c[i].domain, sizeof c[i].domain, "d.com");
+        c[i].data = "{}";
+        assert_int_equal(store_ac_insert(st, &c[i], 0), 0);
+    }
+    c[0].data = on_gone;
+    c[1].data = on_gone;
+    assert_int_equal(store_ac_flow_admit(st, &c[0], gone.id, 2, NULL), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[1], gone.id, 2, NULL), 0);
+    c[2].data = on_live;
+    int64_t running = -1;
+    assert_int_equal(store_ac_flow_admit(st, &c[2], live.id, 2, &running), E_LIMIT);
+    assert_int_equal(running, 2); /* its node is up: its flows run */
+    assert_int_equal(store_node_retire(st, gone.id, "server restarted", ""), 0);
+    assert_int_equal(store_ac_flow_admit(st, &c[2], live.id, 2, &running), 0);
+    assert_int_equal(running, 0);
+    c[0].data = on_live;
+    assert_int_equal(store_ac_flow_admit(st, &c[0], live.id, 2, NULL), E_CONFLICT);
+    org_rec_clear(&o);
+}
+
 /* The cluster ops: PostgreSQL only. */
 #define CLUSTER_CASES(X)                                                                           \
     X(pg_store_open_selects_postgresql)                                                            \
@@ -2641,6 +2692,7 @@ static void ac_flow_admit_counts_the_orgs_flows(void **state)
     X(lists_by_node)                                                                               \
     X(blobs_round_trip_binary)                                                                     \
     X(ac_flow_admit_counts_the_orgs_flows)                                                         \
+    X(ac_flow_admit_leaves_out_flows_of_gone_nodes)                                                \
     X(org_slot_take_counts_the_orgs_live_slots)                                                    \
     X(run_exclusive_serializes_by_key)
 
