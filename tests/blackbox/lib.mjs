@@ -84,6 +84,47 @@ export async function startSite(handler, { host = '127.0.0.1' } = {}) {
   return { url: `http://${hostport}`, hostport, allow: ['--allow-loopback', hostport], close: () => srv.close() };
 }
 
+// Answers each held response with a 200 of type and body (one already closed
+// is passed over); held is emptied.
+function answerHeld(held, type, body) {
+  for (const rs of held.splice(0)) {
+    try { rs.writeHead(200, { 'content-type': type }); rs.end(body); } catch { /* closed */ }
+  }
+}
+
+// A SearXNG-protocol search provider (docs/search.md) of the test's own: the
+// query "urls:<u1> <u2>..." answers one result per URL, any other one result
+// (https://example.com/). hold: a query that is held unanswered (in held)
+// until release(), which answers it with no results. Name it in the server's
+// BROWSERD_SEARCH_PROVIDERS as { protocol: 'searxng', endpoint: url }.
+export async function startSearchProvider({ hold } = {}) {
+  const held = [];
+  const site = await startSite((rq, rs) => {
+    const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
+    if (hold !== undefined && q === hold) { held.push(rs); return; }
+    const results = q.startsWith('urls:')
+      ? q.slice(5).split(' ').filter(Boolean).map((url, i) => ({ url, title: `r${i}`, content: 's' }))
+      : [{ url: 'https://example.com/', title: 't', content: 'c' }];
+    rs.writeHead(200, { 'content-type': 'application/json' });
+    rs.end(JSON.stringify({ results }));
+  });
+  const release = () => answerHeld(held, 'application/json', JSON.stringify({ results: [] }));
+  return { ...site, held, release, close: () => { release(); site.close(); } };
+}
+
+// A site whose pages under /hold (/hold, /hold1, ...) are held unanswered (in
+// held) until release(), which answers them 200 "<p>late</p>"; every other
+// request goes to handler(rq, rs). close() releases first.
+export async function startHeldPages(handler) {
+  const held = [];
+  const site = await startSite((rq, rs) => {
+    if (rq.url.startsWith('/hold')) { held.push(rs); return; }
+    handler(rq, rs);
+  });
+  const release = () => answerHeld(held, 'text/html', '<p>late</p>');
+  return { ...site, held, release, close: () => { release(); site.close(); } };
+}
+
 // Kills every server still running (called by the runner at exit), and any
 // background load (withLoad) by its process group.
 export function killAll() {

@@ -8,32 +8,15 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN, withServer, startSite, createSession, deleteSession, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
+import { BIN, withServer, startSearchProvider, startHeldPages, createSession, deleteSession, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
 
 const ADMIN = 'redteam-shares-admin';
 
-// A SearXNG-protocol provider (docs/search.md) answering the query
-// "urls:<u1> <u2>..." with one result per URL.
-function provider() {
-  return startSite((rq, rs) => {
-    const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
-    const urls = q.startsWith('urls:') ? q.slice(5).split(' ').filter(Boolean) : [];
-    rs.writeHead(200, { 'content-type': 'application/json' });
-    rs.end(JSON.stringify({ results: urls.map((url, i) => ({ url, title: `r${i}`, content: 's' })) }));
-  });
-}
-
 // /hold* pages are held (never finish loading) until release(); /page answers.
-async function pages() {
-  const held = [];
-  const site = await startSite((rq, rs) => {
-    if (rq.url.startsWith('/hold')) { held.push(rs); return; }
-    rs.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    rs.end('<!doctype html><title>P</title><p>Served page</p>');
-  });
-  const release = () => { for (const rs of held.splice(0)) { rs.writeHead(200, { 'content-type': 'text/html' }); rs.end('<p>late</p>'); } };
-  return { ...site, held, release };
-}
+const pages = () => startHeldPages((rq, rs) => {
+  rs.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+  rs.end('<!doctype html><title>P</title><p>Served page</p>');
+});
 
 const render = (s, key, id, url, timeout_ms = 30000) => request(s.base, 'POST', '/search', {
   key,
@@ -56,7 +39,7 @@ export const tests = [
     timeout: 180000,
     fn: async () => {
       const pg = await pages();
-      const pv = await provider();
+      const pv = await startSearchProvider();
       try {
         await withServer({
           args: [...pg.allow, '--admin-token', ADMIN],
@@ -82,7 +65,7 @@ export const tests = [
           eq([again.status, again.json.results[0].content.status], [200, 'ok'], again.text.slice(0, 300));
         });
       } finally {
-        pg.release(); pg.close(); pv.close();
+        pg.close(); pv.close();
       }
     },
   },
