@@ -1,6 +1,6 @@
 // Black-box helpers: start the real browserd binary on 127.0.0.1 with an
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -297,6 +297,24 @@ export function memKiB(pid) {
   const st = readFileSync(`/proc/${pid}/status`, 'utf8');
   const get = (k) => Number((new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st) || [])[1]);
   return { rss: get('VmRSS'), hwm: get('VmHWM') };
+}
+
+// Starts `browserd serve` on a fresh data folder once for each value of the
+// environment variable name and checks that each stops the server at start
+// (exit 2) naming the variable: a setting that may only lower a limit.
+export function assertStartRefused(name, values) {
+  for (const v of values) {
+    const dir = mkdtempSync(join(tmpdir(), 'browserd-refused-'));
+    try {
+      const p = spawnSync(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir], {
+        env: { ...process.env, BROWSERD_SPARES: '0', [name]: v }, encoding: 'utf8', timeout: 10000,
+      });
+      eq(p.status, 2, `${name}=${v}: exit ${p.status} ${p.signal || ''} ${p.stderr}`);
+      assert(p.stderr.includes(name), `names the variable: ${p.stderr}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 }
 
 // Runs fn(server) on a fresh server (startServer's options), stopped and
