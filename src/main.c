@@ -129,7 +129,9 @@ static const char usage[] =
     "BROWSERD_REPL_RUNNING_PER_ORG (REPL executions at once per organization, 1..8, default 8).\n"
     "BROWSERD_REPLAY_ORG_MB (finished replays one organization keeps on this host, its newest;\n"
     "1..8192, default 8192). BROWSERD_PROFILE_ORG_MB (saved profile archives one organization\n"
-    "keeps on this host, 1..8192, default 8192). BROWSERD_WEBMCP_SOURCE_MB (custom WebMCP tool "
+    "keeps on this host, 1..8192, default 8192). BROWSERD_REPLAY_ORG_COUNT (replays one\n"
+    "organization keeps on this host, its newest; 1..10000, default 10000).\n"
+    "BROWSERD_WEBMCP_SOURCE_MB (custom WebMCP tool "
     "sources the server\n"
     "holds, in millions of bytes, 1..160, default 160; an organization's share a fifth of it).\n"
     "BROWSERD_APPS_NPM_REGISTRY (the registry a deployment's package-lock.json may resolve\n"
@@ -592,7 +594,8 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
-    long min_timeout_s, zip_idle_s, repl_per_org, replay_org_mb, profile_org_mb, webmcp_source_mb;
+    long min_timeout_s, zip_idle_s, repl_per_org, replay_org_mb, replay_org_count, profile_org_mb,
+        webmcp_source_mb;
     if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
                  SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
         env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S,
@@ -603,12 +606,15 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
                  (long)(LIM_REPLAY_ORG_STORED_BYTES >> 20), &replay_org_mb) ||
         env_long("BROWSERD_PROFILE_ORG_MB", (long)(LIM_PROFILE_ORG_BYTES >> 20), 1,
                  (long)(LIM_PROFILE_ORG_BYTES >> 20), &profile_org_mb) ||
+        env_long("BROWSERD_REPLAY_ORG_COUNT", LIM_REPLAY_ORG_STORED_COUNT, 1,
+                 LIM_REPLAY_ORG_STORED_COUNT, &replay_org_count) ||
         env_long("BROWSERD_WEBMCP_SOURCE_MB", LIM_WEBMCP_SOURCE_BYTES_ALL / 1000000, 1,
                  LIM_WEBMCP_SOURCE_BYTES_ALL / 1000000, &webmcp_source_mb))
         return 2;
     repl_set_org_cap((int)repl_per_org);
     sess_recordings_set_org_bytes((long long)replay_org_mb << 20);
     profiles_set_org_bytes((long long)profile_org_mb << 20);
+    sess_recordings_set_org_count((int)replay_org_count);
     webmcp_set_source_budget((long long)webmcp_source_mb * 1000000);
     /* The registry deployments' lock files may name (docs/apps.md): an
      * http(s) origin, kept with one trailing slash. */

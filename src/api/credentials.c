@@ -343,15 +343,21 @@ static int answer(struct req *rq, struct resp *rs, const struct cred_rec *c, con
     return 0;
 }
 
+int credentials_over_org_cap(struct err *e, const char *what, int64_t count, int cap, int retry_s)
+{
+    int rc = err_set(e, E_LIMIT, "limit_exceeded",
+                     "this organization has %lld %s, the most one organization may (%d); delete "
+                     "one first",
+                     (long long)count, what, cap);
+    e->retry_after = retry_s;
+    return rc;
+}
+
 /* 429 limit_exceeded: the org stores count credentials, its cap. */
 static int over_cap(struct err *e, int64_t count)
 {
-    int rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization stores %lld credentials, the most one organization "
-                     "may (%d); delete one first",
-                     (long long)count, LIM_CREDENTIALS_PER_ORG);
-    e->retry_after = LIM_CREDENTIALS_RETRY_AFTER_S;
-    return rc;
+    return credentials_over_org_cap(e, "credentials", count, LIM_CREDENTIALS_PER_ORG,
+                                    LIM_CREDENTIALS_RETRY_AFTER_S);
 }
 
 int credentials_create(struct req *rq, struct resp *rs)

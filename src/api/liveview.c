@@ -84,12 +84,6 @@ int liveview_ws(struct req *rq, struct resp *rs)
                        "this endpoint speaks WebSocket: send Upgrade: websocket with a "
                        "Sec-WebSocket-Key");
     struct app *app = api_app(rq);
-    const char *full = viewers_full(app->viewers, sid, org);
-    if (full) {
-        rq->err.retry_after = 5;
-        return err_set(&rq->err, E_LIMIT, "rate_limited", "%s (%s)", full,
-                       "close a viewer, then connect again");
-    }
     const char *ro = req_query(rq, "readOnly");
     if (!ro)
         ro = req_query(rq, "readonly");
@@ -101,6 +95,13 @@ int liveview_ws(struct req *rq, struct resp *rs)
         viewer_new(app->viewers, app->sessions, app->store, sid, org, read_only, &rq->err);
     if (!v)
         return E_INTERNAL;
+    char why[300];
+    if (viewer_refused(v, why, sizeof why)) {
+        viewer_cancel(v);
+        rq->err.retry_after = 5;
+        return err_set(&rq->err, E_LIMIT, "rate_limited", "%s (%s)", why,
+                       "close a viewer, then connect again");
+    }
     resp_upgrade(rs, accept, lv_upgraded, lv_cancel, v);
     return 0;
 }

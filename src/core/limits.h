@@ -181,6 +181,15 @@
 #define LIM_LIVE_VIEWERS         256
 #define LIM_LIVE_VIEWERS_ORG     32
 #define LIM_LIVE_VIEWERS_SESSION 8
+/* The screens those viewers hold (a screen is width x height x 4 bytes:
+ * the kept copy of the last picture; its PNG and the WebSocket's copy of it
+ * are transient), in all, per organization and per session. The viewport has
+ * no upper bound, so the viewers' count alone let one session hold 8 copies
+ * of any screen (eight viewers of a 4096x4096 session grew the server by 1.5
+ * GiB). Sized so that the counts above still fit at 1920x1080 (8.3 MB). */
+#define LIM_LIVE_VIEW_BYTES         (2048LL * 1024 * 1024)
+#define LIM_LIVE_VIEW_BYTES_ORG     (256LL * 1024 * 1024)
+#define LIM_LIVE_VIEW_BYTES_SESSION (64LL * 1024 * 1024)
 /* Browser extension archives (runtime/extpack): the zip as uploaded (the
  * hosted client's own cap), its entries, its unpacked bytes (they land in a
  * session's 1 GiB files), its manifest.json, and extensions per session or
@@ -306,6 +315,13 @@
  * kept every file for the retention's 7 days: bounded by nothing but the
  * disk (red team pass 45). */
 #define LIM_REPLAY_ORG_STORED_BYTES (8LL * 1024 * 1024 * 1024)
+/* Recordings one organization keeps on this host, running ones included:
+ * when one starts, its oldest finished ones are deleted until the rest
+ * leave room (BROWSERD_REPLAY_ORG_COUNT may lower it). A recording started
+ * and stopped at once is about 3 KB in three files, so the bytes above let
+ * a start/stop loop (two a second per session) keep millions, each read by
+ * every start's trim and the minute's sweep on the host, whoever starts it. */
+#define LIM_REPLAY_ORG_STORED_COUNT 10000
 /* browsers.computer: the longest one call (an action, or a whole batch) may
  * hold its session's input and a server thread, counting the sleeps and
  * pauses it asks for (more is a 400 before anything runs) and enforced while

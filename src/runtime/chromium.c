@@ -1450,6 +1450,12 @@ int chromium_display(const struct chromium *c)
     return c->xvfb.pid > 0 ? c->xvfb.display : -1;
 }
 
+void chromium_screen_size(const struct chromium *c, int *width, int *height)
+{
+    *width = c->xvfb.pid > 0 ? c->xvfb.width : 0;
+    *height = c->xvfb.pid > 0 ? c->xvfb.height : 0;
+}
+
 long long chromium_uptime_ms(const struct chromium *c)
 {
     int64_t end = c->reaped ? c->ended_us : clock_mono_us();

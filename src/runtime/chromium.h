@@ -93,6 +93,9 @@ pid_t chromium_xvfb_pid(const struct chromium *c);
 unsigned long long chromium_xvfb_start_ticks(const struct chromium *c);
 /* X display number, or -1 when headless. */
 int chromium_display(const struct chromium *c);
+/* The Xvfb screen's size as launched (a resize never grows or shrinks it);
+ * 0 x 0 when headless. */
+void chromium_screen_size(const struct chromium *c, int *width, int *height);
 /* Real running time so far, or the total once the exit has been noticed. */
 long long chromium_uptime_ms(const struct chromium *c);
 /* 1 if memory.max was applied to the browser's cgroup, 0 if not. */

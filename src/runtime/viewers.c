@@ -54,6 +54,8 @@ struct viewer {
     struct ws_sock sock;
     wslay_event_context_ptr ws;
     int width, height;
+    int screen_w, screen_h; /* the display's screen (0 without one), read with ct */
+    long long screen_bytes; /* charged for its screen (set->mu): bytes_of_screen */
     long long frames, inputs, dropped;
     int64_t started_us;
     int64_t clip_due_us;       /* read the session's clipboard then (a copy was sent); 0 = no */
@@ -62,10 +64,13 @@ struct viewer {
     struct viewer *next;
 };
 
-/* The browser's display (runtime/chromium), read under the entry's lock. */
+/* The browser's display and its screen's size (runtime/chromium) into the
+ * viewer ctx, read under the entry's lock. */
 static int display_of(void *ctx, struct chromium *c)
 {
-    struct computer_target *ct = ctx;
+    struct viewer *v = ctx;
+    struct computer_target *ct = &v->ct;
+    chromium_screen_size(c, &v->screen_w, &v->screen_h);
     ct->display = chromium_display(c);
     ct->display_id = (long)chromium_xvfb_pid(c);
     struct sandbox *sb = chromium_sandbox(c);
@@ -96,7 +101,8 @@ static void xview_close(struct xview *xv)
 /* A PNG of the display when it changed since the last one (owned), else
  * NULL. Opens (or reopens, for a relaunched browser's new display) the
  * connection as needed. */
-static char *xview_take(struct xview *xv, const struct computer_target *ct, size_t *len)
+static char *xview_take(struct xview *xv, const struct computer_target *ct, long long charged,
+                        size_t *len)
 {
     int64_t now = clock_mono_us();
     if (xv->x && (!xin_alive(xv->x) || xv->display_id != ct->display_id))
@@ -115,6 +121,11 @@ static char *xview_take(struct xview *xv, const struct computer_target *ct, size
     }
     int w, h;
     xin_screen(xv->x, &w, &h);
+    /* A screen larger than the viewer is charged for (a new display since
+     * the last check) is not grabbed: the check charges it or ends the
+     * viewer. */
+    if ((long long)w * h * 4 > charged)
+        return NULL;
     const uint8_t *px = NULL;
     size_t stride = 0;
     char *png = NULL;
@@ -240,32 +251,71 @@ int viewers_active(struct viewers *set, const char *session_id)
     return n > 0;
 }
 
-/* Why one more viewer of session sid (organization org) is refused, or
- * NULL (set->mu held): each holds a thread, an X connection and a screen
- * of pixels, so a tenant's share is bounded per session and per
- * organization, below the server's. */
-static const char *full_locked(struct viewers *set, const char *sid, const char *org)
+/* The bytes a viewer is charged for a screen of w x h: its copy of the
+ * last picture, 4 bytes a pixel. */
+static long long bytes_of_screen(int w, int h)
 {
-    int all = 0, of_sid = 0, of_org = 0;
-    for (struct viewer *v = set->list; v; v = v->next) {
-        all++;
-        of_sid += strcmp(v->sid, sid) == 0;
-        of_org += strcmp(v->org, org) == 0;
-    }
-    return of_sid >= LIM_LIVE_VIEWERS_SESSION
-               ? "this session has as many live view viewers as it may"
-           : of_org >= LIM_LIVE_VIEWERS_ORG
-               ? "this organization has as many live view viewers as it may"
-           : all >= LIM_LIVE_VIEWERS ? "the server has as many live view viewers as it may"
-                                     : NULL;
+    return w > 0 && h > 0 ? (long long)w * h * 4 : 0;
 }
 
-const char *viewers_full(struct viewers *set, const char *sid, const char *org)
+/* Whether one more viewer of session sid (organization org), holding a
+ * screen of w x h, is refused (set->mu held): 1 with the reason in why, else
+ * 0. self, when in the list, is not counted (a viewer whose screen grew).
+ * Each viewer holds a thread, an X connection and a copy of the screen, so
+ * a tenant's share is bounded per session and per organization, below the
+ * server's, in viewers and in screen bytes (the viewport has no upper
+ * bound). */
+static int refused_locked(struct viewers *set, const struct viewer *self, const char *sid,
+                          const char *org, int w, int h, char *why, size_t cap)
 {
-    pthread_mutex_lock(&set->mu);
-    const char *full = full_locked(set, sid, org);
-    pthread_mutex_unlock(&set->mu);
-    return full;
+    long long bytes = bytes_of_screen(w, h);
+    int all = 0, of_sid = 0, of_org = 0;
+    long long all_b = bytes, sid_b = bytes, org_b = bytes;
+    for (struct viewer *v = set->list; v; v = v->next) {
+        if (v == self)
+            continue;
+        int same_sid = strcmp(v->sid, sid) == 0, same_org = strcmp(v->org, org) == 0;
+        all++;
+        of_sid += same_sid;
+        of_org += same_org;
+        all_b += v->screen_bytes;
+        sid_b += same_sid ? v->screen_bytes : 0;
+        org_b += same_org ? v->screen_bytes : 0;
+    }
+    const char *who = NULL;
+    long long lim = 0, held = 0;
+    if (of_sid >= LIM_LIVE_VIEWERS_SESSION || of_org >= LIM_LIVE_VIEWERS_ORG ||
+        all >= LIM_LIVE_VIEWERS) {
+        snprintf(why, cap, "%s has as many live view viewers as it may (%d)",
+                 of_sid >= LIM_LIVE_VIEWERS_SESSION ? "this session"
+                 : of_org >= LIM_LIVE_VIEWERS_ORG   ? "this organization"
+                                                    : "the server",
+                 of_sid >= LIM_LIVE_VIEWERS_SESSION ? LIM_LIVE_VIEWERS_SESSION
+                 : of_org >= LIM_LIVE_VIEWERS_ORG   ? LIM_LIVE_VIEWERS_ORG
+                                                    : LIM_LIVE_VIEWERS);
+        return 1;
+    }
+    if (sid_b > LIM_LIVE_VIEW_BYTES_SESSION) {
+        who = "this session's";
+        lim = LIM_LIVE_VIEW_BYTES_SESSION;
+        held = sid_b;
+    } else if (org_b > LIM_LIVE_VIEW_BYTES_ORG) {
+        who = "this organization's";
+        lim = LIM_LIVE_VIEW_BYTES_ORG;
+        held = org_b;
+    } else if (all_b > LIM_LIVE_VIEW_BYTES) {
+        who = "the server's";
+        lim = LIM_LIVE_VIEW_BYTES;
+        held = all_b;
+    }
+    if (!who)
+        return 0;
+    snprintf(why, cap,
+             "%s live view viewers would hold %lld bytes of screen memory, past its share of "
+             "%lld (each viewer keeps a copy of the %dx%d screen: a smaller viewport or fewer "
+             "viewers fit)",
+             who, held, lim, w, h);
+    return 1;
 }
 
 static int count_of(struct viewers *set, const char *sid)
@@ -290,6 +340,48 @@ static void refresh_size(struct viewer *v)
     v->width = ls.viewport.width;
     v->height = ls.viewport.height;
     session_rec_clear(&rec);
+}
+
+int viewer_refused(struct viewer *v, char *why, size_t cap)
+{
+    /* The display's screen when there is one: a resize changes the record's
+     * viewport, never the screen the viewer copies. */
+    refresh_size(v);
+    struct live *l = sessmgr_get(v->sessions, v->sid);
+    if (l && live_with_browser(l, display_of, v) == 0 && v->ct.display >= 0 && v->screen_w > 0) {
+        v->width = v->screen_w;
+        v->height = v->screen_h;
+    }
+    sessmgr_put(l);
+    pthread_mutex_lock(&v->set->mu);
+    int refused = refused_locked(v->set, NULL, v->sid, v->org, v->width, v->height, why, cap);
+    pthread_mutex_unlock(&v->set->mu);
+    return refused;
+}
+
+/* Charges v for its screen now (width x height): 1 when it fits its
+ * shares (or shrank), 0 when it grew past one. */
+static int charge_screen(struct viewer *v)
+{
+    long long want = bytes_of_screen(v->width, v->height);
+    char why[300];
+    pthread_mutex_lock(&v->set->mu);
+    int ok = want <= v->screen_bytes ||
+             !refused_locked(v->set, v, v->sid, v->org, v->width, v->height, why, sizeof why);
+    if (ok)
+        v->screen_bytes = want;
+    pthread_mutex_unlock(&v->set->mu);
+    if (!ok)
+        log_info("live view of %s: viewer closed: %s", v->sid, why);
+    return ok;
+}
+
+static long long charged_of(struct viewer *v)
+{
+    pthread_mutex_lock(&v->set->mu);
+    long long n = v->screen_bytes;
+    pthread_mutex_unlock(&v->set->mu);
+    return n;
 }
 
 /* Runs one action where the viewer's pictures come from: on the display
@@ -406,7 +498,7 @@ static void *viewer_main(void *arg)
             struct live *l = sessmgr_get(v->sessions, v->sid);
             int alive = l && live_ws_url(l, ws, sizeof ws) == 0;
             v->ct.display = -1;
-            if (alive && live_with_browser(l, display_of, &v->ct) != 0)
+            if (alive && live_with_browser(l, display_of, v) != 0)
                 v->ct.display = -1;
             sessmgr_put(l);
             pthread_mutex_lock(&set->mu);
@@ -422,6 +514,17 @@ static void *viewer_main(void *arg)
             refresh_size(v);
             if (v->ct.display >= 0 && xv.x)
                 xin_screen(xv.x, &v->width, &v->height);
+            else if (v->ct.display >= 0 && v->screen_w > 0) {
+                v->width = v->screen_w;
+                v->height = v->screen_h;
+            }
+            if (!charge_screen(v)) {
+                /* The screen grew past the share (a relaunched browser's
+                 * larger display): this viewer leaves, the others stay. */
+                (void)wslay_event_queue_close(v->ws, 1013, (const uint8_t *)"screen too large", 16);
+                (void)wslay_event_send(v->ws);
+                break;
+            }
         }
         if (v->ct.display >= 0) {
             /* The display: a grab per tick, sent when it changed and the
@@ -430,7 +533,7 @@ static void *viewer_main(void *arg)
             if (now >= xv.next_us && wslay_event_get_queued_msg_count(v->ws) == 0) {
                 xv.next_us = now + 1000000 / LV_X_FPS;
                 size_t len = 0;
-                char *png = xview_take(&xv, &v->ct, &len);
+                char *png = xview_take(&xv, &v->ct, charged_of(v), &len);
                 struct wslay_event_msg m = {WSLAY_BINARY_FRAME, (const uint8_t *)png, len};
                 if (png && wslay_event_queue_msg(v->ws, &m) == 0)
                     v->frames++;
@@ -560,8 +663,10 @@ void viewer_run(struct viewer *v, int fd, const char *extra, size_t extra_len,
     pthread_mutex_lock(&set->mu);
     /* Checked again here, where the viewer joins the list: concurrent
      * upgrades passed the handler's check together. */
-    const char *full = full_locked(set, v->sid, v->org);
+    char why[300];
+    int full = refused_locked(set, NULL, v->sid, v->org, v->width, v->height, why, sizeof why);
     if (!full) {
+        v->screen_bytes = bytes_of_screen(v->width, v->height);
         v->next = set->list;
         set->list = v;
     }

@@ -9,13 +9,16 @@
  * thread, WebSocket state and X connection. It does not own the socket's
  * HTTP side: the caller's close function ends it (through the HTTP daemon).
  *
- * Threading: viewer_new/viewer_cancel/viewer_run and viewers_full run on
+ * Threading: viewer_new/viewer_refused/viewer_cancel/viewer_run run on
  * HTTP threads; each viewer's loop on its own detached thread;
  * viewers_active on any thread; viewers_stop on main.c's stop, once.
  *
  * Failure: a viewer over a share (LIM_LIVE_VIEWERS_SESSION, _ORG,
- * LIM_LIVE_VIEWERS) is refused: viewers_full says why before the upgrade,
- * viewer_run closes it with 1013 after. A viewer without a thread is closed.
+ * LIM_LIVE_VIEWERS; the screen bytes LIM_LIVE_VIEW_BYTES_SESSION, _ORG,
+ * LIM_LIVE_VIEW_BYTES) is refused: viewer_refused says why before the
+ * upgrade, viewer_run closes it with 1013 after, and so does the viewer's
+ * thread when the screen grows past a share (a forced resize). A viewer
+ * without a thread is closed.
  * A session that ends closes its viewers with 4404.
  *
  * Stop: viewers_stop, before the HTTP daemon stops: every viewer ends (its
@@ -41,9 +44,6 @@ struct viewers *viewers_new(void);
 /* NULL is a no-op; after viewers_stop. */
 void viewers_free(struct viewers *set);
 
-/* Why one more viewer of session sid (organization org) would be refused,
- * or NULL. */
-const char *viewers_full(struct viewers *set, const char *sid, const char *org);
 /* 1 while session_id has a viewer connected. */
 int viewers_active(struct viewers *set, const char *session_id);
 
@@ -52,6 +52,11 @@ int viewers_active(struct viewers *set, const char *session_id);
  * in e) without a WebSocket context. */
 struct viewer *viewer_new(struct viewers *set, struct sessmgr *sessions, struct store *store,
                           const char *sid, const char *org, int read_only, struct err *e);
+/* Whether v, one more viewer of its session, would be refused: 1 with the
+ * reason in why (cap bytes), else 0. Reads the session's screen size from
+ * its record: a viewer is charged for a copy of its screen
+ * (LIM_LIVE_VIEW_BYTES*) as well as counted (LIM_LIVE_VIEWERS*). */
+int viewer_refused(struct viewer *v, char *why, size_t cap);
 /* The upgrade did not happen: frees v. */
 void viewer_cancel(struct viewer *v);
 /* The upgrade happened: fd is the client's socket, extra the bytes read

@@ -16,6 +16,7 @@
 #include "core/crypto.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/replay_rules.h"
 #include "runtime/chromium.h"
@@ -45,10 +46,16 @@ static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct running *table;
 static int64_t last_sweep_ms;
 static long long org_stored_bytes = LIM_REPLAY_ORG_STORED_BYTES;
+static int org_stored_count = LIM_REPLAY_ORG_STORED_COUNT;
 
 void sess_recordings_set_org_bytes(long long bytes)
 {
     org_stored_bytes = bytes;
+}
+
+void sess_recordings_set_org_count(int count)
+{
+    org_stored_count = count;
 }
 
 /* ---- files ---- */
@@ -233,8 +240,9 @@ struct stored {
 };
 
 /* Keeps the finished recordings of org_id on this host within
- * org_stored_bytes: deletes its oldest ones until the rest fit (the
- * recordings still running count, and are never deleted). Walks every
+ * org_stored_bytes, and leaves room for one more within org_stored_count:
+ * deletes its oldest ones until the rest fit (the recordings still running
+ * count, and are never deleted). Walks every
  * session's folder of DATA/replays, so a start costs a read of each note on
  * the host. */
 static void trim_org(const struct app *app, const char *org_id)
@@ -246,7 +254,7 @@ static void trim_org(const struct app *app, const char *org_id)
         return;
     struct stored *v = NULL;
     size_t n = 0, cap = 0;
-    long long total = 0;
+    long long total = 0, held = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         char dir[1200];
@@ -270,6 +278,7 @@ static void trim_org(const struct app *app, const char *org_id)
             snprintf(mp4, sizeof mp4, "%s/%s.mp4", dir, rid);
             if (note && org && strcmp(org, org_id) == 0 && stat(mp4, &st) == 0) {
                 total += (long long)st.st_size;
+                held++;
                 pthread_mutex_lock(&table_mu);
                 int running = find_locked(de->d_name, rid) != NULL;
                 pthread_mutex_unlock(&table_mu);
@@ -291,16 +300,17 @@ static void trim_org(const struct app *app, const char *org_id)
         closedir(s);
     }
     closedir(d);
-    while (total > org_stored_bytes && n > 0) {
+    while ((total > org_stored_bytes || held >= org_stored_count) && n > 0) {
         size_t oldest = 0;
         for (size_t i = 1; i < n; i++)
             if (v[i].finished < v[oldest].finished)
                 oldest = i;
-        log_info("replay %s: its organization keeps at most %lld MiB of recordings; the oldest "
-                 "is deleted",
-                 v[oldest].rid, org_stored_bytes >> 20);
+        log_info("replay %s: its organization keeps at most %lld MiB and %d recordings; the "
+                 "oldest is deleted",
+                 v[oldest].rid, org_stored_bytes >> 20, org_stored_count);
         remove_replay(v[oldest].dir, v[oldest].rid);
         total -= v[oldest].bytes;
+        held--;
         v[oldest] = v[--n];
     }
     xfree(v);
@@ -380,6 +390,16 @@ static int start_recording(struct app *app, struct live *l, const char *sid, con
         e->retry_after = 30;
         rc = err_set(e, E_LIMIT, "too_many_recordings",
                      "this host already records %d sessions (its cap); try again later", count);
+    } else if (org_count > 0 &&
+               count + 1 > LIM_REPLAYS_PER_HOST - SHARE_RESERVE(LIM_REPLAYS_PER_HOST)) {
+        /* The newcomer reserve of core/share: organizations already
+         * recording cannot fill the host together. */
+        e->retry_after = 30;
+        rc = err_set(e, E_LIMIT, "too_many_recordings",
+                     "this host records %d sessions of %d; the last %d are kept for "
+                     "organizations recording none, and this organization records %d: stop "
+                     "one first or try again later",
+                     count, LIM_REPLAYS_PER_HOST, SHARE_RESERVE(LIM_REPLAYS_PER_HOST), org_count);
     }
     char root[1100];
     replays_root(app, root, sizeof root);

@@ -54,6 +54,10 @@ int sess_recording_running(const char *sid, const char *rid);
  * (LIM_REPLAY_ORG_STORED_BYTES unless lowered; BROWSERD_REPLAY_ORG_MB).
  * Set once at start, before any recording. */
 void sess_recordings_set_org_bytes(long long bytes);
+/* The recordings one organization keeps on this host, running ones included
+ * (LIM_REPLAY_ORG_STORED_COUNT unless lowered; BROWSERD_REPLAY_ORG_COUNT).
+ * Set once at start, before any recording. */
+void sess_recordings_set_org_count(int count);
 
 /* Writes the notes of recordings whose encoder ended, and deletes the
  * recordings whose retention has passed (at most once a minute). */

@@ -1339,9 +1339,12 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
         for (size_t i = 0; all[i]; i++)
             if (all[i]->resized)
                 all[i]->resized(&sc, states[i], w, h);
-        if (rc)
-            rc = err_set(e, E_INTERNAL, "internal", "the window could not be resized: %s",
-                         e->message);
+        if (rc) {
+            /* A copy: e->message is what err_set writes. */
+            char why[sizeof e->message];
+            snprintf(why, sizeof why, "%s", e->message);
+            rc = err_set(e, E_INTERNAL, "internal", "the window could not be resized: %s", why);
+        }
     }
     if (rc == 0) {
         snprintf(s->name, sizeof s->name, "%s", plan->next.name);

@@ -1,6 +1,6 @@
 // Black-box helpers: start the real browserd binary on 127.0.0.1 with an
 // ephemeral port and a temporary data folder, talk HTTP to it, kill it by PID.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -82,6 +82,47 @@ export async function startSite(handler, { host = '127.0.0.1' } = {}) {
   await new Promise((r) => srv.listen(0, host, r));
   const hostport = `${host}:${srv.address().port}`;
   return { url: `http://${hostport}`, hostport, allow: ['--allow-loopback', hostport], close: () => srv.close() };
+}
+
+// Answers each held response with a 200 of type and body (one already closed
+// is passed over); held is emptied.
+function answerHeld(held, type, body) {
+  for (const rs of held.splice(0)) {
+    try { rs.writeHead(200, { 'content-type': type }); rs.end(body); } catch { /* closed */ }
+  }
+}
+
+// A SearXNG-protocol search provider (docs/search.md) of the test's own: the
+// query "urls:<u1> <u2>..." answers one result per URL, any other one result
+// (https://example.com/). hold: a query that is held unanswered (in held)
+// until release(), which answers it with no results. Name it in the server's
+// BROWSERD_SEARCH_PROVIDERS as { protocol: 'searxng', endpoint: url }.
+export async function startSearchProvider({ hold } = {}) {
+  const held = [];
+  const site = await startSite((rq, rs) => {
+    const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
+    if (hold !== undefined && q === hold) { held.push(rs); return; }
+    const results = q.startsWith('urls:')
+      ? q.slice(5).split(' ').filter(Boolean).map((url, i) => ({ url, title: `r${i}`, content: 's' }))
+      : [{ url: 'https://example.com/', title: 't', content: 'c' }];
+    rs.writeHead(200, { 'content-type': 'application/json' });
+    rs.end(JSON.stringify({ results }));
+  });
+  const release = () => answerHeld(held, 'application/json', JSON.stringify({ results: [] }));
+  return { ...site, held, release, close: () => { release(); site.close(); } };
+}
+
+// A site whose pages under /hold (/hold, /hold1, ...) are held unanswered (in
+// held) until release(), which answers them 200 "<p>late</p>"; every other
+// request goes to handler(rq, rs). close() releases first.
+export async function startHeldPages(handler) {
+  const held = [];
+  const site = await startSite((rq, rs) => {
+    if (rq.url.startsWith('/hold')) { held.push(rs); return; }
+    handler(rq, rs);
+  });
+  const release = () => answerHeld(held, 'text/html', '<p>late</p>');
+  return { ...site, held, release, close: () => { release(); site.close(); } };
 }
 
 // Kills every server still running (called by the runner at exit), and any
@@ -256,6 +297,24 @@ export function memKiB(pid) {
   const st = readFileSync(`/proc/${pid}/status`, 'utf8');
   const get = (k) => Number((new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st) || [])[1]);
   return { rss: get('VmRSS'), hwm: get('VmHWM') };
+}
+
+// Starts `browserd serve` on a fresh data folder once for each value of the
+// environment variable name and checks that each stops the server at start
+// (exit 2) naming the variable: a setting that may only lower a limit.
+export function assertStartRefused(name, values) {
+  for (const v of values) {
+    const dir = mkdtempSync(join(tmpdir(), 'browserd-refused-'));
+    try {
+      const p = spawnSync(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir], {
+        env: { ...process.env, BROWSERD_SPARES: '0', [name]: v }, encoding: 'utf8', timeout: 10000,
+      });
+      eq(p.status, 2, `${name}=${v}: exit ${p.status} ${p.signal || ''} ${p.stderr}`);
+      assert(p.stderr.includes(name), `names the variable: ${p.stderr}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 }
 
 // Runs fn(server) on a fresh server (startServer's options), stopped and

@@ -11,7 +11,7 @@
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs '^42_shares_more'
 import { execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { request, assert, eq, waitFor, startSite, newOrg } from '../blackbox/lib.mjs';
+import { request, assert, eq, waitFor, startSearchProvider, newOrg } from '../blackbox/lib.mjs';
 import { startCluster } from './lib.mjs';
 
 const SEARCH_PER_ORG = 4;
@@ -38,18 +38,8 @@ export const tests = [
     name: 'issue h11.3: an organization holds at most 4 search provider calls across the cluster: with 4 held on node 1 a 5th on node 2 is 429 with Retry-After while another organization is served; the slots of node 1 come back when it dies (kill -9)',
     timeout: 120000,
     fn: async () => {
-      const held = [];
-      const up = await startSite((rq, rs) => {
-        const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
-        if (q === 'hang') { held.push(rs); return; }
-        rs.writeHead(200, { 'content-type': 'application/json' });
-        rs.end(JSON.stringify({ results: [{ url: 'https://example.com/', title: 't', content: 'c' }] }));
-      });
-      const release = () => {
-        for (const rs of held.splice(0)) {
-          try { rs.writeHead(200, { 'content-type': 'application/json' }); rs.end(JSON.stringify({ results: [] })); } catch { /* closed */ }
-        }
-      };
+      const up = await startSearchProvider({ hold: 'hang' });
+      const { held, release } = up;
       const providers = [{ name: 'slow', protocol: 'searxng', endpoint: `${up.url}/`, timeout_ms: 60000 }];
       const c = await startCluster({
         nodes: 2,

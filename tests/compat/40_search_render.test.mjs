@@ -6,25 +6,12 @@
 // shows the difference: curl mode does not see that text, render does.
 // Render fetches in flight are a share per session and per organization
 // (LIM_SEARCH_RENDER_INFLIGHT*): past it, 429 with Retry-After.
-import { startServer, startSite, request, assert, eq, isError, createSession, deleteSession, waitFor } from '../blackbox/lib.mjs';
-
-// A SearXNG-protocol provider (docs/search.md) that answers, for the query
-// "urls:<u1> <u2>...", one result per URL.
-function provider() {
-  return startSite((rq, rs) => {
-    const u = new URL(rq.url, 'http://x');
-    const q = u.searchParams.get('q') || '';
-    const urls = q.startsWith('urls:') ? q.slice(5).split(' ').filter(Boolean) : [];
-    rs.writeHead(200, { 'content-type': 'application/json' });
-    rs.end(JSON.stringify({ results: urls.map((url, i) => ({ url, title: `r${i}`, content: 's' })) }));
-  });
-}
+import { startServer, startSearchProvider, startHeldPages, request, assert, eq, isError, createSession, deleteSession, waitFor } from '../blackbox/lib.mjs';
 
 // The pages: /js writes its text with a script and a fetch at load; /forbidden
-// answers 403; /hold is held until release().
-async function pages() {
-  const held = [];
-  const site = await startSite((rq, rs) => {
+// answers 403; /hold* is held until release().
+function pages() {
+  return startHeldPages((rq, rs) => {
     if (rq.url === '/js') {
       rs.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
       return rs.end('<!doctype html><html><head><title>T</title></head><body><div id="x">static shell</div>'
@@ -40,16 +27,13 @@ async function pages() {
       rs.writeHead(403, { 'content-type': 'text/html' });
       return rs.end('<h1>No</h1>');
     }
-    if (rq.url.startsWith('/hold')) { held.push(rs); return; }
     rs.writeHead(404); rs.end();
   });
-  const release = () => { for (const rs of held.splice(0)) { rs.writeHead(200, { 'content-type': 'text/html' }); rs.end('<p>late</p>'); } };
-  return { ...site, held, release, close: () => { release(); site.close(); } };
 }
 
 async function withRender(fn) {
   const pg = await pages();
-  const pv = await provider();
+  const pv = await startSearchProvider();
   const s = await startServer({
     args: pg.allow,
     env: { BROWSERD_SEARCH_PROVIDERS: JSON.stringify([{ name: 'fake', protocol: 'searxng', endpoint: pv.url }]) },

@@ -5,7 +5,7 @@
 // LIM_SEARCH_INFLIGHT 32) once filled the cap and refused a ninth; now the
 // ninth still searches. A fake SearXNG on loopback holds every "hang" query
 // until released.
-import { startServer, startSite, request, assert, eq, isError, newOrg, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSearchProvider, request, assert, eq, isError, newOrg, waitFor } from '../blackbox/lib.mjs';
 
 const ORGS = 8;
 const PER_ORG = 4;
@@ -15,14 +15,8 @@ export const tests = [
     name: 'issue h7.1: eight organizations each holding their share of search provider calls leave the newcomer reserve: a ninth organization still searches; the others past it get 429 with Retry-After',
     timeout: 60000,
     fn: async () => {
-      const held = [];
-      const up = await startSite((rq, rs) => {
-        const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
-        if (q === 'hang') { held.push(rs); return; }
-        rs.writeHead(200, { 'content-type': 'application/json' });
-        rs.end(JSON.stringify({ results: [{ url: 'https://example.com/', title: 't', content: 'c' }] }));
-      });
-      const release = () => { for (const rs of held.splice(0)) rs.end(JSON.stringify({ results: [] })); };
+      const up = await startSearchProvider({ hold: 'hang' });
+      const { held, release } = up;
       const providers = [{ name: 'slow', protocol: 'searxng', endpoint: `${up.url}/` }];
       const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: 'adm', BROWSERD_SEARCH_PROVIDERS: JSON.stringify(providers) } });
       const search = (key, query) => request(s.base, 'POST', '/search', { key, body: { query, timeout_ms: 50000 } });

@@ -4,36 +4,15 @@
 // (LIM_WEBMCP_SOURCE_BYTES_*, lowered with BROWSERD_WEBMCP_SOURCE_MB so a
 // handful of sessions fill it). A hostile organization holds what it can;
 // another organization is still served.
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { BIN, withServer, startSite, createSession, deleteSession, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
+import { assertStartRefused, withServer, startSearchProvider, startHeldPages, createSession, deleteSession, request, assert, eq, isError, waitFor, newOrg } from '../blackbox/lib.mjs';
 
 const ADMIN = 'redteam-shares-admin';
 
-// A SearXNG-protocol provider (docs/search.md) answering the query
-// "urls:<u1> <u2>..." with one result per URL.
-function provider() {
-  return startSite((rq, rs) => {
-    const q = new URL(rq.url, 'http://x').searchParams.get('q') || '';
-    const urls = q.startsWith('urls:') ? q.slice(5).split(' ').filter(Boolean) : [];
-    rs.writeHead(200, { 'content-type': 'application/json' });
-    rs.end(JSON.stringify({ results: urls.map((url, i) => ({ url, title: `r${i}`, content: 's' })) }));
-  });
-}
-
 // /hold* pages are held (never finish loading) until release(); /page answers.
-async function pages() {
-  const held = [];
-  const site = await startSite((rq, rs) => {
-    if (rq.url.startsWith('/hold')) { held.push(rs); return; }
-    rs.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    rs.end('<!doctype html><title>P</title><p>Served page</p>');
-  });
-  const release = () => { for (const rs of held.splice(0)) { rs.writeHead(200, { 'content-type': 'text/html' }); rs.end('<p>late</p>'); } };
-  return { ...site, held, release };
-}
+const pages = () => startHeldPages((rq, rs) => {
+  rs.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+  rs.end('<!doctype html><title>P</title><p>Served page</p>');
+});
 
 const render = (s, key, id, url, timeout_ms = 30000) => request(s.base, 'POST', '/search', {
   key,
@@ -56,7 +35,7 @@ export const tests = [
     timeout: 180000,
     fn: async () => {
       const pg = await pages();
-      const pv = await provider();
+      const pv = await startSearchProvider();
       try {
         await withServer({
           args: [...pg.allow, '--admin-token', ADMIN],
@@ -82,7 +61,7 @@ export const tests = [
           eq([again.status, again.json.results[0].content.status], [200, 'ok'], again.text.slice(0, 300));
         });
       } finally {
-        pg.release(); pg.close(); pv.close();
+        pg.close(); pv.close();
       }
     },
   },
@@ -129,19 +108,6 @@ export const tests = [
   {
     name: 'redteam shares: BROWSERD_WEBMCP_SOURCE_MB can only lower the server\'s source budget: 161, 0 and a non-integer stop the server at start (exit 2) naming the variable',
     timeout: 60000,
-    fn: async () => {
-      for (const v of ['161', '0', 'x']) {
-        const dir = mkdtempSync(join(tmpdir(), 'browserd-93-'));
-        try {
-          const p = spawnSync(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', dir], {
-            env: { ...process.env, BROWSERD_SPARES: '0', BROWSERD_WEBMCP_SOURCE_MB: v }, encoding: 'utf8', timeout: 10000,
-          });
-          eq(p.status, 2, `BROWSERD_WEBMCP_SOURCE_MB=${v}: exit ${p.status} ${p.signal || ''} ${p.stderr}`);
-          assert(/BROWSERD_WEBMCP_SOURCE_MB/.test(p.stderr), `names the variable: ${p.stderr}`);
-        } finally {
-          rmSync(dir, { recursive: true, force: true });
-        }
-      }
-    },
+    fn: async () => assertStartRefused('BROWSERD_WEBMCP_SOURCE_MB', ['161', '0', 'x']),
   },
 ];
