@@ -584,12 +584,46 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
     return 0;
 }
 
+/* `GET /browser/cdp?jwt=T/json/version` (and /json/list, /json): discovery
+ * asked by a client that appended the path to cdp_ws_url's http form as a
+ * string (Stagehand 4). A valid T is redirected (307, relative, so a public
+ * URL with a path prefix keeps it) to the path form `cdp/T/json/version`,
+ * which answers it on a blocking thread; a bad T is a 401 like any other.
+ * Returns 1 when it answered, 0 when the request is not such a one. */
+static int cdp_disc_redirect(struct req *rq, struct resp *rs, const char *jwt, int *rc)
+{
+    size_t toklen = 0;
+    const char *path = cdp_disc_query_suffix(jwt, &toklen);
+    if (!path || toklen >= TOKEN_MAX)
+        return 0;
+    struct app *app = api_app(rq);
+    char tok[TOKEN_MAX];
+    snprintf(tok, sizeof tok, "%.*s", (int)toklen, jwt);
+    struct token_claims c;
+    *rc = token_verify(app->token_key, sizeof app->token_key, tok, "cdp", clock_now_ms() / 1000, &c,
+                       &rq->err);
+    if (*rc == 0) {
+        /* A token is longer than a resp_header value: more_headers. */
+        char *loc = xasprintf("cdp/%s%s", tok, path);
+        json_decref(rs->more_headers);
+        rs->more_headers = json_pack("[[s,s]]", "Location", loc);
+        xfree(loc);
+        resp_header(rs, "Cache-Control", "no-store");
+        resp_empty(rs, 307);
+    }
+    return 1;
+}
+
 int browsers_cdp(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
     struct token_claims c;
-    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "cdp",
-                          clock_now_ms() / 1000, &c, &rq->err);
+    const char *jwt = req_query(rq, "jwt");
+    int rc = 0;
+    if (cdp_disc_redirect(rq, rs, jwt, &rc))
+        return rc;
+    rc = token_verify(app->token_key, sizeof app->token_key, jwt, "cdp", clock_now_ms() / 1000, &c,
+                      &rq->err);
     if (rc)
         return rc;
     /* The token is ours (signed) and names the session: only a live one
