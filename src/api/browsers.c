@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
+#include "domain/entitlements.h"
 #include "domain/launch_settings.h"
 #include "domain/session_rules.h"
 #include "domain/telemetry_cfg.h"
@@ -442,7 +443,40 @@ struct cdp_conn {
     char *leftover;
     size_t leftover_len;
     uint64_t from_browser; /* set by on_counts just before on_close */
+    int ext_off;           /* the org's plan has no browser_extensions: no loadUnpacked */
 };
+
+/* 1 when org's plan has features.browser_extensions off (or the plan cannot
+ * be read): its CDP clients may not load extensions either. Read once per
+ * connection, when it is made. */
+static int cdp_ext_off(struct app *app, const char *org)
+{
+    struct org_rec o;
+    memset(&o, 0, sizeof o);
+    json_t *ent = NULL;
+    struct err e;
+    err_init(&e);
+    int on = store_org_get(app->store, org, &o) == 0 &&
+             api_resolve_entitlements(app->store, &o, &ent, &e) == 0 &&
+             ent_feature_on(ent, "browser_extensions");
+    json_decref(ent);
+    xfree(o.overrides);
+    return !on;
+}
+
+/* The relay's refuse hook (issue 31, found with Stagehand 4, which asks for
+ * Extensions.loadUnpacked): Chromium loads an unpacked extension from any
+ * folder its sandbox shows, the session's own files included (fs
+ * write_file/upload_zip), so an organization whose plan turns extensions off
+ * would get them through CDP. Everything else passes. */
+static const char *cdp_refuse(void *ctx, const char *method)
+{
+    struct cdp_conn *cc = ctx;
+    if (cc->ext_off && strcmp(method, "Extensions.loadUnpacked") == 0)
+        return "Extensions.loadUnpacked: features.browser_extensions is not enabled for this "
+               "organization's plan";
+    return NULL;
+}
 
 static void cdp_message(void *ctx, const char *method, size_t len)
 {
@@ -502,6 +536,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         /* Without the HTTP daemon (browsers_cdp_fd) the relay closes fd. */
         .close_client = up ? cdp_close_client : NULL,
         .charge = cdp_charge,
+        .refuse = cdp_refuse,
         .ctx = cc,
     };
     struct err e;
@@ -560,6 +595,7 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", session_id);
     snprintf(cc->org, sizeof cc->org, "%s", org);
+    cc->ext_off = cdp_ext_off(app, org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
@@ -660,6 +696,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
     snprintf(cc->org, sizeof cc->org, "%s", c.org);
+    cc->ext_off = cdp_ext_off(app, c.org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,

@@ -60,6 +60,14 @@ struct relay_hooks {
      * "message budget full". Called on a relay thread; must not block. May
      * be NULL. */
     int (*charge)(void *ctx, long long delta);
+    /* Called (on a relay thread) for each client message whose CDP method was
+     * found, before it is relayed: NULL lets it through; anything else is
+     * why the command is refused. A refused command never reaches the
+     * browser; the client gets in its place the CDP error answer
+     * {"id", "sessionId" (when the command had one), "error": {"code":
+     * -32000, "message": the returned text}} (nothing when the command had no
+     * integer id). Must be fast and must not block. May be NULL. */
+    const char *(*refuse)(void *ctx, const char *method);
     void *ctx;
 };
 

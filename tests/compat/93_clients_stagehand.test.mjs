@@ -13,10 +13,13 @@
 // (extensions.upload) and creates browsers with extensions: [{name}] (docs/cdp-relay.md).
 //
 // Stagehand 4 needs Node 22's global WebSocket; on an older Node the `ws` package stands in.
+import { spawn } from 'node:child_process';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { WebSocket as WsSocket } from 'ws';
 import Kernel, { toFile } from '@onkernel/sdk';
 import { localBrowser, Stagehand, getExtensionArchive } from '@browserbasehq/stagehand';
-import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, waitFor, newOrg } from '../blackbox/lib.mjs';
 
 globalThis.WebSocket ??= WsSocket;
 
@@ -86,6 +89,29 @@ function bounded(p, ms, what) {
   const hang = new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`${what}: no answer (hang)`)), ms); });
   return Promise.race([p, hang]).finally(() => clearTimeout(timer));
 }
+
+// One CDP command on a fresh connection to url: its answer.
+async function cdpOnce(url, msg) {
+  const ws = new WsSocket(url);
+  try {
+    await new Promise((r, j) => { ws.once('open', r); ws.once('error', j); });
+    const got = new Promise((r) => ws.on('message', (m) => { const x = JSON.parse(m); if (x.id === msg.id) r(x); }));
+    ws.send(JSON.stringify(msg));
+    return await got;
+  } finally { ws.close(); }
+}
+
+// An unpacked extension written into the session's own files with the fs API.
+async function writeExtension(s, key, id, dir) {
+  const r = await fetch(`${s.base}/browsers/${id}/fs/write_file?path=${encodeURIComponent(`${dir}/manifest.json`)}`, {
+    method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+    body: JSON.stringify({ manifest_version: 3, name: 'from the session files', version: '1.0' }),
+  });
+  eq(r.status, 201, `write_file: ${await r.text()}`);
+}
+
+const ADMIN = 'h2-stagehand-admin-token-0123456789abcdef';
+const here = dirname(fileURLToPath(import.meta.url));
 
 export const tests = [
   {
@@ -220,6 +246,76 @@ export const tests = [
             }
           } finally { await stagehand.close(); await browser.disconnect(); }
         });
+      }
+    }),
+  },
+  {
+    name: 'issue 31 (real clients): CDP Extensions.loadUnpacked follows the plan: an organization with features.browser_extensions off cannot load an extension from its session\'s own files through the relay (a CDP error naming the feature, sessionId echoed; Stagehand\'s connect fails with it); with the feature on it can',
+    timeout: 90000,
+    fn: async () => {
+      const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN } });
+      const ids = [];
+      try {
+        const off = await newOrg(s, ADMIN, { name: 'no-extensions', plan: 'startup', overrides: { features: { browser_extensions: { enabled: false } } } });
+        for (const [key, allowed] of [[off.key, false], [s.key, true]]) {
+          const c = await request(s.base, 'POST', '/browsers', { key, body: { headless: true } });
+          eq(c.status, 200, `create: ${c.text}`);
+          ids.push([c.json.session_id, key]);
+          await writeExtension(s, key, c.json.session_id, '/tmp/ext');
+          const load = await cdpOnce(c.json.cdp_ws_url, { id: 7, method: 'Extensions.loadUnpacked', params: { path: '/tmp/ext' } });
+          const list = await cdpOnce(c.json.cdp_ws_url, { id: 8, method: 'Extensions.getExtensions' });
+          if (allowed) {
+            assert(load.result && load.result.id, `the plan allows it: ${JSON.stringify(load)}`);
+            eq(list.result.extensions.length, 1, 'loaded');
+            continue;
+          }
+          eq(load.id, 7, 'the answer has the command\'s id');
+          assert(load.error && /browser_extensions/.test(load.error.message), `refused naming the feature: ${JSON.stringify(load)}`);
+          eq(list.result.extensions.length, 0, 'nothing was loaded');
+          const flat = await cdpOnce(c.json.cdp_ws_url, { id: 9, sessionId: 'S1', method: 'Extensions.loadUnpacked', params: { path: '/tmp/ext' } });
+          eq(flat.sessionId, 'S1', 'a flat session\'s command is answered on its session');
+          assert(flat.error, 'and refused');
+          const sh = await localBrowser.connect({ cdpUrl: c.json.cdp_ws_url }).then(() => null, (e) => e);
+          assert(sh && /browser_extensions/.test(String(sh.message)), `Stagehand says why: ${sh}`);
+        }
+      } finally {
+        for (const [id, key] of ids) await request(s.base, 'DELETE', `/browsers/${id}`, { key });
+        await s.stop(); s.cleanup();
+      }
+    },
+  },
+  {
+    name: 'issue 31 (real clients): the extension\'s own relay connection does not keep a session alive: with timeout_seconds 10 the session ends after Stagehand disconnects, and after the Stagehand process is killed',
+    timeout: 90000,
+    fn: () => withStagehandServer(async ({ s, kernel }) => {
+      const left = await kernel.browsers.create({ headless: true, extensions: [{ name: 'stagehand' }], timeout_seconds: 10 });
+      const killed = await kernel.browsers.create({ headless: true, extensions: [{ name: 'stagehand' }], timeout_seconds: 10 });
+      try {
+        const { browser, stagehand } = await connect(left);
+        await stagehand.close();
+        await browser.disconnect();
+        // A user's script that dies while connected: its own process, ended by PID.
+        const child = spawn(process.execPath, ['--input-type=module', '-e', `
+          import { WebSocket } from 'ws';
+          globalThis.WebSocket ??= WebSocket;
+          const { localBrowser, Stagehand } = await import('@browserbasehq/stagehand');
+          const browser = await localBrowser.connect({ cdpUrl: process.argv[1] });
+          await Stagehand.create({ browser });
+          await (await browser.context.pages())[0].goto('about:blank#connected');
+          console.log('READY');
+          setInterval(() => {}, 1000);`, killed.cdp_ws_url], { cwd: here, stdio: ['ignore', 'pipe', 'ignore'] });
+        try {
+          const ready = new Promise((r, j) => {
+            child.stdout.on('data', (d) => { if (/READY/.test(d)) r(); });
+            child.once('exit', (code) => j(new Error(`the client exited (${code}) before it connected`)));
+          });
+          await bounded(ready, 60000, 'the client connecting');
+        } finally { process.kill(child.pid, 'SIGKILL'); }
+        for (const [sess, what] of [[left, 'after disconnect'], [killed, 'after the client was killed']]) {
+          await waitFor(async () => (await request(s.base, 'GET', `/browsers/${sess.session_id}`, { key: s.key })).status === 404, `the session ends ${what}`, 60000, 500);
+        }
+      } finally {
+        for (const sess of [left, killed]) await request(s.base, 'DELETE', `/browsers/${sess.session_id}`, { key: s.key });
       }
     }),
   },
