@@ -464,18 +464,45 @@ static int cdp_ext_off(struct app *app, const char *org)
     return !on;
 }
 
-/* The relay's refuse hook (issue 31, found with Stagehand 4, which asks for
- * Extensions.loadUnpacked): Chromium loads an unpacked extension from any
- * folder its sandbox shows, the session's own files included (fs
- * write_file/upload_zip), so an organization whose plan turns extensions off
- * would get them through CDP. Everything else passes. */
-static const char *cdp_refuse(void *ctx, const char *method)
+/* 1 when path (a command's params.path) names the session's own files, the
+ * only folders a client can put an extension in (docs/fs.md: /tmp and
+ * /home/kernel). */
+static int ext_path_in_session(const char *path)
+{
+    static const char *const roots[] = {"/tmp", "/home/kernel"};
+    for (size_t i = 0; path && i < sizeof roots / sizeof roots[0]; i++) {
+        size_t n = strlen(roots[i]);
+        if (strncmp(path, roots[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The relay's refuse hook: Extensions.loadUnpacked only (issue 31, found
+ * with Stagehand 4, which asks for it on connect). Chromium loads an unpacked
+ * extension from any folder its sandbox shows, the session's own files
+ * included (fs write_file/upload_zip), so an organization whose plan turns
+ * extensions off would get them through CDP: refused. A path outside the
+ * session's files is a folder of the client's machine (Stagehand sends its
+ * node_modules copy), which Chromium would only call unresolvable: refused
+ * with what to do instead. Everything else passes. */
+static const char *cdp_refuse(void *ctx, const char *method, const uint8_t *msg, size_t len)
 {
     struct cdp_conn *cc = ctx;
-    if (cc->ext_off && strcmp(method, "Extensions.loadUnpacked") == 0)
+    if (strcmp(method, "Extensions.loadUnpacked") != 0)
+        return NULL;
+    if (cc->ext_off)
         return "Extensions.loadUnpacked: features.browser_extensions is not enabled for this "
                "organization's plan";
-    return NULL;
+    json_t *cmd = json_loadb((const char *)msg, len, 0, NULL);
+    int ours = ext_path_in_session(jsonx_str(json_object_get(cmd, "params"), "path"));
+    json_decref(cmd);
+    if (ours)
+        return NULL;
+    return "Extensions.loadUnpacked: the path is not in this browser's files (they are /tmp and "
+           "/home/kernel, on the server): a folder of the client's machine cannot be loaded. "
+           "Upload the extension (POST /extensions) and create the browser with extensions: "
+           "[{name}], or write it into the session's files (fs upload_zip) and load that path";
 }
 
 static void cdp_message(void *ctx, const char *method, size_t len)

@@ -398,7 +398,9 @@ static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_
         int found = ws_cdp_method((const char *)arg->msg, arg->msg_length, method, sizeof(method));
         if (c->hooks.on_client_message)
             c->hooks.on_client_message(c->hooks.ctx, found ? method : NULL, arg->msg_length);
-        const char *why = found && c->hooks.refuse ? c->hooks.refuse(c->hooks.ctx, method) : NULL;
+        const char *why = found && c->hooks.refuse
+                              ? c->hooks.refuse(c->hooks.ctx, method, arg->msg, arg->msg_length)
+                              : NULL;
         if (why) {
             side_answer_refused(s, arg->msg, arg->msg_length, why);
             return;

@@ -61,13 +61,14 @@ struct relay_hooks {
      * be NULL. */
     int (*charge)(void *ctx, long long delta);
     /* Called (on a relay thread) for each client message whose CDP method was
-     * found, before it is relayed: NULL lets it through; anything else is
-     * why the command is refused. A refused command never reaches the
+     * found (msg, len: the whole message, untrusted), before it is relayed:
+     * NULL lets it through; anything else (a static string) is why the
+     * command is refused. A refused command never reaches the
      * browser; the client gets in its place the CDP error answer
      * {"id", "sessionId" (when the command had one), "error": {"code":
      * -32000, "message": the returned text}} (nothing when the command had no
      * integer id). Must be fast and must not block. May be NULL. */
-    const char *(*refuse)(void *ctx, const char *method);
+    const char *(*refuse)(void *ctx, const char *method, const uint8_t *msg, size_t len);
     void *ctx;
 };
 

@@ -8,9 +8,10 @@
 // The extension is the user's to bring, as with any remote browser: connect() otherwise asks
 // the browser to Extensions.loadUnpacked a folder of the CLIENT's machine
 // (node_modules/@browserbasehq/stagehand/dist/extension), which a sandboxed browser on a
-// server cannot see. Stagehand exports the same extension as a zip (getExtensionArchive(), made
-// for upload to a hosted service); the user uploads it once with the official client
-// (extensions.upload) and creates browsers with extensions: [{name}] (docs/cdp-relay.md).
+// server cannot see (the relay answers that with what to do instead). Stagehand exports the
+// same extension as a zip (getExtensionArchive(), made for upload to a hosted service); the
+// user uploads it once with the official client (extensions.upload) and creates browsers with
+// extensions: [{name}] (docs/cdp-relay.md).
 //
 // Stagehand 4 needs Node 22's global WebSocket; on an older Node the `ws` package stands in.
 import { spawn } from 'node:child_process';
@@ -250,7 +251,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): CDP Extensions.loadUnpacked follows the plan: an organization with features.browser_extensions off cannot load an extension from its session\'s own files through the relay (a CDP error naming the feature, sessionId echoed; Stagehand\'s connect fails with it); with the feature on it can',
+    name: 'issue 31 (real clients): CDP Extensions.loadUnpacked follows the plan: an organization with features.browser_extensions off cannot load an extension from its session\'s own files through the relay (a CDP error naming the feature, sessionId echoed; Stagehand\'s connect fails with it); with the feature on it can, and Stagehand without its extension uploaded is told that its node_modules folder is not on the server and what to do',
     timeout: 90000,
     fn: async () => {
       const s = await startServer({ env: { BROWSERD_ADMIN_TOKEN: ADMIN } });
@@ -266,6 +267,10 @@ export const tests = [
           const list = await cdpOnce(c.json.cdp_ws_url, { id: 8, method: 'Extensions.getExtensions' });
           if (allowed) {
             assert(load.result && load.result.id, `the plan allows it: ${JSON.stringify(load)}`);
+            const other = await request(s.base, 'POST', '/browsers', { key, body: { headless: true } });
+            ids.push([other.json.session_id, key]);
+            const sh = await localBrowser.connect({ cdpUrl: other.json.cdp_ws_url }).then(() => null, (e) => e);
+            assert(sh && /not in this browser's files/.test(sh.message) && /POST \/extensions/.test(sh.message), `Stagehand without its extension is told what to do: ${sh}`);
             eq(list.result.extensions.length, 1, 'loaded');
             continue;
           }

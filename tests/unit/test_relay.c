@@ -459,9 +459,11 @@ static void relay_round_trip(void **state)
     tc_free(&f.tc);
 }
 
-static const char *refuse_load(void *ctx, const char *method)
+static const char *refuse_load(void *ctx, const char *method, const uint8_t *msg, size_t len)
 {
     (void)ctx;
+    (void)msg;
+    (void)len;
     return strcmp(method, "Extensions.loadUnpacked") == 0 ? "not on this plan" : NULL;
 }
 
