@@ -20,6 +20,7 @@
 #include "cluster/node.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
@@ -494,7 +495,9 @@ static const char *cdp_refuse(void *ctx, const char *method, const uint8_t *msg,
     if (cc->ext_off)
         return "Extensions.loadUnpacked: features.browser_extensions is not enabled for this "
                "organization's plan";
-    json_t *cmd = json_loadb((const char *)msg, len, 0, NULL);
+    json_t *cmd = len <= LIM_RELAY_REFUSE_PARSE_BYTES
+                      ? json_loadb((const char *)msg, len, 0, NULL)
+                      : NULL; /* too large to look into: refused (core/limits.h) */
     int ours = ext_path_in_session(jsonx_str(json_object_get(cmd, "params"), "path"));
     json_decref(cmd);
     if (ours)

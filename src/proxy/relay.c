@@ -350,10 +350,12 @@ static void side_settle(struct side *s)
 
 /* Answers a command the refuse hook refused, on the client's side s, as the
  * browser answers a failed command (relay.h). Rare: the command is parsed
- * whole here, never on the hot path. */
+ * whole here, never on the hot path, and only up to
+ * LIM_RELAY_REFUSE_PARSE_BYTES (a larger one gets no answer). */
 static void side_answer_refused(struct side *s, const uint8_t *msg, size_t len, const char *why)
 {
-    json_t *cmd = json_loadb((const char *)msg, len, 0, NULL);
+    json_t *cmd =
+        len <= LIM_RELAY_REFUSE_PARSE_BYTES ? json_loadb((const char *)msg, len, 0, NULL) : NULL;
     json_t *id = json_object_get(cmd, "id");
     json_t *sid = json_object_get(cmd, "sessionId");
     if (json_is_integer(id) && !s->dead && !s->closing) {

@@ -67,7 +67,8 @@ struct relay_hooks {
      * browser; the client gets in its place the CDP error answer
      * {"id", "sessionId" (when the command had one), "error": {"code":
      * -32000, "message": the returned text}} (nothing when the command had no
-     * integer id). Must be fast and must not block. May be NULL. */
+     * integer id or is over LIM_RELAY_REFUSE_PARSE_BYTES). Must be fast and
+     * must not block. May be NULL. */
     const char *(*refuse)(void *ctx, const char *method, const uint8_t *msg, size_t len);
     void *ctx;
 };

@@ -506,6 +506,14 @@ static void relay_refuse(void **state)
     f.tc.nmsgs--;
     xfree(f.tc.msgs[f.tc.nmsgs]);
     tc_send_text(&f.tc, "{\"id\":\"x\",\"method\":\"Extensions.loadUnpacked\"}");
+    /* Over LIM_RELAY_REFUSE_PARSE_BYTES: not parsed, not relayed, no answer. */
+    size_t big = LIM_RELAY_REFUSE_PARSE_BYTES + 100;
+    char *pad = xmalloc(big + 100);
+    int n = snprintf(pad, big + 100, "{\"id\":5,\"method\":\"Extensions.loadUnpacked\",\"p\":\"");
+    memset(pad + n, 'x', big);
+    memcpy(pad + n + big, "\"}", 3);
+    tc_send_text(&f.tc, pad);
+    xfree(pad);
     tc_send_text(&f.tc, "{\"id\":4,\"method\":\"Browser.getVersion\"}");
     const char *next = tc_next(&f.tc, 5000);
     assert_non_null(strstr(next, "\"id\":4"));
