@@ -116,7 +116,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 export const tests = [
   {
-    name: 'issue 31 (real clients): Stagehand 4 with its extension (uploaded through extensions.upload) drives a session over cdp_ws_url: about:blank and a loopback origin, title and text, fill and click through locators, context.newPage and a window.open popup, switching pages, screenshots at the session viewport (1024x700 and the default 1920x1080), page close, stagehand.close()',
+    name: 'issue 31 (real clients): Stagehand 4 with its extension (uploaded through extensions.upload) drives a session over cdp_ws_url: about:blank and a loopback origin, title and text, fill and click through locators, context.newPage and a window.open popup, switching pages, screenshots at the session viewport (1024x700 and the default 1920x1080), page close, stagehand.close(); browser.close() ends the session',
     timeout: 90000,
     fn: () => withStagehandServer(async ({ s, kernel, a }) => {
       await withSession(kernel, s, { viewport: { width: 1024, height: 700 } }, async (sess) => {
@@ -163,11 +163,13 @@ export const tests = [
       });
       await withSession(kernel, s, {}, async (sess) => {
         const { browser, stagehand } = await connect(sess);
-        try {
-          const [p] = await browser.context.pages();
-          await p.goto(`${a.url}/two`);
-          eq(pngSize(await p.screenshot()), '1920x1080', 'the default viewport');
-        } finally { await stagehand.close(); await browser.disconnect(); }
+        const [p] = await browser.context.pages();
+        await p.goto(`${a.url}/two`);
+        eq(pngSize(await p.screenshot()), '1920x1080', 'the default viewport');
+        // browser.close() (Browser.close) ends the browser, and with it the session.
+        await stagehand.close();
+        await browser.close();
+        await waitFor(async () => (await request(s.base, 'GET', `/browsers/${sess.session_id}`, { key: s.key })).status === 404, 'the session ends with its browser', 30000, 250);
       });
     }),
   },
