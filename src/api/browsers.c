@@ -20,9 +20,11 @@
 #include "cluster/node.h"
 #include "core/clock.h"
 #include "core/jsonx.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/token.h"
 #include "core/xalloc.h"
+#include "domain/entitlements.h"
 #include "domain/launch_settings.h"
 #include "domain/session_rules.h"
 #include "domain/telemetry_cfg.h"
@@ -442,7 +444,69 @@ struct cdp_conn {
     char *leftover;
     size_t leftover_len;
     uint64_t from_browser; /* set by on_counts just before on_close */
+    int ext_off;           /* the org's plan has no browser_extensions: no loadUnpacked */
 };
+
+/* 1 when org's plan has features.browser_extensions off (or the plan cannot
+ * be read): its CDP clients may not load extensions either. Read once per
+ * connection, when it is made. */
+static int cdp_ext_off(struct app *app, const char *org)
+{
+    struct org_rec o;
+    memset(&o, 0, sizeof o);
+    json_t *ent = NULL;
+    struct err e;
+    err_init(&e);
+    int on = store_org_get(app->store, org, &o) == 0 &&
+             api_resolve_entitlements(app->store, &o, &ent, &e) == 0 &&
+             ent_feature_on(ent, "browser_extensions");
+    json_decref(ent);
+    xfree(o.overrides);
+    return !on;
+}
+
+/* 1 when path (a command's params.path) names the session's own files, the
+ * only folders a client can put an extension in (docs/fs.md: /tmp and
+ * /home/kernel). */
+static int ext_path_in_session(const char *path)
+{
+    static const char *const roots[] = {"/tmp", "/home/kernel"};
+    for (size_t i = 0; path && i < sizeof roots / sizeof roots[0]; i++) {
+        size_t n = strlen(roots[i]);
+        if (strncmp(path, roots[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The relay's refuse hook: Extensions.loadUnpacked only (issue 31, found
+ * with Stagehand 4, which asks for it on connect). Chromium loads an unpacked
+ * extension from any folder its sandbox shows, the session's own files
+ * included (fs write_file/upload_zip), so an organization whose plan turns
+ * extensions off would get them through CDP: refused. A path outside the
+ * session's files is a folder of the client's machine (Stagehand sends its
+ * node_modules copy), which Chromium would only call unresolvable: refused
+ * with what to do instead. Everything else passes. */
+static const char *cdp_refuse(void *ctx, const char *method, const uint8_t *msg, size_t len)
+{
+    struct cdp_conn *cc = ctx;
+    if (strcmp(method, "Extensions.loadUnpacked") != 0)
+        return NULL;
+    if (cc->ext_off)
+        return "Extensions.loadUnpacked: features.browser_extensions is not enabled for this "
+               "organization's plan";
+    json_t *cmd = len <= LIM_RELAY_REFUSE_PARSE_BYTES
+                      ? json_loadb((const char *)msg, len, 0, NULL)
+                      : NULL; /* too large to look into: refused (core/limits.h) */
+    int ours = ext_path_in_session(jsonx_str(json_object_get(cmd, "params"), "path"));
+    json_decref(cmd);
+    if (ours)
+        return NULL;
+    return "Extensions.loadUnpacked: the path is not in this browser's files (they are /tmp and "
+           "/home/kernel, on the server): a folder of the client's machine cannot be loaded. "
+           "Upload the extension (POST /extensions) and create the browser with extensions: "
+           "[{name}], or write it into the session's files (fs upload_zip) and load that path";
+}
 
 static void cdp_message(void *ctx, const char *method, size_t len)
 {
@@ -502,6 +566,7 @@ static void cdp_upgraded(void *ctx, int fd, const char *extra, size_t extra_len,
         /* Without the HTTP daemon (browsers_cdp_fd) the relay closes fd. */
         .close_client = up ? cdp_close_client : NULL,
         .charge = cdp_charge,
+        .refuse = cdp_refuse,
         .ctx = cc,
     };
     struct err e;
@@ -560,6 +625,7 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", session_id);
     snprintf(cc->org, sizeof cc->org, "%s", org);
+    cc->ext_off = cdp_ext_off(app, org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,
@@ -584,12 +650,46 @@ int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, co
     return 0;
 }
 
+/* `GET /browser/cdp?jwt=T/json/version` (and /json/list, /json): discovery
+ * asked by a client that appended the path to cdp_ws_url's http form as a
+ * string (Stagehand 4). A valid T is redirected (307, relative, so a public
+ * URL with a path prefix keeps it) to the path form `cdp/T/json/version`,
+ * which answers it on a blocking thread; a bad T is a 401 like any other.
+ * Returns 1 when it answered, 0 when the request is not such a one. */
+static int cdp_disc_redirect(struct req *rq, struct resp *rs, const char *jwt, int *rc)
+{
+    size_t toklen = 0;
+    const char *path = cdp_disc_query_suffix(jwt, &toklen);
+    if (!path || toklen >= TOKEN_MAX)
+        return 0;
+    struct app *app = api_app(rq);
+    char tok[TOKEN_MAX];
+    snprintf(tok, sizeof tok, "%.*s", (int)toklen, jwt);
+    struct token_claims c;
+    *rc = token_verify(app->token_key, sizeof app->token_key, tok, "cdp", clock_now_ms() / 1000, &c,
+                       &rq->err);
+    if (*rc == 0) {
+        /* A token is longer than a resp_header value: more_headers. */
+        char *loc = xasprintf("cdp/%s%s", tok, path);
+        json_decref(rs->more_headers);
+        rs->more_headers = json_pack("[[s,s]]", "Location", loc);
+        xfree(loc);
+        resp_header(rs, "Cache-Control", "no-store");
+        resp_empty(rs, 307);
+    }
+    return 1;
+}
+
 int browsers_cdp(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
     struct token_claims c;
-    int rc = token_verify(app->token_key, sizeof app->token_key, req_query(rq, "jwt"), "cdp",
-                          clock_now_ms() / 1000, &c, &rq->err);
+    const char *jwt = req_query(rq, "jwt");
+    int rc = 0;
+    if (cdp_disc_redirect(rq, rs, jwt, &rc))
+        return rc;
+    rc = token_verify(app->token_key, sizeof app->token_key, jwt, "cdp", clock_now_ms() / 1000, &c,
+                      &rq->err);
     if (rc)
         return rc;
     /* The token is ours (signed) and names the session: only a live one
@@ -626,6 +726,7 @@ int browsers_cdp(struct req *rq, struct resp *rs)
     cc->upstream_fd = -1;
     snprintf(cc->session_id, sizeof cc->session_id, "%s", c.sub);
     snprintf(cc->org, sizeof cc->org, "%s", c.org);
+    cc->ext_off = cdp_ext_off(app, c.org);
     if (live_ws_url(l, url, sizeof url) != 0 ||
         (target && page_ws_url(url, sizeof url, target) != 0) ||
         ws_connect(url, CDP_CALL_TIMEOUT_MS, &cc->upstream_fd, &cc->leftover, &cc->leftover_len,

@@ -32,6 +32,14 @@ int cdp_disc_version_q(struct req *rq, struct resp *rs);
 int cdp_disc_list_q(struct req *rq, struct resp *rs);
 int cdp_disc_version_p(struct req *rq, struct resp *rs);
 int cdp_disc_list_p(struct req *rq, struct resp *rs);
+/* The discovery path a client appended to the ?jwt= value of cdp_ws_url as a
+ * string (Stagehand 4 turns an http cdpUrl into `${cdpUrl}/json/version`,
+ * which puts "/json/version" inside the query): for jwt = T + S, S one of
+ * "/json/version", "/json/list", "/json", each with or without a trailing
+ * "/", sets *toklen to the length of T and returns S without its trailing
+ * "/" (a static string); NULL for anything else (a plain token included).
+ * Pure; T is not checked here. */
+const char *cdp_disc_query_suffix(const char *jwt, size_t *toklen);
 /* 1 when id has the shape of a DevTools target id (1 to 64 hex digits). */
 int cdp_target_id_ok(const char *id);
 

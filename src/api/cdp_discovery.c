@@ -9,6 +9,9 @@
  * cdp_ws_url with an http scheme works as it is
  * (`/browser/cdp/json/version?jwt=T`); tools that keep the path but not the
  * query get the token in a path segment (`/browser/cdp/T/json/version`).
+ * Stagehand 4 appends "/json/version" to the URL as a string, which lands in
+ * the query (`/browser/cdp?jwt=T/json/version`): browsers_cdp redirects that
+ * to the path form (cdp_disc_query_suffix).
  * Puppeteer's browserURL resolves "/json/version" against the origin and
  * drops both, so it cannot name a session: docs/cdp-relay.md says to give
  * it cdp_ws_url instead.
@@ -172,6 +175,23 @@ int cdp_disc_version_p(struct req *rq, struct resp *rs)
 int cdp_disc_list_p(struct req *rq, struct resp *rs)
 {
     return disc_list(rq, rs, rq->params[0]);
+}
+
+const char *cdp_disc_query_suffix(const char *jwt, size_t *toklen)
+{
+    static const char *const paths[] = {"/json/version", "/json/list", "/json"};
+    const char *slash = jwt ? strchr(jwt, '/') : NULL;
+    if (!slash || slash == jwt)
+        return NULL;
+    size_t n = strlen(slash);
+    if (n > 1 && slash[n - 1] == '/')
+        n--;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strlen(paths[i]) == n && strncmp(slash, paths[i], n) == 0) {
+            *toklen = (size_t)(slash - jwt);
+            return paths[i];
+        }
+    return NULL;
 }
 
 int cdp_target_id_ok(const char *id)

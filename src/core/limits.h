@@ -39,6 +39,11 @@
 /* WebSocket relay: largest reassembled message and most fragments per message. */
 #define LIM_WS_MESSAGE_BYTES (64u * 1024u * 1024u)
 #define LIM_WS_FRAGMENTS     4096u
+/* Largest CDP command the relay parses whole to refuse it (its id, sessionId
+ * and params; relay.h's refuse hook, Extensions.loadUnpacked): a parse tree
+ * is many times its text, and a client may send LIM_WS_MESSAGE_BYTES. A
+ * larger command that would be refused is dropped without an answer. */
+#define LIM_RELAY_REFUSE_PARSE_BYTES (64u * 1024u)
 /* Bytes of client WebSocket messages the CDP and BiDi relay holds while it
  * reassembles them (each data frame is charged its announced length when it
  * starts, given back when its message is relayed or the connection ends):

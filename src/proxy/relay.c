@@ -40,10 +40,12 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <wslay/wslay.h>
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -346,6 +348,31 @@ static void side_settle(struct side *s)
     s->qcharged = q;
 }
 
+/* Answers a command the refuse hook refused, on the client's side s, as the
+ * browser answers a failed command (relay.h). Rare: the command is parsed
+ * whole here, never on the hot path, and only up to
+ * LIM_RELAY_REFUSE_PARSE_BYTES (a larger one gets no answer). */
+static void side_answer_refused(struct side *s, const uint8_t *msg, size_t len, const char *why)
+{
+    json_t *cmd =
+        len <= LIM_RELAY_REFUSE_PARSE_BYTES ? json_loadb((const char *)msg, len, 0, NULL) : NULL;
+    json_t *id = json_object_get(cmd, "id");
+    json_t *sid = json_object_get(cmd, "sessionId");
+    if (json_is_integer(id) && !s->dead && !s->closing) {
+        json_t *ans =
+            json_pack("{s:O,s:{s:i,s:s}}", "id", id, "error", "code", -32000, "message", why);
+        if (json_is_string(sid))
+            json_object_set(ans, "sessionId", sid);
+        char *text = jsonx_dump(ans);
+        struct wslay_event_msg m = {
+            .opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)text, .msg_length = strlen(text)};
+        (void)wslay_event_queue_msg(s->ws, &m);
+        xfree(text);
+        json_decref(ans);
+    }
+    json_decref(cmd);
+}
+
 static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg,
                         void *user)
 {
@@ -368,10 +395,18 @@ static void side_msg_cb(wslay_event_context_ptr ws, const struct wslay_event_on_
     if (s->rejected)
         return;
     c->msgs[s->idx]++;
-    if (s->idx == SIDE_CLIENT && c->hooks.on_client_message != NULL) {
+    if (s->idx == SIDE_CLIENT && (c->hooks.on_client_message || c->hooks.refuse)) {
         char method[RELAY_METHOD_MAX];
         int found = ws_cdp_method((const char *)arg->msg, arg->msg_length, method, sizeof(method));
-        c->hooks.on_client_message(c->hooks.ctx, found ? method : NULL, arg->msg_length);
+        if (c->hooks.on_client_message)
+            c->hooks.on_client_message(c->hooks.ctx, found ? method : NULL, arg->msg_length);
+        const char *why = found && c->hooks.refuse
+                              ? c->hooks.refuse(c->hooks.ctx, method, arg->msg, arg->msg_length)
+                              : NULL;
+        if (why) {
+            side_answer_refused(s, arg->msg, arg->msg_length, why);
+            return;
+        }
     }
     if (o->dead || o->closing)
         return;

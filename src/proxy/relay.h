@@ -60,6 +60,16 @@ struct relay_hooks {
      * "message budget full". Called on a relay thread; must not block. May
      * be NULL. */
     int (*charge)(void *ctx, long long delta);
+    /* Called (on a relay thread) for each client message whose CDP method was
+     * found (msg, len: the whole message, untrusted), before it is relayed:
+     * NULL lets it through; anything else (a static string) is why the
+     * command is refused. A refused command never reaches the
+     * browser; the client gets in its place the CDP error answer
+     * {"id", "sessionId" (when the command had one), "error": {"code":
+     * -32000, "message": the returned text}} (nothing when the command had no
+     * integer id or is over LIM_RELAY_REFUSE_PARSE_BYTES). Must be fast and
+     * must not block. May be NULL. */
+    const char *(*refuse)(void *ctx, const char *method, const uint8_t *msg, size_t len);
     void *ctx;
 };
 

@@ -459,6 +459,70 @@ static void relay_round_trip(void **state)
     tc_free(&f.tc);
 }
 
+static const char *refuse_load(void *ctx, const char *method, const uint8_t *msg, size_t len)
+{
+    (void)ctx;
+    (void)msg;
+    (void)len;
+    return strcmp(method, "Extensions.loadUnpacked") == 0 ? "not on this plan" : NULL;
+}
+
+/* "A refused command never reaches the browser; the client gets in its place
+ * the CDP error answer {id, sessionId (when the command had one), error}
+ * (nothing when the command had no integer id)"; other commands pass. */
+static void relay_refuse(void **state)
+{
+    (void)state;
+    struct relay *r = new_relay(1);
+    struct fix f;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    rec_init(&f.rec, sv[0]);
+    tc_init(&f.tc, sv[1]);
+    f.hooks = (struct relay_hooks){.on_client_message = on_msg,
+                                   .on_close = on_close,
+                                   .close_client = close_client,
+                                   .refuse = refuse_load,
+                                   .ctx = &f.rec};
+    struct err e;
+    err_init(&e);
+    char *left = NULL;
+    size_t left_len = 0;
+    if (ws_connect(browser_url, 5000, &f.upstream_fd, &left, &left_len, &e) != 0)
+        fail_msg("ws_connect %s: %s", browser_url, e.message);
+    assert_int_equal(relay_attach(r, sv[0], NULL, 0, f.upstream_fd, left, left_len, &f.hooks, &e),
+                     0);
+    xfree(left);
+
+    tc_send_text(&f.tc, "{\"id\":3,\"sessionId\":\"S1\",\"method\":\"Extensions.loadUnpacked\","
+                        "\"params\":{\"path\":\"/tmp\"}}");
+    const char *ans = tc_next(&f.tc, 5000);
+    assert_non_null(strstr(ans, "\"id\":3"));
+    assert_non_null(strstr(ans, "\"sessionId\":\"S1\""));
+    assert_non_null(strstr(ans, "\"message\":\"not on this plan\""));
+    assert_non_null(strstr(ans, "-32000"));
+    assert_string_equal(f.rec.method, "Extensions.loadUnpacked"); /* still counted */
+    /* No integer id: nothing to answer, nothing relayed; the next command passes. */
+    f.tc.nmsgs--;
+    xfree(f.tc.msgs[f.tc.nmsgs]);
+    tc_send_text(&f.tc, "{\"id\":\"x\",\"method\":\"Extensions.loadUnpacked\"}");
+    /* Over LIM_RELAY_REFUSE_PARSE_BYTES: not parsed, not relayed, no answer. */
+    size_t big = LIM_RELAY_REFUSE_PARSE_BYTES + 100;
+    char *pad = xmalloc(big + 100);
+    int n = snprintf(pad, big + 100, "{\"id\":5,\"method\":\"Extensions.loadUnpacked\",\"p\":\"");
+    memset(pad + n, 'x', big);
+    memcpy(pad + n + big, "\"}", 3);
+    tc_send_text(&f.tc, pad);
+    xfree(pad);
+    tc_send_text(&f.tc, "{\"id\":4,\"method\":\"Browser.getVersion\"}");
+    const char *next = tc_next(&f.tc, 5000);
+    assert_non_null(strstr(next, "\"id\":4"));
+    assert_non_null(strstr(next, "\"product\""));
+    assert_int_equal(f.tc.nmsgs, 1);
+    relay_stop(r);
+    tc_free(&f.tc);
+}
+
 /* Bytes the HTTP layer read past the client's request head are relayed
  * first ("client_extra = bytes already read after the client's request head"). */
 static void relay_client_extra(void **state)
@@ -861,6 +925,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(relay_round_trip),
+        cmocka_unit_test(relay_refuse),
         cmocka_unit_test(relay_client_extra),
         cmocka_unit_test(relay_two_clients),
         cmocka_unit_test(relay_close_by_ctx),
