@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/jsonx.h"
 #include "core/limits.h"
+#include "core/share.h"
 #include "core/token.h"
 #include "core/xalloc.h"
 #include "proxy/cdp_client.h"
@@ -173,6 +174,13 @@ static int disc_list(struct req *rq, struct resp *rs, const char *token)
     return 0;
 }
 
+/* /json/protocol fetches in flight (LIM_CDP_PROTOCOL_FETCHES*): each holds
+ * a descriptor of up to LIM_CDP_PROTOCOL_BYTES twice until its answer is
+ * built (the copy then goes out with the response). */
+static struct share protocol_fetches =
+    SHARE_INIT("DevTools protocol fetches in flight", LIM_CDP_PROTOCOL_FETCHES,
+               LIM_CDP_PROTOCOL_FETCHES_PER_ORG, LIM_CDP_PROTOCOL_FETCHES_PER_SESSION);
+
 /* The browser's own protocol descriptor, as its DevTools HTTP server serves
  * it (chrome-remote-interface fetches it before it connects). */
 static int disc_protocol(struct req *rq, struct resp *rs, const char *token)
@@ -182,12 +190,18 @@ static int disc_protocol(struct req *rq, struct resp *rs, const char *token)
     int rc = disc_open(rq, rs, token, &c, ws, sizeof ws);
     if (rc)
         return rc > 0 ? 0 : rc;
+    if ((rc = share_take_or_err(&protocol_fetches, c.org, c.sub, 1, &rq->err)) != 0)
+        return rc;
     struct httpc_resp r;
-    if (ws_http_get(ws, "/json/protocol", LIM_CDP_PROTOCOL_BYTES, DISC_CALL_MS, &r, &rq->err) != 0)
+    rc = ws_http_get(ws, "/json/protocol", LIM_CDP_PROTOCOL_BYTES, DISC_CALL_MS, &r, &rq->err);
+    if (rc != 0) {
+        share_give(&protocol_fetches, c.org, c.sub);
         return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",
                        "the session's browser is not answering");
+    }
     if (r.status != 200) {
         httpc_resp_free(&r);
+        share_give(&protocol_fetches, c.org, c.sub);
         return err_set(&rq->err, E_UNAVAIL, "browser_unavailable",
                        "the session's browser did not give its protocol");
     }
@@ -196,6 +210,7 @@ static int disc_protocol(struct req *rq, struct resp *rs, const char *token)
     memcpy(body, r.body, r.body_len + 1);
     resp_text(rs, 200, "application/json; charset=UTF-8", body, r.body_len);
     httpc_resp_free(&r);
+    share_give(&protocol_fetches, c.org, c.sub);
     return 0;
 }
 

@@ -173,6 +173,16 @@ export const tests = [
         // file:// and chrome:// as Target.createTarget allows them over CDP:
         // the tab opens inside the sandbox, whose files are not the host's.
         const hostPath = new RegExp(s.dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+        const key = s.key;
+        const secret = `file://${s.dir}/bootstrap-api-key`;
+        const r0 = await request(s.base, 'PUT', `/browser/cdp/${tok}/json/new?${secret}`);
+        eq(r0.status, 200, `New of a host file: ${r0.text}`);
+        const c0 = await CDP({ ...o, target: r0.json });
+        try {
+          const t = await waitFor(async () => (await c0.Runtime.evaluate({ expression: 'document.readyState === "complete" && document.documentElement.outerHTML' })).result.value, 'the host file\'s tab loaded');
+          assert(!t.includes(key), 'the tab does not show the server\'s file');
+        } finally { await c0.close(); }
+        await CDP.Close({ ...o, id: r0.json.id });
         for (const url of ['file:///etc/passwd', 'file:///', 'chrome://version']) {
           const r = await request(s.base, 'PUT', `/browser/cdp/${tok}/json/new?${url}`);
           eq(r.status, 200, `New ${url}: ${r.text}`);
@@ -201,6 +211,54 @@ export const tests = [
         await api(s, 'DELETE', `/browsers/${b.session_id}`);
         await api(s, 'DELETE', `/browsers/${other.session_id}`);
       }
+    }),
+  },
+  {
+    name: 'issue 31 (real clients): chrome-remote-interface on a headful session: Target.targetCreated / targetDestroyed events agree with CDP.New / CDP.Close; three tabs driven at once, each on its own socket, screenshots the size of the page\'s window; the relay under the token\'s path refuses a jwt= of another token (400)',
+    timeout: 90000,
+    fn: () => withServer(async (s, site) => {
+      const b = await create(s, { headless: false });
+      try {
+        const o = criOpts(s, b);
+        const br = await CDP({ ...o, target: b.cdp_ws_url });
+        const events = [];
+        try {
+          br.on('Target.targetCreated', ({ targetInfo }) => events.push(['created', targetInfo.targetId, targetInfo.type]));
+          br.on('Target.targetDestroyed', ({ targetId }) => events.push(['destroyed', targetId]));
+          await br.Target.setDiscoverTargets({ discover: true });
+          const tabs = [];
+          for (let i = 0; i < 3; i++) tabs.push(await CDP.New({ ...o, url: `${site.url}/tab${i}` }));
+          await waitFor(() => tabs.every((t) => events.some((e) => e[0] === 'created' && e[1] === t.id && e[2] === 'page')), 'a targetCreated event per new tab');
+          // Each tab on its own socket, all at once.
+          const clients = await Promise.all(tabs.map((t) => CDP({ ...o, target: t })));
+          try {
+            const got = await Promise.all(clients.map(async (c, i) => {
+              await waitFor(async () => (await c.Runtime.evaluate({ expression: 'document.readyState === "complete" && document.title' })).result.value === `site /tab${i}`, `tab ${i} loaded`);
+              const [w, h] = (await c.Runtime.evaluate({ expression: '[innerWidth, innerHeight]', returnByValue: true })).result.value;
+              const shot = pngSize((await c.Page.captureScreenshot({})).data);
+              return { w, h, shot };
+            }));
+            for (const { w, h, shot } of got) {
+              eq(shot, [w, h], 'a headful tab\'s screenshot is its window\'s size');
+              assert(w <= VIEW.width && h <= VIEW.height && w > VIEW.width / 2, `inside the 1024x700 screen: ${w}x${h}`);
+            }
+          } finally { await Promise.all(clients.map((c) => c.close())); }
+          const listed = (await CDP.List(o)).filter((t) => t.type === 'page').map((t) => t.id);
+          assert(tabs.every((t) => listed.includes(t.id)), 'List names the three tabs');
+          for (const t of tabs) await CDP.Close({ ...o, id: t.id });
+          await waitFor(() => tabs.every((t) => events.some((e) => e[0] === 'destroyed' && e[1] === t.id)), 'a targetDestroyed event per closed tab');
+          await waitFor(async () => { const l = (await CDP.List(o)).map((t) => t.id); return tabs.every((t) => !l.includes(t.id)); }, 'List no longer names them');
+        } finally { await br.close(); }
+        // The token of the path is the one: a jwt= of another beside it is refused.
+        const tok = tokenOf(b.cdp_ws_url);
+        const forged = tok.slice(0, -2) + (tok.endsWith('AA') ? 'BB' : 'AA');
+        const up = await request(s.base, 'GET', `/browser/cdp/${tok}/browser/cdp?jwt=${forged}`, { headers: { upgrade: 'websocket', connection: 'upgrade', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13' } });
+        eq(up.status, 400, `mismatched tokens: ${up.text}`);
+        assert(/jwt: must be the token of the path/.test(up.text), `names the rule: ${up.text}`);
+        const fup = await request(s.base, 'GET', `/browser/cdp/${forged}/browser/cdp`, { headers: { upgrade: 'websocket', connection: 'upgrade', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13' } });
+        eq(fup.status, 401, `a forged token in the path: ${fup.text}`);
+        await stillUsable(b);
+      } finally { await api(s, 'DELETE', `/browsers/${b.session_id}`); }
     }),
   },
   {
