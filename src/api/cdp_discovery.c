@@ -11,7 +11,12 @@
  * query get the token in a path segment (`/browser/cdp/T/json/version`).
  * Puppeteer's browserURL resolves "/json/version" against the origin and
  * drops both, so it cannot name a session: docs/cdp-relay.md says to give
- * it cdp_ws_url instead.
+ * it cdp_ws_url instead; those root paths answer a 401 saying so.
+ *
+ * The rest of Chromium's pages follow on both forms (/json/protocol, PUT
+ * /json/new, /json/activate, /json/close), for chrome-remote-interface,
+ * whose alterPath prefixes "/browser/cdp/T" to each path it asks (and to the
+ * WebSocket URL it opens: the relay answers /browser/cdp/T/browser/cdp).
  */
 #include <stdio.h>
 #include <string.h>
