@@ -226,12 +226,13 @@ struct new_url {
     char *buf;
     size_t len;
     int too_long;
+    int skip_jwt; /* the query form: its jwt= is the token, not the URL's */
 };
 
 static void new_url_add(void *ctx, const char *k, const char *v)
 {
     struct new_url *u = ctx;
-    if (strcmp(k, "jwt") == 0 && v)
+    if (u->skip_jwt && strcmp(k, "jwt") == 0 && v)
         return;
     size_t need = strlen(k) + (v ? strlen(v) + 1 : 0) + (u->len ? 1 : 0);
     if (u->len + need >= LIM_CDP_NEW_URL_BYTES) {
@@ -245,9 +246,9 @@ static void new_url_add(void *ctx, const char *k, const char *v)
 /* PUT /json/new?URL: a new tab (Target.createTarget, the rules of any CDP
  * client of the session: the sandbox confines what a file:// or chrome://
  * tab shows), answered with its /json/list entry. */
-static int disc_new(struct req *rq, struct resp *rs, const char *token)
+static int disc_new(struct req *rq, struct resp *rs, const char *token, int query_form)
 {
-    struct new_url u = {.buf = xcalloc(1, LIM_CDP_NEW_URL_BYTES)};
+    struct new_url u = {.buf = xcalloc(1, LIM_CDP_NEW_URL_BYTES), .skip_jwt = query_form};
     req_query_each_raw(rq, new_url_add, &u);
     if (u.too_long) {
         xfree(u.buf);
@@ -306,6 +307,8 @@ static int disc_target_act(struct req *rq, struct resp *rs, const char *token, c
     int rc = disc_open(rq, rs, token, &c, ws, sizeof ws);
     if (rc)
         return rc > 0 ? 0 : rc;
+    if (!target_id_ok(id))
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "No such target id: (not a target id)");
     json_t *all = NULL;
     if ((rc = disc_call(rq, ws, "Target.getTargets", &all)) != 0)
         return rc;
@@ -319,9 +322,8 @@ static int disc_target_act(struct req *rq, struct resp *rs, const char *token, c
             found = 1;
     }
     json_decref(all);
-    if (!found || !target_id_ok(id))
-        return err_set(&rq->err, E_NOTFOUND, "not_found", "No such target id: %s",
-                       target_id_ok(id) ? id : "(not a target id)");
+    if (!found)
+        return err_set(&rq->err, E_NOTFOUND, "not_found", "No such target id: %s", id);
     json_t *params = json_pack("{s:s}", "targetId", id), *res = NULL;
     rc = disc_call_p(rq, ws, method, params, &res);
     json_decref(params);
@@ -344,12 +346,12 @@ int cdp_disc_protocol_p(struct req *rq, struct resp *rs)
 
 int cdp_disc_new_q(struct req *rq, struct resp *rs)
 {
-    return disc_new(rq, rs, req_query(rq, "jwt"));
+    return disc_new(rq, rs, req_query(rq, "jwt"), 1);
 }
 
 int cdp_disc_new_p(struct req *rq, struct resp *rs)
 {
-    return disc_new(rq, rs, rq->params[0]);
+    return disc_new(rq, rs, rq->params[0], 0);
 }
 
 int cdp_disc_new_get(struct req *rq, struct resp *rs)

@@ -166,6 +166,15 @@ export const tests = [
             assert(!/ws:\/\/|webSocketDebuggerUrl/.test(r.text), `no URL: ${r.text}`);
           }
         }
+        // The query form (cdp_ws_url with an http scheme, plus Chromium's path).
+        const q = `?jwt=${tok}`;
+        const qp = await request(s.base, 'GET', `/browser/cdp/json/protocol${q}`);
+        eq([qp.status, JSON.parse(qp.text).domains.some((d) => d.domain === 'Target')], [200, true], 'protocol, query form');
+        const qn = await request(s.base, 'PUT', `/browser/cdp/json/new${q}&about:blank`);
+        eq([qn.status, qn.json?.url], [200, 'about:blank'], `new, query form: ${qn.text}`);
+        eq((await request(s.base, 'GET', `/browser/cdp/json/activate/${qn.json.id}${q}`)).text, 'Target activated', 'activate, query form');
+        eq((await request(s.base, 'GET', `/browser/cdp/json/close/${qn.json.id}${q}`)).text, 'Target is closing', 'close, query form');
+        eq((await request(s.base, 'GET', `/browser/cdp/json/close/not-an-id${q}`)).status, 404, 'close of an id of another shape');
         // Chromium's rule: /json/new is a PUT.
         const g = await request(s.base, 'GET', `/browser/cdp/${tok}/json/new`);
         eq(g.status, 405, `GET /json/new: ${g.text}`);
