@@ -271,7 +271,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): Puppeteer with protocol webDriverBiDi over cdp_ws_url (the chromium-bidi mapper on the client) and over the session\'s webdriver_ws_url: goto, evaluate, load events, screenshot at 1024x700, newPage / pages() / close agree; the session stays usable after disconnect',
+    name: 'issue 31 (real clients): Puppeteer with protocol webDriverBiDi over cdp_ws_url (the chromium-bidi mapper on the client) and over the session\'s webdriver_ws_url: goto, evaluate, load events, screenshot at 1024x700, newPage / pages() / close agree; two clients at once on the BiDi endpoint see each other\'s tabs (bidiopen answers Puppeteer\'s session.status probe); the session stays usable after disconnect',
     timeout: 120000,
     fn: () => withServer(async (s, site) => {
       const b = await create(s);
@@ -296,6 +296,14 @@ export const tests = [
             await p.close();
           } finally { await br.disconnect(); }
         }
+        // Again on the BiDi endpoint, whose driver now runs: two clients at once.
+        const [x, y] = await Promise.all([1, 2].map(() => puppeteer.connect({ browserWSEndpoint: b.webdriver_ws_url, protocol: 'webDriverBiDi', defaultViewport: null })));
+        try {
+          const px = await x.newPage();
+          await px.goto(`${site.url}/again`, { waitUntil: 'load' });
+          await waitFor(async () => { for (const p of await y.pages()) if (p.url() === `${site.url}/again`) return true; return false; }, 'the second client sees the first one\'s tab');
+          await px.close();
+        } finally { await x.disconnect(); await y.disconnect(); }
         await stillUsable(b);
       } finally { await api(s, 'DELETE', `/browsers/${b.session_id}`); }
     }),
