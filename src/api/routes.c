@@ -179,6 +179,9 @@ const struct route api_routes[] = {
     /* The relay under the token's path segment: what clients that prefix
      * every path (chrome-remote-interface's alterPath) make of cdp_ws_url. */
     {"GET", "/browser/cdp/{token}/browser/cdp", browsers_cdp, AUTH_NONE},
+    /* And the path form of discovery with a ws scheme (after every
+     * /browser/cdp/LITERAL route: a token is never "json"). */
+    {"GET", "/browser/cdp/{token}", browsers_cdp, AUTH_NONE},
     /* Chromium's discovery paths at the root name no session. */
     {"GET", "/json/version", cdp_disc_no_token, AUTH_NONE},
     {"GET", "/json/list", cdp_disc_no_token, AUTH_NONE},

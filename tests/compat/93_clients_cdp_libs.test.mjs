@@ -107,7 +107,7 @@ export const tests = [
     }),
   },
   {
-    name: 'issue 31 (real clients): chrome-remote-interface CDP({target: cdp_ws_url}) drives the browser target (Target.createTarget, attach, navigate, screenshot) with local: true and with alterPath (the protocol fetched under the token); alone, and on every /json path at the root, a 401 naming the rule and no URL',
+    name: 'issue 31 (real clients): chrome-remote-interface CDP({target: cdp_ws_url}) drives the browser target (Target.createTarget, attach, navigate, screenshot) with local: true and with alterPath (the protocol fetched under the token), and at ws://HOST/browser/cdp/TOKEN; alone, and on every /json path at the root, a 401 naming the rule and no URL',
     timeout: 90000,
     fn: () => withServer(async (s, site) => {
       const b = await create(s);
@@ -125,6 +125,11 @@ export const tests = [
             await c.Target.closeTarget({ targetId });
           } finally { await c.close(); }
         }
+        // The path form of discovery with a ws scheme is the relay too.
+        const pc = await CDP({ target: `${b.cdp_ws_url.split('?')[0]}/${tokenOf(b.cdp_ws_url)}`, local: true });
+        try {
+          assert(/Chrom/.test((await pc.Browser.getVersion()).product), 'the relay at /browser/cdp/TOKEN');
+        } finally { await pc.close(); }
         // Without either, the library asks /json/protocol at the root, where
         // nothing names a session: a 401 that says what to do.
         await assertRejects(CDP({ target: b.cdp_ws_url }), /cdp token.*alterPath.*local: true/, 'CDP({target}) alone');
