@@ -684,10 +684,18 @@ int browsers_cdp(struct req *rq, struct resp *rs)
 {
     struct app *app = api_app(rq);
     struct token_claims c;
+    /* Under /browser/cdp/{token} and /browser/cdp/{token}/browser/cdp the
+     * path's token is the one; a jwt= beside it must be the same. */
     const char *jwt = req_query(rq, "jwt");
     int rc = 0;
-    if (cdp_disc_redirect(rq, rs, jwt, &rc))
+    if (rq->nparams == 1) {
+        if (jwt && strcmp(jwt, rq->params[0]) != 0)
+            return err_set(&rq->err, E_INVALID, "bad_request",
+                           "jwt: must be the token of the path (/browser/cdp/TOKEN)");
+        jwt = rq->params[0];
+    } else if (cdp_disc_redirect(rq, rs, jwt, &rc)) {
         return rc;
+    }
     rc = token_verify(app->token_key, sizeof app->token_key, jwt, "cdp", clock_now_ms() / 1000, &c,
                       &rq->err);
     if (rc)

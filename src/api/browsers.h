@@ -25,6 +25,23 @@ int browsers_cdp(struct req *rq, struct resp *rs);
 int browsers_cdp_fd(struct app *app, const char *org, const char *session_id, const char *target,
                     int fd, const char *accept, struct err *e);
 
+/* The rest of Chromium's DevTools HTTP pages under the same token forms
+ * (cdp_discovery.c): /json/protocol (the browser's descriptor), PUT
+ * /json/new?URL (a new tab; GET is a 405 as in Chromium), /json/activate/ID
+ * and /json/close/ID (404 "No such target id" for an id the session's
+ * browser lacks). cdp_disc_no_token answers /json/... at the root, where no
+ * session is named: 401 saying where the token goes. */
+int cdp_disc_protocol_q(struct req *rq, struct resp *rs);
+int cdp_disc_protocol_p(struct req *rq, struct resp *rs);
+int cdp_disc_new_q(struct req *rq, struct resp *rs);
+int cdp_disc_new_p(struct req *rq, struct resp *rs);
+int cdp_disc_new_get(struct req *rq, struct resp *rs);
+int cdp_disc_activate_q(struct req *rq, struct resp *rs);
+int cdp_disc_activate_p(struct req *rq, struct resp *rs);
+int cdp_disc_close_q(struct req *rq, struct resp *rs);
+int cdp_disc_close_p(struct req *rq, struct resp *rs);
+int cdp_disc_no_token(struct req *rq, struct resp *rs);
+
 /* DevTools HTTP discovery (cdp_discovery.c): /json/version and /json/list
  * of the session named by the cdp token, in ?jwt= (_q) or in the path's
  * first parameter (_p); 401 for a bad token, 404 for an ended session. */

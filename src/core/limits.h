@@ -95,9 +95,25 @@
  * KiB; 64 KiB holds dozens). */
 #define LIM_PROXY_CA_BUNDLE_BYTES (64u * 1024u)
 #define LIM_PROXY_CA_BUNDLE_CERTS 32
+/* DevTools discovery (api/cdp_discovery.c): the browser's /json/protocol
+ * answer browserd passes on (Chromium 14x: 1.6 MB), and the URL of
+ * /json/new?URL. */
+#define LIM_CDP_PROTOCOL_BYTES (4u << 20)
+#define LIM_CDP_NEW_URL_BYTES  8192u
+/* /json/protocol fetches in flight, each holding up to twice
+ * LIM_CDP_PROTOCOL_BYTES (the browser's answer and the client's copy): the
+ * server's, each organization's and each session's share (429 beyond). A
+ * session may start four clients at once (each fetches the descriptor). */
+#define LIM_CDP_PROTOCOL_FETCHES             8
+#define LIM_CDP_PROTOCOL_FETCHES_PER_ORG     4
+#define LIM_CDP_PROTOCOL_FETCHES_PER_SESSION 4
 /* WebDriver BiDi: the first client message (session.new), read whole by the
  * server before the relay starts. */
 #define LIM_BIDI_FIRST_MESSAGE_BYTES (1u << 20)
+/* WebDriver BiDi: session.status probes before the session.new answered by
+ * the server's opening exchange (Puppeteer sends one); later ones go to the
+ * driver. */
+#define LIM_BIDI_OPENING_STATUS 4
 /* chromedriver's HTTP replies (status, new session) read by the server. */
 #define LIM_DRIVER_REPLY_BYTES (1u << 20)
 /* Classic WebDriver (api/wdclassic.c): a command's body relayed to a

@@ -129,29 +129,43 @@ static int send_text(int fd, const char *text)
 }
 
 /* If the message is {"id":N,"method":"session.new",...}, answers it with the
- * driver's session and returns 1; 0 when it is something else. */
-static int answer_session_new(struct opening *c, const char *msg, size_t len)
+ * driver's session and returns 1; if it is a session.status, answers that
+ * (ready: session.new will give the session) and returns 2; 0 when it is
+ * something else, -1 when the answer could not be sent. */
+static int answer_opening(struct opening *c, const char *msg, size_t len, int status_ok)
 {
     json_t *m = json_loadb(msg, len, JSON_REJECT_DUPLICATES, NULL);
     json_t *id = json_object_get(m, "id");
     const char *method = json_string_value(json_object_get(m, "method"));
-    if (!json_is_integer(id) || !method || strcmp(method, "session.new") != 0) {
+    int kind = !json_is_integer(id) || !method                      ? 0
+               : strcmp(method, "session.new") == 0                 ? 1
+               : status_ok && strcmp(method, "session.status") == 0 ? 2
+                                                                    : 0;
+    if (kind == 0) {
         json_decref(m);
         return 0;
     }
-    json_t *reply = json_pack("{s:s,s:O,s:O}", "type", "success", "id", id, "result", c->answer);
+    json_t *result = kind == 1 ? json_incref(c->answer)
+                               : json_pack("{s:b,s:s}", "ready", 1, "message",
+                                           "session.new gives the session's WebDriver session");
+    json_t *reply = json_pack("{s:s,s:O,s:o}", "type", "success", "id", id, "result", result);
     char *text = json_dumps(reply, JSON_COMPACT);
     int rc = send_text(c->client_fd, text);
     xfree(text);
     json_decref(reply);
     json_decref(m);
-    log_debug("session %s: answered the client's session.new", c->session_id);
-    return rc == 0 ? 1 : -1;
+    log_debug("session %s: answered the client's %s", c->session_id,
+              kind == 1 ? "session.new" : "session.status");
+    return rc == 0 ? kind : -1;
 }
 
 /* The opening exchange: waits for the client's first message; a session.new
  * is answered here (the driver's session already exists and the driver would
- * refuse a second one), anything else goes to the driver as sent. */
+ * refuse a second one), anything else goes to the driver as sent. Clients
+ * that probe with session.status before session.new (Puppeteer's
+ * protocol: 'webDriverBiDi' tells a BiDi endpoint from a CDP one so) get
+ * their answer here too, at most LIM_BIDI_OPENING_STATUS times, and the wait
+ * goes on for the session.new. */
 static void *opening_main(void *arg)
 {
     struct opening *c = arg;
@@ -160,56 +174,60 @@ static void *opening_main(void *arg)
     size_t frame_len = 0, plen = 0;
     char *payload = NULL;
     int r;
-    int gone = 0;
-    while ((r = first_frame(c->extra, c->extra_len, &frame_len, &payload, &plen)) == 1) {
-        pthread_mutex_lock(&o->lock);
-        int stop = o->stopping;
-        pthread_mutex_unlock(&o->lock);
-        if (stop || clock_mono_us() / 1000 >= deadline) {
-            gone = stop;
-            break;
-        }
-        struct pollfd p = {.fd = c->client_fd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0)
-            continue;
-        char buf[16384];
-        ssize_t n = recv(c->client_fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-            gone = 1;
-            break;
-        }
-        if (n > 0) {
-            if (c->extra_len + (size_t)n > FIRST_MESSAGE_MAX + 64) {
-                r = -1;
+    int gone = 0, failed = 0, statuses = 0;
+    for (;;) {
+        while ((r = first_frame(c->extra, c->extra_len, &frame_len, &payload, &plen)) == 1) {
+            pthread_mutex_lock(&o->lock);
+            int stop = o->stopping;
+            pthread_mutex_unlock(&o->lock);
+            if (stop || clock_mono_us() / 1000 >= deadline) {
+                gone = stop;
+                break;
+            }
+            struct pollfd p = {.fd = c->client_fd, .events = POLLIN};
+            if (poll(&p, 1, 200) <= 0)
+                continue;
+            char buf[16384];
+            ssize_t n = recv(c->client_fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                gone = 1;
+                break;
+            }
+            if (n > 0) {
+                int over = c->extra_len + (size_t)n > FIRST_MESSAGE_MAX + 64;
                 c->extra = xrealloc(c->extra, c->extra_len + (size_t)n);
                 memcpy(c->extra + c->extra_len, buf, (size_t)n);
                 c->extra_len += (size_t)n;
-                break;
-            }
-            c->extra = xrealloc(c->extra, c->extra_len + (size_t)n);
-            memcpy(c->extra + c->extra_len, buf, (size_t)n);
-            c->extra_len += (size_t)n;
-        }
-    }
-    if (gone) {
-        c->hooks.fail(c->hooks.ctx, "client left before its first message");
-    } else {
-        size_t skip = 0;
-        int failed = 0;
-        if (r == 0) {
-            int a = answer_session_new(c, payload, plen);
-            if (a < 0) {
-                c->hooks.fail(c->hooks.ctx, "cannot answer session.new");
-                failed = 1;
-            } else if (a == 1) {
-                skip = frame_len;
+                if (over) {
+                    r = -1;
+                    break;
+                }
             }
         }
+        if (gone || r != 0)
+            break;
+        int a = answer_opening(c, payload, plen, statuses < LIM_BIDI_OPENING_STATUS);
         xfree(payload);
-        /* hand_over copies the bytes. */
-        if (!failed)
-            c->hooks.hand_over(c->hooks.ctx, c->extra + skip, c->extra_len - skip);
+        payload = NULL;
+        if (a < 0) {
+            c->hooks.fail(c->hooks.ctx, "cannot answer the opening message");
+            failed = 1;
+            break;
+        }
+        if (a == 0)
+            break;
+        /* Answered: the frame is not relayed. */
+        memmove(c->extra, c->extra + frame_len, c->extra_len - frame_len);
+        c->extra_len -= frame_len;
+        if (a == 1)
+            break;
+        statuses++;
     }
+    xfree(payload);
+    if (gone)
+        c->hooks.fail(c->hooks.ctx, "client left before its first message");
+    else if (!failed) /* hand_over copies the bytes. */
+        c->hooks.hand_over(c->hooks.ctx, c->extra, c->extra_len);
     xfree(c->extra);
     xfree(c);
     pthread_mutex_lock(&o->lock);

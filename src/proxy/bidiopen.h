@@ -3,8 +3,9 @@
  * (docs/webdriver.md). The ChromeDriver behind a session already made
  * its WebDriver session, and would refuse a second one: a thread per new
  * connection waits for the client's first message; a session.new is
- * answered here with the driver's session, anything else goes on to the
- * driver as sent. Then the connection is handed over (to the CDP relay, by
+ * answered here with the driver's session (after at most
+ * LIM_BIDI_OPENING_STATUS session.status probes, answered here too), anything
+ * else goes on to the driver as sent. Then the connection is handed over (to the CDP relay, by
  * the caller's hook).
  *
  * What it owns: the count of connections in their opening exchange, one

@@ -27,6 +27,7 @@
 #include "core/fdio.h"
 #include "core/limits.h"
 #include "core/xalloc.h"
+#include "proxy/httpc.h"
 
 static int is_b64(unsigned char c)
 {
@@ -563,6 +564,30 @@ static int wait_fd(int fd, short events, int64_t deadline)
         if (r < 0 && errno != EINTR)
             return -1;
     }
+}
+
+int ws_http_get(const char *url, const char *path, size_t body_max, int timeout_ms,
+                struct httpc_resp *out, struct err *e)
+{
+    struct ws_url u;
+    int rc = parse_url(url, &u, e);
+    if (rc != 0)
+        return rc;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    int s = netns_socket(u.netns, u.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (s < 0)
+        return err_set(e, E_UNAVAIL, "unavailable", "socket: %s", strerror(-s));
+    if ((rc = httpc_connect(s, (struct sockaddr *)&u.addr, u.addrlen, deadline)) != 0) {
+        close(s);
+        return err_set(e, E_UNAVAIL, "unavailable", "cannot connect to the browser: %s",
+                       strerror(-rc));
+    }
+    struct httpc_req rq = {.method = "GET",
+                           .target = path,
+                           .host = u.hostport,
+                           .body_max = body_max,
+                           .deadline_ms = deadline};
+    return httpc_exchange(s, &rq, out, e);
 }
 
 int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t *leftover_len,

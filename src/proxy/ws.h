@@ -39,6 +39,16 @@ int ws_accept_key(const char *client_key, char out[29]) WUR;
 int ws_connect(const char *url, int timeout_ms, int *fd, char **leftover, size_t *leftover_len,
                struct err *e) WUR;
 
+/* One HTTP GET of path on the server a ws:// URL of the kind ws_connect takes
+ * names (the same loopback address, port and network namespace): for a
+ * browser's own DevTools HTTP pages (/json/protocol). On 0, *out holds the
+ * answer (any status; httpc_resp_free). Fails with E_INVALID (bad URL),
+ * E_UNAVAIL (cannot connect, timed out), E_UPSTREAM (not HTTP) or E_TOOBIG
+ * (a body over body_max); nothing is left open. */
+struct httpc_resp;
+int ws_http_get(const char *url, const char *path, size_t body_max, int timeout_ms,
+                struct httpc_resp *out, struct err *e) WUR;
+
 /* Parses an HTTP/1.1 101 response head (untrusted bytes): returns 0 when
  * complete and valid for expect_accept, E_INVALID when malformed or refused,
  * and 1 when more bytes are needed; *head_len = bytes of the head (through
