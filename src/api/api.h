@@ -104,9 +104,10 @@ int tenancy_key_create(struct store *st, const char *org_id, const json_t *body,
 int tenancy_key_store(struct store *st, const char *org_id, const char *project_id,
                       const char *name, const char *plaintext, int64_t expires_at, int64_t cap,
                       struct apikey_rec *out) WUR;
-/* 429 limit_exceeded with Retry-After LIM_RECORDS_RETRY_AFTER_S: the org
- * already has cap records of what ("proxies", "API keys"). Returns E_LIMIT. */
-int api_over_org_cap(struct err *e, const char *what, int64_t cap);
+/* 429 limit_exceeded with Retry-After retry_s: the organization has count
+ * records of what ("proxies", "credentials"), cap the most it may (records
+ * counted in the insert pass cap as count). Returns E_LIMIT. */
+int api_over_org_cap(struct err *e, const char *what, int64_t count, int64_t cap, int retry_s);
 /* Plan documents: the built-ins unless replaced, plus the stored ones. */
 json_t *tenancy_plan_lookup(void *store, const char *plan_id);
 int tenancy_plan_exists(struct store *st, const char *plan_id);

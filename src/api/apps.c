@@ -462,7 +462,8 @@ static int run_prepare(struct app *app, const struct appobj_rec *r, const char *
     int rc = key_issue(app, r, clock_now_ms() + timeout_ms + KEY_GRACE_MS, plain, &p->key);
     if (rc == E_LIMIT)
         return api_over_org_cap(e, "live API keys (a run needs one of its own)",
-                                LIM_API_KEYS_PER_ORG);
+                                LIM_API_KEYS_PER_ORG, LIM_API_KEYS_PER_ORG,
+                                LIM_RECORDS_RETRY_AFTER_S);
     if (rc)
         return err_set(e, E_INTERNAL, "internal", "apps: the run's API key could not be stored");
     p->have_key = 1;

@@ -343,21 +343,11 @@ static int answer(struct req *rq, struct resp *rs, const struct cred_rec *c, con
     return 0;
 }
 
-int credentials_over_org_cap(struct err *e, const char *what, int64_t count, int cap, int retry_s)
-{
-    int rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization has %lld %s, the most one organization may (%d); delete "
-                     "one first",
-                     (long long)count, what, cap);
-    e->retry_after = retry_s;
-    return rc;
-}
-
 /* 429 limit_exceeded: the org stores count credentials, its cap. */
 static int over_cap(struct err *e, int64_t count)
 {
-    return credentials_over_org_cap(e, "credentials", count, LIM_CREDENTIALS_PER_ORG,
-                                    LIM_CREDENTIALS_RETRY_AFTER_S);
+    return api_over_org_cap(e, "credentials", count, LIM_CREDENTIALS_PER_ORG,
+                            LIM_CREDENTIALS_RETRY_AFTER_S);
 }
 
 int credentials_create(struct req *rq, struct resp *rs)

@@ -52,9 +52,5 @@ int credentials_seal_totp(struct req *rq, const json_t *obj, json_t *d, int *set
 int credentials_code_of(struct req *rq, const char *sealed, char code[9], int64_t *expires_ms) WUR;
 /* Zeroes obj's values and totp_secret strings and the raw request body. */
 void credentials_wipe(struct req *rq, json_t *obj);
-/* 429 limit_exceeded with Retry-After retry_s: the organization has count
- * records of what ("credentials", "credential providers"), cap the most it
- * may. Returns E_LIMIT. */
-int credentials_over_org_cap(struct err *e, const char *what, int64_t count, int cap, int retry_s);
 
 #endif

@@ -224,8 +224,8 @@ static int apply(struct req *rq, const json_t *body, json_t *d)
 /* 429 limit_exceeded: the org has count providers, its cap. */
 static int over_cap(struct err *e, int64_t count)
 {
-    return credentials_over_org_cap(e, "credential providers", count, LIM_CREDPROV_PER_ORG,
-                                    LIM_CREDPROV_RETRY_AFTER_S);
+    return api_over_org_cap(e, "credential providers", count, LIM_CREDPROV_PER_ORG,
+                            LIM_CREDPROV_RETRY_AFTER_S);
 }
 
 int credprov_create(struct req *rq, struct resp *rs)

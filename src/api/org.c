@@ -102,7 +102,8 @@ int org_project_create(struct req *rq, struct resp *rs)
     snprintf(p.org_id, sizeof p.org_id, "%s", api_auth(rq)->org.id);
     rc = store_project_create(api_app(rq)->store, &p, LIM_PROJECTS_PER_ORG);
     if (rc == E_LIMIT)
-        return api_over_org_cap(&rq->err, "projects", LIM_PROJECTS_PER_ORG);
+        return api_over_org_cap(&rq->err, "projects", LIM_PROJECTS_PER_ORG, LIM_PROJECTS_PER_ORG,
+                                LIM_RECORDS_RETRY_AFTER_S);
     if (rc == E_CONFLICT)
         return err_set(&rq->err, rc, "conflict", "a project named %s already exists", p.name);
     if (rc)
@@ -387,7 +388,8 @@ int org_key_rotate(struct req *rq, struct resp *rs)
     rc = store_key_rotate(api_app(rq)->store, old.org_id, old.id,
                           grace ? now + grace * 86400000LL : now + 1, &fresh, LIM_API_KEYS_PER_ORG);
     if (rc == E_LIMIT)
-        return api_over_org_cap(&rq->err, "live API keys", LIM_API_KEYS_PER_ORG);
+        return api_over_org_cap(&rq->err, "live API keys", LIM_API_KEYS_PER_ORG,
+                                LIM_API_KEYS_PER_ORG, LIM_RECORDS_RETRY_AFTER_S);
     if (rc)
         return rc;
     json_t *out = render_key(&fresh);

@@ -453,7 +453,8 @@ int proxies_create(struct req *rq, struct resp *rs)
     if (rc == 0)
         resp_json(rs, 200, render_proxy(&p));
     else if (rc == E_LIMIT && !e->rc)
-        api_over_org_cap(e, "proxies", LIM_PROXIES_PER_ORG);
+        api_over_org_cap(e, "proxies", LIM_PROXIES_PER_ORG, LIM_PROXIES_PER_ORG,
+                         LIM_RECORDS_RETRY_AFTER_S);
     else if (!e->rc)
         err_set(e, rc, "internal", "the proxy could not be stored");
     proxy_rec_clear(&p);

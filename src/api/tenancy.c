@@ -220,13 +220,13 @@ static void mask(const char *key, char *out, size_t cap)
     snprintf(out, cap, "%.5s...%s", key, n > 4 ? key + n - 4 : "");
 }
 
-int api_over_org_cap(struct err *e, const char *what, int64_t cap)
+int api_over_org_cap(struct err *e, const char *what, int64_t count, int64_t cap, int retry_s)
 {
     int rc = err_set(e, E_LIMIT, "limit_exceeded",
-                     "this organization has %lld %s, the most one organization may; delete one "
-                     "first",
-                     (long long)cap, what);
-    e->retry_after = LIM_RECORDS_RETRY_AFTER_S;
+                     "this organization has %lld %s, the most one organization may (%lld); delete "
+                     "one first",
+                     (long long)count, what, (long long)cap);
+    e->retry_after = retry_s;
     return rc;
 }
 
@@ -289,7 +289,7 @@ int tenancy_key_create(struct store *st, const char *org_id, const json_t *body,
         tenancy_key_store(st, org_id, pid && json_is_string(pid) ? p.id : "",
                           name ? json_string_value(name) : "api key", plain, expires, cap, &rec);
     if (rc == E_LIMIT)
-        return api_over_org_cap(e, "live API keys", cap);
+        return api_over_org_cap(e, "live API keys", cap, cap, LIM_RECORDS_RETRY_AFTER_S);
     if (rc)
         return err_set(e, rc, "internal", "the API key could not be stored");
     *out = render_key(&rec);
