@@ -111,10 +111,17 @@ run_build() {
     #   reached under ASan by the other suites (sessions, pools, fs, process,
     #   replays, computer, profiles, proxies). The hostile, fs, process,
     #   proxy and egress suites all still run under ASan. 05_readme_tour
-    #   skips itself there (its clone is a plain build);
+    #   skips itself there (its clone is a plain build). 93_clients_mcp and
+    #   93_clients_stagehand run on the plain build only, for the same
+    #   reason: their value is third-party clients' habits (@playwright/mcp,
+    #   Stagehand 4) over the CDP relay, and the relay's and discovery's
+    #   code they reach is reached under ASan by 91_redteam_cdp,
+    #   93_clients_discovery and 93_clients_cdp_libs (about 50 s of the
+    #   run's 45-minute budget);
     # - ThreadSanitizer: the suites whose server code runs on many threads.
     case "$b" in
     *tsan*) filter='^(10_sessions|15_pools|40_egress|50_bidi|60_telemetry|70_sandbox|80_fs|81_process|82_extensions|83_replays|84_curl|85_computer_x|86_spares|87_hostile_slowcalls|89_hostile_caps|94_streamed_uploads|95_stream_upload|96_hostile_pauses):' ;;
+    *asan*) filter='^(?!20_sdk:|93_clients_mcp:|93_clients_stagehand:)' ;;
     *) filter='^(?!20_sdk:)' ;;
     esac
     case "$b" in
