@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -32,6 +33,8 @@
 #include "proxy/relay.h"
 #include "proxy/ws.h"
 #include "runtime/chromium.h"
+#include "runtime/sandbox.h"
+#include "runtime/sessfs.h"
 #include "runtime/sessmgr.h"
 
 #define TOKEN_LIFETIME_S    (24 * 3600)
@@ -465,18 +468,27 @@ static int cdp_ext_off(struct app *app, const char *org)
     return !on;
 }
 
-/* 1 when path (a command's params.path) names the session's own files, the
- * only folders a client can put an extension in (docs/fs.md: /tmp and
- * /home/kernel). */
-static int ext_path_in_session(const char *path)
+/* 1 when path (a command's params.path) is a folder of the session's own
+ * files (docs/fs.md: /tmp and /home/kernel, resolved inside the session's
+ * root as the fs API resolves them), the only place a client can put an
+ * extension. The name alone cannot tell: a client's own folder may be under
+ * /tmp too (Stagehand sends its node_modules copy). Runs on a relay thread,
+ * only for Extensions.loadUnpacked: a few system calls, no waiting. */
+static int ext_dir_in_session(struct cdp_conn *cc, const char *path)
 {
-    static const char *const roots[] = {"/tmp", "/home/kernel"};
-    for (size_t i = 0; path && i < sizeof roots / sizeof roots[0]; i++) {
-        size_t n = strlen(roots[i]);
-        if (strncmp(path, roots[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
-            return 1;
-    }
-    return 0;
+    if (!path)
+        return 0;
+    struct sandbox *sb = live_sandbox_ref(cc->live);
+    const char *root = sb ? sandbox_root(sb) : NULL;
+    struct sessfs fs = {.rootfd = -1};
+    struct stat st;
+    int in = root && sessfs_open(&fs, root, sandbox_uid(sb)) == 0 &&
+             sessfs_stat(&fs, path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (fs.rootfd >= 0)
+        sessfs_close(&fs);
+    if (sb)
+        sandbox_unref(sb);
+    return in;
 }
 
 /* The relay's refuse hook: Extensions.loadUnpacked only (issue 31, found
@@ -498,12 +510,13 @@ static const char *cdp_refuse(void *ctx, const char *method, const uint8_t *msg,
     json_t *cmd = len <= LIM_RELAY_REFUSE_PARSE_BYTES
                       ? json_loadb((const char *)msg, len, 0, NULL)
                       : NULL; /* too large to look into: refused (core/limits.h) */
-    int ours = ext_path_in_session(jsonx_str(json_object_get(cmd, "params"), "path"));
+    int ours = ext_dir_in_session(cc, jsonx_str(json_object_get(cmd, "params"), "path"));
     json_decref(cmd);
     if (ours)
         return NULL;
-    return "Extensions.loadUnpacked: the path is not in this browser's files (they are /tmp and "
-           "/home/kernel, on the server): a folder of the client's machine cannot be loaded. "
+    return "Extensions.loadUnpacked: the path is not a folder of this browser's files (they are "
+           "/tmp and /home/kernel, on the server): a folder of the client's machine cannot be "
+           "loaded. "
            "Upload the extension (POST /extensions) and create the browser with extensions: "
            "[{name}], or write it into the session's files (fs upload_zip) and load that path";
 }

@@ -272,7 +272,7 @@ export const tests = [
             const other = await request(s.base, 'POST', '/browsers', { key, body: { headless: true } });
             ids.push([other.json.session_id, key]);
             const sh = await localBrowser.connect({ cdpUrl: other.json.cdp_ws_url }).then(() => null, (e) => e);
-            assert(sh && /not in this browser's files/.test(sh.message) && /POST \/extensions/.test(sh.message), `Stagehand without its extension is told what to do: ${sh}`);
+            assert(sh && /not a folder of this browser's files/.test(sh.message) && /POST \/extensions/.test(sh.message), `Stagehand without its extension is told what to do: ${sh}`);
             eq(list.result.extensions.length, 1, 'loaded');
             continue;
           }
