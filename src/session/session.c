@@ -1300,6 +1300,22 @@ struct screen_resize {
     int headless; /* set: the browser has no display */
 };
 
+/* Whether a headful browser's screen, fixed at its launch, holds the new
+ * viewport: a 400 naming viewport when it does not, before anything is
+ * resized (a recording is not cut for a resize that cannot happen). */
+static int screen_holds(void *ctx, struct chromium *c)
+{
+    struct screen_resize *r = ctx;
+    int sw = 0, sh = 0;
+    chromium_screen_size(c, &sw, &sh);
+    if (sw <= 0 || (r->w <= sw && r->h <= sh))
+        return 0;
+    return err_field(r->e, "viewport",
+                     "%dx%d is larger than this headful browser's screen (%dx%d, fixed when it "
+                     "was launched): at most %dx%d, or create a browser with the larger viewport",
+                     r->w, r->h, sw, sh, sw, sh);
+}
+
 static int resize_screen(void *ctx, struct chromium *c)
 {
     struct screen_resize *r = ctx;
@@ -1321,6 +1337,13 @@ int sess_update(struct app *app, struct session_rec *s, json_t *d, const json_t 
     char dir[1200];
     sess_path(app, s->id, SESS_PATH_HOME, dir, sizeof dir);
     struct session_ctx sc = {app, s, d, body, dir, NULL, NULL};
+    if (rc == 0 && sessrules_plan_has(plan, SESSACT_RESIZE)) {
+        int w = plan->next.viewport.width, h = plan->next.viewport.height;
+        struct screen_resize sr = {w, h, e, 0};
+        rc = live_with_browser(l, screen_holds, &sr);
+        if (rc == E_NOTFOUND) /* no browser now: the resize below says so */
+            rc = 0;
+    }
     if (rc == 0 && sessrules_plan_has(plan, SESSACT_RESIZE)) {
         int w = plan->next.viewport.width, h = plan->next.viewport.height;
         struct screen_resize sr = {w, h, e, 0};

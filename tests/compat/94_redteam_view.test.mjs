@@ -96,10 +96,14 @@ export const tests = [
       eq(p.json.viewport.width, 800, `the record says 800x600: ${p.text}`);
       const first = await oneViewerOf4096(open, await liveUrl(s, id));
       eq(first.closed, null, 'the first viewer stays');
-      // The screen cannot grow past its launch size either; the answer says
-      // so whole (the old binary wrote the message over itself: "...: t grow to").
+      // The screen cannot grow past its launch size either: a 400 naming
+      // viewport and the screen, before anything is resized (the binary
+      // before answered 500, its message first written over itself: "...: t
+      // grow to"); the record keeps its viewport.
       const g = await request(s.base, 'PATCH', `/browsers/${id}`, { key: s.key, body: { viewport: { width: 4100, height: 4100, force: true } } });
-      assert(g.status >= 400 && /cannot grow to 4100x4100/.test(g.json.message), `a resize past the screen: ${g.text}`);
+      eq(g.status, 400, `a resize past the screen: ${g.text}`);
+      assert(/^viewport: 4100x4100 is larger than this headful browser's screen \(4096x4096/.test(g.json.message), `names the field and the screen: ${g.text}`);
+      eq((await request(s.base, 'GET', `/browsers/${id}`, { key: s.key })).json.viewport.width, 800, 'the record keeps its viewport');
     }),
   },
   {
