@@ -595,7 +595,7 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
     long min_timeout_s, zip_idle_s, repl_per_org, replay_org_mb, replay_org_count, profile_org_mb,
-        webmcp_source_mb;
+        webmcp_source_mb, telemetry_org_mb;
     if (env_long("BROWSERD_MIN_SESSION_TIMEOUT_SECONDS", SESSRULES_TIMEOUT_MIN,
                  SESSRULES_TIMEOUT_FLOOR, SESSRULES_TIMEOUT_MIN, &min_timeout_s) ||
         env_long("BROWSERD_ZIP_IDLE_SECONDS", LIM_FS_ZIP_IDLE_S, 1, LIM_FS_ZIP_IDLE_S,
@@ -606,6 +606,10 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
                  (long)(LIM_REPLAY_ORG_STORED_BYTES >> 20), &replay_org_mb) ||
         env_long("BROWSERD_PROFILE_ORG_MB", (long)(LIM_PROFILE_ORG_BYTES >> 20), 1,
                  (long)(LIM_PROFILE_ORG_BYTES >> 20), &profile_org_mb) ||
+        /* Read again by telemetry_opts_from_env; checked here so that a bad
+         * value stops the server before it starts anything (exit 2). */
+        env_long("BROWSERD_TELEMETRY_ORG_MB", (long)(LIM_TELEMETRY_ORG_STORED_BYTES >> 20), 1,
+                 (long)(LIM_TELEMETRY_ORG_STORED_BYTES >> 20), &telemetry_org_mb) ||
         env_long("BROWSERD_REPLAY_ORG_COUNT", LIM_REPLAY_ORG_STORED_COUNT, 1,
                  LIM_REPLAY_ORG_STORED_COUNT, &replay_org_count) ||
         env_long("BROWSERD_WEBMCP_SOURCE_MB", LIM_WEBMCP_SOURCE_BYTES_ALL / 1000000, 1,

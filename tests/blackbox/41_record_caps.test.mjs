@@ -6,33 +6,14 @@
 // writes nothing, and another organization still creates. Deleted and expired
 // keys are kept up to LIM_API_KEYS_ENDED_KEPT (100) per organization, so a
 // loop of key creates and deletes cannot grow the table.
-import { startServer, request, assert, eq, isError } from './lib.mjs';
+import { request, assert, eq, isError, newOrg, withServer as withServerOf } from './lib.mjs';
 
 const ADMIN = 'admin-token-for-tests';
 const CAP = 1000;
 const ENDED_KEPT = 100;
 
-async function withServer(fn) {
-  const s = await startServer({ args: ['--admin-token', ADMIN] });
-  try {
-    await fn(s);
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
-}
-
-function admin(s, method, path, body) {
-  return request(s.base, method, path, { body, headers: { authorization: `Bearer ${ADMIN}` } });
-}
-
-async function otherOrg(s) {
-  const org = await admin(s, 'POST', '/admin/orgs', { name: 'bystander' });
-  eq(org.status, 201, org.text);
-  const k = await admin(s, 'POST', `/admin/orgs/${org.json.id}/api_keys`, { name: 'main' });
-  eq(k.status, 201, k.text);
-  return k.json.key;
-}
+const withServer = (fn) => withServerOf({ args: ['--admin-token', ADMIN] }, fn);
+const otherOrg = async (s) => (await newOrg(s, ADMIN, { name: 'bystander' })).key;
 
 // Creates with make(i) until the first refusal (at most CAP + 5 tries, 16 at
 // a time); returns how many were created and the first refusal.

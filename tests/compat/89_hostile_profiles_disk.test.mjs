@@ -8,18 +8,12 @@
 // previous state; another organization's saves go on; deleting a profile
 // makes room.
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, waitFor, newOrg, assertStartRefused } from '../blackbox/lib.mjs';
 
 const ADMIN = 'profiles-disk-admin';
 const api = (s, method, path, body, key) => request(s.base, method, path, { key, body });
 
-async function enterpriseOrg(s, name) {
-  const o = await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name, plan: 'enterprise' } });
-  eq(o.status, 201, `org: ${o.text}`);
-  const k = await request(s.base, 'POST', `/admin/orgs/${o.json.id}/api_keys`, { key: ADMIN, body: {} });
-  eq(k.status, 201, `key: ${k.text}`);
-  return k.json.key;
-}
+const enterpriseOrg = async (s, name) => (await newOrg(s, ADMIN, { name, plan: 'enterprise' })).key;
 
 async function profile(s, key, name) {
   const r = await api(s, 'POST', '/profiles', { name }, key);
@@ -91,5 +85,9 @@ export const tests = [
         site.close();
       }
     },
+  },
+  {
+    name: 'tenant fairness (disk): BROWSERD_PROFILE_ORG_MB may only lower the share (0, 8193 or not an integer stops the server at start, naming it)',
+    fn: async () => assertStartRefused('BROWSERD_PROFILE_ORG_MB', ['0', '8193', 'x']),
   },
 ];

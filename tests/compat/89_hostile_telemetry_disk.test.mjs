@@ -7,19 +7,13 @@
 // test to 1 MiB): past it its oldest events are deleted, its newest are
 // kept, and another organization's events are all kept.
 import { chromium } from 'playwright-core';
-import { startServer, startSite, request, assert, eq, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startSite, request, assert, eq, waitFor, newOrg, assertStartRefused } from '../blackbox/lib.mjs';
 
 const ADMIN = 'telemetry-disk-admin';
 const MiB = 1024 * 1024;
 const api = (s, method, path, body, key) => request(s.base, method, path, { key, body });
 
-async function otherOrg(s) {
-  const o = await request(s.base, 'POST', '/admin/orgs', { key: ADMIN, body: { name: 'bystander', plan: 'enterprise' } });
-  eq(o.status, 201, `org: ${o.text}`);
-  const k = await request(s.base, 'POST', `/admin/orgs/${o.json.id}/api_keys`, { key: ADMIN, body: {} });
-  eq(k.status, 201, `key: ${k.text}`);
-  return k.json.key;
-}
+const otherOrg = async (s) => (await newOrg(s, ADMIN, { name: 'bystander', plan: 'enterprise' })).key;
 
 // A session with console telemetry whose page logs n lines of `size` bytes,
 // the last one "last-<tag>"; waits until that line is stored. Returns the
@@ -81,5 +75,9 @@ export const tests = [
         site.close();
       }
     },
+  },
+  {
+    name: 'tenant fairness (disk): BROWSERD_TELEMETRY_ORG_MB may only lower the share (0, 2049 or not an integer stops the server at start, naming it)',
+    fn: async () => assertStartRefused('BROWSERD_TELEMETRY_ORG_MB', ['0', '2049', 'x']),
   },
 ];
