@@ -125,6 +125,20 @@ export async function startHeldPages(handler) {
   return { ...site, held, release, close: () => { release(); site.close(); } };
 }
 
+// A site for profile tests: /set stores a persistent cookie (Set-Cookie with
+// Max-Age: session cookies are not kept across browser restarts by design)
+// and a localStorage entry; every other path is a page titled "read".
+export function startProfileSite() {
+  return startSite((rq, rs) => {
+    rs.setHeader('content-type', 'text/html');
+    if (rq.url.startsWith('/set')) {
+      rs.setHeader('set-cookie', 'saved=cookie-value; Max-Age=86400; Path=/');
+      return rs.end("<title>set</title><script>localStorage.setItem('saved', 'ls-value')</script>");
+    }
+    rs.end('<title>read</title>');
+  });
+}
+
 // Kills every server still running (called by the runner at exit), and any
 // background load (withLoad) by its process group.
 export function killAll() {

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { chromium } from '../compat/node_modules/playwright-core/index.mjs';
 import WebSocket from '../compat/node_modules/ws/wrapper.mjs';
-import { request, startSite, assert, eq, isError, waitFor, withLoad, runningSessions as runningSessionsOf } from '../blackbox/lib.mjs';
+import { request, startSite, startProfileSite, assert, eq, isError, waitFor, withLoad, runningSessions as runningSessionsOf } from '../blackbox/lib.mjs';
 import { startCluster, processesUnder } from './lib.mjs';
 
 async function withCluster(fn, opts = {}) {
@@ -328,14 +328,7 @@ export const tests = [
     name: 'rule 6: a profile saved by a session on node 1 (DELETE sent to node 2) is restored in a session on node 3; its archive downloads through any node',
     timeout: 150000,
     fn: async () => {
-      const site = await startSite((rq, rs) => {
-        rs.setHeader('content-type', 'text/html');
-        if (rq.url.startsWith('/set')) {
-          rs.setHeader('set-cookie', 'saved=cookie-value; Max-Age=86400; Path=/');
-          return rs.end("<title>set</title><script>localStorage.setItem('saved', 'ls-value')</script>");
-        }
-        rs.end('<title>read</title>');
-      });
+      const site = await startProfileSite();
       try {
         await withCluster(async (c, [n1, n2, n3]) => {
           const prof = await api(c.base, 'POST', '/profiles', { name: 'shared' }, c.key);

@@ -19,7 +19,7 @@
 //    failed node_lost; nothing acknowledged after the restart is ended.
 //   TEST_DIR=tests/cluster BROWSERD_BIN=build/browserd node tests/blackbox/run.mjs '^46_'
 import { chromium } from '../compat/node_modules/playwright-core/index.mjs';
-import { request, startSite, assert, eq, waitFor, withLoad } from '../blackbox/lib.mjs';
+import { request, startProfileSite, assert, eq, waitFor, withLoad } from '../blackbox/lib.mjs';
 import { startCluster, startLoginSite, startOrphanWork, orphansEnded, getter, processesUnder } from './lib.mjs';
 
 const LOAD = { stressors: ['--cpu', '2'], workers: 2, seconds: 170 };
@@ -45,14 +45,7 @@ export const tests = [
     name: 'issue h13.1: on a busy host, a pool flush sent to node 2 for a pool homed on node 1 replaces every idle browser, which loads the saved profile; with node 1 down the flush is 503 (never 2xx), and through the survivor once the sweep moved the pool',
     timeout: 180000,
     fn: async () => {
-      const site = await startSite((rq, rs) => {
-        rs.setHeader('content-type', 'text/html');
-        if (rq.url.startsWith('/set')) {
-          rs.setHeader('set-cookie', 'saved=cookie-value; Max-Age=86400; Path=/');
-          return rs.end("<title>set</title><script>localStorage.setItem('saved', 'ls-value')</script>");
-        }
-        rs.end('<title>read</title>');
-      });
+      const site = await startProfileSite();
       try {
         await withLoad(async () => {
           const c = await startCluster({ nodes: 2, env: { BROWSERD_NODE_LEASE_MS: '4000' }, args: site.allow });

@@ -5,24 +5,10 @@
 // Pages are served by the test itself on 127.0.0.1.
 import http from 'node:http';
 import { chromium } from 'playwright-core';
-import { startServer, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
+import { startServer, startProfileSite, request, assert, eq, isError, waitFor } from '../blackbox/lib.mjs';
 
-// /set stores a persistent cookie (Set-Cookie with Max-Age: session cookies are
-// not kept across browser restarts by design) and a localStorage entry;
-// /read shows both.
-async function site() {
-  const srv = http.createServer((rq, rs) => {
-    rs.setHeader('content-type', 'text/html');
-    if (rq.url.startsWith('/set')) {
-      rs.setHeader('set-cookie', 'saved=cookie-value; Max-Age=86400; Path=/');
-      return rs.end(`<title>set</title><script>localStorage.setItem('saved', 'ls-value')</script>`);
-    }
-    rs.end('<title>read</title>');
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  const port = srv.address().port;
-  return { url: `http://127.0.0.1:${port}`, allow: ['--allow-loopback', `127.0.0.1:${port}`], close: () => srv.close() };
-}
+// The site of these tests: blackbox/lib.mjs startProfileSite.
+const site = startProfileSite;
 
 async function withServer(fn, opts) {
   const s = await startServer(opts);
