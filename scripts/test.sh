@@ -48,11 +48,21 @@ count() { # $1: label; reads the suite's output from $log
 # for them and counts them).
 cl_pid=""
 cl_later=""
+# The cluster scenarios of build $1. 46_busy_lifecycle (three lifecycle
+# paths under stress-ng, about 65 s) runs on the plain build only: its value
+# is the outcome on a busy host, and the server code it reaches (the pool
+# engine's flush, the flow count) runs under ASan in test_pool, test_store
+# and the other scenarios; beside the TSan build's unit tests it was the
+# phase's long pole.
 cluster_start() {
     cl_b=$1
     cl_t0=$(date +%s)
+    case "$cl_b" in
+    *asan* | *tsan*) cl_filter='^(?!46_busy_lifecycle:)' ;;
+    *) cl_filter='' ;;
+    esac
     (
-        BROWSERD_BIN="$cl_b/browserd" TEST_DIR=tests/cluster node tests/blackbox/run.mjs >"$log.cl" 2>&1
+        BROWSERD_BIN="$cl_b/browserd" TEST_DIR=tests/cluster node tests/blackbox/run.mjs "$cl_filter" >"$log.cl" 2>&1
         echo $? >"$log.cl.rc"
     ) &
     cl_pid=$!
