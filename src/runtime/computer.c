@@ -760,10 +760,41 @@ static size_t utf8_next(const char *t, uint32_t *cp)
     return (size_t)n;
 }
 
+/* Before keys on the display: a browser window has the keyboard focus
+ * (xin_focus_keyboard), and when it was given just now, the page has seen
+ * it. Chromium takes a new focus from its event loop, and the keys sent
+ * before then were lost (a hold's first keydowns never reached the page).
+ * The wait is best effort, bounded by READY_MS / 2: a page whose document
+ * does not report the focus (another window of the browser has it) gets
+ * the keys anyway. */
+static int x_keyboard_ready(struct xcall *c, struct err *e)
+{
+    int changed = 0;
+    int rc = xin_focus_keyboard(c->x, &changed, e);
+    if (rc || !changed || !c->s->page.cc)
+        return rc;
+    char expr[320];
+    snprintf(expr, sizeof expr,
+             "new Promise((r) => { if (document.hasFocus()) return r(true);"
+             " const t = setInterval(() => { if (document.hasFocus()) { clearInterval(t); r(true); } }, 10);"
+             " setTimeout(() => { clearInterval(t); r(false); }, %d); })",
+             READY_MS / 2);
+    json_t *res = NULL, *params = json_pack("{s:s,s:b,s:b}", "expression", expr, "awaitPromise", 1,
+                                            "returnByValue", 1);
+    struct err ignore;
+    err_init(&ignore);
+    if (cdp_client_call(c->s->page.cc, c->s->page.sid, "Runtime.evaluate", params, 1, READY_MS,
+                        &res, &ignore) != 0)
+        page_close(&c->s->page);
+    json_decref(params);
+    json_decref(res);
+    return 0;
+}
+
 static int x_type(struct xcall *c, const struct comp_action *a, struct err *e)
 {
     const char *t = a->text;
-    int rc = 0;
+    int rc = x_keyboard_ready(c, e);
     uint32_t cp;
     size_t n;
     while (rc == 0 && (n = utf8_next(t, &cp)) > 0) {
@@ -811,7 +842,9 @@ static int x_one(struct xcall *c, const struct comp_action *a, struct err *e)
     case COMP_DRAG:
         return x_drag(c, a, added, e);
     case COMP_PRESS:
-        rc = x_hold(c, a->hold, a->nhold, 1, added, e);
+        rc = x_keyboard_ready(c, e);
+        if (rc == 0)
+            rc = x_hold(c, a->hold, a->nhold, 1, added, e);
         for (int i = 0; rc == 0 && i < a->nkeys; i++)
             rc = x_tap(c, &a->keys[i], a->duration_ms, e);
         r2 = x_hold(c, a->hold, a->nhold, 0, added, e);
@@ -1005,8 +1038,11 @@ static int press_run(struct computer_batch *b, const struct comp_action *a, int 
 {
     int rc;
     if (b->pk < 0) {
-        if (b->t->display >= 0)
+        if (b->t->display >= 0) {
             x_page_ready(b->s, b->t->ws_url);
+            if ((rc = x_keyboard_ready(&b->xc, e)) != 0)
+                return rc;
+        }
         b->pmods = 0;
         memset(b->hold_added, 0, sizeof b->hold_added);
         b->pk = 0;

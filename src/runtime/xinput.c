@@ -384,6 +384,72 @@ int xin_focus_under_pointer(struct xin *x, struct err *e)
     return sent(x, e);
 }
 
+/* 1 when win is a top-level window that can take the keyboard: mapped,
+ * not override-redirect, of a real size. */
+static int focusable(struct xin *x, xcb_window_t win, struct err *e)
+{
+    unsigned int gs = xcb_get_geometry(x->c, win).sequence;
+    unsigned int as = xcb_get_window_attributes(x->c, win).sequence;
+    struct err we;
+    err_init(&we);
+    xcb_get_geometry_reply_t *g = wait_reply(x, gs, "a window's geometry", &we);
+    xcb_get_window_attributes_reply_t *a = NULL;
+    if (g)
+        a = wait_reply(x, as, "a window's attributes", &we);
+    else
+        xcb_discard_reply(x->c, as);
+    int ok = g && a && a->map_state == XCB_MAP_STATE_VIEWABLE && !a->override_redirect &&
+             a->_class == XCB_WINDOW_CLASS_INPUT_OUTPUT && g->width > 1 && g->height > 1;
+    xfree(g);
+    xfree(a);
+    if (x->dead || xcb_connection_has_error(x->c))
+        return we.rc ? err_set(e, we.rc, we.code, "%s", we.message)
+                     : err_set(e, E_UNAVAIL, "unavailable", "the X display went away");
+    return ok;
+}
+
+int xin_focus_keyboard(struct xin *x, int *changed, struct err *e)
+{
+    *changed = 0;
+    xcb_get_input_focus_reply_t *f =
+        wait_reply(x, xcb_get_input_focus(x->c).sequence, "the focus", e);
+    if (!f)
+        return e->rc;
+    xcb_window_t focus = f->focus;
+    xfree(f);
+    if (focus != XCB_NONE && focus != XCB_INPUT_FOCUS_POINTER_ROOT && focus != x->root)
+        return 0;
+    xcb_query_pointer_reply_t *p =
+        wait_reply(x, xcb_query_pointer(x->c, x->root).sequence, "the pointer's window", e);
+    if (!p)
+        return e->rc;
+    xcb_window_t win = p->child;
+    xfree(p);
+    int ok = win != XCB_NONE ? focusable(x, win, e) : 0;
+    if (ok < 0)
+        return ok;
+    if (!ok) {
+        /* The topmost one: the last child in stacking order. */
+        xcb_query_tree_reply_t *t =
+            wait_reply(x, xcb_query_tree(x->c, x->root).sequence, "the top-level windows", e);
+        if (!t)
+            return e->rc;
+        int n = xcb_query_tree_children_length(t);
+        const xcb_window_t *w = xcb_query_tree_children(t);
+        for (int i = n - 1, seen = 0; i >= 0 && seen < LIM_X_FILL_WINDOWS && !ok; i--, seen++) {
+            win = w[i];
+            ok = focusable(x, win, e);
+        }
+        xfree(t);
+        if (ok <= 0)
+            return ok;
+    }
+    xcb_set_input_focus(x->c, XCB_INPUT_FOCUS_POINTER_ROOT, win, XCB_CURRENT_TIME);
+    int rc = sync_x(x, "the focus", e);
+    *changed = rc == 0;
+    return rc;
+}
+
 int xin_fill_screen(struct xin *x, int *grown, struct err *e)
 {
     *grown = 0;

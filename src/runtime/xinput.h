@@ -71,6 +71,16 @@ int xin_sync(struct xin *x, struct err *e) WUR;
  * Override-redirect windows (menus, popups) are left as they are. */
 int xin_focus_under_pointer(struct xin *x, struct err *e) WUR;
 
+/* Gives the keyboard focus to a browser window when no window has it (the
+ * display's focus is None, PointerRoot or the root window), as a window
+ * manager focuses a window it maps: the top-level window under the
+ * pointer, else the topmost one (mapped, not override-redirect). Without
+ * it, keys sent before any click went wherever the pointer happened to be
+ * and, while Chromium had not taken the focus itself, could reach no page.
+ * A focus some window holds is left as it is. *changed: 1 when the focus
+ * was given (the server has taken it on return). */
+int xin_focus_keyboard(struct xin *x, int *changed, struct err *e) WUR;
+
 /* Grows to the whole screen each top-level window (mapped, not
  * override-redirect) that is one pixel narrower and one pixel shorter than
  * the screen, as a window manager would: asked for a window of exactly the

@@ -94,7 +94,7 @@ export const tests = [
           const log = await waitFor(async () => {
             const l = await page.evaluate('log');
             return l.length >= 6 && l;
-          }, 'six key events', 10000);
+          }, 'six key events', 10000).catch(async (err) => { throw new Error(`${err.message} (headless ${headless}): ${JSON.stringify(await page.evaluate('log'))}`); });
           eq(log.map((e) => `${e[0]}:${e[1]}`), ['keydown:ShiftLeft', 'keydown:KeyA', 'keyup:KeyA', 'keydown:KeyB', 'keyup:KeyB', 'keyup:ShiftLeft'], `the order (headless ${headless})`);
           assert(log[1][2] && log[3][2], `Shift is held for the keys (headless ${headless}): ${JSON.stringify(log)}`);
           for (const [down, up] of [[1, 2], [3, 4]]) {
