@@ -776,7 +776,8 @@ static int x_keyboard_ready(struct xcall *c, struct err *e)
     char expr[320];
     snprintf(expr, sizeof expr,
              "new Promise((r) => { if (document.hasFocus()) return r(true);"
-             " const t = setInterval(() => { if (document.hasFocus()) { clearInterval(t); r(true); } }, 10);"
+             " const t = setInterval(() => { if (document.hasFocus()) { clearInterval(t); r(true); "
+             "} }, 10);"
              " setTimeout(() => { clearInterval(t); r(false); }, %d); })",
              READY_MS / 2);
     json_t *res = NULL, *params = json_pack("{s:s,s:b,s:b}", "expression", expr, "awaitPromise", 1,

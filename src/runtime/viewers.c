@@ -22,6 +22,7 @@
 #include "core/jsonx.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/share.h"
 #include "core/xalloc.h"
 #include "domain/computer.h"
 #include "domain/launch_settings.h"
@@ -269,21 +270,30 @@ static int refused_locked(struct viewers *set, const struct viewer *self, const 
                           const char *org, int w, int h, char *why, size_t cap)
 {
     long long bytes = bytes_of_screen(w, h);
-    int all = 0, of_sid = 0, of_org = 0;
-    long long all_b = bytes, sid_b = bytes, org_b = bytes;
+    struct lv_held held = {.bytes = bytes};
     for (struct viewer *v = set->list; v; v = v->next) {
         if (v == self)
             continue;
         int same_sid = strcmp(v->sid, sid) == 0, same_org = strcmp(v->org, org) == 0;
-        all++;
-        of_sid += same_sid;
-        of_org += same_org;
-        all_b += v->screen_bytes;
-        sid_b += same_sid ? v->screen_bytes : 0;
-        org_b += same_org ? v->screen_bytes : 0;
+        held.all++;
+        held.of_sid += same_sid;
+        held.of_org += same_org;
+        held.all_b += v->screen_bytes;
+        held.sid_b += same_sid ? v->screen_bytes : 0;
+        held.org_b += same_org ? v->screen_bytes : 0;
     }
+    return live_view_refused(&held, w, h, why, cap);
+}
+
+int live_view_refused(const struct lv_held *held, int w, int h, char *why, size_t cap)
+{
+    const int of_sid = held->of_sid, of_org = held->of_org, all = held->all;
+    const long long all_b = held->all_b + held->bytes, sid_b = held->sid_b + held->bytes,
+                    org_b = held->org_b + held->bytes;
+    const int reserve = SHARE_RESERVE(LIM_LIVE_VIEWERS);
+    const long long reserve_b = LIM_LIVE_VIEW_BYTES / LIM_SHARE_RESERVE_DIV;
     const char *who = NULL;
-    long long lim = 0, held = 0;
+    long long lim = 0, over = 0;
     if (of_sid >= LIM_LIVE_VIEWERS_SESSION || of_org >= LIM_LIVE_VIEWERS_ORG ||
         all >= LIM_LIVE_VIEWERS) {
         snprintf(why, cap, "%s has as many live view viewers as it may (%d)",
@@ -295,18 +305,34 @@ static int refused_locked(struct viewers *set, const struct viewer *self, const 
                                                     : LIM_LIVE_VIEWERS);
         return 1;
     }
+    /* The newcomer reserve (core/share.h): an organization that has viewers
+     * does not take the server's last ones, so that several organizations
+     * together never leave none for an organization watching nothing. */
+    if (of_org > 0 && all >= LIM_LIVE_VIEWERS - reserve) {
+        snprintf(why, cap,
+                 "the server has %d live view viewers; its last %d are kept for organizations "
+                 "that have none",
+                 all, reserve);
+        return 1;
+    }
     if (sid_b > LIM_LIVE_VIEW_BYTES_SESSION) {
         who = "this session's";
         lim = LIM_LIVE_VIEW_BYTES_SESSION;
-        held = sid_b;
+        over = sid_b;
     } else if (org_b > LIM_LIVE_VIEW_BYTES_ORG) {
         who = "this organization's";
         lim = LIM_LIVE_VIEW_BYTES_ORG;
-        held = org_b;
+        over = org_b;
     } else if (all_b > LIM_LIVE_VIEW_BYTES) {
         who = "the server's";
         lim = LIM_LIVE_VIEW_BYTES;
-        held = all_b;
+        over = all_b;
+    } else if (of_org > 0 && all_b > LIM_LIVE_VIEW_BYTES - reserve_b) {
+        snprintf(why, cap,
+                 "the server's live view viewers would hold %lld bytes of screen memory; its "
+                 "last %lld are kept for organizations that have no viewer",
+                 all_b, reserve_b);
+        return 1;
     }
     if (!who)
         return 0;
@@ -314,7 +340,7 @@ static int refused_locked(struct viewers *set, const struct viewer *self, const 
              "%s live view viewers would hold %lld bytes of screen memory, past its share of "
              "%lld (each viewer keeps a copy of the %dx%d screen: a smaller viewport or fewer "
              "viewers fit)",
-             who, held, lim, w, h);
+             who, over, lim, w, h);
     return 1;
 }
 

@@ -65,6 +65,22 @@ void viewer_cancel(struct viewer *v);
 void viewer_run(struct viewer *v, int fd, const char *extra, size_t extra_len,
                 void (*close)(void *ctx), void *close_ctx);
 
+/* What the viewers connected hold, seen by one more viewer (not counted in
+ * it): in all, of its organization, of its session; bytes is the screen
+ * copy the newcomer would hold. */
+struct lv_held {
+    int all, of_org, of_sid;
+    long long all_b, org_b, sid_b;
+    long long bytes;
+};
+/* The admission rule, alone (viewer_refused applies it to the set): 1 with
+ * the reason in why when one more viewer of a w x h screen passes a share,
+ * a count or its screen bytes, per session, per organization or on the
+ * server, or would take the server's newcomer reserve (the last
+ * SHARE_RESERVE(LIM_LIVE_VIEWERS) viewers and LIM_LIVE_VIEW_BYTES /
+ * LIM_SHARE_RESERVE_DIV bytes, left to organizations with no viewer). */
+int live_view_refused(const struct lv_held *held, int w, int h, char *why, size_t cap);
+
 void viewers_stop(struct viewers *set);
 
 #endif
