@@ -71,6 +71,17 @@ $(BUILD)/bpf/egress_splice.bpf.o: bpf/egress_splice.bpf.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  BPF     $@")
 	$(Q)$(BPF_CC) $(BPF_CFLAGS) -c $< -o $@
+$(BUILD)/bpf/skmsg_probe.bpf.o: bpf/skmsg_probe.bpf.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  BPF     $@")
+	$(Q)$(BPF_CC) $(BPF_CFLAGS) -c $< -o $@
+# A probe of routing a tunnel's upload in the kernel (sockops + sk_msg,
+# docs/egress-proxy.md "sk_msg: measured, not built"); built by make bench,
+# run by hand as root.
+$(BUILD)/bench/skmsg_probe: bench/skmsg_probe.c $(BUILD)/bpf/skmsg_probe.bpf.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -DPROBE_BPF_OBJ='"$(BUILD)/bpf/skmsg_probe.bpf.o"' $(ALL_LDFLAGS) -o $@ $< $(LDLIBS)
 $(BUILD)/src/proxy/ksplice.o: $(BUILD)/bpf/egress_splice.bpf.o
 $(BUILD)/src/proxy/ksplice.o: ALL_CFLAGS += -DKSPLICE_BPF_OBJ='"$(BUILD)/bpf/egress_splice.bpf.o"'
 
@@ -169,7 +180,7 @@ fuzz: test-deps fuzz-build
 deb: deps all
 	@sh scripts/deb.sh $(BUILD) $(VERSION)
 
-bench: test-deps all $(BUILD)/bench/egress
+bench: test-deps all $(BUILD)/bench/egress $(BUILD)/bench/skmsg_probe
 	@sh bench/run.sh $(BUILD)
 
 clean:
