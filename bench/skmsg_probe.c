@@ -248,12 +248,15 @@ int main(int argc, char **argv)
 {
     int runs = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
+        long v = strtol(argv[i + 1], NULL, 10);
+        if (v < 0 || v > 1000000)
+            v = 0;
         if (!strcmp(argv[i], "--mib"))
-            nbytes = atoll(argv[i + 1]) << 20;
+            nbytes = (long long)v << 20;
         else if (!strcmp(argv[i], "--runs"))
-            runs = atoi(argv[i + 1]);
+            runs = (int)v;
         else if (!strcmp(argv[i], "--stall-ms"))
-            stall_ms = atoi(argv[i + 1]);
+            stall_ms = (int)v;
     }
     char cgdir[] = "/tmp/skmsg-probe-XXXXXX";
     const char *cg = "/sys/fs/cgroup";
