@@ -458,6 +458,7 @@ struct serve {
     long audit_retention_s; /* BROWSERD_AUDIT_RETENTION_SECONDS */
     long audit_spool_mb;    /* BROWSERD_AUDIT_SPOOL_MB */
     long audit_rows_org;    /* BROWSERD_AUDIT_ROWS_PER_ORG */
+    long sessions_ended;    /* BROWSERD_SESSIONS_ENDED_KEPT (store.h) */
     int zip_idle_s;         /* BROWSERD_ZIP_IDLE_SECONDS (runtime/zipstreams.h) */
     double overcommit;      /* BROWSERD_MEMORY_OVERCOMMIT (runtime/admit.h) */
     sigset_t signals;       /* SIGTERM and SIGINT, taken by sigwait */
@@ -590,7 +591,9 @@ static int serve_flags(struct serve *sv, int argc, char **argv)
         env_long("BROWSERD_AUDIT_SPOOL_MB", (long)(LIM_AUDIT_SPOOL_BYTES >> 20), 1,
                  (long)(LIM_AUDIT_SPOOL_BYTES >> 20), &sv->audit_spool_mb) ||
         env_long("BROWSERD_AUDIT_ROWS_PER_ORG", LIM_AUDIT_ROWS_PER_ORG, 1, LIM_AUDIT_ROWS_PER_ORG,
-                 &sv->audit_rows_org))
+                 &sv->audit_rows_org) ||
+        env_long("BROWSERD_SESSIONS_ENDED_KEPT", LIM_SESSIONS_ENDED_KEPT, 1,
+                 LIM_SESSIONS_ENDED_KEPT, &sv->sessions_ended))
         return 2;
     /* Shorter idle deadlines than the defaults (docs/operator.md), never
      * longer: a session's idle timeout and an unread zip stream's slot. */
@@ -715,6 +718,7 @@ static int open_store(struct serve *sv)
         log_error("%s", e.message);
         return 1;
     }
+    sv->app.store->sessions_ended_kept = sv->sessions_ended;
     return 0;
 }
 

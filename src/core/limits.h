@@ -570,6 +570,15 @@
 #define LIM_API_KEYS_ENDED_KEPT   100
 #define LIM_RECORDS_RETRY_AFTER_S 60
 
+/* Ended browser sessions (status deleted) one organization keeps in the
+ * shared database: the newest LIM_SESSIONS_ENDED_KEPT by deleted_at stay
+ * readable through GET /browsers?status=deleted and GET /browsers/{id}
+ * ?include_deleted=true; older ones are deleted (with their telemetry
+ * events) when the org's next session ends, so a POST + DELETE /browsers
+ * loop cannot grow the table, each row holding the session's settings
+ * (docs/store.md). BROWSERD_SESSIONS_ENDED_KEPT may lower it. */
+#define LIM_SESSIONS_ENDED_KEPT 5000
+
 /* Credentials (/credentials, api/credentials.c, docs/credentials.md): how many
  * one organization stores (past it, 429 with Retry-After: the table is
  * shared by every tenant of the server); the keys of one credential's values;

@@ -986,7 +986,12 @@ static void record_end(struct app *app, struct session_rec *s, const char *reaso
     snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
     s->pid = 0;
     s->xvfb_pid = 0;
-    if (store_session_update(app->store, s) != 0)
+    int rc = store_session_update(app->store, s);
+    /* A background teardown records the end a second time; by then the row
+     * may be gone, pruned as one of the org's oldest ended sessions. */
+    if (rc == E_NOTFOUND)
+        log_info("session %s: its ended row was already pruned (%s)", s->id, reason);
+    else if (rc != 0)
         log_error("session %s: could not record its end (%s)", s->id, reason);
 }
 

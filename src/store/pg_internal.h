@@ -157,6 +157,7 @@ extern const char pgx_schema_authconn[];
 extern const char pgx_schema_cluster[];
 extern const char pgx_schema_org_slots[];
 extern const char pgx_schema_node_orphans[];
+extern const char pgx_schema_sessions_ended[];
 
 /* ---- tenancy (pg_tenancy.c) ---- */
 int pgx_meta_get(struct store *st_, const char *key, char *val, size_t cap);

@@ -20,6 +20,12 @@ const char pgx_schema_sessions[] =
     " WHERE status = 'active' AND name != '';"
     "CREATE INDEX sessions_project ON sessions (org_id, project_id, created_at);";
 
+/* The org's ended sessions newest first, for session_update's pruning (as on
+ * SQLite: the statement reads the org's kept entries, not its history). */
+const char pgx_schema_sessions_ended[] =
+    "CREATE INDEX sessions_org_ended ON sessions (org_id, deleted_at, id)"
+    " WHERE status = 'deleted';";
+
 void pgx_session_row(const PGresult *r, int i, struct session_rec *s)
 {
     pgx_col(r, i, 0, s->id, sizeof s->id);
@@ -124,19 +130,45 @@ int pgx_session_list(struct store *st_, const char *org_id, const char *project_
     return ret ? E_INTERNAL : 0;
 }
 
+/* Deletes the org's ($1) ended sessions past its newest $2 (by deleted_at,
+ * then id) and their telemetry events (which the org's telemetry share finds
+ * through their session's row: left behind they would count to no
+ * organization). One statement: data-modifying CTEs all run. */
+static const char SQL_PRUNE_ENDED[] =
+    "WITH gone AS (DELETE FROM sessions WHERE id IN (SELECT id FROM sessions"
+    " WHERE org_id = $1 AND status = 'deleted' ORDER BY deleted_at DESC, id DESC OFFSET $2)"
+    " RETURNING id)"
+    " DELETE FROM telemetry_events WHERE session_id IN (SELECT id FROM gone)";
+
+/* An end (status deleted) writes the row and prunes the org's ended sessions
+ * in one transaction. */
 int pgx_session_update(struct store *st_, const struct session_rec *s)
 {
     PGCONN(p, c);
+    int ending = strcmp(s->status, "deleted") == 0 && st_->sessions_ended_kept > 0;
     PGresult *r;
-    int ret = pgx_q(c, &r,
+    int ret = ending ? pgx_begin(c) : 0;
+    if (ret == 0)
+        ret = pgx_q(c, &r,
                     "UPDATE sessions SET name = $1, status = $2, deleted_at = $3, uptime_ms = $4,"
                     " usage_status = $5, end_reason = $6, pid = $7, pid_start = $8, xvfb_pid = $9,"
-                    " xvfb_start = $10, data = $11 WHERE id = $12 RETURNING id",
+                    " xvfb_start = $10, data = $11 WHERE id = $12 RETURNING org_id",
                     "ssiissiiiiss", s->name, s->status, s->deleted_at, s->uptime_ms,
                     s->usage_status, s->end_reason, (int64_t)s->pid, (int64_t)s->pid_start,
                     (int64_t)s->xvfb_pid, (int64_t)s->xvfb_start, s->data ? s->data : "{}", s->id);
-    if (ret == 0 && (ret = pgx_one(r)) == 0)
+    char org_id[STORE_ID] = "";
+    if (ret == 0 && (ret = pgx_one(r)) == 0) {
+        pgx_col(r, 0, 0, org_id, sizeof org_id);
         PQclear(r);
+    }
+    if (ending) {
+        if (ret == 0)
+            ret = pgx_q(c, NULL, SQL_PRUNE_ENDED, "si", org_id, st_->sessions_ended_kept);
+        if (ret == 0)
+            ret = pgx_commit(c);
+        if (ret)
+            pgx_rollback(c);
+    }
     pgx_put(p, c);
     return ret;
 }

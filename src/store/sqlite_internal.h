@@ -123,6 +123,7 @@ int sqx_touched(struct conn *c, int rc);
 extern const char sq_schema_tenancy[];
 extern const char sq_schema_sessions[];
 extern const char sq_schema_cluster[];
+extern const char sq_schema_sessions_ended[];
 
 /* ---- tenancy (sqlite_tenancy.c) ---- */
 int sq_meta_get(struct store *st_, const char *key, char *val, size_t cap);

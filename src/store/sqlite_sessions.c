@@ -27,6 +27,13 @@ const char sq_schema_cluster[] =
     "ALTER TABLE pools ADD COLUMN node_id TEXT NOT NULL DEFAULT 'local';"
     "CREATE INDEX sessions_org_active ON sessions (org_id) WHERE status = 'active';";
 
+/* The org's ended sessions newest first, for session_update's pruning: the
+ * statement reads the org's kept entries of this index and deletes the
+ * rest, never its whole history. */
+const char sq_schema_sessions_ended[] =
+    "CREATE INDEX sessions_org_ended ON sessions (org_id, deleted_at, id)"
+    " WHERE status = 'deleted';";
+
 /* ---- sessions ---- */
 
 #define SESSION_COLS                                                                               \
@@ -148,20 +155,57 @@ int sq_session_list(struct store *st_, const char *org_id, const char *project_i
     return rc ? E_INTERNAL : 0;
 }
 
+/* The org's (?1) ended sessions past its newest ?2, by deleted_at then id. */
+#define SQL_ENDED_PAST                                                                             \
+    "SELECT id FROM sessions WHERE org_id = ?1 AND status = 'deleted'"                             \
+    " ORDER BY deleted_at DESC, id DESC LIMIT -1 OFFSET ?2"
+
+/* Deletes the org's ended sessions past the newest `kept` and their
+ * telemetry events (which the org's telemetry share finds through their
+ * session's row: left behind they would count to no organization). */
+static int prune_ended(struct conn *c, const char *org_id, int64_t kept)
+{
+    int ret = sqx_qrc(sqx_q(c, NULL,
+                            "DELETE FROM telemetry_events WHERE session_id IN (" SQL_ENDED_PAST ")",
+                            "si", org_id, kept));
+    if (ret == 0)
+        ret = sqx_qrc(sqx_q(c, NULL, "DELETE FROM sessions WHERE id IN (" SQL_ENDED_PAST ")", "si",
+                            org_id, kept));
+    return ret;
+}
+
+/* An end (status deleted) writes the row and prunes the org's ended sessions
+ * in one transaction, so one commit (and one sync) as before. */
 int sq_session_update(struct store *st_, const struct session_rec *r)
 {
     CONN(s, c);
+    int ending = strcmp(r->status, "deleted") == 0 && st_->sessions_ended_kept > 0;
+    int ret = ending ? sqx_begin(c) : 0;
     sqlite3_stmt *st;
-    int rc = sqx_q(c, &st,
-                   "UPDATE sessions SET name = ?, status = ?, deleted_at = ?, uptime_ms = ?,"
-                   " usage_status = ?, end_reason = ?, pid = ?, pid_start = ?, xvfb_pid = ?,"
-                   " xvfb_start = ?, data = ? WHERE id = ? RETURNING id",
-                   "ssiissiiiiss", r->name, r->status, r->deleted_at, r->uptime_ms, r->usage_status,
-                   r->end_reason, (int64_t)r->pid, (int64_t)r->pid_start, (int64_t)r->xvfb_pid,
-                   (int64_t)r->xvfb_start, r->data ? r->data : "{}", r->id);
-    int ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : sqx_qrc(rc);
-    if (rc == SQLITE_ROW)
+    int rc =
+        ret ? -1
+            : sqx_q(c, &st,
+                    "UPDATE sessions SET name = ?, status = ?, deleted_at = ?, uptime_ms = ?,"
+                    " usage_status = ?, end_reason = ?, pid = ?, pid_start = ?, xvfb_pid = ?,"
+                    " xvfb_start = ?, data = ? WHERE id = ? RETURNING org_id",
+                    "ssiissiiiiss", r->name, r->status, r->deleted_at, r->uptime_ms,
+                    r->usage_status, r->end_reason, (int64_t)r->pid, (int64_t)r->pid_start,
+                    (int64_t)r->xvfb_pid, (int64_t)r->xvfb_start, r->data ? r->data : "{}", r->id);
+    if (ret == 0)
+        ret = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? E_NOTFOUND : sqx_qrc(rc);
+    char org_id[STORE_ID] = "";
+    if (rc == SQLITE_ROW) {
+        sqx_col(st, 0, org_id, sizeof org_id);
         sqlite3_reset(st);
+    }
+    if (ending) {
+        if (ret == 0)
+            ret = prune_ended(c, org_id, st_->sessions_ended_kept);
+        if (ret == 0)
+            ret = sqx_commit(c);
+        if (ret)
+            sqx_rollback(c);
+    }
     sqx_conn_put(s, c);
     return ret;
 }

@@ -415,7 +415,12 @@ struct store_ops {
     int (*session_list)(struct store *st, const char *org_id, const char *project_id,
                         const struct session_filter *f, struct page *pg, struct session_rec **rows,
                         size_t *n);
-    /* Writes every column of s (by id). E_CONFLICT on a duplicate active name. */
+    /* Writes every column of s (by id). E_CONFLICT on a duplicate active name.
+     * When s ends (status deleted) the org's ended sessions past the newest
+     * st->sessions_ended_kept (by deleted_at, then id) are deleted with
+     * their telemetry events, in the same transaction; never on insert (the
+     * create path stays one write). The bulk ends of node_sweep and
+     * node_retire do not prune: each org's next end does. */
     int (*session_update)(struct store *st, const struct session_rec *s);
     /* Active sessions of every org (crash recovery at start). */
     int (*session_list_active)(struct store *st, struct session_rec **rows, size_t *n);
@@ -772,6 +777,10 @@ struct store_ops {
 
 struct store {
     const struct store_ops *ops;
+    /* The ended sessions each organization keeps (session_update prunes
+     * past them); LIM_SESSIONS_ENDED_KEPT from the open, lowered by the
+     * server's BROWSERD_SESSIONS_ENDED_KEPT before any request. */
+    int64_t sessions_ended_kept;
 };
 
 /* Opens the embedded SQLite store in dir (created if missing), applying

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/xalloc.h"
@@ -520,6 +521,7 @@ static const struct pgx_migration migrations[] = {
     {"0042_cfgreg_node", pgx_schema_cfgreg_node},
     {"0043_org_slots", pgx_schema_org_slots},
     {"0046_node_orphans", pgx_schema_node_orphans},
+    {"0047_sessions_ended", pgx_schema_sessions_ended},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -594,6 +596,7 @@ int store_open_pg(const char *url, struct store **out, struct err *e)
     *out = NULL;
     struct pg *p = xcalloc(1, sizeof *p);
     p->base.ops = &pgx_ops;
+    p->base.sessions_ended_kept = LIM_SESSIONS_ENDED_KEPT;
     p->url = xstrdup(url);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);

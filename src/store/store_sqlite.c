@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/crypto.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -524,6 +525,7 @@ static const struct sq_migration migrations[] = {
     {"0041_config_registry", sq_schema_cfgreg},
     {"0036_apps", sq_schema_apps},
     {"0042_cfgreg_node", sq_schema_cfgreg_node},
+    {"0047_sessions_ended", sq_schema_sessions_ended},
 };
 
 static int migrate(struct conn *c)
@@ -568,6 +570,7 @@ int store_open_sqlite(const char *dir, struct store **out, struct err *e)
                        strerror(errno));
     struct sq *s = xcalloc(1, sizeof *s);
     s->base.ops = &sqx_ops;
+    s->base.sessions_ended_kept = LIM_SESSIONS_ENDED_KEPT;
     s->path = xasprintf("%s/browserd.db", dir);
     pthread_mutex_init(&s->mu, NULL);
     struct conn *c;

@@ -965,6 +965,102 @@ static void tenant_records_capped_and_ended_keys_pruned(void **state)
     org_rec_clear(&o);
 }
 
+/* A session row of org o (project p) with status `status`, inserted. */
+static void insert_session(struct store *st, const struct org_rec *o, const struct project_rec *p,
+                           const char *status, struct session_rec *s)
+{
+    memset(s, 0, sizeof *s);
+    crypto_new_id(s->id);
+    snprintf(s->org_id, sizeof s->org_id, "%.24s", o->id);
+    snprintf(s->project_id, sizeof s->project_id, "%.24s", p->id);
+    snprintf(s->status, sizeof s->status, "%s", status);
+    s->data = "{\"settings\":1}";
+    assert_int_equal(store_session_insert(st, s), 0);
+}
+
+/* The ended sessions of org (status deleted), listed oldest first. */
+static size_t ended_of(struct store *st, const struct org_rec *o, const struct project_rec *p,
+                       struct session_rec **rows)
+{
+    struct page pg = {.limit = 100};
+    struct session_filter f = {.status = "deleted"};
+    size_t n = 0;
+    assert_int_equal(store_session_list(st, o->id, p->id, &f, &pg, rows, &n), 0);
+    return n;
+}
+
+/* "When s ends (status deleted) the org's ended sessions past the newest
+ * st->sessions_ended_kept (by deleted_at, then id) are deleted with their
+ * telemetry events": N+k ends of org A leave exactly A's newest N ended rows;
+ * A's active rows and another organization's ended rows stay; an insert
+ * never prunes. */
+static void sessions_ended_pruned_per_org(void **state)
+{
+    struct store *st = *state;
+    enum { KEPT = 3, EXTRA = 4 };
+    st->sessions_ended_kept = KEPT;
+    struct org_rec a, b;
+    struct project_rec pa, pb;
+    make_org(st, &a, &pa);
+    make_org(st, &b, &pb);
+    /* org B: more ended rows than A keeps, inserted ended (no pruning) */
+    struct session_rec other[KEPT + 2];
+    for (int i = 0; i < KEPT + 2; i++)
+        insert_session(st, &b, &pb, "deleted", &other[i]);
+    struct session_rec live;
+    insert_session(st, &a, &pa, "active", &live);
+    struct session_rec ends[KEPT + EXTRA];
+    struct telem_event_rec ev = {.seq = 1, .ts = 1000, .text = "x"};
+    snprintf(ev.category, sizeof ev.category, "console");
+    for (int i = 0; i < KEPT + EXTRA; i++) {
+        insert_session(st, &a, &pa, "active", &ends[i]);
+        assert_int_equal(store_telem_events_insert(st, ends[i].id, &ev, 1), 0);
+        snprintf(ends[i].status, sizeof ends[i].status, "deleted");
+        ends[i].deleted_at = 1000 + i;
+        assert_int_equal(store_session_update(st, &ends[i]), 0);
+    }
+    struct session_rec *rows = NULL;
+    size_t n = ended_of(st, &a, &pa, &rows);
+    assert_int_equal(n, KEPT);
+    for (size_t i = 0; i < n; i++) {
+        int found = 0;
+        for (int k = EXTRA; k < KEPT + EXTRA; k++)
+            found |= strcmp(rows[i].id, ends[k].id) == 0;
+        assert_true(found); /* only the newest by deleted_at */
+        session_rec_clear(&rows[i]);
+    }
+    xfree(rows);
+    struct session_rec got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, a.id, pa.id, ends[0].id, 1, &got), E_NOTFOUND);
+    assert_int_equal(store_session_get(st, a.id, pa.id, ends[EXTRA].id, 1, &got), 0);
+    session_rec_clear(&got);
+    assert_int_equal(store_session_get(st, a.id, pa.id, live.id, 0, &got), 0);
+    assert_string_equal(got.status, "active");
+    session_rec_clear(&got);
+    /* a pruned session's telemetry events went with it; a kept one's stay */
+    int64_t max = -1;
+    assert_int_equal(store_telem_events_max_seq(st, ends[0].id, &max), 0);
+    assert_int_equal(max, 0);
+    assert_int_equal(store_telem_events_max_seq(st, ends[EXTRA].id, &max), 0);
+    assert_int_equal(max, 1);
+    /* another organization's ended rows are untouched */
+    assert_int_equal(ended_of(st, &b, &pb, &rows), KEPT + 2);
+    for (int i = 0; i < KEPT + 2; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    /* an update that does not end prunes nothing (B's rows stay past KEPT) */
+    snprintf(other[0].name, sizeof other[0].name, "renamed");
+    snprintf(other[0].status, sizeof other[0].status, "active");
+    assert_int_equal(store_session_update(st, &other[0]), 0);
+    assert_int_equal(ended_of(st, &b, &pb, &rows), KEPT + 1);
+    for (int i = 0; i < KEPT + 1; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    org_rec_clear(&a);
+    org_rec_clear(&b);
+}
+
 struct org_bytes {
     const char *org;
     int64_t bytes;
@@ -2551,6 +2647,7 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(proxies_find_update_delete)                                                                  \
     X(credentials_crud)                                                                            \
     X(tenant_records_capped_and_ended_keys_pruned)                                                 \
+    X(sessions_ended_pruned_per_org)                                                               \
     X(telem_bytes_by_org_and_trim)                                                                 \
     X(vaults_and_items)                                                                            \
     X(apps_objects)                                                                                \
