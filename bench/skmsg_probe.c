@@ -7,11 +7,13 @@
  * Three ways of moving N bytes from a writer to a reader over loopback, in
  * one run, alternating: direct (writer -> reader); through a user-space
  * relay (writer -> listener, splice through a pipe -> upstream socket ->
- * reader, the egress's own way); and routed in the kernel (the writer's
- * sends go out of the upstream socket; the relay thread runs but receives
- * nothing). Then a stall: a non-blocking writer that waits with poll(2) for
- * POLLOUT, and a reader that stops for --stall-ms after its first MiB; the
- * writer's EAGAIN count and CPU time, relayed and routed. Every trial checks
+ * reader, the egress's own way); routed in the kernel (the writer's sends go
+ * out of the upstream socket; the relay thread runs but receives nothing);
+ * and routed with a fallback (the bytes take the relay while the upstream
+ * socket's send queue is half full, sampled by the relay every millisecond,
+ * and the route again once the relay has caught up). Then a stall: a non-blocking writer that waits
+ * with poll(2) for POLLOUT, and a reader that stops for --stall-ms after its first MiB; the
+ * writer's EAGAIN count and CPU time, each way but direct. Every trial checks
  * the byte count; the stall's reader checks every byte.
  *
  *   skmsg_probe [--mib N] [--runs R] [--stall-ms S]   (as root: it attaches
@@ -29,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -43,13 +47,19 @@
 #define CGROUP2_MAGIC 0x63677270
 #define CHUNK         (256 * 1024)
 
-enum way { DIRECT, RELAYED, ROUTED };
-static const char *const way_name[] = {"direct", "relayed", "routed"};
+enum way { DIRECT, RELAYED, ROUTED, FALLBACK };
+static const char *const way_name[] = {"direct", "relayed", "routed", "routed with fallback"};
+
+/* bpf/skmsg_probe.bpf.c's struct probe_route. */
+struct probe_route {
+    uint32_t target, fallback, passing, base_seq;
+    uint64_t passed, redirects, passes, switches;
+};
 
 static long long nbytes = 256LL << 20;
 static int stall_ms;
 static int lis_reader, lis_relay, port_reader, port_relay;
-static int socks_fd, route_fd;
+static int socks_fd, route_fd, relayed_fd, congested_fd;
 
 static double now_s(void)
 {
@@ -168,7 +178,53 @@ static void *writer(void *arg)
 struct relay {
     int from, to;
     long long bytes;
+    uint32_t key, up; /* with a fallback: the route's and the upstream's keys */
 };
+
+/* Whether the upstream socket's send queue is half full. */
+static int half_full(int fd)
+{
+    int queued = 0, buf = 0;
+    socklen_t len = sizeof buf;
+    if (ioctl(fd, SIOCOUTQ, &queued) || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, &len))
+        die("the upstream socket's queue");
+    return queued >= buf / 2;
+}
+
+/* A fallback's relay: non-blocking, so that while the listener side is
+ * empty it samples the upstream socket every millisecond, marks it
+ * congested when half full and clears the mark once it has room again
+ * (the program then routes again when the counts agree). */
+static void relay_fallback(struct relay *r, int pipe_in, int pipe_out)
+{
+    fcntl(r->from, F_SETFL, O_NONBLOCK);
+    for (;;) {
+        ssize_t n =
+            splice(r->from, NULL, pipe_in, NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n == 0)
+            return;
+        if (n < 0 && errno != EAGAIN)
+            die("splice");
+        if (n < 0) {
+            uint32_t mark = (uint32_t)half_full(r->to);
+            if (bpf_map_update_elem(congested_fd, &r->up, &mark, BPF_ANY))
+                die("congested");
+            struct pollfd p = {r->from, POLLIN, 0};
+            poll(&p, 1, 1);
+            continue;
+        }
+        r->bytes += n;
+        while (n > 0) {
+            ssize_t m = splice(pipe_out, NULL, r->to, NULL, (size_t)n, SPLICE_F_MOVE);
+            if (m <= 0)
+                die("splice");
+            n -= m;
+        }
+        uint64_t v = (uint64_t)r->bytes;
+        if (bpf_map_update_elem(relayed_fd, &r->key, &v, BPF_ANY))
+            die("relayed");
+    }
+}
 
 /* The egress's way: socket -> pipe -> socket with splice(2), then the
  * half-close passed on. */
@@ -180,7 +236,9 @@ static void *relay(void *arg)
         die("pipe");
     fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
     ssize_t n;
-    while ((n = splice(r->from, NULL, p[1], NULL, 1 << 20, SPLICE_F_MOVE)) > 0) {
+    if (r->key)
+        relay_fallback(r, p[1], p[0]);
+    while (!r->key && (n = splice(r->from, NULL, p[1], NULL, 1 << 20, SPLICE_F_MOVE)) > 0) {
         r->bytes += n;
         while (n > 0) {
             ssize_t m = splice(p[0], NULL, r->to, NULL, (size_t)n, SPLICE_F_MOVE);
@@ -203,7 +261,8 @@ struct result {
 static struct result trial(enum way way, int nonblock)
 {
     struct end w = {.nonblock = nonblock}, r = {.nonblock = nonblock};
-    struct relay rl = {-1, -1, 0};
+    uint32_t route_key = 0;
+    struct relay rl = {-1, -1, 0, 0, 0};
     pthread_t tw, tr, trl;
     if (way == DIRECT) {
         w.fd = connect_to(port_reader);
@@ -213,12 +272,22 @@ static struct result trial(enum way way, int nonblock)
         rl.from = accept(lis_relay, NULL, NULL);
         rl.to = connect_to(port_reader);
         r.fd = accept(lis_reader, NULL, NULL);
-        if (way == ROUTED) {
+        if (way == ROUTED || way == FALLBACK) {
             uint32_t up = (uint32_t)local_port(rl.to) << 16 | (uint32_t)port_reader;
             uint32_t from = (uint32_t)local_port(w.fd) << 16 | (uint32_t)port_relay;
+            struct probe_route pr = {.target = up, .fallback = way == FALLBACK};
+            uint64_t none = 0;
+            uint32_t clear = 0;
             if (bpf_map_update_elem(socks_fd, &up, &rl.to, BPF_ANY) ||
-                bpf_map_update_elem(route_fd, &from, &up, BPF_ANY))
+                bpf_map_update_elem(relayed_fd, &from, &none, BPF_ANY) ||
+                bpf_map_update_elem(congested_fd, &up, &clear, BPF_ANY) ||
+                bpf_map_update_elem(route_fd, &from, &pr, BPF_ANY))
                 die("joining the upstream socket");
+            if (way == FALLBACK) {
+                rl.key = from;
+                rl.up = up;
+            }
+            route_key = from;
         }
         pthread_create(&trl, NULL, relay, &rl);
     }
@@ -233,8 +302,16 @@ static struct result trial(enum way way, int nonblock)
     if (r.bytes != nbytes || r.wrong)
         fprintf(stderr, "skmsg_probe: %s: %lld of %lld bytes arrived, %lld wrong\n", way_name[way],
                 r.bytes, nbytes, r.wrong);
-    if (way == ROUTED && rl.bytes)
-        fprintf(stderr, "skmsg_probe: routed: %lld bytes still went through the relay\n", rl.bytes);
+    struct probe_route pr = {0};
+    if (route_key && bpf_map_lookup_elem(route_fd, &route_key, &pr) == 0) {
+        if (way == FALLBACK || rl.bytes)
+            printf("  %s: %.0f%% of the bytes relayed; %llu sends redirected, %llu passed, %llu "
+                   "switches to the relay\n",
+                   way_name[way], 100.0 * (double)rl.bytes / (double)nbytes,
+                   (unsigned long long)pr.redirects, (unsigned long long)pr.passes,
+                   (unsigned long long)pr.switches);
+        bpf_map_delete_elem(route_fd, &route_key);
+    }
     close(w.fd);
     close(r.fd);
     if (rl.from >= 0) {
@@ -274,6 +351,8 @@ int main(int argc, char **argv)
         die("loading " PROBE_BPF_OBJ);
     socks_fd = bpf_object__find_map_fd_by_name(o, "socks");
     route_fd = bpf_object__find_map_fd_by_name(o, "route");
+    relayed_fd = bpf_object__find_map_fd_by_name(o, "relayed");
+    congested_fd = bpf_object__find_map_fd_by_name(o, "congested");
     int lp_fd = bpf_object__find_map_fd_by_name(o, "listen_port");
     int ops = bpf_program__fd(bpf_object__find_program_by_name(o, "probe_ops"));
     int msg = bpf_program__fd(bpf_object__find_program_by_name(o, "probe_msg"));
@@ -287,15 +366,18 @@ int main(int argc, char **argv)
         die("listen_port");
     printf("%lld MiB a trial, blocking writer\n", nbytes >> 20);
     for (int i = 0; i < runs; i++) {
-        struct result d = trial(DIRECT, 0), u = trial(RELAYED, 0), k = trial(ROUTED, 0);
-        printf("run %d: direct %.0f MB/s, relayed %.0f (%.0f%%), routed %.0f (%.0f%%)\n", i, d.mbps,
-               u.mbps, 100 * u.mbps / d.mbps, k.mbps, 100 * k.mbps / d.mbps);
+        struct result d = trial(DIRECT, 0), u = trial(RELAYED, 0), k = trial(ROUTED, 0),
+                      f = trial(FALLBACK, 0);
+        printf("run %d: direct %.0f MB/s, relayed %.0f (%.0f%%), routed %.0f (%.0f%%), routed with "
+               "fallback %.0f (%.0f%%)\n",
+               i, d.mbps, u.mbps, 100 * u.mbps / d.mbps, k.mbps, 100 * k.mbps / d.mbps, f.mbps,
+               100 * f.mbps / d.mbps);
     }
     if (stall_ms) {
         printf("non-blocking writer waiting with poll(POLLOUT), reader stopped %d ms after 1 "
                "MiB\n",
                stall_ms);
-        for (enum way w = RELAYED; w <= ROUTED; w++) {
+        for (enum way w = RELAYED; w <= FALLBACK; w++) {
             struct result r = trial(w, 1);
             printf("%s: writer's EAGAIN %lld, writer's CPU %.2f s\n", way_name[w], r.eagain,
                    r.writer_cpu_s);
