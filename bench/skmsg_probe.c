@@ -387,7 +387,8 @@ int main(int argc, char **argv)
     close(cgfd);
     bpf_object__close(o);
     if (mounted) {
-        umount(cgdir);
+        if (umount2(cgdir, MNT_DETACH))
+            perror("unmounting the cgroup v2");
         rmdir(cgdir);
     }
     return 0;
