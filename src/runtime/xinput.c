@@ -384,27 +384,48 @@ int xin_focus_under_pointer(struct xin *x, struct err *e)
     return sent(x, e);
 }
 
-/* 1 when win is a top-level window that can take the keyboard: mapped,
- * not override-redirect, of a real size. */
-static int focusable(struct xin *x, xcb_window_t win, struct err *e)
+/* A top-level window's geometry and attributes, asked for together. Both
+ * NULL when the window went away meanwhile (the caller skips it); fails
+ * only when the display did. */
+static int window_info(struct xin *x, xcb_window_t win, xcb_get_geometry_reply_t **g,
+                       xcb_get_window_attributes_reply_t **a, struct err *e)
 {
     unsigned int gs = xcb_get_geometry(x->c, win).sequence;
     unsigned int as = xcb_get_window_attributes(x->c, win).sequence;
     struct err we;
     err_init(&we);
-    xcb_get_geometry_reply_t *g = wait_reply(x, gs, "a window's geometry", &we);
-    xcb_get_window_attributes_reply_t *a = NULL;
-    if (g)
-        a = wait_reply(x, as, "a window's attributes", &we);
+    *g = wait_reply(x, gs, "a window's geometry", &we);
+    *a = NULL;
+    if (*g)
+        *a = wait_reply(x, as, "a window's attributes", &we);
     else
         xcb_discard_reply(x->c, as);
+    int dead = x->dead || xcb_connection_has_error(x->c);
+    if (dead || !*g || !*a) {
+        xfree(*g);
+        xfree(*a);
+        *g = NULL;
+        *a = NULL;
+    }
+    if (dead)
+        return we.rc ? err_set(e, we.rc, we.code, "%s", we.message)
+                     : err_set(e, E_UNAVAIL, "unavailable", "the X display went away");
+    return 0;
+}
+
+/* 1 when win is a top-level window that can take the keyboard: mapped,
+ * not override-redirect, of a real size. */
+static int focusable(struct xin *x, xcb_window_t win, struct err *e)
+{
+    xcb_get_geometry_reply_t *g;
+    xcb_get_window_attributes_reply_t *a;
+    int rc = window_info(x, win, &g, &a, e);
+    if (rc)
+        return rc;
     int ok = g && a && a->map_state == XCB_MAP_STATE_VIEWABLE && !a->override_redirect &&
              a->_class == XCB_WINDOW_CLASS_INPUT_OUTPUT && g->width > 1 && g->height > 1;
     xfree(g);
     xfree(a);
-    if (x->dead || xcb_connection_has_error(x->c))
-        return we.rc ? err_set(e, we.rc, we.code, "%s", we.message)
-                     : err_set(e, E_UNAVAIL, "unavailable", "the X display went away");
     return ok;
 }
 
@@ -461,21 +482,11 @@ int xin_fill_screen(struct xin *x, int *grown, struct err *e)
     const xcb_window_t *w = xcb_query_tree_children(t);
     int rc = 0;
     for (int i = 0; i < n && i < LIM_X_FILL_WINDOWS && rc == 0; i++) {
-        unsigned int gs = xcb_get_geometry(x->c, w[i]).sequence;
-        unsigned int as = xcb_get_window_attributes(x->c, w[i]).sequence;
-        struct err we;
-        err_init(&we);
-        xcb_get_geometry_reply_t *g = wait_reply(x, gs, "a window's geometry", &we);
-        xcb_get_window_attributes_reply_t *a = NULL;
-        if (g)
-            a = wait_reply(x, as, "a window's attributes", &we);
-        else
-            xcb_discard_reply(x->c, as);
-        if (x->dead || xcb_connection_has_error(x->c)) {
-            rc = we.rc ? err_set(e, we.rc, we.code, "%s", we.message)
-                       : err_set(e, E_UNAVAIL, "unavailable", "the X display went away");
-        } else if (g && a && a->map_state == XCB_MAP_STATE_VIEWABLE && !a->override_redirect &&
-                   g->width + 1 == x->width && g->height + 1 == x->height) {
+        xcb_get_geometry_reply_t *g;
+        xcb_get_window_attributes_reply_t *a;
+        rc = window_info(x, w[i], &g, &a, e);
+        if (rc == 0 && g && a && a->map_state == XCB_MAP_STATE_VIEWABLE && !a->override_redirect &&
+            g->width + 1 == x->width && g->height + 1 == x->height) {
             const uint32_t v[] = {(uint32_t)x->width, (uint32_t)x->height};
             xcb_configure_window(x->c, w[i], XCB_CONFIG_WINDOW_WIDTH | XCB_CONFIG_WINDOW_HEIGHT, v);
             ++*grown;
