@@ -30,7 +30,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-.PHONY: all deps test-deps run deb test check unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
+.PHONY: all deps test-deps run deb test test-builds check unit blackbox asan lint analyze format fuzz fuzz-smoke bench clean check-banned
 
 all: $(BUILD)/browserd
 
@@ -108,9 +108,18 @@ run: deps all
 # BiDi, telemetry, the sandbox, files, processes, extensions, replays and live
 # view, curl, headful controls, spares). The static analysis (make analyze)
 # runs at the lowest priority beside the suites, on the CPU the browsers leave
-# idle, and is counted as one suite (scripts/test.sh --analyze).
+# idle, and is counted as one suite (scripts/test.sh --analyze); so are the
+# sanitizer builds and the fuzz targets made, beside the plain build's suites
+# (make test-builds, scripts/test.sh --build-beside).
 test: test-deps lint
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(UNIT_BIN)
+	@JOBS=$(JOBS) sh scripts/test.sh --analyze --build-beside $(BUILD) build/asan build/tsan
+
+# The builds the plain build's suites do not need: the sanitizer builds and
+# the fuzz targets. make test has scripts/test.sh build them beside the
+# plain build's suites, at the lowest priority, on the CPU the browsers
+# leave idle (about two minutes of the run's wall time before).
+test-builds:
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan CC=gcc \
 	    SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
 	    CFLAGS='-O1 -g' build/asan/browserd $(UNIT_BIN:$(BUILD)/%=build/asan/%)
@@ -118,7 +127,6 @@ test: test-deps lint
 	    SAN='-fsanitize=thread -fno-omit-frame-pointer' \
 	    CFLAGS='-O1 -g' build/tsan/browserd $(UNIT_BIN:$(BUILD)/%=build/tsan/%)
 	@$(MAKE) --no-print-directory -j$(JOBS) fuzz-build
-	@sh scripts/test.sh --analyze $(BUILD) build/asan build/tsan
 
 unit: all $(UNIT_BIN)
 	@sh scripts/test.sh --unit-only $(BUILD)

@@ -4,19 +4,25 @@
 #   scripts/test.sh --unit-only BUILD    unit tests only
 #   scripts/test.sh --fast BUILD         unit + the black-box suite (make check)
 #   scripts/test.sh --analyze BUILD...   also the static analysis, beside them
+#   scripts/test.sh --analyze --build-beside BUILD SAN_BUILD...
+#                                        (make test) also makes the builds after
+#                                        the first (make test-builds), beside
+#                                        the first build's suites
 set -u
 unit_only=0
 fast=0
 analyze=0
+build_beside=0
 if [ "${1:-}" = "--unit-only" ]; then unit_only=1; shift; fi
 if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 if [ "${1:-}" = "--analyze" ]; then analyze=1; shift; fi
+if [ "${1:-}" = "--build-beside" ]; then build_beside=1; shift; fi
 passed=0
 failed=0
 log=$(mktemp)
 t0=$(date +%s)
 fails=$(mktemp)
-trap 'rm -f "$fails" "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".cl "$log".cl.rc; rm -rf "$log".fz "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
+trap 'rm -f "$fails" "$log" "$log".[12] "$log".[12].rc "$log".bb "$log".bb.rc "$log".cl "$log".cl.rc "$log".mk "$log".mk.rc; rm -rf "$log".fz "$log".sdk "$log".sdk.rc "$log".an "$log".an.rc' EXIT
 
 count() { # $1: label; reads the suite's output from $log
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
@@ -302,7 +308,33 @@ if [ $analyze -eq 1 ]; then
     ) &
     an_pid=$!
 fi
+# The sanitizer builds and the fuzz targets (make test-builds, about two
+# minutes of wall time when they came first) are made beside the first
+# build's suites, at the lowest priority like the static analysis; the next
+# build's suites wait for them. A failed build fails the run, and its
+# suites are not run.
+mk_pid=""
+if [ $build_beside -eq 1 ]; then
+    (
+        nice -n 19 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory \
+            -j"${JOBS:-2}" test-builds >"$log.mk" 2>&1
+        echo $? >"$log.mk.rc"
+    ) &
+    mk_pid=$!
+fi
+first=1
 for b in "$@"; do
+    if [ $first -eq 0 ] && [ -n "$mk_pid" ]; then
+        wait "$mk_pid"
+        mk_pid=""
+        cat "$log.mk"
+        if [ "$(cat "$log.mk.rc" 2>/dev/null || echo 1)" -ne 0 ]; then
+            echo "0 passed, 1 failed" >"$log"
+            count "the sanitizer and fuzz builds (make test-builds, beside the first build's suites)" 1
+            break
+        fi
+    fi
+    first=0
     run_build "$b"
 done
 if [ -n "$cl_later" ]; then # an ASan build and no TSan build after it
