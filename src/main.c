@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "runtime/admit.h"
 #include "runtime/bgjobs.h"
 #include "runtime/apprun.h"
@@ -1503,6 +1505,12 @@ static int cmd_admin(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* OpenSSL frees its global state at exit unless told not to, and a
+     * detached thread still ending then (a session's background teardown,
+     * which has used libpq or TLS) runs OpenSSL's per-thread cleanup
+     * against a lock already freed. The process's exit frees it all
+     * anyway. First, before any thread or library sets OpenSSL up. */
+    (void)OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
     const char *lvl = getenv("BROWSERD_LOG_LEVEL");
     if (lvl)
         log_set_level(strcmp(lvl, "debug") == 0   ? LOG_DEBUG
