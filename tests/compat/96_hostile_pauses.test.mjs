@@ -22,6 +22,10 @@ async function withServer(fn, env = {}) {
 }
 
 const create = (s, extra) => createSession(s, extra);
+// A page that logs its key events (repeats apart) and notes a click.
+const KEY_LOG = '<script>window.log = []; window.clicked = false; for (const t of ["keydown", "keyup"]) ' +
+  'addEventListener(t, (e) => { if (!e.repeat) log.push([t, e.code, e.shiftKey, performance.now()]); });' +
+  ' addEventListener("mousedown", () => { clicked = true; });</script>';
 const remove = deleteSession;
 
 export const tests = [
@@ -86,9 +90,27 @@ export const tests = [
         const b = await chromium.connectOverCDP(r.json.cdp_ws_url);
         try {
           const page = b.contexts()[0].pages()[0];
-          await page.setContent('<script>window.log = []; for (const t of ["keydown", "keyup"]) ' +
-            'addEventListener(t, (e) => { if (!e.repeat) log.push([t, e.code, e.shiftKey, performance.now()]); });</script>');
+          await page.setContent(KEY_LOG);
           await page.bringToFront();
+          if (!headless) {
+            // Measured, not asserted (the CI saw a hold's first keydowns
+            // lost here when no click came first, twice, and no run on a
+            // developer's machine did): a key with no text of its own, so
+            // that wherever it went nothing was typed.
+            eq((await api(s, 'POST', `/browsers/${id}/computer/press_key`, { keys: ['Shift'] })).status, 200, 'Shift without a click');
+            const seen = await waitFor(async () => { const l = await page.evaluate('log'); return l.length >= 2 && l; }, 'two key events', 2000)
+              .catch(() => page.evaluate('log'));
+            console.log(`  measured: headful, Shift pressed right after bringToFront, before any click: the page saw ${JSON.stringify(seen.map((e) => `${e[0]}:${e[1]}@${Math.round(e[3])}`))}`);
+            await page.evaluate('log.length = 0');
+          }
+          // The page takes the keys once clicked, as an agent gives it the
+          // focus (85_computer_x, 92_computer_clients): on a headful
+          // session, keys sent before any click go to whatever Chromium
+          // focused, the omnibox of a new window among them.
+          const [w, h] = await page.evaluate(headless ? '[innerWidth, innerHeight]' : '[screen.width, screen.height]');
+          const c = await api(s, 'POST', `/browsers/${id}/computer/click_mouse`, { x: Math.round(w / 2), y: Math.round(h / 2) });
+          eq(c.status, 200, `click (headless ${headless}): ${c.text}`);
+          await waitFor(() => page.evaluate('clicked'), `the page saw the click (headless ${headless})`, 10000);
           const p = await api(s, 'POST', `/browsers/${id}/computer/press_key`, { keys: ['a', 'b'], duration: 1200, hold_keys: ['Shift'] });
           eq(p.status, 200, `press_key (headless ${headless}): ${p.text}`);
           const log = await waitFor(async () => {
