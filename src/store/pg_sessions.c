@@ -141,7 +141,10 @@ static const char SQL_PRUNE_ENDED[] =
     " DELETE FROM telemetry_events WHERE session_id IN (SELECT id FROM gone)";
 
 /* An end (status deleted) writes the row and prunes the org's ended sessions
- * in one transaction. */
+ * in one transaction. A prune that fails (two ends of one organization
+ * deadlocked on the same old rows, say) is rolled back alone, to its
+ * savepoint: the end commits all the same, and the organization's next end
+ * prunes. */
 int pgx_session_update(struct store *st_, const struct session_rec *s)
 {
     PGCONN(p, c);
@@ -162,8 +165,13 @@ int pgx_session_update(struct store *st_, const struct session_rec *s)
         PQclear(r);
     }
     if (ending) {
-        if (ret == 0)
-            ret = pgx_q(c, NULL, SQL_PRUNE_ENDED, "si", org_id, st_->sessions_ended_kept);
+        if (ret == 0 && (ret = pgx_q(c, NULL, "SAVEPOINT prune", "")) == 0 &&
+            pgx_q(c, NULL, SQL_PRUNE_ENDED, "si", org_id, st_->sessions_ended_kept) != 0) {
+            log_warn("store: session %s ended; its organization's oldest ended sessions were "
+                     "not pruned (the next end tries again)",
+                     s->id);
+            ret = pgx_q(c, NULL, "ROLLBACK TO SAVEPOINT prune", "");
+        }
         if (ret == 0)
             ret = pgx_commit(c);
         if (ret)

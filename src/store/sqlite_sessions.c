@@ -175,7 +175,9 @@ static int prune_ended(struct conn *c, const char *org_id, int64_t kept)
 }
 
 /* An end (status deleted) writes the row and prunes the org's ended sessions
- * in one transaction, so one commit (and one sync) as before. */
+ * in one transaction, so one commit (and one sync) as before. A prune that
+ * fails is rolled back alone, to its savepoint: the end commits all the
+ * same, and the organization's next end prunes. */
 int sq_session_update(struct store *st_, const struct session_rec *r)
 {
     CONN(s, c);
@@ -199,8 +201,13 @@ int sq_session_update(struct store *st_, const struct session_rec *r)
         sqlite3_reset(st);
     }
     if (ending) {
-        if (ret == 0)
-            ret = prune_ended(c, org_id, st_->sessions_ended_kept);
+        if (ret == 0 && (ret = sqx_qrc(sqx_q(c, NULL, "SAVEPOINT prune", ""))) == 0 &&
+            prune_ended(c, org_id, st_->sessions_ended_kept) != 0) {
+            log_warn("store: session %s ended; its organization's oldest ended sessions were "
+                     "not pruned (the next end tries again)",
+                     r->id);
+            ret = sqx_qrc(sqx_q(c, NULL, "ROLLBACK TO SAVEPOINT prune", ""));
+        }
         if (ret == 0)
             ret = sqx_commit(c);
         if (ret)

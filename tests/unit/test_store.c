@@ -2629,6 +2629,79 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     xfree(out);
 }
 
+/* Runs one statement on st's database behind its back: sqlite_sql on the
+ * SQLite store's file, pg_sql on the current case's PostgreSQL database. */
+static void raw_exec(struct store *st, const char *sqlite_sql, const char *pg_sql)
+{
+    if (strcmp(st->ops->name, "sqlite") != 0) {
+        assert_int_equal(pg_admin(pg_db, pg_sql), 0);
+        return;
+    }
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/browserd.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sqlite_sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK)
+        fprintf(stderr, "raw_exec %s: %s\n", sqlite_sql, msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    assert_int_equal(rc, SQLITE_OK);
+}
+
+/* "A prune that fails is rolled back alone: the end commits all the same,
+ * and the organization's next end prunes" (session_update, both backends).
+ * A trigger makes every delete of a session row fail. */
+static void session_end_kept_when_its_prune_fails(void **state)
+{
+    struct store *st = *state;
+    st->sessions_ended_kept = 1;
+    struct org_rec a;
+    struct project_rec pa;
+    make_org(st, &a, &pa);
+    struct session_rec old, end; /* data: a literal (insert_session) */
+    insert_session(st, &a, &pa, "deleted", &old);
+    insert_session(st, &a, &pa, "active", &end);
+    raw_exec(st,
+             "CREATE TRIGGER no_prune BEFORE DELETE ON sessions"
+             " BEGIN SELECT RAISE(ABORT, 'no prune'); END",
+             "CREATE FUNCTION no_prune() RETURNS trigger LANGUAGE plpgsql AS"
+             " $$ BEGIN RAISE EXCEPTION 'no prune'; END $$;"
+             " CREATE TRIGGER no_prune BEFORE DELETE ON sessions"
+             " FOR EACH ROW EXECUTE FUNCTION no_prune()");
+    snprintf(end.status, sizeof end.status, "deleted");
+    end.deleted_at = clock_now_ms();
+    end.uptime_ms = 4321;
+    assert_int_equal(store_session_update(st, &end), 0);
+    struct session_rec got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(store_session_get(st, a.id, pa.id, end.id, 1, &got), 0);
+    assert_string_equal(got.status, "deleted"); /* the end is recorded */
+    assert_int_equal(got.uptime_ms, 4321);
+    session_rec_clear(&got);
+    struct session_rec *rows = NULL;
+    size_t n = ended_of(st, &a, &pa, &rows);
+    assert_int_equal(n, 2); /* the prune was not: both ended rows are there */
+    for (size_t i = 0; i < n; i++)
+        session_rec_clear(&rows[i]);
+    xfree(rows);
+    /* The next end prunes once deletes work again. */
+    raw_exec(st, "DROP TRIGGER no_prune", "DROP TRIGGER no_prune ON sessions");
+    struct session_rec next;
+    insert_session(st, &a, &pa, "active", &next);
+    snprintf(next.status, sizeof next.status, "deleted");
+    next.deleted_at = end.deleted_at + 1;
+    assert_int_equal(store_session_update(st, &next), 0);
+    n = ended_of(st, &a, &pa, &rows);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].id, next.id);
+    session_rec_clear(&rows[0]);
+    xfree(rows);
+    org_rec_clear(&a);
+}
+
 /* The contract's cases: each runs on both backends. */
 #define CONTRACT_CASES(X)                                                                          \
     X(org_create_fills_ids_and_default_project)                                                    \
@@ -2648,6 +2721,7 @@ static void audit_trim_keeps_the_newest_per_org(void **state)
     X(credentials_crud)                                                                            \
     X(tenant_records_capped_and_ended_keys_pruned)                                                 \
     X(sessions_ended_pruned_per_org)                                                               \
+    X(session_end_kept_when_its_prune_fails)                                                       \
     X(telem_bytes_by_org_and_trim)                                                                 \
     X(vaults_and_items)                                                                            \
     X(apps_objects)                                                                                \
